@@ -13,11 +13,11 @@
 //! on it.
 
 mod decode;
-// pub mod emit;
+pub mod emit;
 mod error;
-// pub mod gen;
+pub mod gen;
 mod model;
-// pub mod render;
+pub mod render;
 pub mod routing;
 pub mod spec;
 pub mod units;

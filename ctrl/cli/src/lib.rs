@@ -1,0 +1,68 @@
+//! The `metaroce` command line: argument definitions and the commands
+//! behind them. `main.rs` only calls [`run`].
+
+mod topo;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes, stated once so that scripts can rely on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Everything worked, every file was valid.
+    Ok = 0,
+    /// A topology had problems (each was printed).
+    Invalid = 1,
+    /// Arguments were wrong (clap's own code for usage errors).
+    Usage = 2,
+    /// Something failed to run: a file could not be read or written.
+    Failure = 3,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> Self {
+        ExitCode::from(e as u8)
+    }
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 success; 1 the topology has problems (all are printed); \
+2 wrong arguments; 3 a file could not be read or written.\n\
+Logging: -v for more, or METAROCE_LOG=debug.";
+
+/// Congestion-aware adaptive routing for RoCEv2 fabrics.
+#[derive(Debug, Parser)]
+#[command(name = "metaroce", version, about, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check, inspect, generate and draw topology files.
+    #[command(subcommand)]
+    Topo(topo::TopoCommand),
+}
+
+/// Logs go to stderr so that command output stays clean on stdout.
+pub fn init_tracing(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_env("METAROCE_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Runs a parsed command.
+pub fn run(cli: Cli) -> anyhow::Result<Exit> {
+    match cli.command {
+        Command::Topo(cmd) => topo::run(cmd),
+    }
+}
