@@ -47,11 +47,20 @@ pub fn assemble(d: &mut Diags, raw: RawTopology) -> Option<Topology> {
     if raw.switches.is_empty() && d.0.is_empty() {
         d.at("switches", None, "a fabric needs at least one switch");
     }
+    // Aligned with raw.switches: `None` where a switch had its own errors.
+    // Its name still resolves, so one bad field does not cascade into
+    // "unknown switch" everywhere the switch is used.
     let switches = switches(d, &raw);
-    let index: HashMap<&str, SwitchId> = switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+    let mut index: HashMap<&str, SwitchId> = HashMap::new();
+    for (i, s) in raw.switches.iter().enumerate() {
+        if let Some(n) = &s.name {
+            index.entry(n.v.as_str()).or_insert(i);
+        }
+    }
     let mut ports = Unique::new("use of port");
     let hosts = hosts(d, &raw, &switches, &index, &defaults, &fabric, &mut ports);
     let links = links(d, &raw, &switches, &index, &defaults, &fabric, &mut ports);
+    let switches: Vec<Switch> = switches.into_iter().flatten().collect();
     let complete = switches.len() == raw.switches.len()
         && hosts.len() == raw.hosts.len()
         && links.len() == raw.links.len();
@@ -111,7 +120,7 @@ fn fabric(d: &mut Diags, raw: &RawTopology) -> Fabric {
     fabric
 }
 
-fn switches(d: &mut Diags, raw: &RawTopology) -> Vec<Switch> {
+fn switches(d: &mut Diags, raw: &RawTopology) -> Vec<Option<Switch>> {
     let mut names = Unique::new("name");
     let mut devices = Unique::new("device_id");
     let mut int_ids = Unique::new("int_node_id");
@@ -143,10 +152,9 @@ fn switches(d: &mut Diags, raw: &RawTopology) -> Vec<Switch> {
                 d.at(path("subnet"), Some(sub.pos), format!("only leaves own a subnet; this switch is a {}", role.v));
             }
         }
-        if let (Some(name), Some(role), Some(device_id), Some(p4rt), Some(int_node_id)) =
-            (&s.name, s.role, s.device_id, &s.p4rt, int_id)
-        {
-            out.push(Switch {
+        let complete = (&s.name, s.role, s.device_id, &s.p4rt, int_id);
+        out.push(if let (Some(name), Some(role), Some(device_id), Some(p4rt), Some(int_node_id)) = complete {
+            Some(Switch {
                 name: name.v.clone(),
                 role: role.v,
                 device_id: device_id.v,
@@ -154,8 +162,10 @@ fn switches(d: &mut Diags, raw: &RawTopology) -> Vec<Switch> {
                 thrift_port: s.thrift_port.map(|t| t.v),
                 int_node_id: int_node_id.v,
                 subnet: s.subnet.map(|a| a.v),
-            });
-        }
+            })
+        } else {
+            None
+        });
     }
     let subnets: Vec<_> = raw.switches.iter().enumerate().filter_map(|(i, s)| Some((i, s.subnet?))).collect();
     for (x, (i, a)) in subnets.iter().enumerate() {
@@ -197,7 +207,7 @@ fn check_port(
 fn hosts(
     d: &mut Diags,
     raw: &RawTopology,
-    switches: &[Switch],
+    switches: &[Option<Switch>],
     index: &HashMap<&str, SwitchId>,
     defaults: &Defaults,
     fabric: &Fabric,
@@ -224,8 +234,7 @@ fn hosts(
             macs.check(d, mac.v, &mac.v.to_string(), path("mac"), mac.pos);
         }
         let leaf = h.leaf.as_ref().and_then(|l| resolve(d, index, &l.v, path("leaf"), l.pos));
-        if let (Some(leaf), Some(l)) = (leaf, &h.leaf) {
-            let sw = &switches[leaf];
+        if let (Some(leaf), Some(l), Some(sw)) = (leaf, &h.leaf, leaf.and_then(|x| switches[x].as_ref())) {
             if sw.role != Role::Leaf {
                 d.at(path("leaf"), Some(l.pos), format!("{} is a {}; hosts attach to leaves", sw.name, sw.role));
             }
@@ -238,7 +247,8 @@ fn hosts(
                 }
             }
             if let Some(ip) = h.ip {
-                if let Some(other) = switches.iter().find(|s| s.name != sw.name && s.subnet.is_some_and(|n| n.contains(ip.v))) {
+                let owner = switches.iter().flatten().find(|s| s.name != sw.name && s.subnet.is_some_and(|n| n.contains(ip.v)));
+                if let Some(other) = owner {
                     d.at(
                         path("ip"),
                         Some(ip.pos),
@@ -265,7 +275,7 @@ fn hosts(
 fn links(
     d: &mut Diags,
     raw: &RawTopology,
-    switches: &[Switch],
+    switches: &[Option<Switch>],
     index: &HashMap<&str, SwitchId>,
     defaults: &Defaults,
     fabric: &Fabric,
@@ -278,13 +288,13 @@ fn links(
             let Some(end) = end else { continue };
             let path = format!("links[{i}].{key}");
             if let Some(sw) = resolve(d, index, &end.v.0, path.clone(), end.pos) {
-                check_port(d, ports, fabric, (sw, &switches[sw].name, end.v.1), path, end.pos);
+                check_port(d, ports, fabric, (sw, &end.v.0, end.v.1), path, end.pos);
                 *slot = Some(Endpoint { switch: sw, port: end.v.1 });
             }
         }
         let [Some(a), Some(b)] = ends else { continue };
         let pos = l.b.as_ref().map(|e| e.pos);
-        let (sa, sb) = (&switches[a.switch], &switches[b.switch]);
+        let (Some(sa), Some(sb)) = (&switches[a.switch], &switches[b.switch]) else { continue };
         if a.switch == b.switch {
             d.at(format!("links[{i}].b"), pos, format!("link joins {} to itself", sa.name));
             continue;
