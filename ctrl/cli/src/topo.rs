@@ -412,7 +412,7 @@ fn groups(t: &Topology, only: Option<&str>, fail: &[String], as_json: bool) -> a
                 let members: Vec<_> = g
                     .members
                     .iter()
-                    .map(|m| json!({"port": m.port, "next": hop(&m.next), "weight": m.weight, "capacity_bps": m.capacity}))
+                    .map(|m| json!({"port": m.port, "next": hop(&m.next), "weight": m.weight}))
                     .collect();
                 json!({"id": id, "members": members})
             })

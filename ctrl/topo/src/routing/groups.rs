@@ -22,11 +22,12 @@ pub enum NextHop {
 pub struct Member {
     pub port: u16,
     pub next: NextHop,
-    /// Integer weight, proportional to `capacity` (reduced by the gcd and
-    /// capped at the routing's `max_weight`).
+    /// Integer weight, proportional to the capacity this port leads to
+    /// (reduced by the gcd and capped at the routing's `max_weight`). A
+    /// group may serve several destinations whose capacities differ but
+    /// whose weights agree; [`super::Routing::member_capacities`] gives the
+    /// capacities toward one destination.
     pub weight: u32,
-    /// Capacity toward the destination through this port, bits per second.
-    pub capacity: u64,
 }
 
 /// A weighted next-hop group. Never empty: a destination with no next hop
@@ -160,7 +161,7 @@ mod tests {
     #[test]
     fn table_dedupes_and_counts_references() {
         let mut t = GroupTable::default();
-        let m = || vec![Member { port: 1, next: NextHop::Switch(0), weight: 1, capacity: 1 }];
+        let m = || vec![Member { port: 1, next: NextHop::Switch(0), weight: 1 }];
         let (a, new_a) = t.acquire(&[(1, 1)], m);
         let (b, new_b) = t.acquire(&[(1, 1)], m);
         assert_eq!((a, new_a, new_b), (b, true, false));

@@ -92,6 +92,18 @@ impl Routing {
     }
 
     pub fn with_options(topo: &Topology, opts: RoutingOptions) -> Self {
+        Self::with_failures(topo, opts, &[], &[])
+    }
+
+    /// Computes routes from scratch with some links and switches already
+    /// out of service (a controller starting on a degraded fabric). Unknown
+    /// ids are ignored.
+    pub fn with_failures(
+        topo: &Topology,
+        opts: RoutingOptions,
+        links_down: &[crate::model::LinkId],
+        switches_down: &[SwitchId],
+    ) -> Self {
         let n = topo.switches.len();
         let tier: Vec<u8> = topo.switches.iter().map(|s| s.role.tier()).collect();
         let mut by_tier: Vec<SwitchId> = (0..n).collect();
@@ -126,6 +138,16 @@ impl Routing {
             tables: vec![GroupTable::default(); n],
             prefixes,
         };
+        for &l in links_down {
+            if let Some(up) = r.link_up.get_mut(l) {
+                *up = false;
+            }
+        }
+        for &sw in switches_down {
+            if let Some(up) = r.switch_up.get_mut(sw) {
+                *up = false;
+            }
+        }
         r.install_local(topo);
         let mut scratch = Scratch::default();
         for d in 0..r.dests.len() {
@@ -139,7 +161,7 @@ impl Routing {
             for &h in topo.hosts_of(leaf) {
                 let host = &topo.hosts[h];
                 let member =
-                    Member { port: host.port, next: NextHop::Host(h), weight: 1, capacity: host.nic_rate.bps() };
+                    Member { port: host.port, next: NextHop::Host(h), weight: 1 };
                 let (id, _) = self.tables[leaf].acquire(&[(host.port, 1)], || vec![member]);
                 self.local[leaf].push((Ipv4Net::host(host.ip), id));
             }
@@ -280,11 +302,15 @@ impl Routing {
             for &(peer, port, link_bw) in run {
                 let share = u128::from(agg) * u128::from(link_bw) / u128::from(bw);
                 let capacity = u64::try_from(share).unwrap_or(u64::MAX).max(1);
-                scratch.members.push(Member { port, next: NextHop::Switch(peer), weight: 0, capacity });
+                scratch.members.push(Member { port, next: NextHop::Switch(peer), weight: 0 });
+                scratch.caps.push(capacity);
             }
         }
-        scratch.members.sort_by_key(|m| m.port);
-        scratch.caps.extend(scratch.members.iter().map(|m| m.capacity));
+        // Sort members (and their capacities) by port: the group's identity.
+        let mut order: Vec<usize> = (0..scratch.members.len()).collect();
+        order.sort_by_key(|&i| scratch.members[i].port);
+        scratch.members = order.iter().map(|&i| scratch.members[i]).collect();
+        scratch.caps = order.iter().map(|&i| scratch.caps[i]).collect();
         groups::weights(&scratch.caps, self.opts.max_weight, &mut scratch.weights);
         for (m, w) in scratch.members.iter_mut().zip(&scratch.weights) {
             m.weight = *w;
@@ -357,6 +383,18 @@ impl Routing {
     pub fn capacity_toward(&self, s: SwitchId, leaf: SwitchId) -> Option<u64> {
         let d = self.dest_of.get(leaf).copied().flatten()?;
         Some(self.cap[d * self.n + s]).filter(|_| self.vf[d * self.n + s] != INF)
+    }
+
+    /// `(port, capacity in bits per second)` of each member of `s`'s group
+    /// toward `leaf`: what the weights are proportional to.
+    pub fn member_capacities(&self, topo: &Topology, s: SwitchId, leaf: SwitchId) -> Vec<(u16, u64)> {
+        let Some(d) = self.dest_of.get(leaf).copied().flatten() else { return Vec::new() };
+        if s == leaf {
+            return Vec::new();
+        }
+        let mut scratch = Scratch::default();
+        self.members(topo, d, s, &mut scratch);
+        scratch.members.iter().zip(&scratch.caps).map(|(m, &c)| (m.port, c)).collect()
     }
 
     /// The group table of switch `s`.
