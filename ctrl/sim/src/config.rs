@@ -1,0 +1,202 @@
+//! A resolved scenario: what to run, on which hosts, with which network
+//! settings. Every name is already an index into the topology and every
+//! quantity is in base units (bytes, bits per second, picoseconds).
+
+use std::fmt;
+use std::str::FromStr;
+
+use metaroce_topo::{Endpoint, HostId};
+use serde::Serialize;
+
+/// Picoseconds per nanosecond: simulated time is kept in picoseconds so
+/// that serialization at 400 Gbps is exact to well under a percent.
+pub const PS_PER_NS: u64 = 1_000;
+
+/// Bytes a RoCEv2 packet carries besides its payload: Ethernet (14) + IPv4
+/// (20) + UDP (8) + BTH (12) + ICRC (4) + FCS (4).
+pub const ROCE_HEADER_BYTES: u32 = 62;
+
+/// How switches choose among the members of a next-hop group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Static ECMP: a hash of the 5-tuple picks the member.
+    Ecmp,
+    /// LetFlow-like: a new flowlet (gap over the flowlet timeout) picks a
+    /// random member; a running flowlet keeps its path.
+    Flowlet,
+    /// Per-packet weighted round-robin: the even spreading that the
+    /// analytic bound assumes, at the cost of reordering.
+    Spray,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Ecmp, Mode::Flowlet, Mode::Spray];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ecmp => "ecmp",
+            Mode::Flowlet => "flowlet",
+            Mode::Spray => "spray",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
+            let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+            format!("unknown routing mode \"{s}\"; use one of {}", known.join(", "))
+        })
+    }
+}
+
+/// The communication pattern of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Pattern {
+    /// Every rank sends `size` bytes to every other rank at once.
+    AllToAll,
+    /// Ring AllReduce of a `size`-byte buffer: 2(N-1) steps of size/N bytes,
+    /// each step starting when the previous chunk has arrived.
+    RingAllReduce,
+    /// Every rank sends `size` bytes to `target`.
+    Incast { target: HostId },
+    /// Rank i sends `size` bytes to rank `perm[i]`.
+    Permutation { perm: Vec<usize> },
+}
+
+impl Pattern {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Pattern::AllToAll => "all-to-all",
+            Pattern::RingAllReduce => "ring-allreduce",
+            Pattern::Incast { .. } => "incast",
+            Pattern::Permutation { .. } => "permutation",
+        }
+    }
+}
+
+/// One job of the workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Job {
+    pub name: String,
+    pub pattern: Pattern,
+    /// Hosts of the ranks, rank order.
+    pub ranks: Vec<HostId>,
+    /// Bytes, as the pattern defines them.
+    pub size: u64,
+    pub start_ps: u64,
+    /// Sending-rate cap per queue pair, bits per second (the NIC rate if none).
+    pub rate_bps: Option<u64>,
+}
+
+/// RED-style ECN marking on egress queue depth.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Ecn {
+    pub kmin_bytes: u64,
+    pub kmax_bytes: u64,
+    /// Marking probability at `kmax` (1.0 above it).
+    pub pmax: f64,
+}
+
+/// DCQCN reaction-point parameters (Zhu et al., SIGCOMM 2015).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Dcqcn {
+    /// Alpha gain `g`.
+    pub g: f64,
+    /// Rate-increase and alpha-update timer period.
+    pub timer_ps: u64,
+    /// Bytes sent between byte-counter increase events.
+    pub byte_counter: u64,
+    /// Additive and hyper increase steps, as fractions of the line rate.
+    pub rai: f64,
+    pub rhai: f64,
+    /// Fast-recovery stages before additive increase.
+    pub fast_recovery: u32,
+    /// Lowest rate, as a fraction of the line rate.
+    pub min_rate: f64,
+    /// The receiver sends at most one CNP per queue pair per interval.
+    pub cnp_interval_ps: u64,
+}
+
+impl Default for Dcqcn {
+    fn default() -> Self {
+        Dcqcn {
+            g: 1.0 / 256.0,
+            timer_ps: 55_000_000,
+            byte_counter: 10 << 20,
+            rai: 0.005,
+            rhai: 0.05,
+            fast_recovery: 5,
+            min_rate: 0.001,
+            cnp_interval_ps: 50_000_000,
+        }
+    }
+}
+
+/// Priority flow control on the lossless class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Pfc {
+    /// Bytes buffered from one ingress port that send PAUSE upstream.
+    pub xoff_bytes: u64,
+    /// Bytes below which RESUME is sent.
+    pub xon_bytes: u64,
+    /// Extra bytes reserved per ingress for what is in flight when PAUSE is
+    /// sent; `None` computes it per link from bandwidth, delay and MTU.
+    pub headroom_bytes: Option<u64>,
+}
+
+/// Network-wide settings of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NetConfig {
+    /// Payload bytes per packet.
+    pub mtu: u32,
+    /// Lossless (PFC) or lossy (drops and go-back-N).
+    pub lossless: bool,
+    pub pfc: Pfc,
+    pub ecn: Option<Ecn>,
+    pub dcqcn: Option<Dcqcn>,
+    pub flowlet_timeout_ps: u64,
+    /// UDP source ports a queue pair uses (messages rotate through them).
+    pub sports_per_qp: u16,
+    /// Go-back-N retransmission timeout (lossy mode).
+    pub rto_ps: u64,
+    /// The receiver acknowledges every this many packets (lossy mode).
+    pub ack_every: u32,
+}
+
+/// Where a run stops at the latest, so runaway scenarios end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    pub time_ps: u64,
+    pub events: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { time_ps: 1_000_000_000_000, events: 2_000_000_000 }
+    }
+}
+
+/// A validated scenario, resolved against its topology.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    pub name: String,
+    pub description: Option<String>,
+    pub seed: u64,
+    pub modes: Vec<Mode>,
+    pub limits: Limits,
+    pub net: NetConfig,
+    pub jobs: Vec<Job>,
+    /// Link ends whose egress is written to a pcap file.
+    #[serde(skip)]
+    pub pcap: Vec<Endpoint>,
+}

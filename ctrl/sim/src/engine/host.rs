@@ -1,0 +1,265 @@
+//! Hosts: RoCEv2-like senders (queue pairs scheduled round-robin on the
+//! NIC, paced by DCQCN), receivers that count bytes, mark completion and
+//! return CNPs, and go-back-N recovery in lossy mode.
+
+use std::cmp::Reverse;
+
+use super::{Packet, Sim};
+use crate::config::ROCE_HEADER_BYTES;
+use crate::events::{Ev, FlowId, PktId, PortId, QpId};
+use crate::flows::NONE;
+use crate::net::Ports;
+
+impl Sim<'_> {
+    /// A message is posted: it joins the end of its queue pair.
+    pub(super) fn post(&mut self, f: FlowId) {
+        self.w.flows[f as usize].start_ps = self.now;
+        let qp = self.w.flows[f as usize].qp as usize;
+        let q = &mut self.w.qps[qp];
+        if q.head == NONE {
+            q.head = f;
+            q.tail = f;
+            self.activate(qp as QpId);
+        } else {
+            let tail = q.tail as usize;
+            q.tail = f;
+            self.w.flows[tail].next_on_qp = f;
+        }
+    }
+
+    fn active(&self, qp: QpId) -> bool {
+        let head = self.w.qps[qp as usize].head;
+        head != NONE && {
+            let f = &self.w.flows[head as usize];
+            f.snd_next < f.npkts
+        }
+    }
+
+    fn activate(&mut self, qp: QpId) {
+        let q = &mut self.w.qps[qp as usize];
+        if q.in_sched {
+            return;
+        }
+        q.in_sched = true;
+        let h = q.src as usize;
+        self.nics[h].ready.push_back(qp);
+        self.nic_kick(h);
+    }
+
+    /// The NIC of host `h` sends its next packet if it is free.
+    pub(super) fn nic_kick(&mut self, h: usize) {
+        let port = Ports::nic(h) as usize;
+        if self.st[port].busy || self.st[port].paused {
+            return;
+        }
+        loop {
+            let nic = &mut self.nics[h];
+            while let Some(&Reverse((t, qp))) = nic.waiting.peek() {
+                if t > self.now {
+                    break;
+                }
+                nic.waiting.pop();
+                nic.ready.push_back(qp);
+            }
+            let Some(qp) = nic.ready.pop_front() else { break };
+            if !self.active(qp) {
+                self.w.qps[qp as usize].in_sched = false;
+                continue;
+            }
+            let next_ok = self.w.qps[qp as usize].next_ok_ps;
+            if next_ok > self.now {
+                self.nics[h].waiting.push(Reverse((next_ok, qp)));
+                continue;
+            }
+            self.send_one(h, qp);
+            return;
+        }
+        let nic = &mut self.nics[h];
+        if let Some(&Reverse((t, _))) = nic.waiting.peek() {
+            if t < nic.wake_at {
+                nic.wake_at = t;
+                self.q.push(t, Ev::NicWake { host: h as u32 });
+            }
+        }
+    }
+
+    fn send_one(&mut self, h: usize, qp: QpId) {
+        let fid = self.w.qps[qp as usize].head;
+        let f = &mut self.w.flows[fid as usize];
+        let psn = f.snd_next;
+        let mtu = u64::from(self.net.mtu);
+        let payload = (f.bytes - u64::from(psn) * mtu).min(mtu) as u32;
+        if psn < f.snd_max {
+            self.stats.retransmits += 1;
+        }
+        f.snd_next += 1;
+        f.snd_max = f.snd_max.max(f.snd_next);
+        let all_sent = f.snd_next == f.npkts;
+        let una = f.snd_una;
+        let q = &mut self.w.qps[qp as usize];
+        let dst = q.dst;
+        let bytes = payload + ROCE_HEADER_BYTES;
+        let rate = match &self.net.dcqcn {
+            Some(p) => {
+                q.rate.advance(p, self.now);
+                q.rate.on_sent(p, u64::from(bytes));
+                q.rate.rate().min(q.rate_cap_bps as f64)
+            }
+            None => q.rate_cap_bps as f64,
+        };
+        q.next_ok_ps = self.now + (f64::from(bytes) * 8e12 / rate.max(1.0)) as u64;
+        let dst_leaf = self.topo.hosts[dst as usize].leaf;
+        let pkt = Packet {
+            flow: fid,
+            psn,
+            bytes,
+            payload,
+            in_port: PortId::MAX,
+            dst_host: dst,
+            dst_leaf: dst_leaf as u32,
+            dest: self.ports.dest_of[dst_leaf].unwrap_or(0),
+            ce: false,
+        };
+        let id = self.alloc(pkt);
+        self.stats.packets_sent += 1;
+        self.start_tx(Ports::nic(h), id);
+        if all_sent {
+            if self.net.lossless {
+                self.next_message(qp);
+            } else {
+                self.q.push(self.now + self.net.rto_ps, Ev::Rto { flow: fid, una });
+            }
+        }
+        self.reschedule(h, qp);
+    }
+
+    /// Puts a queue pair back in its NIC's ready or waiting set.
+    fn reschedule(&mut self, h: usize, qp: QpId) {
+        if !self.active(qp) {
+            self.w.qps[qp as usize].in_sched = false;
+            return;
+        }
+        let next_ok = self.w.qps[qp as usize].next_ok_ps;
+        let ser = self.ports.specs[h].ser_ps(u64::from(self.net.mtu + ROCE_HEADER_BYTES));
+        if next_ok <= self.now + ser {
+            self.nics[h].ready.push_back(qp);
+        } else {
+            self.nics[h].waiting.push(Reverse((next_ok, qp)));
+        }
+    }
+
+    /// The head message is done with the sender; the next one takes over.
+    fn next_message(&mut self, qp: QpId) {
+        let q = &mut self.w.qps[qp as usize];
+        let head = q.head;
+        let next = self.w.flows[head as usize].next_on_qp;
+        q.head = next;
+        if next == NONE {
+            q.tail = NONE;
+        }
+    }
+
+    pub(super) fn host_receive(&mut self, _h: usize, id: PktId) {
+        let p = self.pkts[id as usize];
+        self.release(id);
+        let fid = p.flow as usize;
+        let qp = self.w.flows[fid].qp;
+        if self.net.lossless {
+            self.w.flows[fid].rcv_bytes += u64::from(p.payload);
+        } else {
+            self.go_back_n_receive(&p);
+        }
+        if p.ce {
+            self.notify_congestion(qp);
+        }
+        let f = &self.w.flows[fid];
+        if f.rcv_bytes >= f.bytes && f.done_ps == u64::MAX {
+            self.complete(p.flow);
+        }
+    }
+
+    fn go_back_n_receive(&mut self, p: &Packet) {
+        let f = &mut self.w.flows[p.flow as usize];
+        let delay = self.w.qps[f.qp as usize].ctrl_delay_ps;
+        if p.psn == f.rcv_next {
+            f.rcv_next += 1;
+            f.rcv_bytes += u64::from(p.payload);
+            if f.rcv_next == f.npkts || f.rcv_next % self.net.ack_every == 0 {
+                self.q.push(self.now + delay, Ev::Ack { flow: p.flow, psn: f.rcv_next });
+            }
+        } else if p.psn > f.rcv_next && f.nack_for != f.rcv_next {
+            f.nack_for = f.rcv_next;
+            self.q.push(self.now + delay, Ev::Nack { flow: p.flow, psn: f.rcv_next });
+        }
+    }
+
+    /// The receiver (DCQCN notification point) saw ECN-CE: at most one CNP
+    /// per queue pair per interval.
+    fn notify_congestion(&mut self, qp: QpId) {
+        let Some(dc) = &self.net.dcqcn else { return };
+        let q = &mut self.w.qps[qp as usize];
+        if q.last_cnp_ps.is_some_and(|t| self.now < t + dc.cnp_interval_ps) {
+            return;
+        }
+        q.last_cnp_ps = Some(self.now);
+        self.stats.cnps += 1;
+        self.q.push(self.now + q.ctrl_delay_ps, Ev::Cnp { qp });
+    }
+
+    fn complete(&mut self, f: FlowId) {
+        self.w.flows[f as usize].done_ps = self.now;
+        self.flows_done += 1;
+        let dep = self.w.flows[f as usize].dependent;
+        if dep != NONE {
+            self.post(dep);
+        }
+    }
+
+    pub(super) fn cnp(&mut self, qp: QpId) {
+        if let Some(p) = &self.net.dcqcn {
+            self.w.qps[qp as usize].rate.on_cnp(p, self.now);
+        }
+    }
+
+    pub(super) fn ack(&mut self, flow: FlowId, psn: u32) {
+        let f = &mut self.w.flows[flow as usize];
+        if psn <= f.snd_una {
+            return;
+        }
+        f.snd_una = psn;
+        if f.snd_una == f.npkts {
+            let qp = f.qp;
+            if self.w.qps[qp as usize].head == flow {
+                self.next_message(qp);
+                self.activate(qp);
+            }
+        }
+    }
+
+    pub(super) fn nack(&mut self, flow: FlowId, psn: u32) {
+        let f = &mut self.w.flows[flow as usize];
+        f.snd_una = f.snd_una.max(psn);
+        if f.snd_next > psn {
+            f.snd_next = psn;
+        }
+        let qp = f.qp;
+        if self.w.qps[qp as usize].head == flow {
+            self.activate(qp);
+        }
+    }
+
+    pub(super) fn rto(&mut self, flow: FlowId, una: u32) {
+        let f = &mut self.w.flows[flow as usize];
+        if f.snd_una == f.npkts || f.snd_next < f.npkts {
+            return;
+        }
+        if f.snd_una == una {
+            f.snd_next = f.snd_una;
+            let qp = f.qp;
+            self.activate(qp);
+        } else {
+            let una = f.snd_una;
+            self.q.push(self.now + self.net.rto_ps, Ev::Rto { flow, una });
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! The discrete-event engine: state of one run and its event loop.
+//!
+//! Time is a u64 of picoseconds, advanced only by events; ties run in the
+//! order they were scheduled; every random choice comes from generators
+//! seeded by the scenario. So a run is a pure function of its inputs.
+
+mod host;
+mod switch;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use metaroce_topo::{Routing, Topology};
+use serde::Serialize;
+
+use crate::config::{Limits, NetConfig, Scenario};
+use crate::events::{Ev, FlowId, PktId, PortId, Queue};
+use crate::flows::{TooManyFlows, Workload};
+use crate::forward::{Forwarder, NetView};
+use crate::net::{Node, Ports};
+use crate::pcap::Pcap;
+use crate::rng::Rng;
+use crate::stats::Stats;
+
+/// A packet in flight or in a queue.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Packet {
+    pub flow: FlowId,
+    pub psn: u32,
+    /// Bytes on the wire, headers included.
+    pub bytes: u32,
+    pub payload: u32,
+    /// Port it arrived over at the current switch (for PFC accounting).
+    pub in_port: PortId,
+    pub dst_host: u32,
+    pub dst_leaf: u32,
+    /// Destination-leaf index into the forwarding table.
+    pub dest: u32,
+    pub ce: bool,
+}
+
+/// Dynamic state of one port.
+#[derive(Debug, Clone, Default)]
+pub struct PortState {
+    pub queue: VecDeque<PktId>,
+    pub qbytes: u64,
+    pub busy: bool,
+    pub paused: bool,
+    /// Bytes that arrived over this port and still sit in the far switch.
+    pub ingress: u64,
+    pub pause_sent: bool,
+}
+
+struct View<'a>(&'a [PortState]);
+
+impl NetView for View<'_> {
+    fn queue_bytes(&self, port: PortId) -> u64 {
+        self.0.get(port as usize).map_or(0, |p| p.qbytes)
+    }
+}
+
+/// A host NIC's scheduler: queue pairs ready now, and rate-limited ones by
+/// the time they may send again.
+#[derive(Debug, Clone, Default)]
+struct Nic {
+    ready: VecDeque<u32>,
+    waiting: BinaryHeap<Reverse<(u64, u32)>>,
+    wake_at: u64,
+}
+
+/// Why a run ended before every message completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// Simulated time passed the scenario's limit.
+    TimeLimit,
+    /// The scenario's event budget ran out.
+    EventLimit,
+    /// Nothing was left to happen but messages were unfinished (a deadlock,
+    /// or packets with no route).
+    Stalled,
+}
+
+/// Where a long run is, for progress displays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub now_ps: u64,
+    pub events: u64,
+    pub flows_done: usize,
+    pub flows_total: usize,
+}
+
+/// Events between progress callbacks.
+pub const PROGRESS_EVERY: u64 = 1 << 21;
+
+/// Everything a finished run leaves behind.
+#[derive(Debug)]
+pub struct Outcome {
+    pub stop: Option<Stop>,
+    pub end_ps: u64,
+    pub events: u64,
+    pub stats: Stats,
+    pub workload: Workload,
+    pub ports: Ports,
+    pub pcap: Option<Pcap>,
+    pub max_packets: usize,
+    pub max_pending_events: usize,
+}
+
+/// The state of one run.
+pub struct Sim<'a> {
+    topo: &'a Topology,
+    net: NetConfig,
+    limits: Limits,
+    ports: Ports,
+    st: Vec<PortState>,
+    pkts: Vec<Packet>,
+    free: Vec<PktId>,
+    w: Workload,
+    nics: Vec<Nic>,
+    q: Queue,
+    now: u64,
+    fwd: Box<dyn Forwarder>,
+    rng: Rng,
+    stats: Stats,
+    pcap: Option<(Pcap, Vec<bool>)>,
+    flows_done: usize,
+    events: u64,
+    max_pending: usize,
+    /// Per node (switches, then hosts): its ports, both directions, for
+    /// walking congestion trees.
+    node_ports: Vec<Vec<PortId>>,
+    stamp: Vec<u32>,
+    generation: u32,
+}
+
+impl std::fmt::Debug for Sim<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim").field("now", &self.now).field("events", &self.events).finish_non_exhaustive()
+    }
+}
+
+impl<'a> Sim<'a> {
+    pub fn new(
+        topo: &'a Topology,
+        routing: &Routing,
+        sc: &Scenario,
+        fwd: Box<dyn Forwarder>,
+    ) -> Result<Self, TooManyFlows> {
+        let ports = Ports::build(topo, routing, &sc.net);
+        let w = Workload::build(topo, routing, sc)?;
+        let n = ports.specs.len();
+        let mut node_ports = vec![Vec::new(); topo.switches.len() + topo.hosts.len()];
+        let node = |x: Node| match x {
+            Node::Switch(s) => s as usize,
+            Node::Host(h) => topo.switches.len() + h as usize,
+        };
+        for (i, p) in ports.specs.iter().enumerate() {
+            node_ports[node(p.from)].push(i as PortId);
+            node_ports[node(p.to)].push(i as PortId);
+        }
+        let pcap = (!sc.pcap.is_empty()).then(|| {
+            let mut on = vec![false; n];
+            for e in &sc.pcap {
+                if let Some(p) = ports.by_end(*e) {
+                    on[p as usize] = true;
+                }
+            }
+            (Pcap::new(), on)
+        });
+        let stats = Stats::new(n, ports.classes.len(), 100_000);
+        let nodes = node_ports.len();
+        Ok(Sim {
+            topo,
+            net: sc.net.clone(),
+            limits: sc.limits,
+            st: vec![PortState::default(); n],
+            ports,
+            pkts: Vec::new(),
+            free: Vec::new(),
+            w,
+            nics: vec![Nic { wake_at: u64::MAX, ..Nic::default() }; topo.hosts.len()],
+            q: Queue::default(),
+            now: 0,
+            fwd,
+            rng: Rng::new(sc.seed ^ 0xEC4),
+            stats,
+            pcap,
+            flows_done: 0,
+            events: 0,
+            max_pending: 0,
+            node_ports,
+            stamp: vec![0; nodes.max(n)],
+            generation: 0,
+        })
+    }
+
+    /// Runs to completion or to a limit, calling `progress` now and then.
+    pub fn run(mut self, progress: &mut dyn FnMut(&Progress)) -> Outcome {
+        for (i, f) in self.w.flows.iter().enumerate() {
+            if let Some(t) = f.post_ps {
+                self.q.push(t, Ev::FlowStart { flow: i as FlowId });
+            }
+        }
+        let total = self.w.flows.len();
+        let stop = loop {
+            if self.flows_done == total {
+                break None;
+            }
+            let Some((t, ev)) = self.q.pop() else { break Some(Stop::Stalled) };
+            if t > self.limits.time_ps {
+                break Some(Stop::TimeLimit);
+            }
+            if self.events >= self.limits.events {
+                break Some(Stop::EventLimit);
+            }
+            self.now = t;
+            self.events += 1;
+            self.dispatch(ev);
+            if self.events % PROGRESS_EVERY == 0 {
+                self.max_pending = self.max_pending.max(self.q.len());
+                progress(&Progress {
+                    now_ps: t,
+                    events: self.events,
+                    flows_done: self.flows_done,
+                    flows_total: total,
+                });
+            }
+        };
+        self.finish(stop)
+    }
+
+    fn finish(mut self, stop: Option<Stop>) -> Outcome {
+        let end_ps = if stop.is_none() {
+            self.w.flows.iter().map(|f| f.done_ps).filter(|&d| d != u64::MAX).max().unwrap_or(self.now)
+        } else {
+            self.now
+        };
+        for (p, st) in self.st.iter().enumerate() {
+            if st.paused {
+                self.stats.paused_ps[p] += end_ps.saturating_sub(self.stats.paused_since[p]);
+            }
+        }
+        tracing::debug!(events = self.events, end_ps, stopped = ?stop, "run finished");
+        Outcome {
+            stop,
+            end_ps,
+            events: self.events,
+            stats: self.stats,
+            workload: self.w,
+            ports: self.ports,
+            pcap: self.pcap.map(|(p, _)| p),
+            max_packets: self.pkts.len(),
+            max_pending_events: self.max_pending.max(self.q.len()),
+        }
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
+        match ev {
+            Ev::TxDone { port } => {
+                self.st[port as usize].busy = false;
+                if (port as usize) < self.ports.hosts {
+                    self.nic_kick(port as usize);
+                } else {
+                    self.try_send(port);
+                }
+            }
+            Ev::Arrive { port, pkt } => match self.ports.specs[port as usize].to {
+                Node::Switch(s) => self.switch_arrive(s, port, pkt),
+                Node::Host(h) => self.host_receive(h as usize, pkt),
+            },
+            Ev::NicWake { host } => {
+                self.nics[host as usize].wake_at = u64::MAX;
+                self.nic_kick(host as usize);
+            }
+            Ev::Pause { port, on } => self.pause(port, on),
+            Ev::FlowStart { flow } => self.post(flow),
+            Ev::Cnp { qp } => self.cnp(qp),
+            Ev::Ack { flow, psn } => self.ack(flow, psn),
+            Ev::Nack { flow, psn } => self.nack(flow, psn),
+            Ev::Rto { flow, una } => self.rto(flow, una),
+        }
+    }
+
+    fn alloc(&mut self, p: Packet) -> PktId {
+        match self.free.pop() {
+            Some(id) => {
+                self.pkts[id as usize] = p;
+                id
+            }
+            None => {
+                self.pkts.push(p);
+                (self.pkts.len() - 1) as PktId
+            }
+        }
+    }
+
+    fn release(&mut self, id: PktId) {
+        self.free.push(id);
+    }
+
+    /// Starts serializing packet `id` on `port`.
+    fn start_tx(&mut self, port: PortId, id: PktId) {
+        let spec = &self.ports.specs[port as usize];
+        let p = self.pkts[id as usize];
+        let ser = spec.ser_ps(u64::from(p.bytes));
+        let delay = spec.delay_ps;
+        self.st[port as usize].busy = true;
+        self.stats.tx_bytes[port as usize] += u64::from(p.bytes);
+        self.q.push(self.now + ser, Ev::TxDone { port });
+        self.q.push(self.now + ser + delay, Ev::Arrive { port, pkt: id });
+        if let Some((_, on)) = &self.pcap {
+            if on[port as usize] {
+                self.capture(p);
+            }
+        }
+    }
+
+    fn capture(&mut self, p: Packet) {
+        let f = &self.w.flows[p.flow as usize];
+        let qp = &self.w.qps[f.qp as usize];
+        let (hs, hd) = (&self.topo.hosts[qp.src as usize], &self.topo.hosts[qp.dst as usize]);
+        let frame = crate::pcap::Frame {
+            time_ps: self.now,
+            src_mac: hs.mac,
+            dst_mac: hd.mac,
+            src_ip: hs.ip,
+            dst_ip: hd.ip,
+            sport: f.sport,
+            dest_qp: f.qp,
+            psn: p.psn,
+            first: p.psn == 0,
+            last: p.psn + 1 == f.npkts,
+            ce: p.ce,
+            wire_bytes: p.bytes,
+        };
+        if let Some((pcap, _)) = &mut self.pcap {
+            pcap.record(&frame);
+        }
+    }
+}
+
+/// Bytes of simulator state per packet in flight: its slab entry, a queue
+/// slot, and the two events (TxDone, Arrive) that carry it across a link.
+pub fn bytes_per_packet() -> usize {
+    std::mem::size_of::<Packet>() + std::mem::size_of::<PktId>() + 2 * Queue::ENTRY_BYTES
+}

@@ -1,0 +1,78 @@
+//! Errors of loading a scenario and of running it.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use metaroce_topo::yaml::Pos;
+use metaroce_topo::TopoError;
+
+/// One problem in a scenario file, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Where in the document, like `jobs[1].hosts[3]`; empty for the whole file.
+    pub path: String,
+    /// Line and column, where known.
+    pub pos: Option<Pos>,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(pos) = self.pos {
+            write!(f, "{pos}: ")?;
+        }
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Why a scenario could not be loaded, or a run could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("cannot read scenario file {}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("scenario {origin} has {} problem{}", diagnostics.len(), if diagnostics.len() == 1 { "" } else { "s" })]
+    Invalid { origin: String, diagnostics: Vec<Diagnostic> },
+    #[error("topology {} of scenario {origin} did not load", path.display())]
+    Topology {
+        origin: String,
+        path: PathBuf,
+        #[source]
+        source: TopoError,
+    },
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SimError {
+    /// Every problem on its own line as `origin:line:col: path: message`, so
+    /// editors can jump to them; other errors as one line with their causes.
+    pub fn report(&self) -> String {
+        match self {
+            SimError::Invalid { origin, diagnostics } => {
+                diagnostics.iter().map(|d| format!("{origin}:{d}\n")).collect()
+            }
+            SimError::Topology { source, .. } => format!("{self}\n{}", source.report()),
+            other => {
+                let mut out = other.to_string();
+                let mut cause = std::error::Error::source(other);
+                while let Some(c) = cause {
+                    out.push_str(&format!(": {c}"));
+                    cause = c.source();
+                }
+                out.push('\n');
+                out
+            }
+        }
+    }
+}

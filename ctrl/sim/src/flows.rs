@@ -1,0 +1,260 @@
+//! Expanding jobs into queue pairs and messages (flows), with the
+//! dependencies that chain the steps of a ring AllReduce.
+
+use metaroce_topo::{HostId, Routing, Topology};
+
+use crate::config::{Job, NetConfig, Pattern, Scenario};
+use crate::dcqcn::RateState;
+use crate::events::{FlowId, QpId};
+use crate::rng::mix64;
+
+/// Marks "none" in u32 links.
+pub const NONE: u32 = u32::MAX;
+/// Most flows in one run: beyond this the state no longer fits comfortably.
+pub const MAX_FLOWS: usize = 8 << 20;
+/// RoCEv2's UDP destination port.
+pub const ROCE_PORT: u16 = 4791;
+
+/// A queue pair: a sender, a receiver and its messages in order.
+#[derive(Debug, Clone)]
+pub struct Qp {
+    pub src: u32,
+    pub dst: u32,
+    pub job: u32,
+    pub sport_base: u16,
+    pub rate_cap_bps: u64,
+    /// One-way delay of CNPs, ACKs and NACKs back to the sender.
+    pub ctrl_delay_ps: u64,
+    /// Current message (head) and last queued one; messages link via `Flow::next_on_qp`.
+    pub head: u32,
+    pub tail: u32,
+    pub next_ok_ps: u64,
+    pub in_sched: bool,
+    pub rate: RateState,
+    /// Last CNP the receiver sent for this queue pair.
+    pub last_cnp_ps: Option<u64>,
+    /// Messages posted so far (they rotate source ports).
+    pub msgs: u16,
+}
+
+/// One message on a queue pair.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    pub qp: QpId,
+    pub bytes: u64,
+    pub npkts: u32,
+    pub sport: u16,
+    pub tuple_hash: u64,
+    /// When the message is posted, if known in advance (else a dependency posts it).
+    pub post_ps: Option<u64>,
+    pub start_ps: u64,
+    pub done_ps: u64,
+    /// The message that this one's arrival enables.
+    pub dependent: u32,
+    pub next_on_qp: u32,
+    pub snd_next: u32,
+    pub snd_una: u32,
+    pub snd_max: u32,
+    pub rcv_next: u32,
+    pub rcv_bytes: u64,
+    pub nack_for: u32,
+}
+
+/// A job's share of the flows.
+#[derive(Debug, Clone)]
+pub struct JobRun {
+    pub name: String,
+    pub pattern: &'static str,
+    pub ranks: usize,
+    pub start_ps: u64,
+    pub flows: std::ops::Range<usize>,
+}
+
+/// Every queue pair, flow and job of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Workload {
+    pub qps: Vec<Qp>,
+    pub flows: Vec<Flow>,
+    pub jobs: Vec<JobRun>,
+}
+
+/// Why the workload could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the workload has {flows} messages, more than the limit of {limit}")]
+pub struct TooManyFlows {
+    pub flows: usize,
+    pub limit: usize,
+}
+
+impl Workload {
+    pub fn build(topo: &Topology, routing: &Routing, sc: &Scenario) -> Result<Self, TooManyFlows> {
+        let count: usize = sc.jobs.iter().map(flow_count).sum();
+        if count > MAX_FLOWS {
+            return Err(TooManyFlows { flows: count, limit: MAX_FLOWS });
+        }
+        let mut w = Workload { qps: Vec::new(), flows: Vec::with_capacity(count), jobs: Vec::new() };
+        for (j, job) in sc.jobs.iter().enumerate() {
+            let first = w.flows.len();
+            let mut b = Builder {
+                w: &mut w,
+                topo,
+                routing,
+                net: &sc.net,
+                seed: sc.seed,
+                job: j as u32,
+                rate: job.rate_bps,
+            };
+            b.job(job);
+            let flows = first..w.flows.len();
+            w.jobs.push(JobRun {
+                name: job.name.clone(),
+                pattern: job.pattern.name(),
+                ranks: job.ranks.len(),
+                start_ps: job.start_ps,
+                flows,
+            });
+        }
+        Ok(w)
+    }
+}
+
+fn flow_count(job: &Job) -> usize {
+    let n = job.ranks.len();
+    match job.pattern {
+        Pattern::AllToAll => n * n.saturating_sub(1),
+        Pattern::RingAllReduce => n * 2 * n.saturating_sub(1),
+        Pattern::Incast { .. } | Pattern::Permutation { .. } => n,
+    }
+}
+
+struct Builder<'a> {
+    w: &'a mut Workload,
+    topo: &'a Topology,
+    routing: &'a Routing,
+    net: &'a NetConfig,
+    seed: u64,
+    job: u32,
+    rate: Option<u64>,
+}
+
+impl Builder<'_> {
+    fn job(&mut self, job: &Job) {
+        let r = &job.ranks;
+        let n = r.len();
+        let at = Some(job.start_ps);
+        match &job.pattern {
+            Pattern::AllToAll => {
+                for i in 0..n {
+                    for j in (0..n).filter(|&j| j != i) {
+                        let qp = self.qp(r[i], r[j]);
+                        self.flow(qp, job.size, at);
+                    }
+                }
+            }
+            Pattern::Incast { target } => {
+                for &h in r {
+                    let qp = self.qp(h, *target);
+                    self.flow(qp, job.size, at);
+                }
+            }
+            Pattern::Permutation { perm } => {
+                for (i, &p) in perm.iter().enumerate() {
+                    let qp = self.qp(r[i], r[p]);
+                    self.flow(qp, job.size, at);
+                }
+            }
+            Pattern::RingAllReduce => self.ring(job),
+        }
+    }
+
+    /// Step k of rank i sends one chunk to rank i+1; it may start once the
+    /// chunk of step k-1 from rank i-1 has arrived at rank i.
+    fn ring(&mut self, job: &Job) {
+        let n = job.ranks.len();
+        let chunk = job.size.div_ceil(n as u64);
+        let steps = 2 * (n - 1);
+        let qps: Vec<QpId> = (0..n).map(|i| self.qp(job.ranks[i], job.ranks[(i + 1) % n])).collect();
+        let base = self.w.flows.len();
+        for k in 0..steps {
+            for (i, &qp) in qps.iter().enumerate() {
+                let id = self.flow(qp, chunk, (k == 0).then_some(job.start_ps));
+                debug_assert_eq!(id as usize, base + k * n + i);
+            }
+        }
+        for k in 0..steps - 1 {
+            for i in 0..n {
+                self.w.flows[base + k * n + i].dependent = (base + (k + 1) * n + (i + 1) % n) as u32;
+            }
+        }
+    }
+
+    fn qp(&mut self, src: HostId, dst: HostId) -> QpId {
+        let id = self.w.qps.len() as u32;
+        let line = self.topo.hosts[src].nic_rate.bps();
+        // RNICs derive the UDP source port from the QP number: 0xC000 | (qpn & 0x3FFF).
+        let qpn = mix64(self.seed ^ (u64::from(id) << 8 | 0x11)) as u16;
+        self.w.qps.push(Qp {
+            src: src as u32,
+            dst: dst as u32,
+            job: self.job,
+            sport_base: 0xC000 | (qpn & 0x3FFF),
+            rate_cap_bps: self.rate.unwrap_or(line).min(line),
+            ctrl_delay_ps: ctrl_delay(self.topo, self.routing, src, dst),
+            head: NONE,
+            tail: NONE,
+            next_ok_ps: 0,
+            in_sched: false,
+            rate: RateState::new(self.rate.unwrap_or(line).min(line)),
+            last_cnp_ps: None,
+            msgs: 0,
+        });
+        id
+    }
+
+    fn flow(&mut self, qp: QpId, bytes: u64, post_ps: Option<u64>) -> FlowId {
+        let id = self.w.flows.len() as FlowId;
+        let q = &self.w.qps[qp as usize];
+        // Messages of a queue pair rotate through its few source ports.
+        let k = q.msgs % self.net.sports_per_qp.max(1);
+        let sport = 0xC000 | (q.sport_base.wrapping_add(k) & 0x3FFF);
+        self.w.qps[qp as usize].msgs = q.msgs.wrapping_add(1);
+        let q = &self.w.qps[qp as usize];
+        let (hs, hd) = (&self.topo.hosts[q.src as usize], &self.topo.hosts[q.dst as usize]);
+        let ips = u64::from(u32::from(hs.ip)) << 32 | u64::from(u32::from(hd.ip));
+        let ports = 17u64 << 32 | u64::from(sport) << 16 | u64::from(ROCE_PORT);
+        let mtu = u64::from(self.net.mtu);
+        self.w.flows.push(Flow {
+            qp,
+            bytes,
+            npkts: u32::try_from(bytes.div_ceil(mtu)).unwrap_or(u32::MAX),
+            sport,
+            tuple_hash: mix64(ips) ^ mix64(ports).rotate_left(17),
+            post_ps,
+            start_ps: u64::MAX,
+            done_ps: u64::MAX,
+            dependent: NONE,
+            next_on_qp: NONE,
+            snd_next: 0,
+            snd_una: 0,
+            snd_max: 0,
+            rcv_next: 0,
+            rcv_bytes: 0,
+            nack_for: NONE,
+        });
+        id
+    }
+}
+
+/// One-way latency of a small control packet from `dst` back to `src`:
+/// propagation on every hop plus serializing 64 bytes. Control packets ride
+/// a strict-priority class, so they are modeled as never queueing.
+fn ctrl_delay(topo: &Topology, routing: &Routing, src: HostId, dst: HostId) -> u64 {
+    let (hs, hd) = (&topo.hosts[src], &topo.hosts[dst]);
+    let hops = u64::from(routing.distance(hs.leaf, hd.leaf).unwrap_or(0));
+    let link_ps = topo.defaults.link_delay.ns() * 1_000;
+    let ser = |bps: u64| (64 * 8_000_000_000_000u64).div_ceil(bps.max(1));
+    let nic = ser(hs.nic_rate.bps());
+    (hs.delay.ns() + hd.delay.ns()) * 1_000
+        + hops * (link_ps + ser(topo.defaults.link_bandwidth.bps()))
+        + 2 * nic
+}

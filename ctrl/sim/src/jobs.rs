@@ -1,0 +1,332 @@
+//! Decoding the `jobs` list: patterns, host selection and rank placement,
+//! sizes, start times and rate caps, each checked against the topology.
+
+use metaroce_topo::spec::did_you_mean;
+use metaroce_topo::yaml::{Node, Value};
+use metaroce_topo::{HostId, NodeRef, Topology};
+
+use crate::config::{Job, Pattern};
+use crate::decode::Diags;
+use crate::rng::Rng;
+
+const JOB: &[&str] =
+    &["name", "pattern", "hosts", "count", "placement", "size", "start", "rate", "target", "shift"];
+const PATTERNS: &[&str] = &["all-to-all", "ring-allreduce", "incast", "permutation"];
+/// Most jobs in one scenario.
+pub const MAX_JOBS: usize = 256;
+
+/// Decodes every job; problems go to `d`.
+pub(crate) fn decode(d: &mut Diags, v: &Node, topo: &Topology, seed: u64) -> Vec<Job> {
+    let items = d.list(v, "jobs");
+    if items.is_empty() && matches!(v.value, Value::Seq(_)) {
+        d.err("jobs", v.pos, "list at least one job");
+    }
+    if items.len() > MAX_JOBS {
+        d.err("jobs", v.pos, format!("{} jobs is more than the limit of {MAX_JOBS}", items.len()));
+        return Vec::new();
+    }
+    let mut out: Vec<Job> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("jobs[{i}]");
+        let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x51_7CC1_B727_220A));
+        if let Some(job) = job(d, item, &path, topo, &mut rng) {
+            if out.iter().any(|j| j.name == job.name) {
+                d.err(&format!("{path}.name"), item.pos, format!("job name \"{}\" is used twice", job.name));
+            }
+            out.push(job);
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct RawJob<'n> {
+    name: Option<String>,
+    pattern: Option<(&'n str, &'n Node)>,
+    hosts: Option<Vec<HostId>>,
+    count: Option<(usize, &'n Node)>,
+    shuffled: bool,
+    size: Option<u64>,
+    start_ps: u64,
+    rate_bps: Option<u64>,
+    target: Option<HostId>,
+    shift: Option<(usize, &'n Node)>,
+}
+
+fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng) -> Option<Job> {
+    let errors_before = d.0.len();
+    let mut r = RawJob::default();
+    for (key, n) in d.map(v, path, JOB) {
+        let p = format!("{path}.{key}");
+        match key {
+            "name" => r.name = d.str(n, &p).map(str::to_string),
+            "pattern" => r.pattern = pattern(d, n, &p).map(|s| (s, n)),
+            "hosts" => r.hosts = hosts(d, n, &p, topo),
+            "count" => r.count = d.u64(n, &p, 1, 1 << 20).map(|c| (c as usize, n)),
+            "placement" => r.shuffled = placement(d, n, &p),
+            "size" => r.size = size(d, n, &p),
+            "start" => r.start_ps = d.duration_ps(n, &p).unwrap_or(0),
+            "rate" => r.rate_bps = d.bandwidth(n, &p),
+            "target" => r.target = d.str(n, &p).and_then(|s| host(d, n, &p, topo, s)),
+            _ => r.shift = d.u64(n, &p, 1, 1 << 20).map(|c| (c as usize, n)),
+        }
+    }
+    let name = r
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("job{}", path.trim_start_matches("jobs[").trim_end_matches(']')));
+    let Some((pattern_name, pattern_node)) = r.pattern else {
+        if d.0.len() == errors_before {
+            d.err(path, v.pos, format!("missing field \"pattern\"; use one of {}", PATTERNS.join(", ")));
+        }
+        return None;
+    };
+    let ranks = ranks(d, v, path, &mut r, rng)?;
+    check_rate(d, v, path, topo, &ranks, r.rate_bps);
+    let size = r.size.or_else(|| {
+        d.err(path, v.pos, "missing field \"size\" (bytes, like 1MiB)");
+        None
+    })?;
+    let pattern = build_pattern(d, path, pattern_name, pattern_node, &r, &ranks, rng)?;
+    if d.0.len() != errors_before {
+        return None;
+    }
+    Some(Job { name, pattern, ranks, size, start_ps: r.start_ps, rate_bps: r.rate_bps })
+}
+
+fn pattern<'n>(d: &mut Diags, n: &'n Node, path: &str) -> Option<&'n str> {
+    let s = d.str(n, path)?;
+    if PATTERNS.contains(&s) {
+        return Some(s);
+    }
+    let hint = did_you_mean(s, PATTERNS.iter().copied())
+        .map(|k| format!("did you mean \"{k}\"? "))
+        .unwrap_or_default();
+    d.err(path, n.pos, format!("unknown pattern \"{s}\"; {hint}patterns: {}", PATTERNS.join(", ")));
+    None
+}
+
+fn placement(d: &mut Diags, n: &Node, path: &str) -> bool {
+    match d.str(n, path) {
+        Some("in-order") | None => false,
+        Some("shuffled") => true,
+        Some(other) => {
+            d.err(path, n.pos, format!("unknown placement \"{other}\"; use in-order or shuffled"));
+            false
+        }
+    }
+}
+
+fn size(d: &mut Diags, n: &Node, path: &str) -> Option<u64> {
+    match d.bytes(n, path)? {
+        0 => {
+            d.err(path, n.pos, "a message of zero bytes cannot complete; give a size like 1MiB");
+            None
+        }
+        s => Some(s),
+    }
+}
+
+/// Resolves one host name (or IP address) with a did-you-mean.
+fn host(d: &mut Diags, n: &Node, path: &str, topo: &Topology, name: &str) -> Option<HostId> {
+    if let Some(NodeRef::Host(h)) = topo.lookup(name) {
+        return Some(h);
+    }
+    if let Some(h) = topo.hosts.iter().position(|h| h.ip.to_string() == name) {
+        return Some(h);
+    }
+    let msg = match topo.lookup(name) {
+        Some(NodeRef::Switch(_)) => format!("\"{name}\" is a switch, not a host"),
+        _ => {
+            let hint = did_you_mean(name, topo.hosts.iter().map(|h| h.name.as_str()))
+                .map(|k| format!("; did you mean \"{k}\"?"))
+                .unwrap_or_default();
+            format!("unknown host \"{name}\" in topology {}{hint}", topo.name)
+        }
+    };
+    d.err(path, n.pos, msg);
+    None
+}
+
+/// `all`, a pattern with `*` wildcards, or a list of names.
+fn hosts(d: &mut Diags, n: &Node, path: &str, topo: &Topology) -> Option<Vec<HostId>> {
+    if let Some(s) = n.as_str() {
+        let hs: Vec<HostId> = if s == "all" {
+            (0..topo.hosts.len()).collect()
+        } else {
+            (0..topo.hosts.len()).filter(|&h| glob(s, &topo.hosts[h].name)).collect()
+        };
+        if hs.is_empty() {
+            d.err(path, n.pos, format!("\"{s}\" matches no host of topology {}", topo.name));
+            return None;
+        }
+        return Some(hs);
+    }
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (i, item) in d.list(n, path).iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        let Some(name) = d.str(item, &p) else {
+            ok = false;
+            continue;
+        };
+        match host(d, item, &p, topo, name) {
+            Some(h) if out.contains(&h) => {
+                d.err(&p, item.pos, format!("host \"{name}\" is listed twice; each rank needs its own host"));
+                ok = false;
+            }
+            Some(h) => out.push(h),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+/// Matches `*` as any run of characters.
+fn glob(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+fn ranks(d: &mut Diags, v: &Node, path: &str, r: &mut RawJob, rng: &mut Rng) -> Option<Vec<HostId>> {
+    let Some(mut hs) = r.hosts.take() else {
+        if !d.0.iter().any(|x| x.path.starts_with(&format!("{path}.hosts"))) {
+            d.err(
+                path,
+                v.pos,
+                "missing field \"hosts\": all, a pattern like \"h*-1\", or a list of host names",
+            );
+        }
+        return None;
+    };
+    if let Some(t) = r.target {
+        hs.retain(|&h| h != t);
+    }
+    if let Some((count, n)) = r.count {
+        if count > hs.len() {
+            d.err(
+                &format!("{path}.count"),
+                n.pos,
+                format!("count {count} is more than the {} hosts selected", hs.len()),
+            );
+            return None;
+        }
+        hs.truncate(count);
+    }
+    if r.shuffled {
+        rng.shuffle(&mut hs);
+    }
+    Some(hs)
+}
+
+fn check_rate(d: &mut Diags, v: &Node, path: &str, topo: &Topology, ranks: &[HostId], rate: Option<u64>) {
+    let Some(rate) = rate else { return };
+    if let Some(&h) = ranks.iter().find(|&&h| topo.hosts[h].nic_rate.bps() < rate) {
+        let host = &topo.hosts[h];
+        d.err(
+            &format!("{path}.rate"),
+            v.pos,
+            format!("rate {rate} bps is impossible: host {} has a {} NIC", host.name, host.nic_rate),
+        );
+    }
+}
+
+fn build_pattern(
+    d: &mut Diags,
+    path: &str,
+    name: &str,
+    at: &Node,
+    r: &RawJob,
+    ranks: &[HostId],
+    rng: &mut Rng,
+) -> Option<Pattern> {
+    let need = |d: &mut Diags, min: usize| {
+        if ranks.len() < min {
+            d.err(path, at.pos, format!("pattern {name} needs at least {min} hosts, got {}", ranks.len()));
+            return false;
+        }
+        true
+    };
+    match name {
+        "all-to-all" => need(d, 2).then_some(Pattern::AllToAll),
+        "ring-allreduce" => need(d, 2).then_some(Pattern::RingAllReduce),
+        "incast" => {
+            let Some(target) = r.target else {
+                d.err(path, at.pos, "pattern incast needs a \"target\" host");
+                return None;
+            };
+            need(d, 1).then_some(Pattern::Incast { target })
+        }
+        _ => {
+            if !need(d, 2) {
+                return None;
+            }
+            let n = ranks.len();
+            let perm = match r.shift {
+                Some((s, node)) if s % n == 0 => {
+                    d.err(
+                        &format!("{path}.shift"),
+                        node.pos,
+                        format!("shift {s} maps every rank to itself with {n} ranks"),
+                    );
+                    return None;
+                }
+                Some((s, _)) => (0..n).map(|i| (i + s) % n).collect(),
+                None => derangement(n, rng),
+            };
+            Some(Pattern::Permutation { perm })
+        }
+    }
+}
+
+/// A random permutation with no fixed point (Sattolo's algorithm gives a
+/// single cycle, which has none).
+fn derangement(n: usize, rng: &mut Rng) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64) as usize;
+        p.swap(i, j);
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob("h*-1", "h3-1"));
+        assert!(!glob("h*-1", "h3-2"));
+        assert!(glob("*", "anything"));
+        assert!(glob("h1-*", "h1-4"));
+        assert!(!glob("h1-*", "h2-4"));
+        assert!(glob("h1", "h1"));
+    }
+
+    #[test]
+    fn derangements_have_no_fixed_point() {
+        let mut rng = Rng::new(3);
+        for n in 2..40 {
+            let p = derangement(n, &mut rng);
+            assert!(p.iter().enumerate().all(|(i, &j)| i != j));
+            let mut s = p.clone();
+            s.sort_unstable();
+            assert_eq!(s, (0..n).collect::<Vec<_>>());
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The network's static shape as the engine sees it: one directed port per
+//! link direction (host NICs included), each with bandwidth, propagation
+//! delay, buffer and PFC thresholds, and the flattened forwarding table.
+
+use std::collections::HashMap;
+
+use metaroce_topo::{Endpoint, NextHop, Role, Routing, SwitchId, Topology};
+
+use crate::config::{NetConfig, ROCE_HEADER_BYTES};
+use crate::events::PortId;
+
+/// A node a port connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Node {
+    Switch(u32),
+    Host(u32),
+}
+
+/// A directed link end: where packets queue and are serialized.
+#[derive(Debug, Clone)]
+pub struct PortSpec {
+    pub from: Node,
+    pub to: Node,
+    pub bw_bps: u64,
+    pub delay_ps: u64,
+    /// Egress buffer (lossy mode drops beyond it).
+    pub buffer: u64,
+    /// PFC thresholds for what arrives over this port at `to`.
+    pub xoff: u64,
+    pub xon: u64,
+    pub headroom: u64,
+    /// Index into [`Ports::classes`].
+    pub class: u8,
+    /// `switch:port` of the sending end, for people.
+    pub label: String,
+}
+
+impl PortSpec {
+    /// Serialization time of `bytes` on this port, in picoseconds.
+    pub fn ser_ps(&self, bytes: u64) -> u64 {
+        (bytes * 8_000_000_000_000).div_ceil(self.bw_bps)
+    }
+}
+
+/// One member of a flattened next-hop group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FibMember {
+    pub port: PortId,
+    pub weight: u32,
+}
+
+/// All ports and the forwarding table, built once per run.
+#[derive(Debug, Clone)]
+pub struct Ports {
+    pub specs: Vec<PortSpec>,
+    /// Names of the port classes ("leaf→spine", ...), for per-tier figures.
+    pub classes: Vec<String>,
+    pub hosts: usize,
+    /// Destination-leaf index of each leaf switch (None for non-destinations).
+    pub dest_of: Vec<Option<u32>>,
+    ndest: usize,
+    /// `[switch * ndest + dest]` → range in `members`, and its total weight.
+    fib: Vec<(u32, u32, u32)>,
+    members: Vec<FibMember>,
+    by_end: HashMap<(SwitchId, u16), PortId>,
+}
+
+impl Ports {
+    /// Port of host `h`'s NIC (host → leaf).
+    pub fn nic(h: usize) -> PortId {
+        h as PortId
+    }
+
+    /// Port from host `h`'s leaf down to it.
+    pub fn to_host(&self, h: usize) -> PortId {
+        (self.hosts + h) as PortId
+    }
+
+    pub fn by_end(&self, e: Endpoint) -> Option<PortId> {
+        self.by_end.get(&(e.switch, e.port)).copied()
+    }
+
+    /// The group switch `s` uses toward destination index `d`, and its total weight.
+    pub fn group(&self, s: u32, d: u32) -> (&[FibMember], u32) {
+        let (start, len, total) = self.fib[s as usize * self.ndest + d as usize];
+        (&self.members[start as usize..(start + len) as usize], total)
+    }
+
+    pub fn build(topo: &Topology, routing: &Routing, net: &NetConfig) -> Self {
+        let hosts = topo.hosts.len();
+        let mut classes: Vec<String> = Vec::new();
+        let mut class_of = |from: &str, to: &str| -> u8 {
+            let name = format!("{from}→{to}");
+            let i = classes.iter().position(|c| *c == name).unwrap_or_else(|| {
+                classes.push(name);
+                classes.len() - 1
+            });
+            i as u8
+        };
+        let pkt = u64::from(net.mtu + ROCE_HEADER_BYTES);
+        let pfc = |bw: u64, delay_ps: u64| {
+            let bdp = (u128::from(bw) * u128::from(delay_ps) / 8_000_000_000_000) as u64;
+            net.pfc.headroom_bytes.unwrap_or(2 * bdp + 2 * pkt + 128)
+        };
+        let mut specs = Vec::with_capacity(2 * hosts + 2 * topo.links.len());
+        let role = |s: SwitchId| topo.switches[s].role.as_str();
+        for (i, h) in topo.hosts.iter().enumerate() {
+            let (bw, delay) = (h.nic_rate.bps(), h.delay.ns() * 1_000);
+            let class = class_of("host", "leaf");
+            specs.push(spec(
+                Node::Host(i as u32),
+                Node::Switch(h.leaf as u32),
+                bw,
+                delay,
+                u64::MAX,
+                class,
+                net,
+                pfc(bw, delay),
+                h.name.clone(),
+            ));
+        }
+        for (i, h) in topo.hosts.iter().enumerate() {
+            let (bw, delay) = (h.nic_rate.bps(), h.delay.ns() * 1_000);
+            let class = class_of(role(h.leaf), "host");
+            let label = format!("{}:{}", topo.switches[h.leaf].name, h.port);
+            let buffer = topo.defaults.link_buffer.bytes();
+            let (from, to) = (Node::Switch(h.leaf as u32), Node::Host(i as u32));
+            // Receivers drain at line rate and never pause their leaf.
+            specs.push(spec(from, to, bw, delay, buffer, class, net, u64::MAX, label));
+        }
+        let mut by_end = HashMap::new();
+        for (i, h) in topo.hosts.iter().enumerate() {
+            by_end.insert((h.leaf, h.port), (hosts + i) as PortId);
+        }
+        for l in &topo.links {
+            let (bw, delay) = (l.bandwidth.bps(), l.delay.ns() * 1_000);
+            for (x, y) in [(l.a, l.b), (l.b, l.a)] {
+                by_end.insert((x.switch, x.port), specs.len() as PortId);
+                let class = class_of(role(x.switch), role(y.switch));
+                let (from, to) = (Node::Switch(x.switch as u32), Node::Switch(y.switch as u32));
+                specs.push(spec(
+                    from,
+                    to,
+                    bw,
+                    delay,
+                    l.buffer.bytes(),
+                    class,
+                    net,
+                    pfc(bw, delay),
+                    topo.endpoint_name(x),
+                ));
+            }
+        }
+        let mut ports = Ports {
+            specs,
+            classes,
+            hosts,
+            dest_of: Vec::new(),
+            ndest: 0,
+            fib: Vec::new(),
+            members: Vec::new(),
+            by_end,
+        };
+        ports.build_fib(topo, routing);
+        ports
+    }
+
+    fn build_fib(&mut self, topo: &Topology, routing: &Routing) {
+        let dests = routing.destinations();
+        self.ndest = dests.len();
+        self.dest_of = vec![None; topo.switches.len()];
+        for (i, &d) in dests.iter().enumerate() {
+            self.dest_of[d] = Some(i as u32);
+        }
+        self.fib = vec![(0, 0, 0); topo.switches.len() * dests.len()];
+        for s in 0..topo.switches.len() {
+            for (di, &leaf) in dests.iter().enumerate() {
+                let Some((_, group)) = routing.group_toward(s, leaf) else { continue };
+                let start = self.members.len() as u32;
+                let mut total = 0u32;
+                for m in &group.members {
+                    if let (NextHop::Switch(_), Some(&port)) = (m.next, self.by_end.get(&(s, m.port))) {
+                        self.members.push(FibMember { port, weight: m.weight.max(1) });
+                        total += m.weight.max(1);
+                    }
+                }
+                let len = self.members.len() as u32 - start;
+                self.fib[s * dests.len() + di] = (start, len, total);
+            }
+        }
+    }
+
+    /// The tier of the switch at the sending end, or None for a host NIC.
+    pub fn from_role(&self, topo: &Topology, port: PortId) -> Option<Role> {
+        match self.specs[port as usize].from {
+            Node::Switch(s) => Some(topo.switches[s as usize].role),
+            Node::Host(_) => None,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spec(
+    from: Node,
+    to: Node,
+    bw: u64,
+    delay_ps: u64,
+    buffer: u64,
+    class: u8,
+    net: &NetConfig,
+    headroom: u64,
+    label: String,
+) -> PortSpec {
+    PortSpec {
+        from,
+        to,
+        bw_bps: bw,
+        delay_ps,
+        buffer,
+        xoff: net.pfc.xoff_bytes,
+        xon: net.pfc.xon_bytes,
+        headroom,
+        class,
+        label,
+    }
+}
+
+/// Parses `switch:port` naming one end of a switch-to-switch or host link.
+pub fn link_end(topo: &Topology, text: &str) -> Result<Endpoint, String> {
+    let Some((name, port)) = text.rsplit_once(':') else {
+        return Err(format!("\"{text}\" is not a link end; write it as switch:port, like \"leaf1:5\""));
+    };
+    let Some(switch) = topo.switch_id(name) else {
+        let hint = metaroce_topo::spec::did_you_mean(name, topo.switches.iter().map(|s| s.name.as_str()))
+            .map(|k| format!("; did you mean \"{k}\"?"))
+            .unwrap_or_default();
+        return Err(format!("unknown switch \"{name}\"{hint}"));
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        return Err(format!("\"{port}\" is not a port number"));
+    };
+    let used = topo.adjacency(switch).iter().any(|a| a.port == port)
+        || topo.hosts_of(switch).iter().any(|&h| topo.hosts[h].port == port);
+    if !used {
+        return Err(format!("switch {name} has no link on port {port}"));
+    }
+    Ok(Endpoint { switch, port })
+}

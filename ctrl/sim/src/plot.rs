@@ -1,0 +1,270 @@
+//! SVG plots written by hand: queue depth over time on the hottest links,
+//! the FCT CDF per mode, and a link-utilization heatmap (modes × links).
+
+use std::fmt::Write as _;
+
+use crate::report::ModeRun;
+
+const W: f64 = 760.0;
+const H: f64 = 360.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 170.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 50.0;
+const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A "nice" step for about `n` ticks over `0..max`.
+fn tick_step(max: f64, n: f64) -> f64 {
+    let raw = (max / n).max(f64::MIN_POSITIVE);
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag)
+}
+
+struct Frame {
+    out: String,
+    xmax: f64,
+    ymax: f64,
+}
+
+impl Frame {
+    fn new(title: &str, xlabel: &str, ylabel: &str, xmax: f64, ymax: f64) -> Self {
+        let (xmax, ymax) = (xmax.max(1e-9), ymax.max(1e-9));
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">
+<rect width="{W}" height="{H}" fill="white"/>
+<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}</text>
+"#,
+            W / 2.0,
+            esc(title)
+        );
+        let f = Frame { out, xmax, ymax };
+        f.axes(xlabel, ylabel)
+    }
+
+    fn x(&self, v: f64) -> f64 {
+        LEFT + v / self.xmax * (W - LEFT - RIGHT)
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        H - BOTTOM - v / self.ymax * (H - TOP - BOTTOM)
+    }
+
+    fn axes(mut self, xlabel: &str, ylabel: &str) -> Self {
+        let (x0, y0, x1, y1) = (LEFT, H - BOTTOM, W - RIGHT, TOP);
+        let _ = writeln!(self.out, r##"<path d="M{x0},{y1} V{y0} H{x1}" stroke="#333" fill="none"/>"##);
+        let (xs, ys) = (tick_step(self.xmax, 6.0), tick_step(self.ymax, 5.0));
+        let mut t = 0.0;
+        while t <= self.xmax * 1.0001 {
+            let x = self.x(t);
+            let _ = writeln!(
+                self.out,
+                r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{}" stroke="#333"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                y0 + 5.0,
+                y0 + 18.0,
+                fmt_num(t)
+            );
+            t += xs;
+        }
+        let mut t = 0.0;
+        while t <= self.ymax * 1.0001 {
+            let y = self.y(t);
+            let _ = writeln!(
+                self.out,
+                r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+                x0 - 6.0,
+                y + 4.0,
+                fmt_num(t)
+            );
+            t += ys;
+        }
+        let _ = writeln!(
+            self.out,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            (x0 + x1) / 2.0,
+            H - 12.0,
+            esc(xlabel)
+        );
+        let _ = writeln!(
+            self.out,
+            r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#,
+            (y0 + y1) / 2.0,
+            (y0 + y1) / 2.0,
+            esc(ylabel)
+        );
+        self
+    }
+
+    fn line(&mut self, i: usize, label: &str, pts: &[(f64, f64)]) {
+        let color = COLORS[i % COLORS.len()];
+        let mut d = String::new();
+        for (k, (x, y)) in pts.iter().enumerate() {
+            let _ = write!(d, "{}{:.1},{:.1} ", if k == 0 { "M" } else { "L" }, self.x(*x), self.y(*y));
+        }
+        let _ = writeln!(self.out, r#"<path d="{d}" stroke="{color}" stroke-width="1.6" fill="none"/>"#);
+        let ly = TOP + 10.0 + 18.0 * i as f64;
+        let lx = W - RIGHT + 12.0;
+        let _ = writeln!(
+            self.out,
+            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
+            lx + 18.0,
+            lx + 24.0,
+            ly + 4.0,
+            esc(label)
+        );
+    }
+
+    fn finish(mut self) -> String {
+        self.out.push_str("</svg>\n");
+        self.out
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 || v.fract().abs() < 1e-9 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Queue depth over time on one mode's hottest ports (largest maximum).
+pub fn queue_depth(run: &ModeRun) -> String {
+    let dt_us = run.series_interval_ps as f64 / 1e6;
+    let xmax = run.hot.iter().map(|h| h.series.len()).max().unwrap_or(1) as f64 * dt_us;
+    let ymax = run.hot.iter().map(|h| h.max_bytes).max().unwrap_or(1) as f64 / 1024.0;
+    let title = format!("Queue depth on the hottest links ({})", run.summary.mode);
+    let mut f = Frame::new(&title, "time (µs)", "queue depth, max per interval (KiB)", xmax, ymax * 1.05);
+    for (i, h) in run.hot.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = h
+            .series
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &v)| {
+                let y = f64::from(v) / 1024.0;
+                [(k as f64 * dt_us, y), ((k + 1) as f64 * dt_us, y)]
+            })
+            .collect();
+        f.line(i, &h.label, &pts);
+    }
+    f.finish()
+}
+
+/// The CDF of message completion times, one line per mode.
+pub fn fct_cdf(runs: &[ModeRun]) -> String {
+    let xmax = runs.iter().filter_map(|r| r.fcts_ps.last()).max().copied().unwrap_or(1) as f64 / 1e6;
+    let mut f = Frame::new(
+        "Message completion time CDF",
+        "completion time (µs)",
+        "fraction of messages",
+        xmax * 1.02,
+        1.0,
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let n = r.fcts_ps.len();
+        let step = (n / 400).max(1);
+        let mut pts = vec![(0.0, 0.0)];
+        for k in (0..n).step_by(step).chain(n.checked_sub(1)) {
+            pts.push((r.fcts_ps[k] as f64 / 1e6, (k + 1) as f64 / n as f64));
+        }
+        f.line(i, &r.summary.mode, &pts);
+    }
+    f.finish()
+}
+
+/// Utilization of every switch egress port (columns, grouped by tier) for
+/// every mode (rows), white (idle) to dark red (saturated).
+pub fn utilization_heatmap(runs: &[ModeRun]) -> String {
+    let Some(first) = runs.first() else { return String::new() };
+    let mut order: Vec<usize> = (0..first.port_util.len()).collect();
+    order.sort_by(|&a, &b| first.port_util[a].1.cmp(&first.port_util[b].1).then(a.cmp(&b)));
+    let cols = order.len().max(1) as f64;
+    let (left, top, row_h) = (90.0, 50.0, 40.0);
+    let width = 900.0f64;
+    let cell = (width - left - 20.0) / cols;
+    let height = top + row_h * runs.len() as f64 + 70.0;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12"><rect width="{width}" height="{height}" fill="white"/>"#
+    );
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">Link utilization (switch egress ports, grouped by tier)</text>"#,
+        width / 2.0
+    );
+    for (r, run) in runs.iter().enumerate() {
+        let y = top + r as f64 * row_h;
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            left - 8.0,
+            y + row_h / 2.0 + 4.0,
+            esc(&run.summary.mode)
+        );
+        for (c, &p) in order.iter().enumerate() {
+            let Some((label, tier, u)) = run.port_util.get(p) else { continue };
+            let u = u.clamp(0.0, 1.0);
+            let (g, b) = ((255.0 * (1.0 - u)) as u8, (255.0 * (1.0 - u).powi(2)) as u8);
+            let _ = writeln!(
+                out,
+                r#"<rect x="{:.2}" y="{y}" width="{:.2}" height="{}" fill="rgb(255,{g},{b})"><title>{} ({}): {:.0}%</title></rect>"#,
+                left + c as f64 * cell,
+                cell.max(0.5),
+                row_h - 4.0,
+                esc(label),
+                esc(tier),
+                u * 100.0
+            );
+        }
+    }
+    let mut x = left;
+    let mut start = 0;
+    let base = top + row_h * runs.len() as f64 + 14.0;
+    for (c, &p) in order.iter().enumerate() {
+        let last = c + 1 == order.len() || first.port_util[order[c + 1]].1 != first.port_util[p].1;
+        if last {
+            let x1 = left + (c + 1) as f64 * cell;
+            let _ = writeln!(
+                out,
+                r##"<path d="M{x:.1},{base} V{} H{x1:.1} V{base}" stroke="#333" fill="none"/><text x="{:.1}" y="{}" text-anchor="middle">{} ({})</text>"##,
+                base + 6.0,
+                (x + x1) / 2.0,
+                base + 22.0,
+                esc(&first.port_util[p].1),
+                c + 1 - start
+            );
+            x = x1;
+            start = c + 1;
+        }
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="{left}" y="{}">white = idle, dark red = 100% of link bandwidth over the run</text>"#,
+        base + 44.0
+    );
+    out.push_str("</svg>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(tick_step(100.0, 5.0), 20.0);
+        assert_eq!(tick_step(7.0, 6.0), 2.0);
+        assert_eq!(tick_step(0.3, 6.0), 0.05);
+        assert_eq!(esc("a<b&\"c\""), "a&lt;b&amp;&quot;c&quot;");
+    }
+}

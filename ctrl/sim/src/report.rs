@@ -1,0 +1,279 @@
+//! Turning a finished run into figures: per-job completion against the
+//! ideal bound, FCT percentiles, utilization imbalance and queue depth per
+//! tier, PFC, ECN and loss counters; as JSON and as a markdown comparison.
+
+use metaroce_topo::{Routing, Topology};
+use serde::Serialize;
+
+use crate::config::Scenario;
+use crate::engine::{Outcome, Stop};
+use crate::ideal;
+use crate::net::Node;
+use crate::stats::{LogHist, Tree};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JobSummary {
+    pub name: String,
+    pub pattern: String,
+    pub ranks: usize,
+    pub messages: usize,
+    pub start_us: f64,
+    /// From the job's start to its last message's arrival; None if unfinished.
+    pub completion_us: Option<f64>,
+    pub ideal_us: f64,
+    pub ideal_bottleneck: String,
+    /// Completion over the ideal bound (1.0 is perfect).
+    pub slowdown: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fct {
+    pub count: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TierUtil {
+    pub tier: String,
+    pub links: usize,
+    pub mean: f64,
+    pub max: f64,
+    /// max / mean: 1.0 is perfectly balanced.
+    pub imbalance: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TierQueue {
+    pub tier: String,
+    pub samples: u64,
+    pub p50_kib: f64,
+    pub p99_kib: f64,
+    pub p999_kib: f64,
+    pub max_kib: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PfcSummary {
+    /// PAUSE and RESUME frames sent.
+    pub frames: u64,
+    /// Times a link went from sending to paused.
+    pub pauses: u64,
+    pub paused_links: usize,
+    pub paused_time_us: f64,
+    pub largest_tree: Tree,
+    pub headroom_overflows: u64,
+}
+
+/// The figures of one mode's run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub topology: String,
+    pub seed: u64,
+    pub mode: String,
+    pub stopped: Option<Stop>,
+    pub unfinished_messages: usize,
+    pub sim_time_us: f64,
+    pub events: u64,
+    pub packets: u64,
+    pub jobs: Vec<JobSummary>,
+    pub fct: Fct,
+    pub utilization: Vec<TierUtil>,
+    pub queues: Vec<TierQueue>,
+    pub pfc: PfcSummary,
+    pub ecn_marks: u64,
+    pub cnps: u64,
+    pub drops: u64,
+    pub retransmits: u64,
+    pub max_packets_in_flight: usize,
+}
+
+/// A port's queue-depth series, for plots.
+#[derive(Debug, Clone)]
+pub struct HotPort {
+    pub label: String,
+    pub max_bytes: u64,
+    pub series: Vec<u32>,
+}
+
+/// One mode's run: its figures and the raw data plots need.
+#[derive(Debug, Clone)]
+pub struct ModeRun {
+    pub summary: Summary,
+    /// Every finished message's completion time, sorted.
+    pub fcts_ps: Vec<u64>,
+    pub hot: Vec<HotPort>,
+    pub series_interval_ps: u64,
+    /// (label, tier, utilization) of every switch egress port.
+    pub port_util: Vec<(String, String, f64)>,
+    pub pcap: Option<Vec<u8>>,
+}
+
+fn us(ps: u64) -> f64 {
+    ps as f64 / 1e6
+}
+
+pub(crate) fn summarize(
+    topo: &Topology,
+    routing: &Routing,
+    sc: &Scenario,
+    mode: &str,
+    o: Outcome,
+) -> ModeRun {
+    let w = &o.workload;
+    let mut fcts: Vec<u64> =
+        w.flows.iter().filter(|f| f.done_ps != u64::MAX).map(|f| f.done_ps - f.start_ps).collect();
+    fcts.sort_unstable();
+    let pct = |q: f64| -> f64 {
+        if fcts.is_empty() {
+            return 0.0;
+        }
+        let i = ((q * fcts.len() as f64).ceil() as usize).clamp(1, fcts.len()) - 1;
+        us(fcts[i])
+    };
+    let fct = Fct {
+        count: fcts.len(),
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+        max_us: fcts.last().map_or(0.0, |&v| us(v)),
+    };
+    let jobs = sc.jobs.iter().zip(&w.jobs).map(|(job, run)| {
+        let flows = &w.flows[run.flows.clone()];
+        let done = flows.iter().all(|f| f.done_ps != u64::MAX);
+        let end = flows.iter().map(|f| f.done_ps).max().unwrap_or(run.start_ps);
+        let bound = ideal::job_bound(topo, routing, &sc.net, job);
+        let completion = done.then(|| us(end - run.start_ps));
+        JobSummary {
+            name: run.name.clone(),
+            pattern: run.pattern.to_string(),
+            ranks: run.ranks,
+            messages: flows.len(),
+            start_us: us(run.start_ps),
+            completion_us: completion,
+            ideal_us: us(bound.ps),
+            ideal_bottleneck: bound.bottleneck,
+            slowdown: completion.map(|c| c / us(bound.ps).max(1e-9)),
+        }
+    });
+    let jobs: Vec<JobSummary> = jobs.collect();
+    let start = w.jobs.iter().map(|j| j.start_ps).min().unwrap_or(0);
+    let span = o.end_ps.saturating_sub(start).max(1);
+    let port_util: Vec<(String, String, f64)> = o
+        .ports
+        .specs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s.from, Node::Switch(_)))
+        .map(|(i, s)| {
+            let capacity = s.bw_bps as f64 * span as f64 / 8e12;
+            (
+                s.label.clone(),
+                o.ports.classes[usize::from(s.class)].clone(),
+                o.stats.tx_bytes[i] as f64 / capacity,
+            )
+        })
+        .collect();
+    let utilization = tier_util(&o, span);
+    let queues = tier_queues(&o);
+    let hot = hot_ports(&o, 4);
+    let pfc = PfcSummary {
+        frames: o.stats.pause_frames,
+        pauses: o.stats.pauses.iter().map(|&p| u64::from(p)).sum(),
+        paused_links: o.stats.pauses.iter().filter(|&&p| p > 0).count(),
+        paused_time_us: us(o.stats.paused_ps.iter().sum()),
+        largest_tree: o.stats.largest_tree,
+        headroom_overflows: o.stats.headroom_overflows,
+    };
+    let summary = Summary {
+        scenario: sc.name.clone(),
+        topology: topo.name.clone(),
+        seed: sc.seed,
+        mode: mode.to_string(),
+        stopped: o.stop,
+        unfinished_messages: w.flows.len() - fcts.len(),
+        sim_time_us: us(o.end_ps),
+        events: o.events,
+        packets: o.stats.packets_sent,
+        jobs,
+        fct,
+        utilization,
+        queues,
+        pfc,
+        ecn_marks: o.stats.ecn_marks,
+        cnps: o.stats.cnps,
+        drops: o.stats.drops,
+        retransmits: o.stats.retransmits,
+        max_packets_in_flight: o.max_packets,
+    };
+    let pcap = o.pcap.map(crate::pcap::Pcap::into_bytes);
+    ModeRun { summary, fcts_ps: fcts, hot, series_interval_ps: o.stats.series.interval_ps, port_util, pcap }
+}
+
+fn tier_util(o: &Outcome, span: u64) -> Vec<TierUtil> {
+    let mut out = Vec::new();
+    for (c, name) in o.ports.classes.iter().enumerate() {
+        let utils: Vec<f64> = o
+            .ports
+            .specs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| usize::from(s.class) == c)
+            .map(|(i, s)| o.stats.tx_bytes[i] as f64 * 8e12 / (s.bw_bps as f64 * span as f64))
+            .collect();
+        if utils.is_empty() {
+            continue;
+        }
+        let mean = utils.iter().sum::<f64>() / utils.len() as f64;
+        let max = utils.iter().copied().fold(0.0, f64::max);
+        let imbalance = if mean > 0.0 { max / mean } else { 0.0 };
+        out.push(TierUtil { tier: name.clone(), links: utils.len(), mean, max, imbalance });
+    }
+    out
+}
+
+fn tier_queues(o: &Outcome) -> Vec<TierQueue> {
+    let kib = |b: u64| b as f64 / 1024.0;
+    let mut all = LogHist::default();
+    let mut out: Vec<TierQueue> = Vec::new();
+    let push = |tier: &str, h: &LogHist| TierQueue {
+        tier: tier.to_string(),
+        samples: h.count(),
+        p50_kib: kib(h.quantile(0.5)),
+        p99_kib: kib(h.quantile(0.99)),
+        p999_kib: kib(h.quantile(0.999)),
+        max_kib: kib(h.quantile(1.0)),
+    };
+    for (c, h) in o.stats.queue_hist.iter().enumerate() {
+        if h.count() > 0 {
+            all.merge(h);
+            out.push(push(&o.ports.classes[c], h));
+        }
+    }
+    out.push(push("all switch ports", &all));
+    out
+}
+
+fn hot_ports(o: &Outcome, n: usize) -> Vec<HotPort> {
+    let mut idx: Vec<usize> = (0..o.ports.specs.len()).filter(|&i| o.stats.max_queue[i] > 0).collect();
+    idx.sort_by_key(|&i| (std::cmp::Reverse(o.stats.max_queue[i]), i));
+    idx.truncate(n);
+    idx.into_iter()
+        .map(|i| HotPort {
+            label: o.ports.specs[i].label.clone(),
+            max_bytes: o.stats.max_queue[i],
+            series: o.stats.series.data[i].clone(),
+        })
+        .collect()
+}
+
+/// The JSON report of runs side by side.
+pub fn json(runs: &[ModeRun]) -> serde_json::Value {
+    serde_json::json!({ "modes": runs.iter().map(|r| &r.summary).collect::<Vec<_>>() })
+}
+
+/// The markdown report of runs side by side.
+pub fn markdown(sc: &Scenario, runs: &[ModeRun]) -> String {
+    crate::report_md::render(sc, runs)
+}

@@ -1,0 +1,209 @@
+//! What a run measures while it runs: per-port bytes, queue depths and
+//! pauses, queue-depth histograms per port class, and a downsampled time
+//! series of queue depth per port for the plots.
+
+use serde::Serialize;
+
+/// A log-linear histogram: exact below 16, then 16 buckets per power of two
+/// (about 6% resolution), for any u64.
+#[derive(Debug, Clone, Default)]
+pub struct LogHist {
+    counts: Vec<u64>,
+    total: u64,
+    max: u64,
+}
+
+impl LogHist {
+    fn index(v: u64) -> usize {
+        if v < 16 {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros() as usize;
+        16 + (e - 4) * 16 + ((v >> (e - 4)) & 15) as usize
+    }
+
+    fn lower(i: usize) -> u64 {
+        if i < 16 {
+            return i as u64;
+        }
+        let e = (i - 16) / 16 + 4;
+        (16 + ((i - 16) % 16) as u64) << (e - 4)
+    }
+
+    pub fn add(&mut self, v: u64) {
+        let i = Self::index(v);
+        if i >= self.counts.len() {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += 1;
+        self.total += 1;
+        self.max = self.max.max(v);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+
+    /// The `q`-quantile (0..=1), as the lower edge of its bucket.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
+        if rank == self.total {
+            return self.max;
+        }
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::lower(i).min(self.max);
+            }
+        }
+        self.max
+    }
+
+    pub fn merge(&mut self, other: &LogHist) {
+        if other.counts.len() > self.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.total += other.total;
+        self.max = self.max.max(other.max);
+    }
+}
+
+/// Most points per port series; the interval doubles when it would overflow.
+pub const SERIES_POINTS: usize = 512;
+
+/// Largest queue depth per port per time bucket.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub interval_ps: u64,
+    pub data: Vec<Vec<u32>>,
+}
+
+impl Series {
+    fn new(ports: usize, interval_ps: u64) -> Self {
+        Series { interval_ps: interval_ps.max(1), data: vec![Vec::new(); ports] }
+    }
+
+    fn record(&mut self, port: usize, now: u64, bytes: u64) {
+        let mut b = (now / self.interval_ps) as usize;
+        while b >= SERIES_POINTS {
+            self.halve();
+            b = (now / self.interval_ps) as usize;
+        }
+        let s = &mut self.data[port];
+        if s.len() <= b {
+            s.resize(b + 1, 0);
+        }
+        let v = u32::try_from(bytes).unwrap_or(u32::MAX);
+        if s[b] < v {
+            s[b] = v;
+        }
+    }
+
+    fn halve(&mut self) {
+        self.interval_ps *= 2;
+        for s in &mut self.data {
+            let merged: Vec<u32> = s.chunks(2).map(|c| c.iter().copied().max().unwrap_or(0)).collect();
+            *s = merged;
+        }
+    }
+}
+
+/// The biggest congestion tree seen: paused links that touch each other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tree {
+    pub links: u32,
+    pub switches: u32,
+    pub hosts: u32,
+    pub at_ps: u64,
+}
+
+/// Counters and samples of one run.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    pub tx_bytes: Vec<u64>,
+    pub max_queue: Vec<u64>,
+    pub pauses: Vec<u32>,
+    pub paused_ps: Vec<u64>,
+    pub paused_since: Vec<u64>,
+    /// Queue depth seen by each packet enqueued, per port class.
+    pub queue_hist: Vec<LogHist>,
+    pub series: Series,
+    pub ecn_marks: u64,
+    pub cnps: u64,
+    pub drops: u64,
+    pub headroom_overflows: u64,
+    pub packets_sent: u64,
+    pub retransmits: u64,
+    pub pause_frames: u64,
+    pub largest_tree: Tree,
+}
+
+impl Stats {
+    pub fn new(ports: usize, classes: usize, series_interval_ps: u64) -> Self {
+        Stats {
+            tx_bytes: vec![0; ports],
+            max_queue: vec![0; ports],
+            pauses: vec![0; ports],
+            paused_ps: vec![0; ports],
+            paused_since: vec![0; ports],
+            queue_hist: vec![LogHist::default(); classes],
+            series: Series::new(ports, series_interval_ps),
+            ecn_marks: 0,
+            cnps: 0,
+            drops: 0,
+            headroom_overflows: 0,
+            packets_sent: 0,
+            retransmits: 0,
+            pause_frames: 0,
+            largest_tree: Tree::default(),
+        }
+    }
+
+    /// A packet joins a queue that holds `depth` bytes before it.
+    pub fn enqueued(&mut self, port: usize, class: usize, now: u64, depth: u64, after: u64) {
+        self.queue_hist[class].add(depth);
+        if after > self.max_queue[port] {
+            self.max_queue[port] = after;
+        }
+        self.series.record(port, now, after);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles_are_close() {
+        let mut h = LogHist::default();
+        for v in 1..=10_000u64 {
+            h.add(v);
+        }
+        for (q, want) in [(0.5, 5_000.0), (0.99, 9_900.0)] {
+            let got = h.quantile(q) as f64;
+            assert!((got - want).abs() / want < 0.07, "q{q}: {got} vs {want}");
+        }
+        assert_eq!(h.quantile(1.0), 10_000);
+        assert_eq!(LogHist::default().quantile(0.5), 0);
+        for v in [0u64, 15, 16, 17, 1 << 40, u64::MAX] {
+            assert!(LogHist::lower(LogHist::index(v)) <= v);
+        }
+    }
+
+    #[test]
+    fn series_downsample_keeps_the_maximum() {
+        let mut s = Series::new(1, 10);
+        s.record(0, 5, 7);
+        s.record(0, 15, 3);
+        s.record(0, 10 * SERIES_POINTS as u64 + 1, 1);
+        assert_eq!(s.interval_ps, 20);
+        assert_eq!(s.data[0][0], 7);
+    }
+}
