@@ -1,6 +1,7 @@
 //! The `metaroce` command line: argument definitions and the commands
 //! behind them. `main.rs` only calls [`run`].
 
+mod sim;
 mod topo;
 
 use std::process::ExitCode;
@@ -46,6 +47,9 @@ pub enum Command {
     /// Check, inspect, generate and draw topology files.
     #[command(subcommand)]
     Topo(topo::TopoCommand),
+    /// Simulate a scenario on the packet-level fabric model.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
 }
 
 /// Logs go to stderr so that command output stays clean on stdout.
@@ -64,5 +68,6 @@ pub fn init_tracing(verbose: u8) {
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Topo(cmd) => topo::run(cmd),
+        Command::Sim(cmd) => sim::run(cmd),
     }
 }

@@ -333,7 +333,8 @@ fn apply_failures(t: &Topology, routing: &mut Routing, fail: &[String]) -> anyho
 
 fn find_link(t: &Topology, name: &str, port: &str) -> anyhow::Result<usize> {
     let s = t.switch_id(name).with_context(|| format!("--fail {name}:{port}: no switch named \"{name}\""))?;
-    let port: u16 = port.parse().with_context(|| format!("--fail {name}:{port}: \"{port}\" is not a port number"))?;
+    let port: u16 =
+        port.parse().with_context(|| format!("--fail {name}:{port}: \"{port}\" is not a port number"))?;
     t.adjacency(s)
         .iter()
         .find(|a| a.port == port)
@@ -341,7 +342,14 @@ fn find_link(t: &Topology, name: &str, port: &str) -> anyhow::Result<usize> {
         .with_context(|| format!("--fail {name}:{port}: no switch-to-switch link on that port"))
 }
 
-fn paths(t: &Topology, src: &str, dst: &str, fail: &[String], limit: usize, as_json: bool) -> anyhow::Result<Exit> {
+fn paths(
+    t: &Topology,
+    src: &str,
+    dst: &str,
+    fail: &[String],
+    limit: usize,
+    as_json: bool,
+) -> anyhow::Result<Exit> {
     let (s, d) = (find_host(t, src)?, find_host(t, dst)?);
     let mut routing = Routing::compute(t);
     apply_failures(t, &mut routing, fail)?;
@@ -359,7 +367,12 @@ fn paths(t: &Topology, src: &str, dst: &str, fail: &[String], limit: usize, as_j
                 json!({"hops": hops, "bottleneck_bps": p.bottleneck_bps})
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json!({"src": hs.name, "dst": hd.name, "paths": list, "truncated": more}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"src": hs.name, "dst": hd.name, "paths": list, "truncated": more})
+            )?
+        );
         return Ok(if found.is_empty() { Exit::Invalid } else { Exit::Ok });
     }
     if found.is_empty() {
@@ -394,7 +407,10 @@ fn groups(t: &Topology, only: Option<&str>, fail: &[String], as_json: bool) -> a
     let switches: Vec<usize> = match only {
         Some(name) => vec![t.switch_id(name).with_context(|| {
             let hint = spec::did_you_mean(name, t.switches.iter().map(|s| s.name.as_str()));
-            format!("no switch named \"{name}\"{}", hint.map(|h| format!("; did you mean \"{h}\"?")).unwrap_or_default())
+            format!(
+                "no switch named \"{name}\"{}",
+                hint.map(|h| format!("; did you mean \"{h}\"?")).unwrap_or_default()
+            )
         })?],
         None => (0..t.switches.len()).collect(),
     };
@@ -417,15 +433,28 @@ fn groups(t: &Topology, only: Option<&str>, fail: &[String], as_json: bool) -> a
                 json!({"id": id, "members": members})
             })
             .collect();
-        let routes: Vec<_> = routing.routes(s).iter().map(|r| json!({"prefix": r.prefix.to_string(), "group": r.group})).collect();
+        let routes: Vec<_> = routing
+            .routes(s)
+            .iter()
+            .map(|r| json!({"prefix": r.prefix.to_string(), "group": r.group}))
+            .collect();
         if as_json {
             all.push(json!({"switch": t.switches[s].name, "groups": gs, "routes": routes}));
             continue;
         }
-        writeln!(out, "{} ({}): {} groups, {} routes", t.switches[s].name, t.switches[s].role, table.len(), routes.len())?;
+        writeln!(
+            out,
+            "{} ({}): {} groups, {} routes",
+            t.switches[s].name,
+            t.switches[s].role,
+            table.len(),
+            routes.len()
+        )?;
         for (id, g) in table.iter() {
-            let members: Vec<String> = g.members.iter().map(|m| format!("{}->{} w{}", m.port, hop(&m.next), m.weight)).collect();
-            let prefixes: Vec<String> = routing.routes(s).iter().filter(|r| r.group == id).map(|r| r.prefix.to_string()).collect();
+            let members: Vec<String> =
+                g.members.iter().map(|m| format!("{}->{} w{}", m.port, hop(&m.next), m.weight)).collect();
+            let prefixes: Vec<String> =
+                routing.routes(s).iter().filter(|r| r.group == id).map(|r| r.prefix.to_string()).collect();
             writeln!(out, "  group {id:<4} [{}]  for {}", members.join(", "), prefixes.join(" "))?;
         }
     }
@@ -448,11 +477,17 @@ fn generate(a: &GenArgs) -> anyhow::Result<Exit> {
     let (topo, params) = match a.shape {
         Shape::LeafSpine => (
             gen::leaf_spine(&c, a.leaves, a.spines, a.hosts_per_leaf, a.parallel),
-            format!("leaf-spine --leaves {} --spines {} --hosts-per-leaf {} --parallel {}", a.leaves, a.spines, a.hosts_per_leaf, a.parallel),
+            format!(
+                "leaf-spine --leaves {} --spines {} --hosts-per-leaf {} --parallel {}",
+                a.leaves, a.spines, a.hosts_per_leaf, a.parallel
+            ),
         ),
         Shape::Clos3 => (
             gen::clos3(&c, a.pods, a.leaves, a.spines, a.supers, a.hosts_per_leaf),
-            format!("clos3 --pods {} --leaves {} --spines {} --supers {} --hosts-per-leaf {}", a.pods, a.leaves, a.spines, a.supers, a.hosts_per_leaf),
+            format!(
+                "clos3 --pods {} --leaves {} --spines {} --supers {} --hosts-per-leaf {}",
+                a.pods, a.leaves, a.spines, a.supers, a.hosts_per_leaf
+            ),
         ),
         Shape::FatTree => (gen::fat_tree(&c, a.k), format!("fat-tree --k {}", a.k)),
     };

@@ -106,8 +106,15 @@ struct Obj<'n> {
 
 impl<'n> Obj<'n> {
     fn get(&self, name: &str) -> Option<&'n Node> {
-        debug_assert!(spec::field(self.fields, name).is_some(), "decoder asks for {name}, which the spec lacks");
-        self.entries.iter().find(|(k, _)| k.as_str() == Some(name)).map(|(_, v)| v).filter(|v| v.value != Value::Null)
+        debug_assert!(
+            spec::field(self.fields, name).is_some(),
+            "decoder asks for {name}, which the spec lacks"
+        );
+        self.entries
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(name))
+            .map(|(_, v)| v)
+            .filter(|v| v.value != Value::Null)
     }
     fn child(&self, name: &str) -> String {
         if self.path.is_empty() {
@@ -126,7 +133,11 @@ fn object<'n>(d: &mut Diags, path: &str, node: &'n Node, fields: &'static [Field
         Value::Null => &[],
         _ => {
             let keys: Vec<&str> = fields.iter().map(|f| f.name).collect();
-            d.at(path, Some(node.pos), format!("expected a mapping with keys {}, found {}", keys.join(", "), node.kind()));
+            d.at(
+                path,
+                Some(node.pos),
+                format!("expected a mapping with keys {}, found {}", keys.join(", "), node.kind()),
+            );
             return None;
         }
     };
@@ -136,7 +147,9 @@ fn object<'n>(d: &mut Diags, path: &str, node: &'n Node, fields: &'static [Field
             let known = fields.iter().map(|f| f.name);
             let hint = match spec::did_you_mean(key, known) {
                 Some(s) => format!("; did you mean \"{s}\"?"),
-                None => format!("; known keys: {}", fields.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")),
+                None => {
+                    format!("; known keys: {}", fields.iter().map(|f| f.name).collect::<Vec<_>>().join(", "))
+                }
             };
             let obj = if path.is_empty() { "the top level".to_string() } else { path.to_string() };
             d.at(path, Some(k.pos), format!("unknown key \"{key}\" in {obj}{hint}"));
@@ -145,14 +158,23 @@ fn object<'n>(d: &mut Diags, path: &str, node: &'n Node, fields: &'static [Field
     let obj = Obj { path: path.to_string(), fields, entries };
     for f in fields.iter().filter(|f| f.required) {
         if obj.entries.iter().all(|(k, v)| k.as_str() != Some(f.name) || v.value == Value::Null) {
-            d.at(obj.child(f.name), Some(node.pos), format!("missing required key \"{}\" ({})", f.name, f.doc));
+            d.at(
+                obj.child(f.name),
+                Some(node.pos),
+                format!("missing required key \"{}\" ({})", f.name, f.doc),
+            );
         }
     }
     Some(obj)
 }
 
 /// Decodes one scalar field with `parse`, recording a located error on failure.
-fn scalar<T>(d: &mut Diags, obj: &Obj<'_>, name: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Option<At<T>> {
+fn scalar<T>(
+    d: &mut Diags,
+    obj: &Obj<'_>,
+    name: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Option<At<T>> {
     let node = obj.get(name)?;
     let Some(text) = node.as_str() else {
         d.at(obj.child(name), Some(node.pos), format!("expected a single value, found {}", node.kind()));
@@ -230,7 +252,8 @@ fn unit<T>(
 
 fn endpoint(d: &mut Diags, obj: &Obj<'_>, name: &str) -> Option<At<(String, u16)>> {
     scalar(d, obj, name, |s| {
-        let bad = || format!("\"{s}\" is not an endpoint like \"leaf1:3\" (switch name, colon, port 0..=510)");
+        let bad =
+            || format!("\"{s}\" is not an endpoint like \"leaf1:3\" (switch name, colon, port 0..=510)");
         let (sw, port) = s.rsplit_once(':').ok_or_else(bad)?;
         let port: u16 = port.trim().parse().map_err(|_| bad())?;
         if sw.trim().is_empty() || port > 510 {
@@ -242,7 +265,8 @@ fn endpoint(d: &mut Diags, obj: &Obj<'_>, name: &str) -> Option<At<(String, u16)
 
 fn address(d: &mut Diags, obj: &Obj<'_>, name: &str) -> Option<At<String>> {
     scalar(d, obj, name, |s| {
-        let bad = || format!("\"{s}\" is not an address like \"127.0.0.1:50001\" (host, colon, port 1..=65535)");
+        let bad =
+            || format!("\"{s}\" is not an address like \"127.0.0.1:50001\" (host, colon, port 1..=65535)");
         let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
         let port: u16 = port.parse().map_err(|_| bad())?;
         if host.is_empty() || host.contains(char::is_whitespace) || port == 0 {
@@ -276,7 +300,10 @@ pub fn topology(d: &mut Diags, root: &Node) -> RawTopology {
         d.at(
             "",
             Some(root.pos),
-            format!("a topology file is a mapping with keys name, switches, hosts, links; found {}", root.kind()),
+            format!(
+                "a topology file is a mapping with keys name, switches, hosts, links; found {}",
+                root.kind()
+            ),
         );
         return raw;
     }
@@ -350,9 +377,12 @@ fn host(d: &mut Diags, path: &str, node: &Node) -> RawHost {
     let Some(o) = object(d, path, node, spec::HOST) else { return raw };
     raw.name = name(d, &o, "name");
     raw.ip = scalar(d, &o, "ip", |s| {
-        let ip: Ipv4Addr = s.parse().map_err(|_| format!("\"{s}\" is not an IPv4 address like \"10.0.1.1\""))?;
+        let ip: Ipv4Addr =
+            s.parse().map_err(|_| format!("\"{s}\" is not an IPv4 address like \"10.0.1.1\""))?;
         if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() || ip.is_loopback() {
-            return Err(format!("{ip} cannot be a host address (unspecified, broadcast, multicast or loopback)"));
+            return Err(format!(
+                "{ip} cannot be a host address (unspecified, broadcast, multicast or loopback)"
+            ));
         }
         Ok(ip)
     });

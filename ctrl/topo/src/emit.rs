@@ -38,11 +38,22 @@ fn write_body(out: &mut String, t: &Topology) -> std::fmt::Result {
     writeln!(out, "  cpu_port: {}", f.cpu_port)?;
     let d = &t.defaults;
     writeln!(out, "\ndefaults:")?;
-    writeln!(out, "  link: {{bandwidth: {}, delay: {}, buffer: {}}}", d.link_bandwidth, d.link_delay, d.link_buffer)?;
+    writeln!(
+        out,
+        "  link: {{bandwidth: {}, delay: {}, buffer: {}}}",
+        d.link_bandwidth, d.link_delay, d.link_buffer
+    )?;
     writeln!(out, "  host: {{nic_rate: {}}}", d.nic_rate)?;
     writeln!(out, "\nswitches:")?;
     for s in &t.switches {
-        write!(out, "  - {{name: {}, role: {}, device_id: {}, p4rt: {}", s.name, s.role, s.device_id, quote(&s.p4rt))?;
+        write!(
+            out,
+            "  - {{name: {}, role: {}, device_id: {}, p4rt: {}",
+            s.name,
+            s.role,
+            s.device_id,
+            quote(&s.p4rt)
+        )?;
         if let Some(p) = s.thrift_port {
             write!(out, ", thrift_port: {p}")?;
         }

@@ -9,7 +9,9 @@
 
 use std::net::Ipv4Addr;
 
-use crate::model::{Defaults, Endpoint, Fabric, Host, Ipv4Net, Link, MacAddr, Role, Switch, SwitchId, Topology};
+use crate::model::{
+    Defaults, Endpoint, Fabric, Host, Ipv4Net, Link, MacAddr, Role, Switch, SwitchId, Topology,
+};
 use crate::units::Bandwidth;
 
 /// Why a generator refused its parameters.
@@ -75,7 +77,14 @@ struct Builder<'a> {
 
 impl<'a> Builder<'a> {
     fn new(c: &'a Common) -> Self {
-        Builder { c, switches: Vec::new(), hosts: Vec::new(), links: Vec::new(), next_port: Vec::new(), leaves: 0 }
+        Builder {
+            c,
+            switches: Vec::new(),
+            hosts: Vec::new(),
+            links: Vec::new(),
+            next_port: Vec::new(),
+            leaves: 0,
+        }
     }
 
     fn switch(&mut self, name: String, role: Role) -> Result<SwitchId, GenError> {
@@ -110,7 +119,10 @@ impl<'a> Builder<'a> {
             p += 1;
         }
         if p > 510 {
-            return Err(GenError::TooManyPorts { switch: self.switches[s].name.clone(), ports: usize::from(p) });
+            return Err(GenError::TooManyPorts {
+                switch: self.switches[s].name.clone(),
+                ports: usize::from(p),
+            });
         }
         self.next_port[s] = p + 1;
         Ok(p)
@@ -174,8 +186,10 @@ pub fn leaf_spine(
     range("hosts per leaf", hosts_per_leaf, 0, 254)?;
     range("parallel links", parallel, 1, 16)?;
     let mut b = Builder::new(c);
-    let leaf_ids = (1..=leaves).map(|i| b.switch(format!("leaf{i}"), Role::Leaf)).collect::<Result<Vec<_>, _>>()?;
-    let spine_ids = (1..=spines).map(|i| b.switch(format!("spine{i}"), Role::Spine)).collect::<Result<Vec<_>, _>>()?;
+    let leaf_ids =
+        (1..=leaves).map(|i| b.switch(format!("leaf{i}"), Role::Leaf)).collect::<Result<Vec<_>, _>>()?;
+    let spine_ids =
+        (1..=spines).map(|i| b.switch(format!("spine{i}"), Role::Spine)).collect::<Result<Vec<_>, _>>()?;
     for &l in &leaf_ids {
         b.hosts(l, hosts_per_leaf)?;
     }
@@ -207,17 +221,25 @@ pub fn clos3(
     range("spines per pod", spines_per_pod, 1, 510)?;
     range("super-spines per plane", supers_per_plane, 1, 510)?;
     range("hosts per leaf", hosts_per_leaf, 0, 254)?;
-    range("switches", pods * (leaves_per_pod + spines_per_pod) + spines_per_pod * supers_per_plane, 1, 15_000)?;
+    range(
+        "switches",
+        pods * (leaves_per_pod + spines_per_pod) + spines_per_pod * supers_per_plane,
+        1,
+        15_000,
+    )?;
     let mut b = Builder::new(c);
     let mut pod_leaves = Vec::new();
     let mut pod_spines = Vec::new();
     for p in 1..=pods {
-        let ls = (1..=leaves_per_pod).map(|i| b.switch(format!("p{p}-leaf{i}"), Role::Leaf)).collect::<Result<Vec<_>, _>>()?;
+        let ls = (1..=leaves_per_pod)
+            .map(|i| b.switch(format!("p{p}-leaf{i}"), Role::Leaf))
+            .collect::<Result<Vec<_>, _>>()?;
         pod_leaves.push(ls);
     }
     for p in 1..=pods {
-        let ss =
-            (1..=spines_per_pod).map(|i| b.switch(format!("p{p}-spine{i}"), Role::Spine)).collect::<Result<Vec<_>, _>>()?;
+        let ss = (1..=spines_per_pod)
+            .map(|i| b.switch(format!("p{p}-spine{i}"), Role::Spine))
+            .collect::<Result<Vec<_>, _>>()?;
         pod_spines.push(ss);
     }
     let mut planes = Vec::new();
@@ -293,6 +315,9 @@ mod tests {
         assert_eq!(fat_tree(&c, 5).unwrap_err(), GenError::OddK(5));
         assert!(matches!(leaf_spine(&c, 0, 2, 1, 1), Err(GenError::OutOfRange { what: "leaves", .. })));
         assert!(matches!(leaf_spine(&c, 600, 2, 1, 1), Err(GenError::TooManyPorts { .. })));
-        assert!(matches!(clos3(&c, 200, 100, 10, 100, 1), Err(GenError::OutOfRange { what: "switches", .. })));
+        assert!(matches!(
+            clos3(&c, 200, 100, 10, 100, 1),
+            Err(GenError::OutOfRange { what: "switches", .. })
+        ));
     }
 }

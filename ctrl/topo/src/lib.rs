@@ -30,8 +30,8 @@ use std::path::Path;
 pub use decode::{MAX_HOSTS, MAX_LINKS, MAX_SWITCHES};
 pub use error::{Diagnostic, TopoError};
 pub use model::{
-    Adjacency, Defaults, Endpoint, Fabric, Host, HostId, Ipv4Net, Link, LinkId, MacAddr, NodeRef, Role, Switch,
-    SwitchId, Topology,
+    Adjacency, Defaults, Endpoint, Fabric, Host, HostId, Ipv4Net, Link, LinkId, MacAddr, NodeRef, Role,
+    Switch, SwitchId, Topology,
 };
 pub use routing::{Group, GroupId, Member, NextHop, Route, RouteChange, Routing, RoutingOptions};
 
@@ -51,14 +51,21 @@ pub fn load_file(path: &Path) -> Result<Topology, TopoError> {
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(TopoError::TooLarge { path: path.to_path_buf(), size: bytes.len() as u64, limit: MAX_FILE_BYTES });
+        return Err(TopoError::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+            limit: MAX_FILE_BYTES,
+        });
     }
     let text = String::from_utf8(bytes).map_err(|e| TopoError::Invalid {
         origin: path.display().to_string(),
         diagnostics: vec![Diagnostic {
             path: String::new(),
             pos: None,
-            message: format!("file is not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+            message: format!(
+                "file is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
         }],
     })?;
     load_str(&text, &path.display().to_string())
@@ -74,8 +81,9 @@ pub fn load_str(text: &str, origin: &str) -> Result<Topology, TopoError> {
             message: format!("text is {} bytes, more than the limit of {MAX_FILE_BYTES}", text.len()),
         }]));
     }
-    let root = yaml::parse(text)
-        .map_err(|e| invalid(vec![Diagnostic { path: String::new(), pos: Some(e.pos), message: e.message }]))?;
+    let root = yaml::parse(text).map_err(|e| {
+        invalid(vec![Diagnostic { path: String::new(), pos: Some(e.pos), message: e.message }])
+    })?;
     let mut diags = decode::Diags::default();
     let raw = decode::topology(&mut diags, &root);
     match validate::assemble(&mut diags, raw) {

@@ -88,9 +88,15 @@ impl Ipv4Net {
 impl FromStr for Ipv4Net {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (addr, len) = s.split_once('/').ok_or_else(|| format!("prefix \"{s}\" needs a length, like \"10.0.1.0/24\""))?;
+        let (addr, len) = s
+            .split_once('/')
+            .ok_or_else(|| format!("prefix \"{s}\" needs a length, like \"10.0.1.0/24\""))?;
         let addr: Ipv4Addr = addr.parse().map_err(|_| format!("\"{addr}\" is not an IPv4 address"))?;
-        let len: u8 = len.parse().ok().filter(|l| *l <= 32).ok_or_else(|| format!("prefix length \"{len}\" is not 0..32"))?;
+        let len: u8 = len
+            .parse()
+            .ok()
+            .filter(|l| *l <= 32)
+            .ok_or_else(|| format!("prefix length \"{len}\" is not 0..32"))?;
         if u32::from(addr) & !Self::mask(len) != 0 {
             let net = Ipv4Addr::from(u32::from(addr) & Self::mask(len));
             return Err(format!("prefix \"{s}\" has host bits set; did you mean \"{net}/{len}\"?"));
@@ -299,8 +305,18 @@ impl Topology {
         }
         let mut adjacency = vec![Vec::new(); switches.len()];
         for (id, l) in links.iter().enumerate() {
-            adjacency[l.a.switch].push(Adjacency { link: id, port: l.a.port, peer: l.b.switch, peer_port: l.b.port });
-            adjacency[l.b.switch].push(Adjacency { link: id, port: l.b.port, peer: l.a.switch, peer_port: l.a.port });
+            adjacency[l.a.switch].push(Adjacency {
+                link: id,
+                port: l.a.port,
+                peer: l.b.switch,
+                peer_port: l.b.port,
+            });
+            adjacency[l.b.switch].push(Adjacency {
+                link: id,
+                port: l.b.port,
+                peer: l.a.switch,
+                peer_port: l.a.port,
+            });
         }
         let mut hosts_of = vec![Vec::new(); switches.len()];
         for (i, h) in hosts.iter().enumerate() {

@@ -116,10 +116,12 @@ pub fn svg(t: &Topology, opts: &RenderOptions) -> String {
     for (i, l) in t.links.iter().enumerate() {
         let (pa, pb) = (pos[l.a.switch], pos[l.b.switch]);
         // From the bottom edge of the upper node to the top edge of the lower one.
-        let (up, low, up_port, low_port) = if pa.1 < pb.1 { (pa, pb, l.a.port, l.b.port) } else { (pb, pa, l.b.port, l.a.port) };
+        let (up, low, up_port, low_port) =
+            if pa.1 < pb.1 { (pa, pb, l.a.port, l.b.port) } else { (pb, pa, l.b.port, l.a.port) };
         let (x1, y1, x2, y2) = (up.0, up.1 + NODE_H / 2.0, low.0, low.1 - NODE_H / 2.0);
         let failed = opts.failed_links.contains(&i);
-        let style = if failed { r##"stroke="#d62728" stroke-dasharray="6 4""## } else { r##"stroke="#8a94a6""## };
+        let style =
+            if failed { r##"stroke="#d62728" stroke-dasharray="6 4""## } else { r##"stroke="#8a94a6""## };
         let _ = writeln!(
             o,
             r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" {style}><title>{} - {} ({})</title></line>"#,

@@ -13,7 +13,10 @@ use serde_json::{json, Map, Value};
 pub enum Kind {
     Text,
     Bool,
-    Int { min: u64, max: u64 },
+    Int {
+        min: u64,
+        max: u64,
+    },
     Bandwidth,
     Duration,
     ByteSize,
@@ -51,12 +54,28 @@ pub const PORT: Kind = Kind::Int { min: 0, max: 510 };
 pub const ROLES: &[&str] = &["leaf", "spine", "super-spine"];
 
 pub const FABRIC: &[Field] = &[
-    opt("flowlet_timeout", Kind::Duration, "Idle gap after which a flow may take a new path (default 100us; use milliseconds on BMv2)."),
+    opt(
+        "flowlet_timeout",
+        Kind::Duration,
+        "Idle gap after which a flow may take a new path (default 100us; use milliseconds on BMv2).",
+    ),
     opt("queue_high", Kind::QueueDepth, "Queue depth at which a port is reported congested (default 48pkt)."),
-    opt("queue_low", Kind::QueueDepth, "Queue depth below which a congested port is reported clear (default 16pkt)."),
-    opt("ecn_threshold", Kind::QueueDepth, "Queue depth above which ECT packets are marked CE (default 32pkt)."),
+    opt(
+        "queue_low",
+        Kind::QueueDepth,
+        "Queue depth below which a congested port is reported clear (default 16pkt).",
+    ),
+    opt(
+        "ecn_threshold",
+        Kind::QueueDepth,
+        "Queue depth above which ECT packets are marked CE (default 32pkt).",
+    ),
     opt("int", Kind::Bool, "Instrument RoCEv2 flows with INT-MD (default true)."),
-    opt("cpu_port", Kind::Int { min: 0, max: 510 }, "Port that carries packet-in/packet-out to the controller (default 255)."),
+    opt(
+        "cpu_port",
+        Kind::Int { min: 0, max: 510 },
+        "Port that carries packet-in/packet-out to the controller (default 255).",
+    ),
 ];
 
 pub const LINK_DEFAULTS: &[Field] = &[
@@ -65,8 +84,11 @@ pub const LINK_DEFAULTS: &[Field] = &[
     opt("buffer", Kind::ByteSize, "Egress buffer per port when a link does not give one (default 1MiB)."),
 ];
 
-pub const HOST_DEFAULTS: &[Field] =
-    &[opt("nic_rate", Kind::Bandwidth, "NIC rate when a host does not give one (default: defaults.link.bandwidth).")];
+pub const HOST_DEFAULTS: &[Field] = &[opt(
+    "nic_rate",
+    Kind::Bandwidth,
+    "NIC rate when a host does not give one (default: defaults.link.bandwidth).",
+)];
 
 pub const DEFAULTS: &[Field] = &[
     opt("link", Kind::Object(LINK_DEFAULTS), "Defaults for links, including host attachments."),
@@ -78,9 +100,21 @@ pub const SWITCH: &[Field] = &[
     req("role", Kind::Enum(ROLES), "Tier in the Clos: leaf, spine or super-spine."),
     req("device_id", Kind::Int { min: 1, max: u32::MAX as u64 }, "P4Runtime device id, unique."),
     req("p4rt", Kind::Address, "host:port of the switch's P4Runtime server."),
-    opt("thrift_port", Kind::Int { min: 1, max: 65_535 }, "BMv2 Thrift runtime port (register and queue fallback)."),
-    opt("int_node_id", Kind::Int { min: 1, max: u32::MAX as u64 }, "Node id written into INT metadata (default: device_id)."),
-    opt("subnet", Kind::Ipv4Prefix, "Leaves only: prefix covering all attached hosts, routed as one entry elsewhere."),
+    opt(
+        "thrift_port",
+        Kind::Int { min: 1, max: 65_535 },
+        "BMv2 Thrift runtime port (register and queue fallback).",
+    ),
+    opt(
+        "int_node_id",
+        Kind::Int { min: 1, max: u32::MAX as u64 },
+        "Node id written into INT metadata (default: device_id).",
+    ),
+    opt(
+        "subnet",
+        Kind::Ipv4Prefix,
+        "Leaves only: prefix covering all attached hosts, routed as one entry elsewhere.",
+    ),
 ];
 
 pub const HOST: &[Field] = &[
@@ -142,7 +176,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[(i - 1) * w + j] + 1).min(d[i * w + j - 1] + 1).min(d[(i - 1) * w + j - 1] + cost);
+            let mut best =
+                (d[(i - 1) * w + j] + 1).min(d[i * w + j - 1] + 1).min(d[(i - 1) * w + j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 best = best.min(d[(i - 2) * w + j - 2] + 1);
             }
@@ -171,7 +206,8 @@ pub fn json_schema() -> Value {
 }
 
 fn object_schema(fields: &[Field]) -> Value {
-    let properties: Map<String, Value> = fields.iter().map(|f| (f.name.to_string(), field_schema(f))).collect();
+    let properties: Map<String, Value> =
+        fields.iter().map(|f| (f.name.to_string(), field_schema(f))).collect();
     let required: Vec<&str> = fields.iter().filter(|f| f.required).map(|f| f.name).collect();
     let mut obj = json!({"type": "object", "additionalProperties": false, "properties": properties});
     if !required.is_empty() {

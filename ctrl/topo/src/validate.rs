@@ -27,7 +27,9 @@ impl<K: Eq + Hash> Unique<K> {
     }
     fn check(&mut self, d: &mut Diags, key: K, shown: &str, path: String, pos: Pos) {
         match self.seen.get(&key) {
-            Some(first) => d.at(path, Some(pos), format!("duplicate {} {shown} (first used by {first})", self.what)),
+            Some(first) => {
+                d.at(path, Some(pos), format!("duplicate {} {shown} (first used by {first})", self.what))
+            }
             None => {
                 self.seen.insert(key, format!("{path}, line {}", pos.line));
             }
@@ -42,7 +44,11 @@ pub fn assemble(d: &mut Diags, raw: RawTopology) -> Option<Topology> {
         link_bandwidth: raw.defaults.link_bandwidth.unwrap_or(Defaults::default().link_bandwidth),
         link_delay: raw.defaults.link_delay.unwrap_or(Defaults::default().link_delay),
         link_buffer: raw.defaults.link_buffer.unwrap_or(Defaults::default().link_buffer),
-        nic_rate: raw.defaults.nic_rate.or(raw.defaults.link_bandwidth).unwrap_or(Defaults::default().nic_rate),
+        nic_rate: raw
+            .defaults
+            .nic_rate
+            .or(raw.defaults.link_bandwidth)
+            .unwrap_or(Defaults::default().nic_rate),
     };
     if raw.switches.is_empty() && d.0.is_empty() {
         d.at("switches", None, "a fabric needs at least one switch");
@@ -115,7 +121,11 @@ fn fabric(d: &mut Diags, raw: &RawTopology) -> Fabric {
         );
     }
     if fabric.queue_high.value() == 0 || fabric.ecn_threshold.value() == 0 {
-        d.at("fabric", pos(f.queue_high).or(pos(f.ecn_threshold)), "queue_high and ecn_threshold must be above zero");
+        d.at(
+            "fabric",
+            pos(f.queue_high).or(pos(f.ecn_threshold)),
+            "queue_high and ecn_threshold must be above zero",
+        );
     }
     fabric
 }
@@ -135,7 +145,9 @@ fn switches(d: &mut Diags, raw: &RawTopology) -> Vec<Option<Switch>> {
         if let Some(id) = s.device_id {
             devices.check(d, id.v, &id.v.to_string(), path("device_id"), id.pos);
         }
-        let int_id = s.int_node_id.or_else(|| s.device_id.and_then(|a| Some(At { v: u32::try_from(a.v).ok()?, pos: a.pos })));
+        let int_id = s
+            .int_node_id
+            .or_else(|| s.device_id.and_then(|a| Some(At { v: u32::try_from(a.v).ok()?, pos: a.pos })));
         if let Some(id) = int_id {
             let via = if s.int_node_id.is_some() { "" } else { " (defaulted from device_id)" };
             int_ids.check(d, id.v, &format!("{}{via}", id.v), path("int_node_id"), id.pos);
@@ -144,28 +156,40 @@ fn switches(d: &mut Diags, raw: &RawTopology) -> Vec<Option<Switch>> {
             addrs.check(d, a.v.clone(), &a.v, path("p4rt"), a.pos);
             if let Some(t) = s.thrift_port {
                 let host = a.v.rsplit_once(':').map_or("", |(h, _)| h);
-                thrift.check(d, (host.to_string(), t.v), &format!("{host}:{}", t.v), path("thrift_port"), t.pos);
+                thrift.check(
+                    d,
+                    (host.to_string(), t.v),
+                    &format!("{host}:{}", t.v),
+                    path("thrift_port"),
+                    t.pos,
+                );
             }
         }
         if let (Some(sub), Some(role)) = (s.subnet, s.role) {
             if role.v != Role::Leaf {
-                d.at(path("subnet"), Some(sub.pos), format!("only leaves own a subnet; this switch is a {}", role.v));
+                d.at(
+                    path("subnet"),
+                    Some(sub.pos),
+                    format!("only leaves own a subnet; this switch is a {}", role.v),
+                );
             }
         }
         let complete = (&s.name, s.role, s.device_id, &s.p4rt, int_id);
-        out.push(if let (Some(name), Some(role), Some(device_id), Some(p4rt), Some(int_node_id)) = complete {
-            Some(Switch {
-                name: name.v.clone(),
-                role: role.v,
-                device_id: device_id.v,
-                p4rt: p4rt.v.clone(),
-                thrift_port: s.thrift_port.map(|t| t.v),
-                int_node_id: int_node_id.v,
-                subnet: s.subnet.map(|a| a.v),
-            })
-        } else {
-            None
-        });
+        out.push(
+            if let (Some(name), Some(role), Some(device_id), Some(p4rt), Some(int_node_id)) = complete {
+                Some(Switch {
+                    name: name.v.clone(),
+                    role: role.v,
+                    device_id: device_id.v,
+                    p4rt: p4rt.v.clone(),
+                    thrift_port: s.thrift_port.map(|t| t.v),
+                    int_node_id: int_node_id.v,
+                    subnet: s.subnet.map(|a| a.v),
+                })
+            } else {
+                None
+            },
+        );
     }
     let subnets: Vec<_> = raw.switches.iter().enumerate().filter_map(|(i, s)| Some((i, s.subnet?))).collect();
     for (x, (i, a)) in subnets.iter().enumerate() {
@@ -181,10 +205,17 @@ fn switches(d: &mut Diags, raw: &RawTopology) -> Vec<Option<Switch>> {
 }
 
 /// Resolves a switch name, suggesting the closest one when it is unknown.
-fn resolve(d: &mut Diags, index: &HashMap<&str, SwitchId>, name: &str, path: String, pos: Pos) -> Option<SwitchId> {
+fn resolve(
+    d: &mut Diags,
+    index: &HashMap<&str, SwitchId>,
+    name: &str,
+    path: String,
+    pos: Pos,
+) -> Option<SwitchId> {
     let found = index.get(name).copied();
     if found.is_none() {
-        let hint = spec::did_you_mean(name, index.keys().copied()).map(|s| format!("; did you mean \"{s}\"?"));
+        let hint =
+            spec::did_you_mean(name, index.keys().copied()).map(|s| format!("; did you mean \"{s}\"?"));
         d.at(path, Some(pos), format!("unknown switch \"{name}\"{}", hint.unwrap_or_default()));
     }
     found
@@ -199,7 +230,11 @@ fn check_port(
     pos: Pos,
 ) {
     if port == fabric.cpu_port {
-        d.at(path.clone(), Some(pos), format!("port {port} is the CPU port (fabric.cpu_port); use another port"));
+        d.at(
+            path.clone(),
+            Some(pos),
+            format!("port {port} is the CPU port (fabric.cpu_port); use another port"),
+        );
     }
     ports.check(d, (sw, port), &format!("{sw_name}:{port}"), path, pos);
 }
@@ -216,7 +251,10 @@ fn hosts(
     let mut names: Unique<String> = Unique::new("name");
     for (i, s) in raw.switches.iter().enumerate() {
         if let Some(n) = &s.name {
-            names.seen.entry(n.v.clone()).or_insert_with(|| format!("switches[{i}].name, line {}", n.pos.line));
+            names
+                .seen
+                .entry(n.v.clone())
+                .or_insert_with(|| format!("switches[{i}].name, line {}", n.pos.line));
         }
     }
     let mut ips = Unique::new("IP address");
@@ -236,28 +274,44 @@ fn hosts(
         let leaf = h.leaf.as_ref().and_then(|l| resolve(d, index, &l.v, path("leaf"), l.pos));
         if let (Some(leaf), Some(l), Some(sw)) = (leaf, &h.leaf, leaf.and_then(|x| switches[x].as_ref())) {
             if sw.role != Role::Leaf {
-                d.at(path("leaf"), Some(l.pos), format!("{} is a {}; hosts attach to leaves", sw.name, sw.role));
+                d.at(
+                    path("leaf"),
+                    Some(l.pos),
+                    format!("{} is a {}; hosts attach to leaves", sw.name, sw.role),
+                );
             }
             if let Some(port) = h.port {
                 check_port(d, ports, fabric, (leaf, &sw.name, port.v), path("port"), port.pos);
             }
             if let (Some(ip), Some(subnet)) = (h.ip, sw.subnet) {
                 if !subnet.contains(ip.v) {
-                    d.at(path("ip"), Some(ip.pos), format!("{} is outside {}'s subnet {subnet}", ip.v, sw.name));
+                    d.at(
+                        path("ip"),
+                        Some(ip.pos),
+                        format!("{} is outside {}'s subnet {subnet}", ip.v, sw.name),
+                    );
                 }
             }
             if let Some(ip) = h.ip {
-                let owner = switches.iter().flatten().find(|s| s.name != sw.name && s.subnet.is_some_and(|n| n.contains(ip.v)));
+                let owner = switches
+                    .iter()
+                    .flatten()
+                    .find(|s| s.name != sw.name && s.subnet.is_some_and(|n| n.contains(ip.v)));
                 if let Some(other) = owner {
                     d.at(
                         path("ip"),
                         Some(ip.pos),
-                        format!("{} lies in {}'s subnet, but the host attaches to {}", ip.v, other.name, sw.name),
+                        format!(
+                            "{} lies in {}'s subnet, but the host attaches to {}",
+                            ip.v, other.name, sw.name
+                        ),
                     );
                 }
             }
         }
-        if let (Some(name), Some(ip), Some(mac), Some(leaf), Some(port)) = (&h.name, h.ip, h.mac, leaf, h.port) {
+        if let (Some(name), Some(ip), Some(mac), Some(leaf), Some(port)) =
+            (&h.name, h.ip, h.mac, leaf, h.port)
+        {
             out.push(Host {
                 name: name.v.clone(),
                 ip: ip.v,
@@ -353,6 +407,10 @@ fn reachability(d: &mut Diags, topo: &Topology, raw: &RawTopology) {
         }
     }
     if missing > SHOWN {
-        d.at("hosts", None, format!("... and {} more leaf pairs that cannot reach each other", missing - SHOWN));
+        d.at(
+            "hosts",
+            None,
+            format!("... and {} more leaf pairs that cannot reach each other", missing - SHOWN),
+        );
     }
 }

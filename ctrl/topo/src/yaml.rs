@@ -47,7 +47,10 @@ pub enum Value {
     /// `~`, `null` or nothing at all.
     Null,
     /// A scalar's text; `quoted` is true for '...' and "..." and block scalars.
-    Scalar { text: String, quoted: bool },
+    Scalar {
+        text: String,
+        quoted: bool,
+    },
     Seq(Vec<Node>),
     /// Keys are kept in document order; duplicates are rejected while reading.
     Map(Vec<(Node, Node)>),
@@ -89,11 +92,7 @@ pub struct ParseError {
 
 /// Parses a single YAML document. An empty document gives a `Null` node.
 pub fn parse(text: &str) -> Result<Node, ParseError> {
-    let mut builder = Builder {
-        parser: Parser::new_from_str(text),
-        anchors: HashMap::new(),
-        nodes: 0,
-    };
+    let mut builder = Builder { parser: Parser::new_from_str(text), anchors: HashMap::new(), nodes: 0 };
     builder.document()
 }
 
@@ -104,17 +103,8 @@ struct Builder<'a> {
 }
 
 enum Frame {
-    Seq {
-        pos: Pos,
-        anchor: usize,
-        items: Vec<Node>,
-    },
-    Map {
-        pos: Pos,
-        anchor: usize,
-        entries: Vec<(Node, Node)>,
-        key: Option<Node>,
-    },
+    Seq { pos: Pos, anchor: usize, items: Vec<Node> },
+    Map { pos: Pos, anchor: usize, entries: Vec<(Node, Node)>, key: Option<Node> },
 }
 
 impl Builder<'_> {
@@ -194,7 +184,9 @@ impl Builder<'_> {
                 }
                 Event::SequenceEnd | Event::MappingEnd => {
                     let (node, anchor) = match stack.pop() {
-                        Some(Frame::Seq { pos, anchor, items }) => (Node { pos, value: Value::Seq(items) }, anchor),
+                        Some(Frame::Seq { pos, anchor, items }) => {
+                            (Node { pos, value: Value::Seq(items) }, anchor)
+                        }
                         Some(Frame::Map { pos, anchor, entries, .. }) => {
                             (Node { pos, value: Value::Map(entries) }, anchor)
                         }

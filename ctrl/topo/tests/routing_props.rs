@@ -31,7 +31,14 @@ fn shape() -> impl Strategy<Value = Shape> {
     (2usize..6, 1usize..5, 0usize..4).prop_flat_map(|(leaves, spines, supers)| {
         let links = |n| proptest::collection::vec((0u8..3, 0usize..RATES.len()), n);
         (links(leaves * spines), links(spines * supers), proptest::collection::vec(1u8..3, leaves)).prop_map(
-            move |(leaf_spine, spine_super, hosts)| Shape { leaves, spines, supers, leaf_spine, spine_super, hosts },
+            move |(leaf_spine, spine_super, hosts)| Shape {
+                leaves,
+                spines,
+                supers,
+                leaf_spine,
+                spine_super,
+                hosts,
+            },
         )
     })
 }
@@ -44,7 +51,11 @@ fn yaml(s: &Shape) -> String {
     let mut id = 0;
     let mut sw = |y: &mut String, name: String, role: &str| {
         id += 1;
-        let _ = writeln!(y, "  - {{name: {name}, role: {role}, device_id: {id}, p4rt: \"127.0.0.1:{}\"}}", 50000 + id);
+        let _ = writeln!(
+            y,
+            "  - {{name: {name}, role: {role}, device_id: {id}, p4rt: \"127.0.0.1:{}\"}}",
+            50000 + id
+        );
     };
     (1..=s.leaves).for_each(|i| sw(&mut y, format!("l{i}"), "leaf"));
     (1..=s.spines).for_each(|i| sw(&mut y, format!("s{i}"), "spine"));
@@ -133,7 +144,8 @@ fn check_routes_from(t: &Topology, r: &Routing, s: SwitchId, leaf: SwitchId) -> 
         if at == leaf {
             continue;
         }
-        let (_, group) = r.group_toward(at, leaf).ok_or_else(|| format!("route from {path:?} dead-ends at {at}"))?;
+        let (_, group) =
+            r.group_toward(at, leaf).ok_or_else(|| format!("route from {path:?} dead-ends at {at}"))?;
         for m in &group.members {
             let adj = t
                 .adjacency(at)
@@ -169,19 +181,28 @@ fn check_weights(t: &Topology, r: &Routing, s: SwitchId, leaf: SwitchId) -> Resu
     }
     let caps = r.member_capacities(t, s, leaf);
     if caps.len() != g.members.len() {
-        return Err(format!("switch {s} group {id}: {} members but {} capacities", g.members.len(), caps.len()));
+        return Err(format!(
+            "switch {s} group {id}: {} members but {} capacities",
+            g.members.len(),
+            caps.len()
+        ));
     }
     let top = caps.iter().map(|c| c.1).max().unwrap_or(1);
     let wtop = g.members.iter().map(|m| u64::from(m.weight)).max().unwrap_or(1);
     let gcd = caps.iter().map(|c| c.1).fold(0, num_gcd);
     for (m, &(port, cap)) in g.members.iter().zip(&caps) {
         if m.port != port || m.weight == 0 || cap == 0 {
-            return Err(format!("switch {s} group {id}: bad member {m:?} with capacity {cap} on port {port}"));
+            return Err(format!(
+                "switch {s} group {id}: bad member {m:?} with capacity {cap} on port {port}"
+            ));
         }
         if top / gcd <= max {
             // Exact: w_i / w_top == c_i / c_top.
             if u128::from(m.weight) * u128::from(top) != u128::from(cap) * u128::from(wtop) {
-                return Err(format!("switch {s} group {id}: weights {:?} not proportional to {caps:?}", g.members));
+                return Err(format!(
+                    "switch {s} group {id}: weights {:?} not proportional to {caps:?}",
+                    g.members
+                ));
             }
         } else {
             let want = cap as f64 / top as f64;
@@ -202,15 +223,21 @@ fn num_gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// `(port, weight)` of every route, to compare two routings.
-fn snapshot(t: &Topology, r: &Routing) -> Vec<Vec<(String, Vec<(u16, u32)>)>> {
+/// Per switch: each route's prefix and its group's `(port, weight)` pairs.
+type Snapshot = Vec<Vec<(String, Vec<(u16, u32)>)>>;
+
+/// Every route of every switch, to compare two routings.
+fn snapshot(t: &Topology, r: &Routing) -> Snapshot {
     (0..t.switches.len())
         .map(|s| {
             let mut routes: Vec<_> = r
                 .routes(s)
                 .iter()
                 .map(|rt| {
-                    let g = r.groups(s).get(rt.group).map(|g| g.members.iter().map(|m| (m.port, m.weight)).collect());
+                    let g = r
+                        .groups(s)
+                        .get(rt.group)
+                        .map(|g| g.members.iter().map(|m| (m.port, m.weight)).collect());
                     (rt.prefix.to_string(), g.unwrap_or_default())
                 })
                 .collect();
@@ -325,14 +352,18 @@ links:
 
 #[test]
 fn failing_a_spine_downlink_reroutes_upstream_leaves() {
-    let t = load_str(&yaml(&Shape {
-        leaves: 2,
-        spines: 2,
-        supers: 0,
-        leaf_spine: vec![(1, 3); 4],
-        spine_super: vec![],
-        hosts: vec![1, 1],
-    }), "two").unwrap();
+    let t = load_str(
+        &yaml(&Shape {
+            leaves: 2,
+            spines: 2,
+            supers: 0,
+            leaf_spine: vec![(1, 3); 4],
+            spine_super: vec![],
+            hosts: vec![1, 1],
+        }),
+        "two",
+    )
+    .unwrap();
     let mut r = Routing::compute(&t);
     let (l1, l2, s1) = (t.switch_id("l1").unwrap(), t.switch_id("l2").unwrap(), t.switch_id("s1").unwrap());
     assert_eq!(r.group_toward(l1, l2).unwrap().1.members.len(), 2);

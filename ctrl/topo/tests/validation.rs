@@ -32,7 +32,11 @@ fn errors(text: &str) -> Vec<String> {
 fn assert_error(text: &str, expected: &[&str]) {
     let errs = errors(text);
     for e in expected {
-        assert!(errs.iter().any(|got| got.contains(e)), "expected an error containing {e:?}, got:\n{}", errs.join("\n"));
+        assert!(
+            errs.iter().any(|got| got.contains(e)),
+            "expected an error containing {e:?}, got:\n{}",
+            errs.join("\n")
+        );
     }
 }
 
@@ -49,7 +53,10 @@ fn the_base_fabric_is_valid() {
 #[test]
 fn unknown_keys_suggest_the_right_one() {
     let text = edit(r#"{a: "leaf1:3", b: "spine1:1"}"#, r#"{a: "leaf1:3", b: "spine1:1", bandwith: 10Gbps}"#);
-    assert_error(&text, &["11:35: links[0]: unknown key \"bandwith\" in links[0]; did you mean \"bandwidth\"?"]);
+    assert_error(
+        &text,
+        &["11:35: links[0]: unknown key \"bandwith\" in links[0]; did you mean \"bandwidth\"?"],
+    );
     let text = format!("{BASE}colour: blue\n");
     assert_error(&text, &["unknown key \"colour\" in the top level; known keys: name, description"]);
 }
@@ -65,7 +72,10 @@ fn unknown_switches_are_named_with_a_suggestion() {
 #[test]
 fn duplicates_point_at_the_first_use() {
     let text = edit("name: spine2", "name: spine1");
-    assert_error(&text, &["6:12: switches[3].name: duplicate name \"spine1\" (first used by switches[2].name, line 5)"]);
+    assert_error(
+        &text,
+        &["6:12: switches[3].name: duplicate name \"spine1\" (first used by switches[2].name, line 5)"],
+    );
     let text = edit("device_id: 4", "device_id: 3");
     assert_error(&text, &["switches[3].device_id: duplicate device_id 3"]);
     let text = edit("p4rt: \"127.0.0.1:50004\"", "p4rt: \"127.0.0.1:50003\"");
@@ -77,7 +87,10 @@ fn duplicates_point_at_the_first_use() {
     let text = edit("name: h2", "name: leaf1");
     assert_error(&text, &["hosts[1].name: duplicate name \"leaf1\" (first used by switches[0].name"]);
     let text = edit("p4rt: \"127.0.0.1:50004\"}", "p4rt: \"127.0.0.1:50004\", int_node_id: 1}");
-    assert_error(&text, &["switches[3].int_node_id: duplicate int_node_id 1 (first used by switches[0].int_node_id"]);
+    assert_error(
+        &text,
+        &["switches[3].int_node_id: duplicate int_node_id 1 (first used by switches[0].int_node_id"],
+    );
 }
 
 #[test]
@@ -101,13 +114,17 @@ fn links_join_different_switches_and_tiers() {
     let text = edit(r#"b: "spine1:1""#, r#"b: "leaf1:7""#);
     assert_error(&text, &["links[0].b: link joins leaf1 to itself"]);
     let text = edit(r#"b: "spine1:1""#, r#"b: "leaf2:7""#);
-    assert_error(&text, &["links[0]: link joins two leafs (leaf1 and leaf2); links must join different tiers"]);
+    assert_error(
+        &text,
+        &["links[0]: link joins two leafs (leaf1 and leaf2); links must join different tiers"],
+    );
 }
 
 #[test]
 fn unreachable_hosts_are_reported() {
     // leaf2 loses both uplinks: h1 and h2 cannot reach each other.
-    let text = BASE.replace("  - {a: \"leaf2:3\", b: \"spine1:2\"}\n  - {a: \"leaf2:4\", b: \"spine2:2\"}\n", "");
+    let text =
+        BASE.replace("  - {a: \"leaf2:3\", b: \"spine1:2\"}\n  - {a: \"leaf2:4\", b: \"spine2:2\"}\n", "");
     assert_error(
         &text,
         &[
@@ -120,15 +137,22 @@ fn unreachable_hosts_are_reported() {
 #[test]
 fn malformed_units_say_what_to_write() {
     let text = edit(r#"{a: "leaf1:3", b: "spine1:1"}"#, r#"{a: "leaf1:3", b: "spine1:1", bandwidth: 10G}"#);
-    assert_error(&text, &["links[0].bandwidth: bandwidth \"10G\" has unknown unit \"G\"; use one of Tbps, Gbps"]);
+    assert_error(
+        &text,
+        &["links[0].bandwidth: bandwidth \"10G\" has unknown unit \"G\"; use one of Tbps, Gbps"],
+    );
     let text = edit(r#"{a: "leaf1:3", b: "spine1:1"}"#, r#"{a: "leaf1:3", b: "spine1:1", delay: 5}"#);
     assert_error(&text, &["links[0].delay: duration \"5\" has no unit; write it like \"2us\""]);
     let text = edit(r#"{a: "leaf1:3", b: "spine1:1"}"#, r#"{a: "leaf1:3", b: "spine1:1", bandwidth: 0Gbps}"#);
     assert_error(&text, &["bandwidth \"0Gbps\" must be greater than zero"]);
-    let text = edit(r#"{a: "leaf1:3", b: "spine1:1"}"#, r#"{a: "leaf1:3", b: "spine1:1", bandwidth: -10Gbps}"#);
+    let text =
+        edit(r#"{a: "leaf1:3", b: "spine1:1"}"#, r#"{a: "leaf1:3", b: "spine1:1", bandwidth: -10Gbps}"#);
     assert_error(&text, &["bandwidth \"-10Gbps\" must not be negative"]);
     let text = format!("{BASE}fabric: {{queue_high: 40}}\n");
-    assert_error(&text, &["fabric.queue_high: queue depth \"40\" needs a unit: packets (\"48pkt\") or bytes"]);
+    assert_error(
+        &text,
+        &["fabric.queue_high: queue depth \"40\" needs a unit: packets (\"48pkt\") or bytes"],
+    );
 }
 
 #[test]
@@ -152,13 +176,17 @@ fn wrong_types_are_named() {
 #[test]
 fn missing_required_keys_are_listed() {
     let text = edit("{name: leaf1, role: leaf, device_id: 1, ", "{name: leaf1, ");
-    assert_error(&text, &["switches[0].role: missing required key \"role\"", "switches[0].device_id: missing required key"]);
+    assert_error(
+        &text,
+        &["switches[0].role: missing required key \"role\"", "switches[0].device_id: missing required key"],
+    );
     assert_error("switches: []\n", &["name: missing required key \"name\""]);
 }
 
 #[test]
 fn every_problem_is_reported_in_one_run() {
-    let text = edit("device_id: 4", "device_id: 3").replace("spine1:2", "spine9:2").replace("10.0.2.1", "10.0.1.1");
+    let text =
+        edit("device_id: 4", "device_id: 3").replace("spine1:2", "spine9:2").replace("10.0.2.1", "10.0.1.1");
     let errs = errors(&text);
     assert!(errs.len() >= 3, "{errs:#?}");
 }

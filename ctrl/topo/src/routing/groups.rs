@@ -2,6 +2,7 @@
 //! whose next hops and weights are the same.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::Serialize;
 
@@ -50,19 +51,57 @@ struct Entry {
     refs: u32,
 }
 
+/// A fast, non-cryptographic hasher for group keys: they come from our own
+/// computation, not from an adversary, and hashing them is a hot path.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
 /// The groups of one switch, deduplicated by `(port, weight)` content.
 #[derive(Debug, Clone, Default)]
 pub struct GroupTable {
-    by_key: HashMap<Vec<(u16, u32)>, GroupId>,
+    by_key: HashMap<Vec<(u16, u32)>, GroupId, BuildHasherDefault<KeyHasher>>,
     groups: BTreeMap<GroupId, Entry>,
     next_id: GroupId,
+    /// The group most recently acquired: consecutive destinations usually
+    /// need the same group, and a comparison is cheaper than a hash.
+    last: Option<GroupId>,
 }
 
 impl GroupTable {
     /// Takes a reference on the group with these members, creating it if
     /// needed. `key` must be `(port, weight)` of `members`, sorted by port.
     pub fn acquire(&mut self, key: &[(u16, u32)], members: impl FnOnce() -> Vec<Member>) -> (GroupId, bool) {
+        if let Some(id) = self.last {
+            if let Some(e) = self.groups.get_mut(&id).filter(|e| same(&e.group, key)) {
+                e.refs += 1;
+                return (id, false);
+            }
+        }
         if let Some(&id) = self.by_key.get(key) {
+            self.last = Some(id);
             if let Some(e) = self.groups.get_mut(&id) {
                 e.refs += 1;
                 return (id, false);
@@ -72,6 +111,7 @@ impl GroupTable {
         self.next_id += 1;
         self.by_key.insert(key.to_vec(), id);
         self.groups.insert(id, Entry { group: Group { members: members() }, refs: 1 });
+        self.last = Some(id);
         (id, true)
     }
 
@@ -94,7 +134,7 @@ impl GroupTable {
 
     /// True when group `id` has exactly these `(port, weight)` pairs.
     pub fn has_key(&self, id: GroupId, key: &[(u16, u32)]) -> bool {
-        self.by_key.get(key) == Some(&id)
+        self.groups.get(&id).is_some_and(|e| same(&e.group, key))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (GroupId, &Group)> {
@@ -110,10 +150,18 @@ impl GroupTable {
     }
 }
 
+fn same(g: &Group, key: &[(u16, u32)]) -> bool {
+    g.members.len() == key.len() && g.members.iter().zip(key).all(|(m, k)| (m.port, m.weight) == *k)
+}
+
 /// Integer weights proportional to `caps`: divided by their gcd, and scaled
 /// down (never to zero) when the largest would exceed `max_weight`.
 pub fn weights(caps: &[u64], max_weight: u32, out: &mut Vec<u32>) {
     out.clear();
+    if caps.windows(2).all(|w| w[0] == w[1]) {
+        out.resize(caps.len(), 1);
+        return;
+    }
     let g = caps.iter().copied().fold(0u64, gcd).max(1);
     let top = caps.iter().copied().max().unwrap_or(1).max(1);
     let max_weight = u64::from(max_weight.max(1));

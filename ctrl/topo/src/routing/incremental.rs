@@ -14,7 +14,7 @@
 //! property test checks this), at a fraction of the cost.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
 
 use serde::Serialize;
 
@@ -62,10 +62,10 @@ impl Routing {
             })
             .collect();
         self.link_up[link] = false;
-        let mut scratch = Scratch::default();
+        let mut work = Work::new(self.n);
         let mut changes = Vec::new();
         for (d, down, up) in affected {
-            self.repair(topo, d, (hi, down), (lo, up), &mut scratch, &mut changes);
+            self.repair(topo, d, (hi, down), (lo, up), &mut work, &mut changes);
         }
         Ok(changes)
     }
@@ -125,100 +125,187 @@ impl Routing {
         d: usize,
         (hi, hi_used): (SwitchId, bool),
         (lo, lo_used): (SwitchId, bool),
-        scratch: &mut Scratch,
+        w: &mut Work,
         changes: &mut Vec<RouteChange>,
     ) {
         let base = d * self.n;
-        let mut moved: Vec<SwitchId> = Vec::new();
+        w.moved.clear();
 
         // 1. Down-distances rise, and only ever upward from `hi`.
-        let mut heap = BinaryHeap::new();
-        let mut queued = HashSet::new();
+        w.queued.reset();
         if hi_used {
-            heap.push(Reverse((self.tier[hi], hi)));
-            queued.insert(hi);
+            w.up.push(Reverse((self.tier[hi], hi)));
+            w.queued.insert(hi);
         }
-        while let Some(Reverse((_, s))) = heap.pop() {
+        while let Some(Reverse((_, s))) = w.up.pop() {
             let nd = self.best_down(topo, d, s);
             if nd == self.down[base + s] {
                 continue;
             }
             self.down[base + s] = nd;
-            moved.push(s);
+            w.moved.push(s);
             for a in topo.adjacency(s) {
-                if self.link_up[a.link] && self.tier[a.peer] > self.tier[s] && queued.insert(a.peer) {
-                    heap.push(Reverse((self.tier[a.peer], a.peer)));
+                if self.link_up[a.link] && self.tier[a.peer] > self.tier[s] && w.queued.insert(a.peer) {
+                    w.up.push(Reverse((self.tier[a.peer], a.peer)));
                 }
             }
         }
 
         // 2. Valley-free distances, downward from every switch that moved.
-        let mut heap = BinaryHeap::new();
-        let mut queued = HashSet::new();
-        for &s in moved.iter().chain(lo_used.then_some(&lo)) {
-            if queued.insert(s) {
-                heap.push((self.tier[s], s));
+        w.queued.reset();
+        for i in 0..w.moved.len() {
+            let s = w.moved[i];
+            if w.queued.insert(s) {
+                w.down.push((self.tier[s], s));
             }
         }
-        while let Some((_, s)) = heap.pop() {
+        if lo_used && w.queued.insert(lo) {
+            w.down.push((self.tier[lo], lo));
+        }
+        while let Some((_, s)) = w.down.pop() {
             let nv = self.best_vf(topo, d, s);
             if nv == self.vf[base + s] {
                 continue;
             }
             self.vf[base + s] = nv;
-            moved.push(s);
+            w.moved.push(s);
             for a in topo.adjacency(s) {
-                if self.link_up[a.link] && self.tier[a.peer] < self.tier[s] && queued.insert(a.peer) {
-                    heap.push((self.tier[a.peer], a.peer));
+                if self.link_up[a.link] && self.tier[a.peer] < self.tier[s] && w.queued.insert(a.peer) {
+                    w.down.push((self.tier[a.peer], a.peer));
                 }
             }
         }
 
-        // 3. Capacities and groups. Switches next to a moved one may have a
-        //    different next-hop set, so they are regrouped whatever happens.
-        let mut structural: HashSet<SwitchId> = [hi, lo].into_iter().collect();
-        for &s in &moved {
-            structural.insert(s);
-            structural.extend(topo.adjacency(s).iter().filter(|a| self.link_up[a.link]).map(|a| a.peer));
+        // 3. Capacities and groups. A switch that used the link, or sits next
+        //    to one whose distance moved, may have a new next-hop set, so it
+        //    is regrouped whatever happens; elsewhere only capacity changes
+        //    travel, and only as far as they change someone's weights.
+        w.structural.reset();
+        w.queued.reset();
+        let seeds = [(hi, hi_used), (lo, lo_used)];
+        for s in seeds.iter().filter(|x| x.1).map(|x| x.0).chain(w.moved.iter().copied()) {
+            w.structural.insert(s);
         }
-        let mut heap = BinaryHeap::new();
-        for &s in &structural {
-            heap.push(Reverse((self.vf[base + s], s)));
+        for i in 0..w.moved.len() {
+            for a in topo.adjacency(w.moved[i]) {
+                if self.link_up[a.link] {
+                    w.structural.insert(a.peer);
+                }
+            }
         }
-        let mut queued = structural.clone();
-        let mut old_cap: HashMap<SwitchId, u64> = HashMap::new();
-        while let Some(Reverse((_, s))) = heap.pop() {
+        for &s in &w.structural.members {
+            if w.queued.insert(s) {
+                w.cap.push(Reverse((self.vf[base + s], s)));
+            }
+        }
+        w.old_cap.clear();
+        while let Some(Reverse((_, s))) = w.cap.pop() {
             if s == self.dests[d] {
                 continue;
             }
             let cap = if self.vf[base + s] == INF {
-                scratch.links.clear();
+                w.scratch.links.clear();
                 0
             } else {
-                self.capacity(topo, d, s, scratch)
+                self.capacity(topo, d, s, &mut w.scratch)
             };
-            let mut regroup = structural.contains(&s);
-            if !regroup {
-                // `capacity` left the next-hop links in scratch, by peer.
-                regroup = scratch.links.chunk_by(|x, y| x.0 == y.0).any(|run| {
-                    old_cap.get(&run[0].0).is_some_and(|&old| {
-                        let bw = run.iter().map(|l| l.2).fold(0u64, u64::saturating_add);
-                        bw.min(old) != bw.min(self.cap[base + run[0].0])
-                    })
-                });
-            }
-            if cap != self.cap[base + s] {
-                old_cap.entry(s).or_insert(self.cap[base + s]);
+            let regroup = w.structural.contains(s) || self.terms_changed(d, &w.scratch.links, &w.old_cap);
+            let old = self.cap[base + s];
+            if cap != old {
+                w.old_cap.entry(s).or_insert(old);
                 self.cap[base + s] = cap;
-                for a in topo.adjacency(s) {
-                    if self.uses(d, a.peer, s, a.link) && queued.insert(a.peer) {
-                        heap.push(Reverse((self.vf[base + a.peer], a.peer)));
+                for (i, a) in topo.adjacency(s).iter().enumerate() {
+                    // A user's weight for `s` is min(bandwidth to s, cap of s):
+                    // above that bandwidth a change is invisible to it.
+                    let bw = self.peer_bw[s][i];
+                    if (old.min(bw) != cap.min(bw))
+                        && self.uses(d, a.peer, s, a.link)
+                        && w.queued.insert(a.peer)
+                    {
+                        w.cap.push(Reverse((self.vf[base + a.peer], a.peer)));
                     }
                 }
             }
             if regroup {
-                changes.extend(self.regroup(topo, d, s, scratch));
+                changes.extend(self.regroup(topo, d, s, &mut w.scratch));
             }
+        }
+    }
+
+    /// True when a next hop's capacity changed enough to move a weight.
+    fn terms_changed(
+        &self,
+        d: usize,
+        links: &[(SwitchId, u16, u64)],
+        old_cap: &HashMap<SwitchId, u64>,
+    ) -> bool {
+        links.chunk_by(|x, y| x.0 == y.0).any(|run| {
+            old_cap.get(&run[0].0).is_some_and(|&old| {
+                let bw = run.iter().map(|l| l.2).fold(0u64, u64::saturating_add);
+                bw.min(old) != bw.min(self.cap[d * self.n + run[0].0])
+            })
+        })
+    }
+}
+
+/// A set of switches that empties in O(1), reused across destinations.
+#[derive(Debug)]
+struct Marks {
+    stamp: Vec<u32>,
+    gen: u32,
+    members: Vec<SwitchId>,
+}
+
+impl Marks {
+    fn new(n: usize) -> Self {
+        Marks { stamp: vec![0; n], gen: 1, members: Vec::new() }
+    }
+    fn reset(&mut self) {
+        self.gen = self.gen.wrapping_add(1);
+        if self.gen == 0 {
+            self.stamp.fill(0);
+            self.gen = 1;
+        }
+        self.members.clear();
+    }
+    /// Adds `s`; false if it was already there.
+    fn insert(&mut self, s: SwitchId) -> bool {
+        if self.stamp[s] == self.gen {
+            return false;
+        }
+        self.stamp[s] = self.gen;
+        self.members.push(s);
+        true
+    }
+    fn contains(&self, s: SwitchId) -> bool {
+        self.stamp[s] == self.gen
+    }
+}
+
+/// Buffers for [`Routing::repair`], allocated once per failure.
+#[derive(Debug)]
+pub(crate) struct Work {
+    queued: Marks,
+    structural: Marks,
+    moved: Vec<SwitchId>,
+    up: BinaryHeap<Reverse<(u8, SwitchId)>>,
+    down: BinaryHeap<(u8, SwitchId)>,
+    cap: BinaryHeap<Reverse<(u8, SwitchId)>>,
+    old_cap: HashMap<SwitchId, u64>,
+    scratch: Scratch,
+}
+
+impl Work {
+    fn new(n: usize) -> Self {
+        Work {
+            queued: Marks::new(n),
+            structural: Marks::new(n),
+            moved: Vec::new(),
+            up: BinaryHeap::new(),
+            down: BinaryHeap::new(),
+            cap: BinaryHeap::new(),
+            old_cap: HashMap::new(),
+            scratch: Scratch::default(),
         }
     }
 }

@@ -83,6 +83,9 @@ pub struct Routing {
     pub(crate) tables: Vec<GroupTable>,
     /// Prefixes of each destination leaf.
     pub(crate) prefixes: Vec<Vec<Ipv4Net>>,
+    /// Aligned with each switch's adjacency: the total bandwidth of all
+    /// links (parallel ones included) between the switch and that peer.
+    pub(crate) peer_bw: Vec<Vec<u64>>,
 }
 
 impl Routing {
@@ -137,6 +140,19 @@ impl Routing {
             local: vec![Vec::new(); n],
             tables: vec![GroupTable::default(); n],
             prefixes,
+            peer_bw: (0..n)
+                .map(|s| {
+                    let adj = topo.adjacency(s);
+                    adj.iter()
+                        .map(|a| {
+                            adj.iter()
+                                .filter(|b| b.peer == a.peer)
+                                .map(|b| topo.links[b.link].bandwidth.bps())
+                                .fold(0u64, u64::saturating_add)
+                        })
+                        .collect()
+                })
+                .collect(),
         };
         for &l in links_down {
             if let Some(up) = r.link_up.get_mut(l) {
@@ -160,8 +176,7 @@ impl Routing {
         for &leaf in &self.dests {
             for &h in topo.hosts_of(leaf) {
                 let host = &topo.hosts[h];
-                let member =
-                    Member { port: host.port, next: NextHop::Host(h), weight: 1 };
+                let member = Member { port: host.port, next: NextHop::Host(h), weight: 1 };
                 let (id, _) = self.tables[leaf].acquire(&[(host.port, 1)], || vec![member]);
                 self.local[leaf].push((Ipv4Net::host(host.ip), id));
             }
@@ -170,7 +185,12 @@ impl Routing {
 
     /// Recomputes distances, capacities and groups toward destination `d`
     /// from scratch. Returns the routes that changed.
-    pub(crate) fn solve_dest(&mut self, topo: &Topology, d: usize, scratch: &mut Scratch) -> Vec<RouteChange> {
+    pub(crate) fn solve_dest(
+        &mut self,
+        topo: &Topology,
+        d: usize,
+        scratch: &mut Scratch,
+    ) -> Vec<RouteChange> {
         let base = d * self.n;
         let leaf = self.dests[d];
         for s in 0..self.n {
@@ -192,15 +212,38 @@ impl Routing {
             let s = self.by_tier[i];
             self.vf[base + s] = self.best_vf(topo, d, s);
         }
-        // Capacities in order of distance, so each next hop is final first.
-        let mut order: Vec<SwitchId> = (0..self.n).filter(|&s| self.vf[base + s] != INF && s != leaf).collect();
-        order.sort_by_key(|&s| self.vf[base + s]);
-        let mut changed = Vec::new();
-        for s in order {
-            self.cap[base + s] = self.capacity(topo, d, s, scratch);
-        }
+        // Capacities and groups in order of distance, so that every next
+        // hop's capacity is final before it is used (a counting sort: the
+        // distances are small).
+        scratch.count.clear();
+        scratch.count.resize(usize::from(INF) + 1, 0);
         for s in 0..self.n {
+            scratch.count[usize::from(self.vf[base + s])] += 1;
+        }
+        let mut at = 0;
+        for c in scratch.count.iter_mut() {
+            let here = *c;
+            *c = at;
+            at += here;
+        }
+        scratch.order.clear();
+        scratch.order.resize(self.n, 0);
+        for s in 0..self.n {
+            let slot = &mut scratch.count[usize::from(self.vf[base + s])];
+            scratch.order[*slot] = s;
+            *slot += 1;
+        }
+        let mut changed = Vec::new();
+        for i in 0..self.n {
+            let s = scratch.order[i];
+            if s == leaf {
+                continue;
+            }
+            if self.vf[base + s] == INF && self.group_of[base + s] == NO_GROUP {
+                continue;
+            }
             changed.extend(self.regroup(topo, d, s, scratch));
+            self.cap[base + s] = scratch.total;
         }
         changed
     }
@@ -276,12 +319,33 @@ impl Routing {
     /// `d`, sorted by peer so parallel links to one neighbor are adjacent.
     fn next_hop_links(&self, topo: &Topology, d: usize, s: SwitchId, scratch: &mut Scratch) {
         scratch.links.clear();
+        let base = d * self.n;
+        if !self.switch_up[s] || self.dests[d] == s {
+            return;
+        }
+        // The hot loop of the whole computation: decide the mode once, then
+        // test the cheapest, most selective condition first.
+        let (down, vf, tier) = (self.down[base + s], self.vf[base + s], self.tier[s]);
+        let (dist, want, going_down) = if down != INF {
+            (&self.down, down.wrapping_sub(1), true)
+        } else if vf != INF {
+            (&self.vf, vf.wrapping_sub(1), false)
+        } else {
+            return;
+        };
         for a in topo.adjacency(s) {
-            if self.is_next_hop(d, s, a) {
+            if dist[base + a.peer] == want
+                && (self.tier[a.peer] < tier) == going_down
+                && self.tier[a.peer] != tier
+                && self.link_up[a.link]
+                && self.switch_up[a.peer]
+            {
                 scratch.links.push((a.peer, a.port, topo.links[a.link].bandwidth.bps()));
             }
         }
-        scratch.links.sort_unstable();
+        if !scratch.links.is_sorted() {
+            scratch.links.sort_unstable();
+        }
     }
 
     /// Capacity through one neighbor: parallel links share what it can carry.
@@ -293,34 +357,45 @@ impl Routing {
     /// Writes the `(port, weight)` key and members of `s`'s group toward `d`.
     fn members(&self, topo: &Topology, d: usize, s: SwitchId, scratch: &mut Scratch) {
         self.next_hop_links(topo, d, s, scratch);
-        scratch.key.clear();
-        scratch.members.clear();
-        scratch.caps.clear();
+        scratch.entries.clear();
+        scratch.total = 0;
         for run in scratch.links.chunk_by(|x, y| x.0 == y.0) {
             let agg = self.aggregate(d, run);
+            scratch.total = scratch.total.saturating_add(agg);
+            if let [(peer, port, _)] = run {
+                scratch.entries.push((*port, *peer, agg.max(1)));
+                continue;
+            }
             let bw = run.iter().map(|l| l.2).fold(0u64, u64::saturating_add).max(1);
             for &(peer, port, link_bw) in run {
                 let share = u128::from(agg) * u128::from(link_bw) / u128::from(bw);
-                let capacity = u64::try_from(share).unwrap_or(u64::MAX).max(1);
-                scratch.members.push(Member { port, next: NextHop::Switch(peer), weight: 0 });
-                scratch.caps.push(capacity);
+                scratch.entries.push((port, peer, u64::try_from(share).unwrap_or(u64::MAX).max(1)));
             }
         }
-        // Sort members (and their capacities) by port: the group's identity.
-        let mut order: Vec<usize> = (0..scratch.members.len()).collect();
-        order.sort_by_key(|&i| scratch.members[i].port);
-        scratch.members = order.iter().map(|&i| scratch.members[i]).collect();
-        scratch.caps = order.iter().map(|&i| scratch.caps[i]).collect();
+        // Members in port order: the group's identity on the switch.
+        if !scratch.entries.is_sorted() {
+            scratch.entries.sort_unstable();
+        }
+        scratch.caps.clear();
+        scratch.caps.extend(scratch.entries.iter().map(|e| e.2));
         groups::weights(&scratch.caps, self.opts.max_weight, &mut scratch.weights);
-        for (m, w) in scratch.members.iter_mut().zip(&scratch.weights) {
-            m.weight = *w;
-            scratch.key.push((m.port, *w));
+        scratch.key.clear();
+        scratch.members.clear();
+        for (&(port, peer, _), &weight) in scratch.entries.iter().zip(&scratch.weights) {
+            scratch.members.push(Member { port, next: NextHop::Switch(peer), weight });
+            scratch.key.push((port, weight));
         }
     }
 
     /// Points `s`'s route toward `d` at the group its next hops call for,
     /// and says what changed, if anything.
-    pub(crate) fn regroup(&mut self, topo: &Topology, d: usize, s: SwitchId, scratch: &mut Scratch) -> Option<RouteChange> {
+    pub(crate) fn regroup(
+        &mut self,
+        topo: &Topology,
+        d: usize,
+        s: SwitchId,
+        scratch: &mut Scratch,
+    ) -> Option<RouteChange> {
         let cell = d * self.n + s;
         let old = self.group_of[cell];
         if self.dests[d] == s {
@@ -451,4 +526,11 @@ pub(crate) struct Scratch {
     caps: Vec<u64>,
     weights: Vec<u32>,
     links: Vec<(SwitchId, u16, u64)>,
+    /// `(port, peer, capacity)` of each member, before weighting.
+    entries: Vec<(u16, SwitchId, u64)>,
+    /// Capacity of the switch whose members were computed last.
+    total: u64,
+    /// Counting sort of switches by distance.
+    count: Vec<usize>,
+    order: Vec<SwitchId>,
 }

@@ -1,0 +1,192 @@
+//! `metaroce sim …`: run a scenario on the packet-level simulator, with
+//! routing modes side by side, and write the report, plots and pcaps.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Subcommand;
+use metaroce_sim::{plot, report, scenario, Mode, ModeRun, Progress, SimError};
+use metaroce_topo::Routing;
+
+use crate::Exit;
+
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Run a scenario: every routing mode on the same seed, side by side.
+    Run {
+        /// Scenario YAML (it names its topology, relative to itself).
+        scenario: PathBuf,
+        /// Routing modes, comma-separated: ecmp, flowlet, spray (default: the scenario's).
+        #[arg(long, value_delimiter = ',')]
+        modes: Vec<Mode>,
+        /// Directory for report.md, report.json, the SVG plots and pcaps.
+        #[arg(short, long, default_value = "sim-report")]
+        out: PathBuf,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Capture this link end's egress to DIR/MODE.pcap: `switch:port`. Repeatable.
+        #[arg(long = "pcap", value_name = "LINK_END")]
+        pcap: Vec<String>,
+        /// Print the JSON report instead of the markdown one.
+        #[arg(long)]
+        json: bool,
+        /// No progress lines on stderr.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Check a scenario and its topology; print every problem.
+    Check { scenario: PathBuf },
+}
+
+pub fn run(cmd: SimCommand) -> anyhow::Result<Exit> {
+    match cmd {
+        SimCommand::Check { scenario } => check(&scenario),
+        SimCommand::Run { scenario, modes, out, seed, pcap, json, quiet } => {
+            let opts = RunOpts { modes, out, seed, pcap, json, quiet };
+            run_scenario(&scenario, &opts)
+        }
+    }
+}
+
+struct RunOpts {
+    modes: Vec<Mode>,
+    out: PathBuf,
+    seed: Option<u64>,
+    pcap: Vec<String>,
+    json: bool,
+    quiet: bool,
+}
+
+/// Prints a load error the way compilers do and says which exit code it is.
+fn load(path: &Path) -> anyhow::Result<Result<scenario::Loaded, Exit>> {
+    match scenario::load_file(path) {
+        Ok(l) => Ok(Ok(l)),
+        Err(e @ (SimError::Invalid { .. } | SimError::Topology { .. })) => {
+            eprint!("{}", e.report());
+            eprintln!("error: {e}");
+            Ok(Err(Exit::Invalid))
+        }
+        Err(e) => Err(e).with_context(|| format!("loading scenario {}", path.display())),
+    }
+}
+
+fn check(path: &Path) -> anyhow::Result<Exit> {
+    let l = match load(path)? {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    let s = &l.scenario;
+    println!(
+        "{}: ok: {} job(s) on {} ({} hosts), modes {}",
+        path.display(),
+        s.jobs.len(),
+        l.topology_path.display(),
+        l.topology.hosts.len(),
+        s.modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(",")
+    );
+    Ok(Exit::Ok)
+}
+
+fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
+    let mut l = match load(path)? {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    let sc = &mut l.scenario;
+    if let Some(seed) = o.seed {
+        sc.seed = seed;
+    }
+    if !o.modes.is_empty() {
+        sc.modes = o.modes.clone();
+    }
+    for text in &o.pcap {
+        match metaroce_sim::net::link_end(&l.topology, text) {
+            Ok(e) => sc.pcap.push(e),
+            Err(msg) => {
+                eprintln!("error: --pcap {text}: {msg}");
+                return Ok(Exit::Usage);
+            }
+        }
+    }
+    let routing = Routing::compute(&l.topology);
+    let mut runs = Vec::new();
+    for &mode in &sc.modes {
+        runs.push(run_one(&l.topology, &routing, sc, mode, o.quiet)?);
+    }
+    write_outputs(&o.out, sc, &runs)?;
+    let stdout = &mut std::io::stdout().lock();
+    if o.json {
+        serde_json::to_writer_pretty(&mut *stdout, &report::json(&runs))?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", report::markdown(sc, &runs))?;
+    }
+    eprintln!("sim: report, plots{} in {}", if sc.pcap.is_empty() { "" } else { ", pcaps" }, o.out.display());
+    let stopped: Vec<&ModeRun> = runs.iter().filter(|r| r.summary.stopped.is_some()).collect();
+    for r in &stopped {
+        eprintln!(
+            "error: mode {} stopped early ({:?}) with {} messages unfinished; raise `limits` in the scenario if the run is meant to be this long",
+            r.summary.mode, r.summary.stopped, r.summary.unfinished_messages
+        );
+    }
+    Ok(if stopped.is_empty() { Exit::Ok } else { Exit::Invalid })
+}
+
+fn run_one(
+    topo: &metaroce_topo::Topology,
+    routing: &Routing,
+    sc: &metaroce_sim::Scenario,
+    mode: Mode,
+    quiet: bool,
+) -> anyhow::Result<ModeRun> {
+    let start = Instant::now();
+    let mut last = start;
+    let mut progress = |p: &Progress| {
+        if quiet || last.elapsed().as_secs_f64() < 1.0 {
+            return;
+        }
+        last = Instant::now();
+        let rate = p.events as f64 / start.elapsed().as_secs_f64() / 1e6;
+        eprintln!(
+            "sim {mode}: {:.1} µs simulated, {:.1}M events ({rate:.1}M/s), {}/{} messages done",
+            p.now_ps as f64 / 1e6,
+            p.events as f64 / 1e6,
+            p.flows_done,
+            p.flows_total
+        );
+    };
+    let run = metaroce_sim::run_mode(topo, routing, sc, mode, &mut progress)
+        .with_context(|| format!("running mode {mode}"))?;
+    let wall = start.elapsed().as_secs_f64();
+    if !quiet {
+        eprintln!(
+            "sim {mode}: {} events in {wall:.2} s wall ({:.1}M events/s), {:.1} µs simulated",
+            run.summary.events,
+            run.summary.events as f64 / wall.max(1e-9) / 1e6,
+            run.summary.sim_time_us
+        );
+    }
+    Ok(run)
+}
+
+fn write_outputs(dir: &Path, sc: &metaroce_sim::Scenario, runs: &[ModeRun]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = |name: String, bytes: &[u8]| -> anyhow::Result<()> {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
+    };
+    write("report.md".into(), report::markdown(sc, runs).as_bytes())?;
+    write("report.json".into(), serde_json::to_string_pretty(&report::json(runs))?.as_bytes())?;
+    write("fct-cdf.svg".into(), plot::fct_cdf(runs).as_bytes())?;
+    write("utilization.svg".into(), plot::utilization_heatmap(runs).as_bytes())?;
+    for r in runs {
+        write(format!("queue-{}.svg", r.summary.mode), plot::queue_depth(r).as_bytes())?;
+        if let Some(p) = &r.pcap {
+            write(format!("{}.pcap", r.summary.mode), p)?;
+        }
+    }
+    Ok(())
+}
