@@ -25,13 +25,16 @@ impl<K: Eq + Hash> Unique<K> {
     fn new(what: &'static str) -> Self {
         Unique { what, seen: HashMap::new() }
     }
-    fn check(&mut self, d: &mut Diags, key: K, shown: &str, path: String, pos: Pos) {
+    /// Records `key`; reports it and returns false if it was seen before.
+    fn check(&mut self, d: &mut Diags, key: K, shown: &str, path: String, pos: Pos) -> bool {
         match self.seen.get(&key) {
             Some(first) => {
-                d.at(path, Some(pos), format!("duplicate {} {shown} (first used by {first})", self.what))
+                d.at(path, Some(pos), format!("duplicate {} {shown} (first used by {first})", self.what));
+                false
             }
             None => {
                 self.seen.insert(key, format!("{path}, line {}", pos.line));
+                true
             }
         }
     }
@@ -142,13 +145,13 @@ fn switches(d: &mut Diags, raw: &RawTopology) -> Vec<Option<Switch>> {
         if let Some(n) = &s.name {
             names.check(d, n.v.clone(), &format!("\"{}\"", n.v), path("name"), n.pos);
         }
-        if let Some(id) = s.device_id {
-            devices.check(d, id.v, &id.v.to_string(), path("device_id"), id.pos);
-        }
+        let device_unique =
+            s.device_id.is_none_or(|id| devices.check(d, id.v, &id.v.to_string(), path("device_id"), id.pos));
         let int_id = s
             .int_node_id
             .or_else(|| s.device_id.and_then(|a| Some(At { v: u32::try_from(a.v).ok()?, pos: a.pos })));
-        if let Some(id) = int_id {
+        // A defaulted int_node_id repeats a duplicate device_id: reported once, above.
+        if let Some(id) = int_id.filter(|_| device_unique || s.int_node_id.is_some()) {
             let via = if s.int_node_id.is_some() { "" } else { " (defaulted from device_id)" };
             int_ids.check(d, id.v, &format!("{}{via}", id.v), path("int_node_id"), id.pos);
         }

@@ -8,6 +8,9 @@
 //!   the incremental repair equals a recompute from scratch;
 //! - weights are positive and proportional to member capacity.
 
+// Tests may panic on what they set up themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{HashSet, VecDeque};
 use std::fmt::Write;
 

@@ -1,6 +1,9 @@
 //! Every kind of mistake an engineer can make in a topology file gets a
 //! located, specific message, and all of them are reported in one run.
 
+// Tests may panic on what they set up themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use metaroce_topo::{load_file, load_str, TopoError};
 
 /// A valid 2x2 fabric to break in small ways; line numbers below refer to it.
@@ -264,4 +267,39 @@ fn shipped_topologies_are_valid() {
         }
     }
     assert!(n >= 4, "expected the four shipped fabrics, found {n}");
+}
+
+mod never_panics {
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// Random edits of a valid file load or fail cleanly (the fuzz
+        /// target in fuzz/ explores further with coverage guidance).
+        #[test]
+        fn mutated_files_load_or_fail_cleanly(
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..3, any::<char>()), 1..8),
+        ) {
+            let mut text: Vec<char> = super::BASE.chars().collect();
+            for (at, kind, c) in edits {
+                let i = at.index(text.len().max(1));
+                match kind {
+                    0 if i < text.len() => { text.remove(i); }
+                    1 => text.insert(i.min(text.len()), c),
+                    _ if i < text.len() => text[i] = c,
+                    _ => {}
+                }
+            }
+            let text: String = text.into_iter().collect();
+            if let Err(e) = metaroce_topo::load_str(&text, "mutated") {
+                prop_assert!(!e.report().is_empty());
+            }
+        }
+
+        #[test]
+        fn arbitrary_text_loads_or_fails_cleanly(text in "\\PC{0,400}") {
+            let _ = metaroce_topo::load_str(&text, "random");
+        }
+    }
 }
