@@ -1,0 +1,299 @@
+//! An in-process P4Runtime server with real switch state.
+//!
+//! [`Switch`] holds the forwarding state of one device: tables with real
+//! match semantics, action profiles with weighted groups, counters,
+//! registers, digests with batching and acks, clone sessions and multicast
+//! groups, and client arbitration. [`Switch::service`] serves it over gRPC;
+//! the data-plane side ([`Switch::lookup`], [`Switch::emit_digest`],
+//! [`Switch::packet_in`], [`Switch::take_packet_outs`]) is for whoever
+//! plays the switch's pipeline: the driver's tests, and the simulator,
+//! which serves each simulated switch through one of these.
+
+mod arbitration;
+mod digest;
+mod profile;
+mod read;
+mod service;
+mod state;
+mod table;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::p4info::P4Info;
+use crate::proto::p4::v1 as p4;
+use arbitration::Streams;
+use state::State;
+
+pub use service::Service;
+
+/// How a [`Switch`] behaves.
+#[derive(Debug, Clone)]
+pub struct SwitchOptions {
+    pub device_id: u64,
+    /// `false` answers UNIMPLEMENTED to RegisterEntry reads and writes, as
+    /// BMv2's PI server does; the driver then falls back to Thrift.
+    pub registers_via_p4runtime: bool,
+}
+
+impl Default for SwitchOptions {
+    fn default() -> Self {
+        SwitchOptions { device_id: 1, registers_via_p4runtime: true }
+    }
+}
+
+/// The committed pipeline and its state.
+#[derive(Debug)]
+pub(crate) struct Pipeline {
+    pub config: p4::ForwardingPipelineConfig,
+    pub state: State,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Core {
+    pub pipeline: Option<Pipeline>,
+    pub saved: Option<p4::ForwardingPipelineConfig>,
+    pub streams: Streams,
+    pub pipeline_pushes: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub opts: SwitchOptions,
+    pub core: Mutex<Core>,
+    pub packet_out_tx: mpsc::UnboundedSender<p4::PacketOut>,
+    pub packet_out_rx: Mutex<Option<mpsc::UnboundedReceiver<p4::PacketOut>>>,
+    pub epoch: Instant,
+}
+
+/// One in-process switch; clones share the same device.
+#[derive(Debug, Clone)]
+pub struct Switch {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// The result of a data-plane lookup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The action to run (member and group references resolved).
+    pub action: Option<p4::Action>,
+    /// `false` when no entry matched and the default action applies.
+    pub hit: bool,
+}
+
+impl Switch {
+    pub fn new(opts: SwitchOptions) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Switch {
+            inner: Arc::new(Inner {
+                opts,
+                core: Mutex::new(Core::default()),
+                packet_out_tx: tx,
+                packet_out_rx: Mutex::new(Some(rx)),
+                epoch: Instant::now(),
+            }),
+        }
+    }
+
+    pub fn device_id(&self) -> u64 {
+        self.inner.opts.device_id
+    }
+
+    pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
+        // A panic while holding the lock leaves consistent state behind:
+        // every mutation validates first and then writes.
+        self.inner.core.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The gRPC service, to add to a tonic router.
+    pub fn service(&self) -> crate::proto::p4::v1::p4_runtime_server::P4RuntimeServer<Service> {
+        crate::proto::p4::v1::p4_runtime_server::P4RuntimeServer::new(Service { switch: self.clone() })
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20)
+    }
+
+    /// Serves on `addr` (use port 0 for any) until `shutdown` resolves.
+    pub async fn bind(
+        &self,
+        addr: SocketAddr,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<Result<(), tonic::transport::Error>>)> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let router = tonic::transport::Server::builder().add_service(self.service());
+        let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown));
+        Ok((local, task))
+    }
+
+    /// The installed pipeline's P4Info, if any.
+    pub fn p4info(&self) -> Option<P4Info> {
+        self.core().pipeline.as_ref().map(|p| p.state.info.clone())
+    }
+
+    /// How many times a pipeline was committed (to check cookie skipping).
+    pub fn pipeline_pushes(&self) -> u64 {
+        self.core().pipeline_pushes
+    }
+
+    /// Looks `key` (`(match field id, value)`) up in a table the way the
+    /// data plane does; `hash` selects among weighted group members.
+    pub fn lookup(&self, table_id: u32, key: &[(u32, Vec<u8>)], hash: u64, bytes: u64) -> Option<Hit> {
+        let mut core = self.core();
+        let state = &mut core.pipeline.as_mut()?.state;
+        let now = Instant::now();
+        let table = state.tables.get_mut(&table_id)?;
+        let found = table.lookup(key, now).map(|i| {
+            i.counter.packet_count += 1;
+            i.counter.byte_count += i64::try_from(bytes).unwrap_or(i64::MAX);
+            i.entry.action.clone()
+        });
+        match found {
+            Some(a) => Some(Hit { action: a.and_then(|a| state.resolve(table_id, &a, hash)), hit: true }),
+            None => {
+                table.default_counter.packet_count += 1;
+                Some(Hit { action: table.default_action.clone(), hit: false })
+            }
+        }
+    }
+
+    /// Raw register cell, whatever transport is enabled (for the data plane
+    /// and the Thrift stand-in).
+    pub fn register_cell(&self, register_id: u32, index: usize) -> Option<Vec<u8>> {
+        self.core().pipeline.as_ref()?.state.registers.get(&register_id)?.get(index).cloned()
+    }
+
+    /// Sets a register cell from the data plane side; `false` if it does not exist.
+    pub fn set_register_cell(&self, register_id: u32, index: usize, value: Vec<u8>) -> bool {
+        let mut core = self.core();
+        let Some(cell) =
+            core.pipeline.as_mut().and_then(|p| p.state.registers.get_mut(&register_id)?.get_mut(index))
+        else {
+            return false;
+        };
+        *cell = value;
+        true
+    }
+
+    /// Counts a packet in an indirect counter cell.
+    pub fn count(&self, counter_id: u32, index: usize, bytes: u64) -> bool {
+        let mut core = self.core();
+        let Some(c) =
+            core.pipeline.as_mut().and_then(|p| p.state.counters.get_mut(&counter_id)?.get_mut(index))
+        else {
+            return false;
+        };
+        c.packet_count += 1;
+        c.byte_count += i64::try_from(bytes).unwrap_or(i64::MAX);
+        true
+    }
+
+    /// Raises a digest from the data plane. It is batched per its
+    /// DigestEntry and sent to the primary client; `false` if not queued
+    /// (not configured, or the same data awaits an ack).
+    pub fn emit_digest(&self, digest_id: u32, data: p4::P4Data) -> bool {
+        let now = Instant::now();
+        let deadline = {
+            let mut core = self.core();
+            let Some(p) = core.pipeline.as_mut() else { return false };
+            if !p.state.digests.emit(digest_id, data, now) {
+                return false;
+            }
+            p.state.digests.next_deadline()
+        };
+        self.flush_digests();
+        if let Some(at) = deadline.filter(|at| *at > now) {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let me = self.clone();
+                rt.spawn(async move {
+                    tokio::time::sleep_until(at).await;
+                    me.flush_digests();
+                });
+            }
+        }
+        true
+    }
+
+    /// Sends the digest lists that are due to the primary client. Lists
+    /// wait while no client is primary.
+    pub fn flush_digests(&self) {
+        let now = Instant::now();
+        let ts = i64::try_from(now.duration_since(self.inner.epoch).as_nanos()).unwrap_or(i64::MAX);
+        let mut core = self.core();
+        let Core { pipeline, streams, .. } = &mut *core;
+        let (Some(p), Some(tx)) = (pipeline.as_mut(), streams.primary_tx()) else { return };
+        for list in p.state.digests.due(now, ts) {
+            let msg =
+                p4::StreamMessageResponse { update: Some(p4::stream_message_response::Update::Digest(list)) };
+            let _ = tx.send(Ok(msg));
+        }
+    }
+
+    /// Digest lists sent and not yet acked.
+    pub fn outstanding_digests(&self) -> usize {
+        self.core().pipeline.as_ref().map(|p| p.state.digests.outstanding()).unwrap_or(0)
+    }
+
+    /// Sends a packet to the primary controller; `false` if there is none.
+    pub fn packet_in(&self, payload: Vec<u8>, metadata: Vec<p4::PacketMetadata>) -> bool {
+        let core = self.core();
+        let Some(tx) = core.streams.primary_tx() else { return false };
+        let msg = p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::Packet(p4::PacketIn { payload, metadata })),
+        };
+        tx.send(Ok(msg)).is_ok()
+    }
+
+    /// The packets the controller sent out; the first caller gets them.
+    pub fn take_packet_outs(&self) -> Option<mpsc::UnboundedReceiver<p4::PacketOut>> {
+        self.inner.packet_out_rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    /// Notifies the primary of entries idle longer than their timeout;
+    /// returns how many were reported.
+    pub fn check_idle(&self) -> usize {
+        let now = Instant::now();
+        let mut core = self.core();
+        let Core { pipeline, streams, .. } = &mut *core;
+        let Some(p) = pipeline.as_mut() else { return 0 };
+        let mut idle = vec![];
+        for t in p.state.tables.values_mut() {
+            for i in t.entries.values_mut() {
+                let limit =
+                    std::time::Duration::from_nanos(u64::try_from(i.entry.idle_timeout_ns).unwrap_or(0));
+                if i.entry.idle_timeout_ns > 0 && !i.idle_notified && now.duration_since(i.last_hit) >= limit
+                {
+                    i.idle_notified = true;
+                    idle.push(i.entry.clone());
+                }
+            }
+        }
+        let n = idle.len();
+        if let (Some(tx), false) = (streams.primary_tx(), idle.is_empty()) {
+            let ts = i64::try_from(now.duration_since(self.inner.epoch).as_nanos()).unwrap_or(i64::MAX);
+            let note = p4::IdleTimeoutNotification { table_entry: idle, timestamp: ts };
+            let msg = p4::StreamMessageResponse {
+                update: Some(p4::stream_message_response::Update::IdleTimeoutNotification(note)),
+            };
+            let _ = tx.send(Ok(msg));
+        }
+        n
+    }
+
+    /// Ends every open StreamChannel with UNAVAILABLE, as a restarting or
+    /// flaky server would. Clients must reconnect and re-arbitrate.
+    pub fn drop_streams(&self) {
+        let mut core = self.core();
+        for (_, slot) in core.streams.slots.drain() {
+            let _ = slot.tx.send(Err(tonic::Status::unavailable("stream dropped by the switch")));
+        }
+    }
+
+    /// The election id of the default role's primary, if any.
+    pub fn primary_election_id(&self) -> Option<u128> {
+        self.core().streams.primary("").map(|(_, e)| e)
+    }
+}

@@ -1,0 +1,451 @@
+//! One P4Runtime session per device: connection with backoff, arbitration,
+//! pipeline push with cookie, batched writes, streamed reads, and the
+//! StreamChannel (run by [`stream`]) that survives drops.
+
+mod registers;
+mod stream;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio_stream::StreamExt;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::p4info::P4Info;
+use crate::proto::p4::v1 as p4;
+use crate::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
+use crate::status::WriteFailure;
+
+pub use stream::Event;
+
+/// Where and who: the device, our election id and role, and the timing.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// `http://host:port`.
+    pub addr: String,
+    pub device_id: u64,
+    pub election_id: u128,
+    /// Empty for the default (full-access) role.
+    pub role: String,
+    /// Deadline of every unary RPC, of a whole Read, and of arbitration.
+    pub rpc_timeout: Duration,
+    /// Deadline of one connection attempt (TCP and HTTP/2 handshake).
+    pub connect_timeout: Duration,
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    /// Connection attempts before giving up; 0 = keep trying.
+    pub connect_attempts: u32,
+}
+
+impl SessionConfig {
+    pub fn new(addr: impl Into<String>, device_id: u64) -> Self {
+        SessionConfig {
+            addr: addr.into(),
+            device_id,
+            election_id: 1,
+            role: String::new(),
+            rpc_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            backoff_initial: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(5),
+            connect_attempts: 5,
+        }
+    }
+}
+
+/// Why a session call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("device {device_id}: cannot connect to {addr} after {attempts} attempts: {last}")]
+    Connect { device_id: u64, addr: String, attempts: u32, last: String },
+    #[error("device {device_id}: {rpc} got no answer within {after:?}")]
+    Deadline { device_id: u64, rpc: &'static str, after: Duration },
+    #[error("device {device_id}: {rpc} failed: {:?}: {}", status.code(), status.message())]
+    Rpc { device_id: u64, rpc: &'static str, status: tonic::Status },
+    #[error("device {device_id}: write refused")]
+    Write {
+        device_id: u64,
+        #[source]
+        failure: WriteFailure,
+    },
+    #[error("device {device_id}: not primary (election id {election_id}); the primary has {primary:?}")]
+    NotPrimary { device_id: u64, election_id: u128, primary: Option<u128> },
+    #[error("device {device_id}: the session is closed")]
+    Closed { device_id: u64 },
+    #[error("device {device_id}: the installed pipeline has no P4Info")]
+    NoP4Info { device_id: u64 },
+    #[error(transparent)]
+    P4Info(#[from] crate::p4info::P4InfoError),
+    #[error("device {device_id}: register fallback over Thrift failed")]
+    Thrift {
+        device_id: u64,
+        #[source]
+        source: crate::thrift::ThriftError,
+    },
+}
+
+impl SessionError {
+    /// The gRPC code, for RPC failures.
+    pub fn code(&self) -> Option<tonic::Code> {
+        match self {
+            SessionError::Rpc { status, .. } => Some(status.code()),
+            SessionError::Write { failure, .. } => Some(failure.code),
+            _ => None,
+        }
+    }
+}
+
+/// Our standing in the arbitration for our role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleState {
+    pub primary: bool,
+    /// The election id the server reports (the primary's).
+    pub election_id: Option<u128>,
+    /// Bumped on every arbitration answer.
+    pub generation: u64,
+}
+
+/// A device configuration format. BMv2 takes its JSON; a Tofino target
+/// takes its own packing of `tofino.bin` and `context.json`, added as
+/// another implementation.
+pub trait DeviceConfig: Send + Sync {
+    /// The `p4_device_config` bytes.
+    fn bytes(&self) -> Vec<u8>;
+}
+
+/// BMv2: the JSON p4c writes.
+#[derive(Debug, Clone)]
+pub struct Bmv2Json(pub Vec<u8>);
+
+impl DeviceConfig for Bmv2Json {
+    fn bytes(&self) -> Vec<u8> {
+        self.0.clone()
+    }
+}
+
+/// What [`Session::set_pipeline`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipelineOutcome {
+    /// The switch already ran a pipeline with this cookie.
+    AlreadyInstalled,
+    Pushed,
+}
+
+/// The FNV-1a hash of the P4Info and device config: a cookie that changes
+/// exactly when the pipeline does.
+pub fn pipeline_cookie(info: &P4Info, device_config: &[u8]) -> u64 {
+    let p4info = prost::Message::encode_to_vec(info.raw());
+    p4info
+        .iter()
+        .chain(device_config)
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+}
+
+#[derive(Debug)]
+pub(crate) enum Cmd {
+    Subscribe(mpsc::UnboundedSender<Event>),
+    PacketOut(p4::PacketOut),
+    KnownDigests(HashSet<u32>),
+    Digest(p4::DigestEntry),
+}
+
+/// A session with one device. Dropping it closes the stream.
+#[derive(Debug)]
+pub struct Session {
+    cfg: SessionConfig,
+    client: P4RuntimeClient<Channel>,
+    cmd: mpsc::UnboundedSender<Cmd>,
+    role: watch::Receiver<RoleState>,
+    task: tokio::task::JoinHandle<()>,
+    pub(crate) thrift: Option<crate::thrift::ThriftConfig>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub(crate) fn election(v: u128) -> p4::Uint128 {
+    p4::Uint128 { high: (v >> 64) as u64, low: v as u64 }
+}
+
+/// Connects with exponential backoff; every attempt has a deadline.
+pub(crate) async fn connect_channel(cfg: &SessionConfig) -> Result<Channel, SessionError> {
+    let fail = |attempts, last: String| SessionError::Connect {
+        device_id: cfg.device_id,
+        addr: cfg.addr.clone(),
+        attempts,
+        last,
+    };
+    let ep = Endpoint::from_shared(cfg.addr.clone())
+        .map_err(|e| fail(0, e.to_string()))?
+        .connect_timeout(cfg.connect_timeout)
+        .tcp_nodelay(true);
+    let mut backoff = cfg.backoff_initial;
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let last = match tokio::time::timeout(cfg.connect_timeout, ep.connect()).await {
+            Ok(Ok(ch)) => return Ok(ch),
+            Ok(Err(e)) => {
+                format!("{e}: {}", std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default())
+            }
+            Err(_) => format!("no connection within {:?}", cfg.connect_timeout),
+        };
+        if cfg.connect_attempts != 0 && attempt >= cfg.connect_attempts {
+            return Err(fail(attempt, last));
+        }
+        tracing::debug!(device_id = cfg.device_id, addr = %cfg.addr, attempt, error = %last, "connect failed; backing off");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(cfg.backoff_max);
+    }
+}
+
+impl Session {
+    /// Connects, opens the stream and waits for the first arbitration
+    /// answer (primary or backup).
+    pub async fn connect(cfg: SessionConfig) -> Result<Self, SessionError> {
+        let channel = connect_channel(&cfg).await?;
+        let client = P4RuntimeClient::new(channel)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20);
+        let (cmd, cmd_rx) = mpsc::unbounded_channel();
+        let (role_tx, mut role) =
+            watch::channel(RoleState { primary: false, election_id: None, generation: 0 });
+        let task = tokio::spawn(stream::run(cfg.clone(), client.clone(), cmd_rx, role_tx));
+        let answered = tokio::time::timeout(cfg.rpc_timeout, role.wait_for(|r| r.generation > 0))
+            .await
+            .map(|r| r.map(|_| ()));
+        match answered {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(SessionError::Closed { device_id: cfg.device_id }),
+            Err(_) => {
+                task.abort();
+                return Err(SessionError::Deadline {
+                    device_id: cfg.device_id,
+                    rpc: "arbitration",
+                    after: cfg.rpc_timeout,
+                });
+            }
+        }
+        Ok(Session { cfg, client, cmd, role, task, thrift: None })
+    }
+
+    pub fn device_id(&self) -> u64 {
+        self.cfg.device_id
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.cfg
+    }
+
+    /// Our arbitration state now.
+    pub fn role(&self) -> RoleState {
+        *self.role.borrow()
+    }
+
+    /// Waits until we are primary, up to the RPC deadline.
+    pub async fn wait_primary(&self) -> Result<(), SessionError> {
+        let mut role = self.role.clone();
+        let waited = tokio::time::timeout(self.cfg.rpc_timeout, role.wait_for(|r| r.primary)).await;
+        match waited.map(|r| r.map(|_| ())) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(SessionError::Closed { device_id: self.cfg.device_id }),
+            Err(_) => Err(SessionError::NotPrimary {
+                device_id: self.cfg.device_id,
+                election_id: self.cfg.election_id,
+                primary: self.role().election_id,
+            }),
+        }
+    }
+
+    /// Events from the stream: role changes, digests (already acked),
+    /// packet-ins, idle timeouts, errors and reconnects. Subscriptions
+    /// outlive stream drops.
+    pub fn subscribe(&self) -> Result<mpsc::UnboundedReceiver<Event>, SessionError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.send(Cmd::Subscribe(tx))?;
+        Ok(rx)
+    }
+
+    fn send(&self, c: Cmd) -> Result<(), SessionError> {
+        self.cmd.send(c).map_err(|_| SessionError::Closed { device_id: self.cfg.device_id })
+    }
+
+    pub(crate) async fn call<T>(
+        &self,
+        rpc: &'static str,
+        fut: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, SessionError> {
+        let device_id = self.cfg.device_id;
+        match tokio::time::timeout(self.cfg.rpc_timeout, fut).await {
+            Err(_) => Err(SessionError::Deadline { device_id, rpc, after: self.cfg.rpc_timeout }),
+            Ok(Err(status)) if status.code() == tonic::Code::DeadlineExceeded => {
+                Err(SessionError::Deadline { device_id, rpc, after: self.cfg.rpc_timeout })
+            }
+            Ok(Err(status)) => Err(SessionError::Rpc { device_id, rpc, status }),
+            Ok(Ok(r)) => Ok(r.into_inner()),
+        }
+    }
+
+    fn request<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(msg);
+        r.set_timeout(self.cfg.rpc_timeout);
+        r
+    }
+
+    /// Installs the pipeline unless one with the same cookie already runs.
+    /// `cookie` defaults to [`pipeline_cookie`].
+    pub async fn set_pipeline(
+        &self,
+        info: &P4Info,
+        device_config: &dyn DeviceConfig,
+        cookie: Option<u64>,
+    ) -> Result<PipelineOutcome, SessionError> {
+        use p4::get_forwarding_pipeline_config_request::ResponseType;
+        let bytes = device_config.bytes();
+        let cookie = cookie.unwrap_or_else(|| pipeline_cookie(info, &bytes));
+        let get = p4::GetForwardingPipelineConfigRequest {
+            device_id: self.cfg.device_id,
+            response_type: ResponseType::CookieOnly as i32,
+        };
+        let mut client = self.client.clone();
+        let current = self
+            .call("GetForwardingPipelineConfig", client.get_forwarding_pipeline_config(self.request(get)))
+            .await;
+        // BMv2 answers FAILED_PRECONDITION/UNKNOWN before its first pipeline.
+        let installed = current.ok().and_then(|r| r.config).and_then(|c| c.cookie).map(|c| c.cookie);
+        if installed == Some(cookie) {
+            tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline already installed");
+            return Ok(PipelineOutcome::AlreadyInstalled);
+        }
+        let req = p4::SetForwardingPipelineConfigRequest {
+            device_id: self.cfg.device_id,
+            role: self.cfg.role.clone(),
+            election_id: Some(election(self.cfg.election_id)),
+            action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+            config: Some(p4::ForwardingPipelineConfig {
+                p4info: Some(info.raw().clone()),
+                p4_device_config: bytes,
+                cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie }),
+            }),
+            ..Default::default()
+        };
+        self.call("SetForwardingPipelineConfig", client.set_forwarding_pipeline_config(self.request(req)))
+            .await?;
+        self.send(Cmd::KnownDigests(
+            info.digests.iter().filter_map(|d| d.preamble.as_ref().map(|p| p.id)).collect(),
+        ))?;
+        tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline pushed");
+        Ok(PipelineOutcome::Pushed)
+    }
+
+    /// Tells the stream which digest ids the program has, so that a list
+    /// for another id is reported instead of delivered.
+    pub fn use_p4info(&self, info: &P4Info) -> Result<(), SessionError> {
+        self.send(Cmd::KnownDigests(
+            info.digests.iter().filter_map(|d| d.preamble.as_ref().map(|p| p.id)).collect(),
+        ))
+    }
+
+    /// One Write batch (CONTINUE_ON_ERROR). Per-update failures come back
+    /// as [`SessionError::Write`].
+    pub async fn write(&self, updates: Vec<p4::Update>) -> Result<(), SessionError> {
+        let n = updates.len();
+        let req = p4::WriteRequest {
+            device_id: self.cfg.device_id,
+            role: self.cfg.role.clone(),
+            election_id: Some(election(self.cfg.election_id)),
+            updates,
+            ..Default::default()
+        };
+        let mut client = self.client.clone();
+        match self.call("Write", client.write(self.request(req))).await {
+            Ok(_) => Ok(()),
+            Err(SessionError::Rpc { status, device_id, .. }) => {
+                Err(SessionError::Write { device_id, failure: WriteFailure::from_status(&status, n) })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes in batches of `batch`, sequentially; failure indexes are
+    /// positions in `updates`.
+    pub async fn write_batched(&self, updates: Vec<p4::Update>, batch: usize) -> Result<(), SessionError> {
+        let total = updates.len();
+        let mut failures = vec![];
+        let mut last = None;
+        for (n, chunk) in updates.chunks(batch.max(1)).enumerate() {
+            match self.write(chunk.to_vec()).await {
+                Ok(()) => {}
+                Err(SessionError::Write { failure, .. }) => {
+                    let base = n * batch.max(1);
+                    failures.extend(failure.failures.iter().cloned().map(|mut f| {
+                        f.index += base;
+                        f
+                    }));
+                    last = Some((failure.code, failure.message));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match last {
+            None => Ok(()),
+            Some((code, message)) => Err(SessionError::Write {
+                device_id: self.cfg.device_id,
+                failure: WriteFailure { batch_len: total, code, message, failures },
+            }),
+        }
+    }
+
+    /// Reads entities (wildcards allowed), consuming the streamed answer
+    /// message by message; the whole read has the RPC deadline.
+    pub async fn read(&self, entities: Vec<p4::Entity>) -> Result<Vec<p4::Entity>, SessionError> {
+        let device_id = self.cfg.device_id;
+        let req = p4::ReadRequest { device_id, role: self.cfg.role.clone(), entities };
+        let mut client = self.client.clone();
+        let collect = async {
+            let mut stream = client.read(self.request(req)).await?.into_inner();
+            let mut out = vec![];
+            while let Some(msg) = stream.next().await {
+                out.extend(msg?.entities);
+            }
+            Ok::<_, tonic::Status>(out)
+        };
+        match tokio::time::timeout(self.cfg.rpc_timeout, collect).await {
+            Err(_) => Err(SessionError::Deadline { device_id, rpc: "Read", after: self.cfg.rpc_timeout }),
+            Ok(Err(status)) => Err(SessionError::Rpc { device_id, rpc: "Read", status }),
+            Ok(Ok(v)) => Ok(v),
+        }
+    }
+
+    /// Configures a digest (insert, or modify if it exists) and remembers
+    /// it, so that it is configured again after a reconnect.
+    pub async fn configure_digest(&self, entry: p4::DigestEntry) -> Result<(), SessionError> {
+        match self.write(vec![crate::entity::insert(entry)]).await {
+            Err(SessionError::Write { failure, .. }) if failure.only_already_exists() => {
+                self.write(vec![crate::entity::modify(entry)]).await?;
+            }
+            other => other?,
+        }
+        self.send(Cmd::Digest(entry))
+    }
+
+    /// Sends a packet-out with its metadata.
+    pub fn packet_out(
+        &self,
+        payload: Vec<u8>,
+        metadata: Vec<p4::PacketMetadata>,
+    ) -> Result<(), SessionError> {
+        self.send(Cmd::PacketOut(p4::PacketOut { payload, metadata }))
+    }
+
+    /// The device's capabilities (its P4Runtime API version).
+    pub async fn capabilities(&self) -> Result<String, SessionError> {
+        let mut client = self.client.clone();
+        let req = p4::CapabilitiesRequest { device_id: self.cfg.device_id };
+        Ok(self.call("Capabilities", client.capabilities(self.request(req))).await?.p4runtime_api_version)
+    }
+}

@@ -1,0 +1,229 @@
+//! The StreamChannel task of a session. It owns the stream: arbitrates,
+//! acks every DigestList, sends packet-outs, and after a drop reconnects
+//! with backoff, re-arbitrates and re-configures the digests, while the
+//! callers' subscriptions stay in place.
+
+use std::collections::HashSet;
+
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+use super::{election, Cmd, RoleState, SessionConfig};
+use crate::proto::p4::v1 as p4;
+use crate::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
+
+use p4::stream_message_request::Update as Out;
+use p4::stream_message_response::Update as In;
+
+/// Something that happened on a session's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// An arbitration answer: are we primary, and whose election id wins.
+    Role {
+        primary: bool,
+        election_id: Option<u128>,
+    },
+    /// A digest list; it has been acked already.
+    Digest(p4::DigestList),
+    /// A list for a digest id the P4Info does not have; not acked.
+    UnknownDigest {
+        digest_id: u32,
+        list_id: u64,
+    },
+    PacketIn(p4::PacketIn),
+    IdleTimeout(p4::IdleTimeoutNotification),
+    /// The server reported an error about something we sent on the stream.
+    StreamError(p4::StreamError),
+    /// The stream ended; the session is reconnecting.
+    Disconnected {
+        reason: String,
+    },
+    /// The stream is back and arbitration was re-sent.
+    Reconnected,
+}
+
+struct Task {
+    cfg: SessionConfig,
+    client: P4RuntimeClient<Channel>,
+    role: watch::Sender<RoleState>,
+    subscribers: Vec<mpsc::UnboundedSender<Event>>,
+    known_digests: HashSet<u32>,
+    digests: Vec<p4::DigestEntry>,
+}
+
+pub(super) async fn run(
+    cfg: SessionConfig,
+    client: P4RuntimeClient<Channel>,
+    mut cmds: mpsc::UnboundedReceiver<Cmd>,
+    role: watch::Sender<RoleState>,
+) {
+    let mut t =
+        Task { cfg, client, role, subscribers: vec![], known_digests: HashSet::new(), digests: vec![] };
+    let mut backoff = t.cfg.backoff_initial;
+    let mut first = true;
+    loop {
+        match t.open().await {
+            Ok((out, inbound)) => {
+                backoff = t.cfg.backoff_initial;
+                if !first {
+                    t.emit(Event::Reconnected);
+                }
+                first = false;
+                let reason = t.serve(out, inbound, &mut cmds).await;
+                let Some(reason) = reason else { return };
+                tracing::warn!(device_id = t.cfg.device_id, %reason, "stream dropped; reconnecting");
+                t.role.send_modify(|r| r.primary = false);
+                t.emit(Event::Disconnected { reason });
+            }
+            Err(e) => tracing::debug!(device_id = t.cfg.device_id, error = %e, "stream open failed"),
+        }
+        // Commands that arrive while disconnected are kept (subscriptions)
+        // or refused (packet-outs are dropped: there is no stream).
+        let sleep = tokio::time::sleep(backoff);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                () = &mut sleep => break,
+                c = cmds.recv() => match c {
+                    None => return,
+                    Some(c) => t.command(c, None).await,
+                },
+            }
+        }
+        backoff = (backoff * 2).min(t.cfg.backoff_max);
+    }
+}
+
+impl Task {
+    fn emit(&mut self, e: Event) {
+        self.subscribers.retain(|s| s.send(e.clone()).is_ok());
+    }
+
+    async fn open(
+        &mut self,
+    ) -> Result<(mpsc::Sender<p4::StreamMessageRequest>, tonic::Streaming<p4::StreamMessageResponse>), String>
+    {
+        let (tx, rx) = mpsc::channel(4096);
+        let arbitration = p4::MasterArbitrationUpdate {
+            device_id: self.cfg.device_id,
+            role: (!self.cfg.role.is_empty())
+                .then(|| p4::Role { name: self.cfg.role.clone(), ..Default::default() }),
+            election_id: Some(election(self.cfg.election_id)),
+            status: None,
+        };
+        tx.send(p4::StreamMessageRequest { update: Some(Out::Arbitration(arbitration)) })
+            .await
+            .map_err(|e| e.to_string())?;
+        let fut = self.client.stream_channel(ReceiverStream::new(rx));
+        match tokio::time::timeout(self.cfg.rpc_timeout, fut).await {
+            Err(_) => Err(format!("StreamChannel not answered within {:?}", self.cfg.rpc_timeout)),
+            Ok(Err(s)) => Err(format!("StreamChannel: {:?}: {}", s.code(), s.message())),
+            Ok(Ok(r)) => Ok((tx, r.into_inner())),
+        }
+    }
+
+    /// Runs one stream until it ends; `None` when the session is dropped.
+    async fn serve(
+        &mut self,
+        out: mpsc::Sender<p4::StreamMessageRequest>,
+        mut inbound: tonic::Streaming<p4::StreamMessageResponse>,
+        cmds: &mut mpsc::UnboundedReceiver<Cmd>,
+    ) -> Option<String> {
+        loop {
+            tokio::select! {
+                c = cmds.recv() => match c {
+                    None => return None,
+                    Some(c) => self.command(c, Some(&out)).await,
+                },
+                m = inbound.message() => match m {
+                    Ok(Some(m)) => self.on_message(m, &out).await,
+                    Ok(None) => return Some("the server closed the stream".into()),
+                    Err(s) => return Some(format!("{:?}: {}", s.code(), s.message())),
+                },
+            }
+        }
+    }
+
+    async fn command(&mut self, c: Cmd, out: Option<&mpsc::Sender<p4::StreamMessageRequest>>) {
+        match c {
+            Cmd::Subscribe(s) => self.subscribers.push(s),
+            Cmd::KnownDigests(ids) => self.known_digests = ids,
+            Cmd::Digest(d) => {
+                self.digests.retain(|x| x.digest_id != d.digest_id);
+                self.digests.push(d);
+            }
+            Cmd::PacketOut(p) => match out {
+                Some(out) => {
+                    let _ = out.send(p4::StreamMessageRequest { update: Some(Out::Packet(p)) }).await;
+                }
+                None => tracing::warn!(device_id = self.cfg.device_id, "packet-out dropped: stream is down"),
+            },
+        }
+    }
+
+    async fn on_message(
+        &mut self,
+        m: p4::StreamMessageResponse,
+        out: &mpsc::Sender<p4::StreamMessageRequest>,
+    ) {
+        match m.update {
+            Some(In::Arbitration(a)) => {
+                let primary = a.status.as_ref().is_some_and(|s| s.code == 0);
+                let election_id = a.election_id.map(|u| (u128::from(u.high) << 64) | u128::from(u.low));
+                let was = self.role.borrow().primary;
+                self.role.send_modify(|r| {
+                    r.primary = primary;
+                    r.election_id = election_id;
+                    r.generation += 1;
+                });
+                tracing::info!(device_id = self.cfg.device_id, primary, ?election_id, "arbitration");
+                if primary && !was {
+                    self.reconfigure_digests().await;
+                }
+                self.emit(Event::Role { primary, election_id });
+            }
+            Some(In::Digest(d)) => {
+                if !self.known_digests.is_empty() && !self.known_digests.contains(&d.digest_id) {
+                    tracing::warn!(
+                        device_id = self.cfg.device_id,
+                        digest_id = d.digest_id,
+                        "digest list for unknown digest id"
+                    );
+                    self.emit(Event::UnknownDigest { digest_id: d.digest_id, list_id: d.list_id });
+                    return;
+                }
+                let ack = p4::DigestListAck { digest_id: d.digest_id, list_id: d.list_id };
+                let _ = out.send(p4::StreamMessageRequest { update: Some(Out::DigestAck(ack)) }).await;
+                self.emit(Event::Digest(d));
+            }
+            Some(In::Packet(p)) => self.emit(Event::PacketIn(p)),
+            Some(In::IdleTimeoutNotification(n)) => self.emit(Event::IdleTimeout(n)),
+            Some(In::Error(e)) => {
+                tracing::warn!(device_id = self.cfg.device_id, code = e.canonical_code, message = %e.message, "stream error");
+                self.emit(Event::StreamError(e));
+            }
+            Some(In::Other(_)) | None => {}
+        }
+    }
+
+    /// Writes the remembered digest configs again (the switch may have
+    /// restarted and forgotten them).
+    async fn reconfigure_digests(&mut self) {
+        for d in self.digests.clone() {
+            for t in [p4::update::Type::Insert, p4::update::Type::Modify] {
+                let req = p4::WriteRequest {
+                    device_id: self.cfg.device_id,
+                    role: self.cfg.role.clone(),
+                    election_id: Some(election(self.cfg.election_id)),
+                    updates: vec![p4::Update { r#type: t as i32, entity: Some(d.into()) }],
+                    ..Default::default()
+                };
+                let r = tokio::time::timeout(self.cfg.rpc_timeout, self.client.write(req)).await;
+                if matches!(r, Ok(Ok(_))) {
+                    break;
+                }
+            }
+        }
+    }
+}

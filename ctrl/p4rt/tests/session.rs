@@ -1,0 +1,529 @@
+//! L2: the driver against the in-process P4Runtime server over TCP.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use metaroce_p4rt::entity::{self, clone_session, insert, modify, multicast_group, DigestConfig};
+use metaroce_p4rt::proto::p4::v1 as p4;
+use metaroce_p4rt::server::SwitchOptions;
+use metaroce_p4rt::session::{Bmv2Json, PipelineOutcome};
+use metaroce_p4rt::{Event, Session, SessionError};
+use tonic::Code;
+
+fn ip(a: u8, b: u8, c: u8, d: u8) -> Vec<u8> {
+    vec![a, b, c, d]
+}
+
+async fn next_event(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>,
+    want: impl Fn(&Event) -> bool,
+) -> Event {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let e = rx.recv().await.expect("subscription alive");
+            if want(&e) {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("event within 5 s")
+}
+
+#[tokio::test]
+async fn pipeline_cookie_skips_reinstall() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    assert_eq!(
+        s.set_pipeline(&r.info, &Bmv2Json(b"{}".to_vec()), None).await.unwrap(),
+        PipelineOutcome::AlreadyInstalled
+    );
+    assert_eq!(r.switch.pipeline_pushes(), 1);
+    assert_eq!(
+        s.set_pipeline(&r.info, &Bmv2Json(b"{ }".to_vec()), None).await.unwrap(),
+        PipelineOutcome::Pushed
+    );
+    assert_eq!(s.capabilities().await.unwrap(), "1.6.0");
+}
+
+#[tokio::test]
+async fn match_kinds_and_lookup_semantics() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    let i = &r.info;
+    let lpm = |p: &[u8], len, g: u16| {
+        i.table_entry("ipv4_lpm")
+            .unwrap()
+            .lpm("dst_addr", p.to_vec(), len)
+            .unwrap()
+            .action("set_group", &[("group", g.into())])
+            .unwrap()
+            .build()
+    };
+    let acl = |v: u32, m: u32, lo: u16, hi: u16, prio| {
+        i.table_entry("acl")
+            .unwrap()
+            .ternary("src_addr", v, m)
+            .unwrap()
+            .range("l4_dst_port", lo, hi)
+            .unwrap()
+            .priority(prio)
+            .action("to_cpu", &[("reason", (prio as u8).into())])
+            .unwrap()
+            .build()
+    };
+    s.write(vec![
+        insert(lpm(&ip(10, 0, 0, 0), 8, 1)),
+        insert(lpm(&ip(10, 1, 0, 0), 16, 2)),
+        insert(
+            i.table_entry("dmac")
+                .unwrap()
+                .exact("dst_addr", [2, 0, 0, 0, 0, 1])
+                .unwrap()
+                .action("set_port", &[("port", 7u16.into())])
+                .unwrap()
+                .build(),
+        ),
+        insert(acl(0x0a00_0000, 0xff00_0000, 0, 1000, 1)),
+        insert(acl(0x0a01_0000, 0xffff_0000, 500, 600, 5)),
+        insert(
+            i.table_entry("acl")
+                .unwrap()
+                .optional("ingress_port", 4u16)
+                .unwrap()
+                .priority(3)
+                .action("drop", &[])
+                .unwrap()
+                .build(),
+        ),
+    ])
+    .await
+    .unwrap();
+    let lpm_id = i.tables.id_of("ipv4_lpm").unwrap();
+    let group = |h: metaroce_p4rt::server::Hit| h.action.unwrap().params[0].value.clone();
+    assert_eq!(group(r.switch.lookup(lpm_id, &[(1, ip(10, 1, 2, 3))], 0, 64).unwrap()), vec![2]);
+    assert_eq!(group(r.switch.lookup(lpm_id, &[(1, ip(10, 2, 2, 3))], 0, 64).unwrap()), vec![1]);
+    let miss = r.switch.lookup(lpm_id, &[(1, ip(11, 0, 0, 1))], 0, 64).unwrap();
+    assert!(!miss.hit && miss.action.is_none());
+    let acl_id = i.tables.id_of("acl").unwrap();
+    let key = |src: Vec<u8>, port: u16, inp: u16| {
+        vec![(1, src), (2, port.to_be_bytes().to_vec()), (3, inp.to_be_bytes().to_vec())]
+    };
+    assert_eq!(group(r.switch.lookup(acl_id, &key(ip(10, 1, 0, 9), 550, 1), 0, 64).unwrap()), vec![5]);
+    assert_eq!(group(r.switch.lookup(acl_id, &key(ip(10, 1, 0, 9), 700, 1), 0, 64).unwrap()), vec![1]);
+    assert_eq!(
+        r.switch.lookup(acl_id, &key(ip(9, 1, 0, 9), 700, 4), 0, 64).unwrap().action.unwrap().action_id,
+        i.actions.id_of("drop").unwrap()
+    );
+    assert!(!r.switch.lookup(acl_id, &key(ip(9, 1, 0, 9), 700, 1), 0, 64).unwrap().hit);
+
+    // Streamed read of one table, and of everything.
+    let all = s.read(vec![p4::TableEntry { table_id: acl_id, ..Default::default() }.into()]).await.unwrap();
+    assert_eq!(all.len(), 3);
+    let everything = s.read(vec![p4::TableEntry::default().into()]).await.unwrap();
+    assert_eq!(everything.len(), 6);
+    // Direct counter counted the hits.
+    let counters = s
+        .read(vec![p4::DirectCounterEntry {
+            table_entry: Some(p4::TableEntry { table_id: acl_id, ..Default::default() }),
+            data: None,
+        }
+        .into()])
+        .await
+        .unwrap();
+    let hits: i64 = counters
+        .iter()
+        .filter_map(|e| match &e.entity {
+            Some(p4::entity::Entity::DirectCounterEntry(c)) => Some(c.data?.packet_count),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(hits, 3);
+
+    // Default action: only MODIFY works.
+    let default = i.table_entry("acl").unwrap().action("NoAction", &[]).unwrap().default_action().build();
+    let e = s.write(vec![insert(default.clone())]).await.unwrap_err();
+    assert_eq!(e.code(), Some(Code::Unknown));
+    s.write(vec![modify(default)]).await.unwrap();
+    assert_eq!(
+        r.switch.lookup(acl_id, &key(ip(9, 1, 0, 9), 700, 1), 0, 64).unwrap().action.unwrap().action_id,
+        i.actions.id_of("NoAction").unwrap()
+    );
+}
+
+#[tokio::test]
+async fn partial_failure_reports_each_update() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    let e = |mac: u8| {
+        r.info
+            .table_entry("dmac")
+            .unwrap()
+            .exact("dst_addr", [0, 0, 0, 0, 0, mac])
+            .unwrap()
+            .action("set_port", &[("port", 1u16.into())])
+            .unwrap()
+            .build()
+    };
+    s.write(vec![insert(e(1))]).await.unwrap();
+    let err =
+        s.write(vec![insert(e(2)), insert(e(1)), insert(e(3)), entity::delete(e(9))]).await.unwrap_err();
+    let SessionError::Write { failure, .. } = err else { panic!("{err}") };
+    assert_eq!(failure.failed_indexes(), vec![1, 3]);
+    assert_eq!(failure.failures[0].code, Code::AlreadyExists);
+    assert_eq!(failure.failures[1].code, Code::NotFound);
+    let SessionError::Write { failure, .. } = s.write(vec![insert(e(2)), insert(e(3))]).await.unwrap_err()
+    else {
+        panic!()
+    };
+    assert!(failure.only_already_exists());
+    let SessionError::Write { failure, .. } = s
+        .write_batched(vec![entity::delete(e(2)), entity::delete(e(8)), entity::delete(e(9))], 2)
+        .await
+        .unwrap_err()
+    else {
+        panic!()
+    };
+    assert_eq!(failure.failed_indexes(), vec![1, 2]);
+    assert!(failure.only_not_found());
+    // A raw too-wide value (bypassing the builder) is OUT_OF_RANGE.
+    let mut bad = e(4);
+    if let Some(p4::field_match::FieldMatchType::Exact(x)) = bad.r#match[0].field_match_type.as_mut() {
+        x.value = vec![1, 0, 0, 0, 0, 0, 0];
+    }
+    let SessionError::Write { failure, .. } = s.write(vec![insert(bad)]).await.unwrap_err() else { panic!() };
+    assert_eq!(failure.failures[0].code, Code::OutOfRange);
+}
+
+#[tokio::test]
+async fn action_profiles_groups_and_one_shot() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    let i = &r.info;
+    let nh = |port: u16| {
+        i.action_call("set_nhop", &[("port", port.into()), ("dmac", [2, 0, 0, 0, 0, port as u8].into())])
+            .unwrap()
+    };
+    let mut ups: Vec<p4::Update> =
+        (1..=3).map(|m| insert(i.profile_member("nhop_selector", m, nh(m as u16)).unwrap())).collect();
+    ups.push(insert(i.profile_group("nhop_selector", 100, &[(1, 3), (2, 1)], 8).unwrap()));
+    ups.push(insert(i.table_entry("nhop").unwrap().exact("group", 100u16).unwrap().group(100).build()));
+    ups.push(insert(
+        i.table_entry("nhop")
+            .unwrap()
+            .exact("group", 200u16)
+            .unwrap()
+            .action_set(vec![(nh(5), 1), (nh(6), 1)])
+            .build(),
+    ));
+    s.write(ups).await.unwrap();
+    let t = i.tables.id_of("nhop").unwrap();
+    let ports: Vec<u8> = (0..4u64)
+        .map(|h| r.switch.lookup(t, &[(1, vec![100])], h, 1).unwrap().action.unwrap().params[0].value[0])
+        .collect();
+    assert_eq!(ports, vec![1, 1, 1, 2], "weights 3:1");
+    let one_shot: Vec<u8> = (0..2u64)
+        .map(|h| r.switch.lookup(t, &[(1, vec![200])], h, 1).unwrap().action.unwrap().params[0].value[0])
+        .collect();
+    assert_eq!(one_shot, vec![5, 6]);
+    // Weight over max_size; member in use; max_size over the profile's.
+    let codes = |e: SessionError| match e {
+        SessionError::Write { failure, .. } => failure.failures.iter().map(|f| f.code).collect::<Vec<_>>(),
+        e => panic!("{e}"),
+    };
+    let over = i.profile_group("nhop_selector", 100, &[(1, 6), (2, 3)], 0).unwrap();
+    assert_eq!(codes(s.write(vec![modify(over)]).await.unwrap_err()), vec![Code::ResourceExhausted]);
+    let del = i.profile_member("nhop_selector", 1, nh(1)).unwrap();
+    assert_eq!(codes(s.write(vec![entity::delete(del)]).await.unwrap_err()), vec![Code::FailedPrecondition]);
+    let mut huge = i.profile_group("nhop_selector", 101, &[(3, 1)], 8).unwrap();
+    huge.max_size = 1000;
+    assert_eq!(codes(s.write(vec![insert(huge)]).await.unwrap_err()), vec![Code::ResourceExhausted]);
+    let ghost = i.profile_group("nhop_selector", 102, &[(77, 1)], 8).unwrap();
+    assert_eq!(codes(s.write(vec![insert(ghost)]).await.unwrap_err()), vec![Code::NotFound]);
+    let groups = s.read(vec![p4::ActionProfileGroup::default().into()]).await.unwrap();
+    assert_eq!(groups.len(), 1);
+}
+
+#[tokio::test]
+async fn counters_registers_and_replication() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    let i = &r.info;
+    let c = i.counters.id_of("port_rx").unwrap();
+    assert!(r.switch.count(c, 3, 100));
+    let read = s.read(vec![i.counter_entry("port_rx", Some(3)).unwrap().into()]).await.unwrap();
+    let Some(p4::entity::Entity::CounterEntry(ce)) = &read[0].entity else { panic!() };
+    assert_eq!(ce.data.unwrap().byte_count, 100);
+    assert_eq!(s.read(vec![i.counter_entry("port_rx", None).unwrap().into()]).await.unwrap().len(), 512);
+
+    s.write_register(i, "queue_depth", Some(5), 1234).await.unwrap();
+    assert_eq!(s.read_register(i, "queue_depth", Some(5)).await.unwrap(), vec![(5, 1234)]);
+    assert_eq!(s.read_register(i, "queue_depth", None).await.unwrap().len(), 64);
+    let e = s.read_register(i, "queue_depth", Some(64)).await.unwrap_err();
+    assert_eq!(e.code(), Some(Code::OutOfRange));
+
+    s.write(vec![
+        p4::Update {
+            r#type: p4::update::Type::Insert as i32,
+            entity: Some(clone_session(5, &[(255, 1)], 0, 128)),
+        },
+        p4::Update {
+            r#type: p4::update::Type::Insert as i32,
+            entity: Some(multicast_group(1, &[(1, 1), (2, 1)])),
+        },
+    ])
+    .await
+    .unwrap();
+    let pre = s.read(vec![clone_session(0, &[], 0, 0), multicast_group(0, &[])]).await.unwrap();
+    assert_eq!(pre.len(), 2);
+    let dup = s
+        .write(vec![p4::Update {
+            r#type: p4::update::Type::Insert as i32,
+            entity: Some(clone_session(5, &[], 0, 0)),
+        }])
+        .await;
+    assert!(matches!(dup, Err(SessionError::Write { failure, .. }) if failure.only_already_exists()));
+}
+
+#[tokio::test]
+async fn registers_fall_back_to_thrift_and_queues_are_set() {
+    let r = common::rig(SwitchOptions { registers_via_p4runtime: false, ..Default::default() }).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let taddr = listener.local_addr().unwrap();
+    let stand_in = metaroce_p4rt::thrift::StandIn::new(r.switch.clone());
+    let queues = stand_in.queues.clone();
+    tokio::spawn(stand_in.serve(listener));
+    let s = common::primary(&r).await;
+    let i = &r.info;
+    // Without the fallback, UNIMPLEMENTED comes through as is.
+    assert_eq!(
+        s.read_register(i, "queue_depth", Some(1)).await.unwrap_err().code(),
+        Some(Code::Unimplemented)
+    );
+    let s = s.with_thrift(metaroce_p4rt::thrift::ThriftConfig::new(taddr));
+    s.write_register(i, "queue_depth", Some(2), 77).await.unwrap();
+    assert_eq!(s.read_register(i, "queue_depth", Some(2)).await.unwrap(), vec![(2, 77)]);
+    assert_eq!(r.switch.register_cell(i.registers.id_of("queue_depth").unwrap(), 2), Some(vec![77]));
+    assert_eq!(s.read_register(i, "queue_depth", None).await.unwrap().len(), 64);
+
+    let mut t = metaroce_p4rt::thrift::ThriftClient::connect(metaroce_p4rt::thrift::ThriftConfig::new(taddr))
+        .await
+        .unwrap();
+    t.set_queue_depth(Some(3), 64).await.unwrap();
+    t.set_queue_rate(None, 1000).await.unwrap();
+    assert!(matches!(
+        t.register_read("Ingress.nope", 0).await,
+        Err(metaroce_p4rt::thrift::ThriftError::Register { code: 1, .. })
+    ));
+    let q = queues.lock().unwrap().clone();
+    assert_eq!((q.depth.get(&3), q.rate.get(&-1)), (Some(&64), Some(&1000)));
+}
+
+#[tokio::test]
+async fn digests_are_batched_acked_and_deduplicated() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    let mut ev = s.subscribe().unwrap();
+    let cfg = DigestConfig { max_timeout_ns: 0, max_list_size: 1, ack_timeout_ns: 10_000_000_000 };
+    s.configure_digest(r.info.digest_entry("congestion_digest", cfg).unwrap()).await.unwrap();
+    let id = r.info.digests.id_of("congestion_digest").unwrap();
+    let data = |v: u8| p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(vec![v])) };
+    assert!(r.switch.emit_digest(id, data(1)));
+    let Event::Digest(list) = next_event(&mut ev, |e| matches!(e, Event::Digest(_))).await else {
+        unreachable!()
+    };
+    assert_eq!((list.digest_id, list.data.len()), (id, 1));
+    // The ack reaches the server; the same data may then come again.
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while r.switch.outstanding_digests() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    // Batching by timeout: two items in one list.
+    let cfg = DigestConfig { max_timeout_ns: 50_000_000, max_list_size: 10, ack_timeout_ns: 10_000_000_000 };
+    s.configure_digest(r.info.digest_entry("congestion_digest", cfg).unwrap()).await.unwrap();
+    assert!(r.switch.emit_digest(id, data(2)));
+    assert!(r.switch.emit_digest(id, data(3)));
+    assert!(!r.switch.emit_digest(id, data(3)), "same data is not queued twice");
+    let Event::Digest(list) = next_event(&mut ev, |e| matches!(e, Event::Digest(_))).await else {
+        unreachable!()
+    };
+    assert_eq!(list.data.len(), 2);
+}
+
+#[tokio::test]
+async fn stream_drop_mid_digest_keeps_subscriptions() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    let mut ev = s.subscribe().unwrap();
+    let cfg = DigestConfig { max_timeout_ns: 0, max_list_size: 1, ack_timeout_ns: 10_000_000_000 };
+    s.configure_digest(r.info.digest_entry("congestion_digest", cfg).unwrap()).await.unwrap();
+    let id = r.info.digests.id_of("congestion_digest").unwrap();
+    let data = |v: u8| p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(vec![v])) };
+    r.switch.emit_digest(id, data(1));
+    r.switch.drop_streams();
+    next_event(&mut ev, |e| matches!(e, Event::Disconnected { .. })).await;
+    next_event(&mut ev, |e| matches!(e, Event::Reconnected)).await;
+    next_event(&mut ev, |e| matches!(e, Event::Role { primary: true, .. })).await;
+    s.wait_primary().await.unwrap();
+    assert!(r.switch.emit_digest(id, data(2)));
+    let Event::Digest(list) =
+        next_event(&mut ev, |e| matches!(e, Event::Digest(d) if d.data == vec![data(2)])).await
+    else {
+        unreachable!()
+    };
+    assert_eq!(list.digest_id, id);
+    // Writes work again after re-arbitration.
+    s.write(vec![insert(
+        r.info
+            .table_entry("dmac")
+            .unwrap()
+            .exact("dst_addr", 5u64)
+            .unwrap()
+            .action("drop", &[])
+            .unwrap()
+            .build(),
+    )])
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn unknown_digest_id_is_reported_not_delivered() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    let mut ev = s.subscribe().unwrap();
+    let cfg = DigestConfig { max_timeout_ns: 0, max_list_size: 1, ack_timeout_ns: 10_000_000_000 };
+    s.configure_digest(r.info.digest_entry("congestion_digest", cfg).unwrap()).await.unwrap();
+    // The session believes in a program without this digest.
+    let mut raw = r.info.raw().clone();
+    raw.digests.clear();
+    raw.actions.push(metaroce_p4rt::proto::p4::config::v1::Action {
+        preamble: Some(metaroce_p4rt::proto::p4::config::v1::Preamble {
+            id: 16777299,
+            name: "x".into(),
+            ..Default::default()
+        }),
+        params: vec![],
+    });
+    let mut other = metaroce_p4rt::P4Info::new(raw).unwrap().raw().clone();
+    other.digests.push(metaroce_p4rt::proto::p4::config::v1::Digest {
+        preamble: Some(metaroce_p4rt::proto::p4::config::v1::Preamble {
+            id: 385875970,
+            name: "other".into(),
+            ..Default::default()
+        }),
+        type_spec: None,
+    });
+    s.use_p4info(&metaroce_p4rt::P4Info::new(other).unwrap()).unwrap();
+    let id = r.info.digests.id_of("congestion_digest").unwrap();
+    r.switch.emit_digest(id, p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(vec![1])) });
+    let e = next_event(&mut ev, |e| matches!(e, Event::UnknownDigest { .. } | Event::Digest(_))).await;
+    assert!(matches!(e, Event::UnknownDigest { digest_id, .. } if digest_id == id), "{e:?}");
+    assert_eq!(r.switch.outstanding_digests(), 1, "not acked");
+    // The subscription still works.
+    assert!(r.switch.packet_in(vec![1, 2], vec![]));
+    next_event(&mut ev, |e| matches!(e, Event::PacketIn(_))).await;
+}
+
+#[tokio::test]
+async fn packets_and_idle_timeouts() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    let mut ev = s.subscribe().unwrap();
+    let mut outs = r.switch.take_packet_outs().unwrap();
+    let md = r.info.packet_metadata("packet_out", &[("egress_port", 3u16.into())]).unwrap();
+    s.packet_out(vec![0xde, 0xad], md.clone()).unwrap();
+    let p = tokio::time::timeout(Duration::from_secs(5), outs.recv()).await.unwrap().unwrap();
+    assert_eq!((p.payload, p.metadata), (vec![0xde, 0xad], md));
+    let md_in = r
+        .info
+        .packet_metadata("packet_in", &[("ingress_port", 2u16.into()), ("reason", 1u8.into())])
+        .unwrap();
+    assert!(r.switch.packet_in(vec![1], md_in.clone()));
+    let Event::PacketIn(p) = next_event(&mut ev, |e| matches!(e, Event::PacketIn(_))).await else {
+        unreachable!()
+    };
+    assert_eq!(p.metadata, md_in);
+    assert!(r.info.packet_metadata("packet_out", &[("egress_port", 512u16.into())]).is_err());
+
+    let e = r
+        .info
+        .table_entry("dmac")
+        .unwrap()
+        .exact("dst_addr", 9u64)
+        .unwrap()
+        .action("drop", &[])
+        .unwrap()
+        .idle_timeout_ns(1_000_000)
+        .build();
+    s.write(vec![insert(e)]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(r.switch.check_idle(), 1);
+    let Event::IdleTimeout(n) = next_event(&mut ev, |e| matches!(e, Event::IdleTimeout(_))).await else {
+        unreachable!()
+    };
+    assert_eq!(n.table_entry.len(), 1);
+    assert_eq!(r.switch.check_idle(), 0, "notified once");
+}
+
+#[tokio::test]
+async fn arbitration_primary_backup_and_failover() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let low = Session::connect(common::config(&r.addr, 5)).await.unwrap();
+    low.wait_primary().await.unwrap();
+    let mut low_ev = low.subscribe().unwrap();
+    let high = Session::connect(common::config(&r.addr, 9)).await.unwrap();
+    high.wait_primary().await.unwrap();
+    next_event(&mut low_ev, |e| matches!(e, Event::Role { primary: false, election_id: Some(9) })).await;
+    assert!(!low.role().primary);
+    high.set_pipeline(&r.info, &Bmv2Json(vec![]), None).await.unwrap();
+    let e = r
+        .info
+        .table_entry("dmac")
+        .unwrap()
+        .exact("dst_addr", 1u64)
+        .unwrap()
+        .action("drop", &[])
+        .unwrap()
+        .build();
+    let denied = low.write(vec![insert(e.clone())]).await.unwrap_err();
+    assert_eq!(denied.code(), Some(Code::PermissionDenied));
+    // Same election id twice is refused.
+    assert!(Session::connect(common::config(&r.addr, 9)).await.is_err());
+    drop(high);
+    next_event(&mut low_ev, |e| matches!(e, Event::Role { primary: true, .. })).await;
+    low.write(vec![insert(e)]).await.unwrap();
+    assert_eq!(r.switch.primary_election_id(), Some(5));
+}
+
+#[tokio::test]
+async fn silent_server_hits_deadlines() {
+    // Accepts TCP connections and never says a word.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut keep = vec![];
+        while let Ok((s, _)) = listener.accept().await {
+            keep.push(s);
+        }
+    });
+    let mut cfg = common::config(&format!("http://{addr}"), 1);
+    cfg.connect_timeout = Duration::from_millis(200);
+    cfg.rpc_timeout = Duration::from_millis(300);
+    cfg.connect_attempts = 2;
+    let started = std::time::Instant::now();
+    let e = Session::connect(cfg).await.unwrap_err();
+    assert!(matches!(e, SessionError::Connect { attempts: 2, .. } | SessionError::Deadline { .. }), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    held.abort();
+    // Nobody listening at all: Connect error after the attempts.
+    let mut cfg = common::config("http://127.0.0.1:1", 1);
+    cfg.connect_attempts = 2;
+    assert!(matches!(Session::connect(cfg).await, Err(SessionError::Connect { .. })));
+}
