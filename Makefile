@@ -10,37 +10,42 @@ P4C ?= p4c
 METAROCE := target/release/metaroce
 DEMO_TOPO ?= topologies/fat-tree-k4.yaml
 DEMO_OUT := target/demo
+# The P4Runtime protos are generated from the PyPI package p4runtime, read
+# through this Python (ctrl/p4rt/build.rs finds it here by default).
+P4RT_VENV := target/p4rt-venv
+P4RT_STAMP := $(P4RT_VENV)/.p4runtime-1.6.0
 
-.PHONY: help build release test test-rust test-p4 lint fmt bench p4 p4-check demo fuzz clean
+.PHONY: p4rt-deps help build release test test-rust test-p4 lint fmt bench p4 p4-check demo fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
-build: ## Debug build of every crate
+build: p4rt-deps ## Debug build of every crate
 	$(CARGO) build --workspace --all-targets
 
-release: ## Optimized metaroce binary
+release: p4rt-deps ## Optimized metaroce binary
 	$(CARGO) build --release -p metaroce-cli
 
 test: test-rust test-p4 ## L0-L2 everywhere; L3-L4 where their tools exist
 	@echo "make test: all tiers that can run here passed"
 
-test-rust:
+test-rust: p4rt-deps
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
 test-p4: ## P4 contract freshness (needs p4c)
 	@tests/p4-fresh.sh
 
-lint: ## rustfmt check and clippy with warnings as errors
+lint: p4rt-deps ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all
 
-bench: ## Benchmarks; prints the figures
+bench: p4rt-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-topo --bench routing
+	$(CARGO) bench -p metaroce-p4rt --bench inserts
 
 p4: ## Compile p4src/ into p4src/build/ (needs p4c)
 	@p4src/compile.sh
@@ -56,6 +61,14 @@ demo: release ## Validate a shipped fabric, show its paths and draw it
 
 fuzz: ## Fuzz the topology loader for 60 s (needs cargo-fuzz and nightly)
 	cd fuzz && $(CARGO) +nightly fuzz run load_topology -- -max_total_time=60
+
+p4rt-deps: $(P4RT_STAMP) ## Python venv with p4runtime==1.6.0 for the P4Runtime protos
+
+$(P4RT_STAMP):
+	@command -v python3 >/dev/null || { echo "make: python3 is needed to get the P4Runtime definitions (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
+	@python3 -m venv $(P4RT_VENV) || { echo "make: cannot create $(P4RT_VENV) (Debian: apt-get install python3-venv)" >&2; exit 1; }
+	@$(P4RT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check p4runtime==1.6.0 || { echo "make: cannot install p4runtime==1.6.0 from PyPI into $(P4RT_VENV)" >&2; exit 1; }
+	@touch $@
 
 clean:
 	$(CARGO) clean

@@ -55,9 +55,11 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let info =
-            P4Info::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/test.p4info.txt")).unwrap();
+            P4Info::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/test.p4info.txt"))
+                .unwrap();
         let switch = Switch::new(SwitchOptions::default());
-        let (addr, _task) = switch.bind("127.0.0.1:0".parse().unwrap(), std::future::pending()).await.unwrap();
+        let (addr, _task) =
+            switch.bind("127.0.0.1:0".parse().unwrap(), std::future::pending()).await.unwrap();
         let session = Session::connect(SessionConfig::new(format!("http://{addr}"), 1)).await.unwrap();
         session.wait_primary().await.unwrap();
         session.set_pipeline(&info, &Bmv2Json(vec![]), None).await.unwrap();
@@ -69,7 +71,8 @@ fn main() {
 /// What is missing for the BMv2 run (the metaroce program is not compiled
 /// yet, so there is no device config to load).
 fn bmv2_missing() -> String {
-    let grpc = std::env::var("SIMPLE_SWITCH_GRPC").unwrap_or_else(|_| "/opt/p4/bin/simple_switch_grpc".into());
+    let grpc =
+        std::env::var("SIMPLE_SWITCH_GRPC").unwrap_or_else(|_| "/opt/p4/bin/simple_switch_grpc".into());
     if !std::path::Path::new(&grpc).exists() {
         return format!("{grpc} not found (set SIMPLE_SWITCH_GRPC)");
     }
