@@ -495,7 +495,10 @@ async fn arbitration_primary_backup_and_failover() {
     let denied = low.write(vec![insert(e.clone())]).await.unwrap_err();
     assert_eq!(denied.code(), Some(Code::PermissionDenied));
     // Same election id twice is refused.
-    assert!(Session::connect(common::config(&r.addr, 9)).await.is_err());
+    let started = std::time::Instant::now();
+    let clash = Session::connect(common::config(&r.addr, 9)).await.unwrap_err();
+    assert!(matches!(clash, SessionError::Refused { .. }), "{clash}");
+    assert!(started.elapsed() < Duration::from_secs(2), "refused fast, not by deadline");
     drop(high);
     next_event(&mut low_ev, |e| matches!(e, Event::Role { primary: true, .. })).await;
     low.write(vec![insert(e)]).await.unwrap();
@@ -526,4 +529,78 @@ async fn silent_server_hits_deadlines() {
     let mut cfg = common::config("http://127.0.0.1:1", 1);
     cfg.connect_attempts = 2;
     assert!(matches!(Session::connect(cfg).await, Err(SessionError::Connect { .. })));
+}
+
+/// Arbitrates like a real switch, then never answers anything else.
+struct Stall(metaroce_p4rt::server::Service);
+
+#[tonic::async_trait]
+impl p4::p4_runtime_server::P4Runtime for Stall {
+    async fn write(
+        &self,
+        _: tonic::Request<p4::WriteRequest>,
+    ) -> Result<tonic::Response<p4::WriteResponse>, tonic::Status> {
+        std::future::pending().await
+    }
+    type ReadStream = <metaroce_p4rt::server::Service as p4::p4_runtime_server::P4Runtime>::ReadStream;
+    async fn read(
+        &self,
+        _: tonic::Request<p4::ReadRequest>,
+    ) -> Result<tonic::Response<Self::ReadStream>, tonic::Status> {
+        std::future::pending().await
+    }
+    async fn set_forwarding_pipeline_config(
+        &self,
+        _: tonic::Request<p4::SetForwardingPipelineConfigRequest>,
+    ) -> Result<tonic::Response<p4::SetForwardingPipelineConfigResponse>, tonic::Status> {
+        std::future::pending().await
+    }
+    async fn get_forwarding_pipeline_config(
+        &self,
+        _: tonic::Request<p4::GetForwardingPipelineConfigRequest>,
+    ) -> Result<tonic::Response<p4::GetForwardingPipelineConfigResponse>, tonic::Status> {
+        std::future::pending().await
+    }
+    type StreamChannelStream =
+        <metaroce_p4rt::server::Service as p4::p4_runtime_server::P4Runtime>::StreamChannelStream;
+    async fn stream_channel(
+        &self,
+        r: tonic::Request<tonic::Streaming<p4::StreamMessageRequest>>,
+    ) -> Result<tonic::Response<Self::StreamChannelStream>, tonic::Status> {
+        p4::p4_runtime_server::P4Runtime::stream_channel(&self.0, r).await
+    }
+    async fn capabilities(
+        &self,
+        _: tonic::Request<p4::CapabilitiesRequest>,
+    ) -> Result<tonic::Response<p4::CapabilitiesResponse>, tonic::Status> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn every_rpc_has_a_deadline() {
+    use p4::p4_runtime_server::P4RuntimeServer;
+    let switch = metaroce_p4rt::server::Switch::new(SwitchOptions::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(P4RuntimeServer::new(Stall(switch.handler())))
+            .serve_with_incoming(incoming),
+    );
+    let mut cfg = common::config(&format!("http://{addr}"), 1);
+    cfg.rpc_timeout = Duration::from_millis(200);
+    let s = Session::connect(cfg).await.unwrap();
+    s.wait_primary().await.unwrap();
+    let info = common::info();
+    let deadline = |e: SessionError| assert!(matches!(e, SessionError::Deadline { .. }), "{e}");
+    deadline(s.set_pipeline(&info, &Bmv2Json(vec![]), None).await.unwrap_err());
+    deadline(s.write(vec![]).await.unwrap_err());
+    deadline(s.read(vec![p4::TableEntry::default().into()]).await.unwrap_err());
+    deadline(s.capabilities().await.unwrap_err());
+    // The stream is still up: events still flow.
+    let mut ev = s.subscribe().unwrap();
+    assert!(switch.packet_in(vec![7], vec![]));
+    next_event(&mut ev, |e| matches!(e, Event::PacketIn(_))).await;
 }

@@ -108,6 +108,12 @@ impl Switch {
         self.inner.core.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The service implementation itself, to wrap or compose (tests use
+    /// this to build servers that misbehave in one RPC).
+    pub fn handler(&self) -> Service {
+        Service { switch: self.clone() }
+    }
+
     /// The gRPC service, to add to a tonic router.
     pub fn service(&self) -> crate::proto::p4::v1::p4_runtime_server::P4RuntimeServer<Service> {
         crate::proto::p4::v1::p4_runtime_server::P4RuntimeServer::new(Service { switch: self.clone() })

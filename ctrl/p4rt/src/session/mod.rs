@@ -71,6 +71,8 @@ pub enum SessionError {
     },
     #[error("device {device_id}: not primary (election id {election_id}); the primary has {primary:?}")]
     NotPrimary { device_id: u64, election_id: u128, primary: Option<u128> },
+    #[error("device {device_id}: the server refused the stream: {message}")]
+    Refused { device_id: u64, message: String },
     #[error("device {device_id}: the session is closed")]
     Closed { device_id: u64 },
     #[error("device {device_id}: the installed pipeline has no P4Info")]
@@ -97,13 +99,16 @@ impl SessionError {
 }
 
 /// Our standing in the arbitration for our role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RoleState {
     pub primary: bool,
     /// The election id the server reports (the primary's).
     pub election_id: Option<u128>,
     /// Bumped on every arbitration answer.
     pub generation: u64,
+    /// Why the server last closed the stream with an error that retrying
+    /// will not fix (a clashing election id, a wrong device id).
+    pub refused: Option<String>,
 }
 
 /// A device configuration format. BMv2 takes its JSON; a Tofino target
@@ -148,6 +153,27 @@ pub(crate) enum Cmd {
     PacketOut(p4::PacketOut),
     KnownDigests(HashSet<u32>),
     Digest(p4::DigestEntry),
+}
+
+/// The responses of one Read, message by message.
+#[derive(Debug)]
+pub struct ReadStream {
+    inner: tonic::Streaming<p4::ReadResponse>,
+    device_id: u64,
+    timeout: Duration,
+}
+
+impl ReadStream {
+    /// The entities of the next response; `None` at the end.
+    pub async fn next(&mut self) -> Option<Result<Vec<p4::Entity>, SessionError>> {
+        let device_id = self.device_id;
+        match tokio::time::timeout(self.timeout, self.inner.next()).await {
+            Err(_) => Some(Err(SessionError::Deadline { device_id, rpc: "Read", after: self.timeout })),
+            Ok(None) => None,
+            Ok(Some(Err(status))) => Some(Err(SessionError::Rpc { device_id, rpc: "Read", status })),
+            Ok(Some(Ok(r))) => Some(Ok(r.entities)),
+        }
+    }
 }
 
 /// A session with one device. Dropping it closes the stream.
@@ -212,14 +238,20 @@ impl Session {
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
         let (cmd, cmd_rx) = mpsc::unbounded_channel();
-        let (role_tx, mut role) =
-            watch::channel(RoleState { primary: false, election_id: None, generation: 0 });
+        let (role_tx, mut role) = watch::channel(RoleState::default());
         let task = tokio::spawn(stream::run(cfg.clone(), client.clone(), cmd_rx, role_tx));
-        let answered = tokio::time::timeout(cfg.rpc_timeout, role.wait_for(|r| r.generation > 0))
-            .await
-            .map(|r| r.map(|_| ()));
+        let answered =
+            tokio::time::timeout(cfg.rpc_timeout, role.wait_for(|r| r.generation > 0 || r.refused.is_some()))
+                .await
+                .map(|r| r.map(|_| ()));
         match answered {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => {
+                let refused = role.borrow().refused.clone();
+                if let Some(message) = refused {
+                    task.abort();
+                    return Err(SessionError::Refused { device_id: cfg.device_id, message });
+                }
+            }
             Ok(Err(_)) => return Err(SessionError::Closed { device_id: cfg.device_id }),
             Err(_) => {
                 task.abort();
@@ -243,7 +275,7 @@ impl Session {
 
     /// Our arbitration state now.
     pub fn role(&self) -> RoleState {
-        *self.role.borrow()
+        self.role.borrow().clone()
     }
 
     /// Waits until we are primary, up to the RPC deadline.
@@ -282,7 +314,13 @@ impl Session {
         let device_id = self.cfg.device_id;
         match tokio::time::timeout(self.cfg.rpc_timeout, fut).await {
             Err(_) => Err(SessionError::Deadline { device_id, rpc, after: self.cfg.rpc_timeout }),
-            Ok(Err(status)) if status.code() == tonic::Code::DeadlineExceeded => {
+            // The server enforces our grpc-timeout too; tonic reports that
+            // as CANCELLED "Timeout expired".
+            Ok(Err(status))
+                if status.code() == tonic::Code::DeadlineExceeded
+                    || (status.code() == tonic::Code::Cancelled
+                        && status.message().contains("Timeout expired")) =>
+            {
                 Err(SessionError::Deadline { device_id, rpc, after: self.cfg.rpc_timeout })
             }
             Ok(Err(status)) => Err(SessionError::Rpc { device_id, rpc, status }),
@@ -316,7 +354,11 @@ impl Session {
             .call("GetForwardingPipelineConfig", client.get_forwarding_pipeline_config(self.request(get)))
             .await;
         // BMv2 answers FAILED_PRECONDITION/UNKNOWN before its first pipeline.
-        let installed = current.ok().and_then(|r| r.config).and_then(|c| c.cookie).map(|c| c.cookie);
+        let installed = match current {
+            Ok(r) => r.config.and_then(|c| c.cookie).map(|c| c.cookie),
+            Err(SessionError::Rpc { .. }) => None,
+            Err(e) => return Err(e),
+        };
         if installed == Some(cookie) {
             tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline already installed");
             return Ok(PipelineOutcome::AlreadyInstalled);
@@ -400,25 +442,24 @@ impl Session {
         }
     }
 
-    /// Reads entities (wildcards allowed), consuming the streamed answer
-    /// message by message; the whole read has the RPC deadline.
+    /// Reads entities (wildcards allowed) and gathers every response.
     pub async fn read(&self, entities: Vec<p4::Entity>) -> Result<Vec<p4::Entity>, SessionError> {
+        let mut stream = self.read_stream(entities).await?;
+        let mut out = vec![];
+        while let Some(batch) = stream.next().await {
+            out.extend(batch?);
+        }
+        Ok(out)
+    }
+
+    /// Starts a Read and hands back its responses as they arrive; waiting
+    /// for each has the RPC deadline.
+    pub async fn read_stream(&self, entities: Vec<p4::Entity>) -> Result<ReadStream, SessionError> {
         let device_id = self.cfg.device_id;
         let req = p4::ReadRequest { device_id, role: self.cfg.role.clone(), entities };
         let mut client = self.client.clone();
-        let collect = async {
-            let mut stream = client.read(self.request(req)).await?.into_inner();
-            let mut out = vec![];
-            while let Some(msg) = stream.next().await {
-                out.extend(msg?.entities);
-            }
-            Ok::<_, tonic::Status>(out)
-        };
-        match tokio::time::timeout(self.cfg.rpc_timeout, collect).await {
-            Err(_) => Err(SessionError::Deadline { device_id, rpc: "Read", after: self.cfg.rpc_timeout }),
-            Ok(Err(status)) => Err(SessionError::Rpc { device_id, rpc: "Read", status }),
-            Ok(Ok(v)) => Ok(v),
-        }
+        let inner = self.call("Read", client.read(self.request(req))).await?;
+        Ok(ReadStream { inner, device_id, timeout: self.cfg.rpc_timeout })
     }
 
     /// Configures a digest (insert, or modify if it exists) and remembers

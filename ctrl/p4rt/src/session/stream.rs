@@ -139,7 +139,13 @@ impl Task {
                 m = inbound.message() => match m {
                     Ok(Some(m)) => self.on_message(m, &out).await,
                     Ok(None) => return Some("the server closed the stream".into()),
-                    Err(s) => return Some(format!("{:?}: {}", s.code(), s.message())),
+                    Err(s) => {
+                        let reason = format!("{:?}: {}", s.code(), s.message());
+                        if is_refusal(s.code()) {
+                            self.role.send_modify(|r| r.refused = Some(reason.clone()));
+                        }
+                        return Some(reason);
+                    }
                 },
             }
         }
@@ -173,6 +179,7 @@ impl Task {
                 let election_id = a.election_id.map(|u| (u128::from(u.high) << 64) | u128::from(u.low));
                 let was = self.role.borrow().primary;
                 self.role.send_modify(|r| {
+                    r.refused = None;
                     r.primary = primary;
                     r.election_id = election_id;
                     r.generation += 1;
@@ -226,4 +233,11 @@ impl Task {
             }
         }
     }
+}
+
+/// Stream errors that say "this arbitration request is wrong", as opposed
+/// to "the server went away".
+fn is_refusal(code: tonic::Code) -> bool {
+    use tonic::Code;
+    matches!(code, Code::InvalidArgument | Code::NotFound | Code::FailedPrecondition | Code::PermissionDenied)
 }
