@@ -1,1 +1,92 @@
-fn main() {}
+//! `make bench`: prints simulator throughput (events per second on one
+//! core), the wall time of a 1,024-host All-to-All, and the memory each
+//! packet in flight costs. Figures only; nothing here asserts on timing.
+
+use std::time::Instant;
+
+use metaroce_sim::{scenario, Mode};
+use metaroce_topo::gen::{self, Common};
+use metaroce_topo::units::Bandwidth;
+use metaroce_topo::{Routing, Topology};
+
+fn fabric(leaves: usize, spines: usize, hosts: usize) -> Option<Topology> {
+    let c = Common::new("bench", Bandwidth::gbps(400));
+    match gen::leaf_spine(&c, leaves, spines, hosts, 1) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("bench: cannot generate the fabric: {e}");
+            None
+        }
+    }
+}
+
+/// CPU time this thread has run, from Linux's schedstat (None elsewhere):
+/// the machine may be shared, and events per CPU-second is what "one core"
+/// means.
+fn cpu_seconds() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
+}
+
+fn bench(label: &str, topo: &Topology, yaml: &str, mode: Mode) {
+    let sc = match scenario::load_str(yaml, label, topo) {
+        Ok(s) => s,
+        Err(e) => {
+            eprint!("{}", e.report());
+            return;
+        }
+    };
+    let t0 = Instant::now();
+    let routing = Routing::compute(topo);
+    let setup = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let c1 = cpu_seconds();
+    let run = match metaroce_sim::run_mode(topo, &routing, &sc, mode, &mut |_| {}) {
+        Ok(r) => r,
+        Err(e) => {
+            eprint!("{}", e.report());
+            return;
+        }
+    };
+    let wall = t1.elapsed().as_secs_f64();
+    let cpu = c1.zip(cpu_seconds()).map(|(a, b)| b - a);
+    let s = &run.summary;
+    let per_cpu = cpu.map_or(String::new(), |c| {
+        format!(" ({c:.2} s on the CPU = {:.1}M events per CPU-second)", s.events as f64 / c / 1e6)
+    });
+    println!(
+        "{label} [{mode}]: {} hosts, {} messages, {:.1}M events in {wall:.2} s wall = {:.1}M events/s{per_cpu}; \
+         {:.0} µs simulated; routing {setup:.2} s; peak {} packets in flight, peak {} pending events{}",
+        topo.hosts.len(),
+        s.fct.count,
+        s.events as f64 / 1e6,
+        s.events as f64 / wall / 1e6,
+        s.sim_time_us,
+        s.max_packets_in_flight,
+        run.max_pending_events,
+        s.stopped.map_or(String::new(), |st| format!(" (STOPPED: {st:?})")),
+    );
+}
+
+fn main() {
+    println!(
+        "sim: state per packet in flight: {} bytes (packet {} + queue slot 4 + two pending events {} each)",
+        metaroce_sim::engine::bytes_per_packet(),
+        std::mem::size_of::<metaroce_sim::engine::Packet>(),
+        metaroce_sim::events::Queue::ENTRY_BYTES,
+    );
+    if let Some(t) = fabric(16, 8, 16) {
+        let yaml = "network: {dcqcn: true}\nlimits: {events: 1000000000}\n\
+                    jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 256KiB}]";
+        bench("all-to-all 256 hosts, 256 KiB per pair", &t, yaml, Mode::Ecmp);
+    }
+    if std::env::var_os("SIM_BENCH_SMALL").is_some() {
+        return;
+    }
+    if let Some(t) = fabric(32, 32, 32) {
+        let yaml = "network: {dcqcn: true}\nlimits: {events: 2000000000}\n\
+                    jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 64KiB}]";
+        bench("all-to-all 1,024 hosts, 64 KiB per pair", &t, yaml, Mode::Ecmp);
+    }
+}

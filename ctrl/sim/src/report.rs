@@ -109,6 +109,8 @@ pub struct ModeRun {
     /// (label, tier, utilization) of every switch egress port.
     pub port_util: Vec<(String, String, f64)>,
     pub pcap: Option<Vec<u8>>,
+    /// Most events pending at once (sampled).
+    pub max_pending_events: usize,
 }
 
 fn us(ps: u64) -> f64 {
@@ -208,7 +210,15 @@ pub(crate) fn summarize(
         max_packets_in_flight: o.max_packets,
     };
     let pcap = o.pcap.map(crate::pcap::Pcap::into_bytes);
-    ModeRun { summary, fcts_ps: fcts, hot, series_interval_ps: o.stats.series.interval_ps, port_util, pcap }
+    ModeRun {
+        summary,
+        fcts_ps: fcts,
+        hot,
+        series_interval_ps: o.stats.series.interval_ps,
+        port_util,
+        pcap,
+        max_pending_events: o.max_pending_events,
+    }
 }
 
 fn tier_util(o: &Outcome, span: u64) -> Vec<TierUtil> {

@@ -1,5 +1,7 @@
 //! Validation against cases with a known answer.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

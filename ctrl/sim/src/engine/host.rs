@@ -95,9 +95,10 @@ impl Sim<'_> {
         f.snd_next += 1;
         f.snd_max = f.snd_max.max(f.snd_next);
         let all_sent = f.snd_next == f.npkts;
+        let (tuple_hash, sport) = (f.tuple_hash, f.sport);
         let una = f.snd_una;
         let q = &mut self.w.qps[qp as usize];
-        let dst = q.dst;
+        let (src, dst) = (q.src, q.dst);
         let bytes = payload + ROCE_HEADER_BYTES;
         let rate = match &self.net.dcqcn {
             Some(p) => {
@@ -118,6 +119,9 @@ impl Sim<'_> {
             dst_host: dst,
             dst_leaf: dst_leaf as u32,
             dest: self.ports.dest_of[dst_leaf].unwrap_or(0),
+            tuple_hash,
+            src_host: src,
+            sport,
             ce: false,
         };
         let id = self.alloc(pkt);

@@ -36,6 +36,11 @@ pub struct Packet {
     pub dst_leaf: u32,
     /// Destination-leaf index into the forwarding table.
     pub dest: u32,
+    /// What a switch hashes, carried along so forwarding touches no
+    /// per-flow state (that state is cold in cache on big runs).
+    pub tuple_hash: u64,
+    pub src_host: u32,
+    pub sport: u16,
     pub ce: bool,
 }
 
@@ -217,6 +222,9 @@ impl<'a> Sim<'a> {
             self.now = t;
             self.events += 1;
             self.dispatch(ev);
+            if self.events % 65536 == 0 {
+                self.max_pending = self.max_pending.max(self.q.len());
+            }
             if self.events % PROGRESS_EVERY == 0 {
                 self.max_pending = self.max_pending.max(self.q.len());
                 progress(&Progress {

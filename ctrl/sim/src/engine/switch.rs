@@ -24,13 +24,11 @@ impl Sim<'_> {
                 self.release(id);
                 return;
             }
-            let f = &self.w.flows[p.flow as usize];
-            let qp = &self.w.qps[f.qp as usize];
             let info = PacketInfo {
-                tuple_hash: f.tuple_hash,
-                src: qp.src as usize,
-                dst: qp.dst as usize,
-                sport: f.sport,
+                tuple_hash: p.tuple_hash,
+                src: p.src_host as usize,
+                dst: p.dst_host as usize,
+                sport: p.sport,
                 bytes: p.bytes,
             };
             let i = self.fwd.choose(self.now, s, group, total, &info, &View(&self.st));

@@ -1,0 +1,102 @@
+//! Bad scenarios get clear errors that say where.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use metaroce_sim::{scenario, SimError};
+
+fn problems(yaml: &str) -> String {
+    let topo = leaf_spine(2, 2, 2, 100);
+    match scenario::load_str(yaml, "bad.yaml", &topo) {
+        Ok(_) => panic!("accepted:\n{yaml}"),
+        Err(e @ SimError::Invalid { .. }) => e.report(),
+        Err(other) => panic!("unexpected error kind: {other}"),
+    }
+}
+
+#[test]
+fn unknown_hosts_are_named_with_a_suggestion_and_position() {
+    let r = problems("jobs:\n  - {name: a, pattern: all-to-all, hosts: [h1-1, h9-1, h1-2], size: 1MiB}\n");
+    assert!(r.contains("bad.yaml:2:"), "{r}");
+    assert!(r.contains("jobs[0].hosts[1]"), "{r}");
+    assert!(r.contains("unknown host \"h9-1\""), "{r}");
+    assert!(r.contains("did you mean"), "{r}");
+    let r = problems("jobs: [{pattern: incast, hosts: all, target: spine1, size: 1MiB}]");
+    assert!(r.contains("jobs[0].target") && r.contains("is a switch, not a host"), "{r}");
+    let r = problems("jobs: [{pattern: all-to-all, hosts: \"x*\", size: 1MiB}]");
+    assert!(r.contains("matches no host"), "{r}");
+}
+
+#[test]
+fn impossible_values_are_refused() {
+    let r = problems("jobs: [{pattern: all-to-all, hosts: all, size: 0B}]");
+    assert!(r.contains("jobs[0].size") && r.contains("zero bytes"), "{r}");
+    let r = problems("jobs: [{pattern: all-to-all, hosts: all, size: 1MiB, rate: 400Gbps}]");
+    assert!(r.contains("jobs[0].rate") && r.contains("impossible") && r.contains("100Gbps NIC"), "{r}");
+    let r = problems("network: {mtu: 20000B}\njobs: [{pattern: all-to-all, hosts: all, size: 1MiB}]");
+    assert!(r.contains("network.mtu") && r.contains("impossible"), "{r}");
+    let r = problems(
+        "network: {pfc: {xoff: 10pkt, xon: 20pkt}}\njobs: [{pattern: all-to-all, hosts: all, size: 1MiB}]",
+    );
+    assert!(r.contains("xon") && r.contains("below xoff"), "{r}");
+    let r = problems("limits: {time: 0ns}\njobs: [{pattern: all-to-all, hosts: all, size: 1MiB}]");
+    assert!(r.contains("limits.time"), "{r}");
+    let r = problems("jobs: [{pattern: all-to-all, hosts: all, size: 1MiB, count: 9}]");
+    assert!(r.contains("count 9 is more than the 4 hosts"), "{r}");
+    let r = problems("jobs: [{pattern: permutation, hosts: all, size: 1MiB, shift: 4}]");
+    assert!(r.contains("maps every rank to itself"), "{r}");
+}
+
+#[test]
+fn inconsistent_with_the_topology() {
+    let r = problems("pcap: [leaf1:99, lef1:3]\njobs: [{pattern: all-to-all, hosts: all, size: 1MiB}]");
+    assert!(r.contains("pcap[0]") && r.contains("no link on port 99"), "{r}");
+    assert!(r.contains("pcap[1]") && r.contains("did you mean \"leaf1\""), "{r}");
+    let r = problems("jobs: [{pattern: ring-allreduce, hosts: [h1-1], size: 1MiB}]");
+    assert!(r.contains("needs at least 2 hosts"), "{r}");
+    let r = problems("jobs: [{pattern: all-to-all, hosts: [h1-1, h1-1], size: 1MiB}]");
+    assert!(r.contains("listed twice"), "{r}");
+}
+
+#[test]
+fn every_problem_is_reported_at_once_with_typo_hints() {
+    let r = problems(
+        "modes: [ecmp, hashing]\nnetwrok: {}\njobs:\n  - {pattern: all-to-al, hosts: all, size: 1MiB}\n  - {pattern: incast, hosts: all, size: 1MiB}\n",
+    );
+    assert!(r.contains("modes[1]") && r.contains("unknown routing mode \"hashing\""), "{r}");
+    assert!(r.contains("unknown field \"netwrok\"; did you mean \"network\"?"), "{r}");
+    assert!(r.contains("did you mean \"all-to-all\"?"), "{r}");
+    assert!(r.contains("jobs[1]") && r.contains("needs a \"target\""), "{r}");
+    assert!(r.lines().count() >= 4, "{r}");
+    let r = problems("seed: 1\n");
+    assert!(r.contains("missing field \"jobs\""), "{r}");
+    let r = problems("- just\n- a list\n");
+    assert!(r.contains("a scenario is a mapping"), "{r}");
+}
+
+#[test]
+fn files_name_their_topology_relative_to_themselves() {
+    let dir = std::env::temp_dir().join(format!("metaroce-sim-test-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sc")).unwrap();
+    let topo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/leaf-spine-4x4.yaml");
+    std::fs::copy(topo, dir.join("fabric.yaml")).unwrap();
+    std::fs::write(
+        dir.join("sc/ok.yaml"),
+        "topology: ../fabric.yaml\njobs: [{pattern: incast, hosts: \"h2-*\", target: h1-1, size: 64KiB}]",
+    )
+    .unwrap();
+    let l = scenario::load_file(&dir.join("sc/ok.yaml")).unwrap();
+    assert_eq!(l.scenario.jobs[0].ranks.len(), 4);
+    std::fs::write(dir.join("sc/missing.yaml"), "topology: nowhere.yaml\njobs: []").unwrap();
+    let e = scenario::load_file(&dir.join("sc/missing.yaml")).unwrap_err();
+    assert!(matches!(e, SimError::Topology { .. }), "{e}");
+    assert!(e.report().contains("nowhere.yaml"), "{}", e.report());
+    std::fs::write(dir.join("sc/none.yaml"), "jobs: []").unwrap();
+    let e = scenario::load_file(&dir.join("sc/none.yaml")).unwrap_err();
+    assert!(e.report().contains("missing field \"topology\""), "{}", e.report());
+    let e = scenario::load_file(&dir.join("sc/absent.yaml")).unwrap_err();
+    assert!(matches!(e, SimError::Io { .. }));
+    std::fs::remove_dir_all(&dir).ok();
+}
