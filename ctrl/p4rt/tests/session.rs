@@ -604,3 +604,37 @@ async fn every_rpc_has_a_deadline() {
     assert!(switch.packet_in(vec![7], vec![]));
     next_event(&mut ev, |e| matches!(e, Event::PacketIn(_))).await;
 }
+
+#[tokio::test]
+async fn switch_restart_restores_pipeline_and_digests() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = common::primary(&r).await;
+    let mut ev = s.subscribe().unwrap();
+    let cfg = DigestConfig { max_timeout_ns: 0, max_list_size: 1, ack_timeout_ns: 10_000_000_000 };
+    s.configure_digest(r.info.digest_entry("congestion_digest", cfg).unwrap()).await.unwrap();
+    // The switch goes away and a fresh one (no pipeline, no digest
+    // config) comes up on the same address.
+    let addr: std::net::SocketAddr = r.addr.trim_start_matches("http://").parse().unwrap();
+    r.switch.drop_streams();
+    r.task.abort();
+    next_event(&mut ev, |e| matches!(e, Event::Disconnected { .. })).await;
+    let fresh = metaroce_p4rt::server::Switch::new(SwitchOptions::default());
+    let (_, _task) = loop {
+        match fresh.bind(addr, std::future::pending()).await {
+            Ok(x) => break x,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    next_event(&mut ev, |e| matches!(e, Event::Role { primary: true, .. })).await;
+    let id = r.info.digests.id_of("congestion_digest").unwrap();
+    let data = p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(vec![4])) };
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !fresh.emit_digest(id, data.clone()) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("digest configured again on the fresh switch");
+    assert_eq!(fresh.pipeline_pushes(), 1);
+    next_event(&mut ev, |e| matches!(e, Event::Digest(d) if d.data == vec![data.clone()])).await;
+}

@@ -152,6 +152,7 @@ pub(crate) enum Cmd {
     Subscribe(mpsc::UnboundedSender<Event>),
     PacketOut(p4::PacketOut),
     KnownDigests(HashSet<u32>),
+    Pipeline(Box<p4::ForwardingPipelineConfig>),
     Digest(p4::DigestEntry),
 }
 
@@ -195,6 +196,20 @@ impl Drop for Session {
 
 pub(crate) fn election(v: u128) -> p4::Uint128 {
     p4::Uint128 { high: (v >> 64) as u64, low: v as u64 }
+}
+
+pub(crate) fn set_pipeline_request(
+    cfg: &SessionConfig,
+    config: p4::ForwardingPipelineConfig,
+) -> p4::SetForwardingPipelineConfigRequest {
+    p4::SetForwardingPipelineConfigRequest {
+        device_id: cfg.device_id,
+        role: cfg.role.clone(),
+        election_id: Some(election(cfg.election_id)),
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+        config: Some(config),
+        ..Default::default()
+    }
 }
 
 /// Connects with exponential backoff; every attempt has a deadline.
@@ -359,29 +374,28 @@ impl Session {
             Err(SessionError::Rpc { .. }) => None,
             Err(e) => return Err(e),
         };
-        if installed == Some(cookie) {
-            tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline already installed");
-            return Ok(PipelineOutcome::AlreadyInstalled);
-        }
-        let req = p4::SetForwardingPipelineConfigRequest {
-            device_id: self.cfg.device_id,
-            role: self.cfg.role.clone(),
-            election_id: Some(election(self.cfg.election_id)),
-            action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
-            config: Some(p4::ForwardingPipelineConfig {
-                p4info: Some(info.raw().clone()),
-                p4_device_config: bytes,
-                cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie }),
-            }),
-            ..Default::default()
+        let config = p4::ForwardingPipelineConfig {
+            p4info: Some(info.raw().clone()),
+            p4_device_config: bytes,
+            cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie }),
         };
-        self.call("SetForwardingPipelineConfig", client.set_forwarding_pipeline_config(self.request(req)))
+        let outcome = if installed == Some(cookie) {
+            tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline already installed");
+            PipelineOutcome::AlreadyInstalled
+        } else {
+            let req = set_pipeline_request(&self.cfg, config.clone());
+            self.call(
+                "SetForwardingPipelineConfig",
+                client.set_forwarding_pipeline_config(self.request(req)),
+            )
             .await?;
-        self.send(Cmd::KnownDigests(
-            info.digests.iter().filter_map(|d| d.preamble.as_ref().map(|p| p.id)).collect(),
-        ))?;
-        tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline pushed");
-        Ok(PipelineOutcome::Pushed)
+            tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline pushed");
+            PipelineOutcome::Pushed
+        };
+        self.use_p4info(info)?;
+        // Remembered so that a switch that restarted gets it back.
+        self.send(Cmd::Pipeline(Box::new(config)))?;
+        Ok(outcome)
     }
 
     /// Tells the stream which digest ids the program has, so that a list

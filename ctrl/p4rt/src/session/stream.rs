@@ -50,6 +50,7 @@ struct Task {
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     known_digests: HashSet<u32>,
     digests: Vec<p4::DigestEntry>,
+    pipeline: Option<p4::ForwardingPipelineConfig>,
 }
 
 pub(super) async fn run(
@@ -58,8 +59,15 @@ pub(super) async fn run(
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
     role: watch::Sender<RoleState>,
 ) {
-    let mut t =
-        Task { cfg, client, role, subscribers: vec![], known_digests: HashSet::new(), digests: vec![] };
+    let mut t = Task {
+        cfg,
+        client,
+        role,
+        subscribers: vec![],
+        known_digests: HashSet::new(),
+        digests: vec![],
+        pipeline: None,
+    };
     let mut backoff = t.cfg.backoff_initial;
     let mut first = true;
     loop {
@@ -155,6 +163,7 @@ impl Task {
         match c {
             Cmd::Subscribe(s) => self.subscribers.push(s),
             Cmd::KnownDigests(ids) => self.known_digests = ids,
+            Cmd::Pipeline(p) => self.pipeline = Some(*p),
             Cmd::Digest(d) => {
                 self.digests.retain(|x| x.digest_id != d.digest_id);
                 self.digests.push(d);
@@ -186,6 +195,7 @@ impl Task {
                 });
                 tracing::info!(device_id = self.cfg.device_id, primary, ?election_id, "arbitration");
                 if primary && !was {
+                    self.restore_pipeline().await;
                     self.reconfigure_digests().await;
                 }
                 self.emit(Event::Role { primary, election_id });
@@ -211,6 +221,37 @@ impl Task {
                 self.emit(Event::StreamError(e));
             }
             Some(In::Other(_)) | None => {}
+        }
+    }
+
+    /// Pushes the remembered pipeline again if the switch no longer runs
+    /// it (it restarted), so that digests and writes have their program.
+    async fn restore_pipeline(&mut self) {
+        use p4::get_forwarding_pipeline_config_request::ResponseType;
+        let Some(config) = self.pipeline.clone() else { return };
+        let want = config.cookie.map(|c| c.cookie);
+        let get = p4::GetForwardingPipelineConfigRequest {
+            device_id: self.cfg.device_id,
+            response_type: ResponseType::CookieOnly as i32,
+        };
+        let got =
+            tokio::time::timeout(self.cfg.rpc_timeout, self.client.get_forwarding_pipeline_config(get)).await;
+        let running = match got {
+            Ok(Ok(r)) => r.into_inner().config.and_then(|c| c.cookie).map(|c| c.cookie),
+            _ => None,
+        };
+        if running == want {
+            return;
+        }
+        let req = super::set_pipeline_request(&self.cfg, config);
+        let pushed =
+            tokio::time::timeout(self.cfg.rpc_timeout, self.client.set_forwarding_pipeline_config(req)).await;
+        match pushed {
+            Ok(Ok(_)) => tracing::info!(device_id = self.cfg.device_id, "pipeline restored after reconnect"),
+            Ok(Err(s)) => {
+                tracing::warn!(device_id = self.cfg.device_id, code = ?s.code(), message = %s.message(), "pipeline restore failed")
+            }
+            Err(_) => tracing::warn!(device_id = self.cfg.device_id, "pipeline restore timed out"),
         }
     }
 

@@ -20,19 +20,20 @@ pub struct Rig {
     pub switch: Switch,
     pub addr: String,
     pub info: P4Info,
+    pub task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 pub async fn rig(opts: SwitchOptions) -> Rig {
     let switch = Switch::new(opts);
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let (addr, _task) = switch
+    let (addr, task) = switch
         .bind("127.0.0.1:0".parse().unwrap(), async move {
             let _ = rx.await;
         })
         .await
         .unwrap();
-    Rig { switch, addr: format!("http://{addr}"), info: info(), _stop: stop }
+    Rig { switch, addr: format!("http://{addr}"), info: info(), task, _stop: stop }
 }
 
 pub fn config(addr: &str, election_id: u128) -> SessionConfig {
