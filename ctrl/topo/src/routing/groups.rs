@@ -128,6 +128,32 @@ impl GroupTable {
         true
     }
 
+    /// Takes over every group of `other` (with its references), reusing
+    /// groups that already exist here; returns other's ids to ours.
+    pub fn absorb(&mut self, other: GroupTable) -> HashMap<GroupId, GroupId> {
+        let mut map = HashMap::with_capacity(other.groups.len());
+        for (theirs, entry) in other.groups {
+            let key = entry.group.key();
+            let mine = match self.by_key.get(&key) {
+                Some(&id) => {
+                    if let Some(e) = self.groups.get_mut(&id) {
+                        e.refs += entry.refs;
+                    }
+                    id
+                }
+                None => {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    self.by_key.insert(key, id);
+                    self.groups.insert(id, entry);
+                    id
+                }
+            };
+            map.insert(theirs, mine);
+        }
+        map
+    }
+
     pub fn get(&self, id: GroupId) -> Option<&Group> {
         self.groups.get(&id).map(|e| &e.group)
     }

@@ -101,17 +101,64 @@ impl Routing {
     /// Computes routes from scratch with some links and switches already
     /// out of service (a controller starting on a degraded fabric). Unknown
     /// ids are ignored.
+    ///
+    /// Large fabrics are computed in two halves of the destinations on two
+    /// threads, merged afterwards. The split does not depend on the machine,
+    /// so group ids are the same everywhere.
     pub fn with_failures(
         topo: &Topology,
         opts: RoutingOptions,
         links_down: &[crate::model::LinkId],
         switches_down: &[SwitchId],
     ) -> Self {
+        Self::compute_in(topo, opts, links_down, switches_down, 64)
+    }
+
+    /// `with_failures`, split over two threads from `parallel_from` destinations.
+    fn compute_in(
+        topo: &Topology,
+        opts: RoutingOptions,
+        links_down: &[crate::model::LinkId],
+        switches_down: &[SwitchId],
+        parallel_from: usize,
+    ) -> Self {
+        let n = topo.switches.len();
+        let dests: Vec<SwitchId> = (0..n).filter(|&s| !topo.hosts_of(s).is_empty()).collect();
+        let peer_bw = peer_bandwidth(topo);
+        let build = |dests: &[SwitchId], local: bool| {
+            let mut r = Self::skeleton(topo, opts, dests.to_vec(), peer_bw.clone());
+            r.mark_down(links_down, switches_down);
+            if local {
+                r.install_local(topo);
+            }
+            let mut scratch = Scratch::default();
+            for d in 0..r.dests.len() {
+                r.solve_dest(topo, d, &mut scratch);
+            }
+            r
+        };
+        if dests.len() < parallel_from {
+            return build(&dests, true);
+        }
+        let (first, second) = dests.split_at(dests.len() / 2);
+        let (mut a, b) = std::thread::scope(|scope| {
+            let worker = scope.spawn(|| build(second, false));
+            let a = build(first, true);
+            (a, worker.join())
+        });
+        match b {
+            Ok(b) => a.absorb(b),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        a
+    }
+
+    /// Empty state for the given destination leaves.
+    fn skeleton(topo: &Topology, opts: RoutingOptions, dests: Vec<SwitchId>, peer_bw: Vec<Vec<u64>>) -> Self {
         let n = topo.switches.len();
         let tier: Vec<u8> = topo.switches.iter().map(|s| s.role.tier()).collect();
         let mut by_tier: Vec<SwitchId> = (0..n).collect();
         by_tier.sort_by_key(|&s| (tier[s], s));
-        let dests: Vec<SwitchId> = (0..n).filter(|&s| !topo.hosts_of(s).is_empty()).collect();
         let mut dest_of = vec![None; n];
         for (i, &d) in dests.iter().enumerate() {
             dest_of[d] = Some(i);
@@ -124,7 +171,7 @@ impl Routing {
             })
             .collect();
         let cells = dests.len() * n;
-        let mut r = Routing {
+        Routing {
             opts,
             n,
             tier,
@@ -140,40 +187,48 @@ impl Routing {
             local: vec![Vec::new(); n],
             tables: vec![GroupTable::default(); n],
             prefixes,
-            peer_bw: (0..n)
-                .map(|s| {
-                    let adj = topo.adjacency(s);
-                    adj.iter()
-                        .map(|a| {
-                            adj.iter()
-                                .filter(|b| b.peer == a.peer)
-                                .map(|b| topo.links[b.link].bandwidth.bps())
-                                .fold(0u64, u64::saturating_add)
-                        })
-                        .collect()
-                })
-                .collect(),
-        };
+            peer_bw,
+        }
+    }
+
+    fn mark_down(&mut self, links_down: &[crate::model::LinkId], switches_down: &[SwitchId]) {
         for &l in links_down {
-            if let Some(up) = r.link_up.get_mut(l) {
+            if let Some(up) = self.link_up.get_mut(l) {
                 *up = false;
             }
         }
         for &sw in switches_down {
-            if let Some(up) = r.switch_up.get_mut(sw) {
+            if let Some(up) = self.switch_up.get_mut(sw) {
                 *up = false;
             }
         }
-        r.install_local(topo);
-        let mut scratch = Scratch::default();
-        for d in 0..r.dests.len() {
-            r.solve_dest(topo, d, &mut scratch);
+    }
+
+    /// Appends the destinations computed in `other`, re-numbering its
+    /// groups into this routing's tables.
+    fn absorb(&mut self, other: Routing) {
+        let maps: Vec<_> =
+            self.tables.iter_mut().zip(other.tables).map(|(mine, theirs)| mine.absorb(theirs)).collect();
+        let n = self.n;
+        self.group_of.extend(other.group_of.iter().enumerate().map(|(cell, &g)| {
+            if g == NO_GROUP {
+                NO_GROUP
+            } else {
+                maps[cell % n].get(&g).copied().unwrap_or(NO_GROUP)
+            }
+        }));
+        self.down.extend(other.down);
+        self.vf.extend(other.vf);
+        self.cap.extend(other.cap);
+        self.dests.extend(other.dests);
+        self.prefixes.extend(other.prefixes);
+        for (i, &d) in self.dests.iter().enumerate() {
+            self.dest_of[d] = Some(i);
         }
-        r
     }
 
     fn install_local(&mut self, topo: &Topology) {
-        for &leaf in &self.dests {
+        for leaf in 0..self.n {
             for &h in topo.hosts_of(leaf) {
                 let host = &topo.hosts[h];
                 let member = Member { port: host.port, next: NextHop::Host(h), weight: 1 };
@@ -518,6 +573,24 @@ impl Routing {
     }
 }
 
+/// Per switch, aligned with its adjacency: the total bandwidth of all links
+/// (parallel ones included) between the switch and that peer.
+fn peer_bandwidth(topo: &Topology) -> Vec<Vec<u64>> {
+    (0..topo.switches.len())
+        .map(|s| {
+            let adj = topo.adjacency(s);
+            adj.iter()
+                .map(|a| {
+                    adj.iter()
+                        .filter(|b| b.peer == a.peer)
+                        .map(|b| topo.links[b.link].bandwidth.bps())
+                        .fold(0u64, u64::saturating_add)
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Reused buffers, so that regrouping allocates only for new groups.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
@@ -533,4 +606,45 @@ pub(crate) struct Scratch {
     /// Counting sort of switches by distance.
     count: Vec<usize>,
     order: Vec<SwitchId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{self, Common};
+    use crate::units::Bandwidth;
+
+    fn content(t: &Topology, r: &Routing) -> Vec<Vec<(Ipv4Net, Vec<(u16, u32)>)>> {
+        (0..t.switches.len())
+            .map(|s| {
+                let mut v: Vec<_> = r
+                    .routes(s)
+                    .iter()
+                    .map(|rt| (rt.prefix, r.groups(s).get(rt.group).map(Group::key).unwrap_or_default()))
+                    .collect();
+                v.sort();
+                v
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_halves_equal_one_pass_and_are_deterministic() {
+        let t = gen::clos3(&Common::new("par", Bandwidth::gbps(100)), 4, 6, 2, 2, 1).unwrap();
+        let opts = RoutingOptions::default();
+        let seq = Routing::compute_in(&t, opts, &[], &[], usize::MAX);
+        let par = Routing::compute_in(&t, opts, &[], &[], 2);
+        assert_eq!(content(&t, &seq), content(&t, &par));
+        assert_eq!(seq.totals(), par.totals());
+        let again = Routing::compute_in(&t, opts, &[], &[], 2);
+        for s in 0..t.switches.len() {
+            assert_eq!(par.routes(s), again.routes(s), "group ids must not depend on thread timing");
+        }
+        // Repairs on a merged routing match a recompute.
+        let mut par = par;
+        let link = t.adjacency(t.switch_id("p1-spine1").unwrap())[0].link;
+        par.fail_link(&t, link).unwrap();
+        let fresh = Routing::compute_in(&t, opts, &[link], &[], usize::MAX);
+        assert_eq!(content(&t, &par), content(&t, &fresh));
+    }
 }
