@@ -614,7 +614,9 @@ mod tests {
     use crate::gen::{self, Common};
     use crate::units::Bandwidth;
 
-    fn content(t: &Topology, r: &Routing) -> Vec<Vec<(Ipv4Net, Vec<(u16, u32)>)>> {
+    type Content = Vec<Vec<(Ipv4Net, Vec<(u16, u32)>)>>;
+
+    fn content(t: &Topology, r: &Routing) -> Content {
         (0..t.switches.len())
             .map(|s| {
                 let mut v: Vec<_> = r
