@@ -262,6 +262,7 @@ async fn counters_registers_and_replication() {
     s.write_register(i, "queue_depth", Some(5), 1234).await.unwrap();
     assert_eq!(s.read_register(i, "queue_depth", Some(5)).await.unwrap(), vec![(5, 1234)]);
     assert_eq!(s.read_register(i, "queue_depth", None).await.unwrap().len(), 64);
+    assert!(s.write_register(i, "queue_depth", Some(2), 1 << 64).await.is_err(), "over 64 bits");
     let e = s.read_register(i, "queue_depth", Some(64)).await.unwrap_err();
     assert_eq!(e.code(), Some(Code::OutOfRange));
 
@@ -298,11 +299,9 @@ async fn registers_fall_back_to_thrift_and_queues_are_set() {
     tokio::spawn(stand_in.serve(listener));
     let s = common::primary(&r).await;
     let i = &r.info;
-    // Without the fallback, UNIMPLEMENTED comes through as is.
-    assert_eq!(
-        s.read_register(i, "queue_depth", Some(1)).await.unwrap_err().code(),
-        Some(Code::Unimplemented)
-    );
+    // P4Runtime itself refuses, as BMv2's PI does.
+    let direct = s.read(vec![i.register_entry("queue_depth", Some(1), None).unwrap().into()]).await;
+    assert_eq!(direct.unwrap_err().code(), Some(Code::Unimplemented));
     let s = s.with_thrift(metaroce_p4rt::thrift::ThriftConfig::new(taddr));
     s.write_register(i, "queue_depth", Some(2), 77).await.unwrap();
     assert_eq!(s.read_register(i, "queue_depth", Some(2)).await.unwrap(), vec![(2, 77)]);

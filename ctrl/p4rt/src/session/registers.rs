@@ -7,6 +7,7 @@ use crate::entity::register_bitwidth;
 use crate::p4info::{P4Info, P4InfoError};
 use crate::proto::p4::v1 as p4;
 use crate::thrift::{ThriftClient, ThriftConfig};
+use std::net::{IpAddr, SocketAddr};
 
 impl Session {
     /// Enables the Thrift fallback for registers.
@@ -23,8 +24,14 @@ impl Session {
         }
     }
 
+    /// The Thrift endpoint: the one given, else BMv2's default port 9090
+    /// on the P4Runtime server's host when that is an IP address.
+    fn thrift_config(&self) -> Option<ThriftConfig> {
+        self.thrift.clone().or_else(|| default_thrift(&self.config().addr))
+    }
+
     async fn thrift(&self) -> Result<Option<ThriftClient>, SessionError> {
-        let Some(cfg) = self.thrift.clone() else { return Ok(None) };
+        let Some(cfg) = self.thrift_config() else { return Ok(None) };
         let device_id = self.device_id();
         ThriftClient::connect(cfg)
             .await
@@ -99,7 +106,11 @@ impl Session {
                 let name = crate::p4info::name_of(info.register(register)?);
                 let device_id = self.device_id();
                 let thrift = |source| SessionError::Thrift { device_id, source };
-                let v = i64::try_from(value).unwrap_or(i64::MAX);
+                // BMv2 registers hold at most 64 bits; Thrift carries them as i64.
+                let v = u64::try_from(value).map_err(|_| P4InfoError::Usage {
+                    object: name.clone(),
+                    message: format!("value {value} does not fit BMv2's 64-bit register API"),
+                })? as i64;
                 let indexes: Vec<i64> = match index {
                     Some(i) => vec![i],
                     None => (0..i64::from(info.register(register)?.size)).collect(),
@@ -111,5 +122,28 @@ impl Session {
             }
             other => other,
         }
+    }
+}
+
+/// BMv2's Thrift default, port 9090, on the host of `http://host:port`.
+pub(crate) fn default_thrift(addr: &str) -> Option<ThriftConfig> {
+    let hostport = addr.split("://").last()?.split('/').next()?;
+    let host = match hostport.rsplit_once(':') {
+        Some((h, _)) => h,
+        None => hostport,
+    };
+    let ip: IpAddr = host.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+    Some(ThriftConfig::new(SocketAddr::new(ip, 9090)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_thrift;
+
+    #[test]
+    fn thrift_defaults_to_port_9090_on_the_grpc_host() {
+        assert_eq!(default_thrift("http://10.1.0.1:9559").unwrap().addr, "10.1.0.1:9090".parse().unwrap());
+        assert_eq!(default_thrift("http://[::1]:9559").unwrap().addr, "[::1]:9090".parse().unwrap());
+        assert!(default_thrift("http://switch1:9559").is_none());
     }
 }
