@@ -21,8 +21,10 @@ pub enum Ev {
     NicWake { host: u32 },
     /// A PAUSE (`on`) or RESUME frame reaches the upstream end of `port`.
     Pause { port: PortId, on: bool },
-    /// A message is posted on its queue pair.
-    FlowStart { flow: FlowId },
+    /// The messages posted at this instant (the next run of the schedule
+    /// sorted by post time, from index `next`): one event for a whole
+    /// collective's start instead of one per message.
+    Posts { next: u32 },
     /// A congestion notification reaches the sender of `qp`.
     Cnp { qp: QpId },
     /// Cumulative acknowledgement up to (not including) `psn` (lossy mode).

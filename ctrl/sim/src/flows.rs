@@ -35,6 +35,21 @@ pub struct Qp {
     pub last_cnp_ps: Option<u64>,
     /// Messages posted so far (they rotate source ports).
     pub msgs: u16,
+    /// Send state of the head message, kept here so that scheduling and
+    /// sending touch one record (per-flow state is cold in cache).
+    pub snd: Send,
+}
+
+/// The head message's sender state.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Send {
+    pub snd_next: u32,
+    /// Highest PSN sent plus one: below it, a send is a retransmission.
+    pub snd_max: u32,
+    pub npkts: u32,
+    pub bytes: u64,
+    pub tuple_hash: u64,
+    pub sport: u16,
 }
 
 /// One message on a queue pair.
@@ -52,9 +67,7 @@ pub struct Flow {
     /// The message that this one's arrival enables.
     pub dependent: u32,
     pub next_on_qp: u32,
-    pub snd_next: u32,
     pub snd_una: u32,
-    pub snd_max: u32,
     pub rcv_next: u32,
     pub rcv_bytes: u64,
     pub nack_for: u32,
@@ -207,6 +220,7 @@ impl Builder<'_> {
             rate: RateState::new(self.rate.unwrap_or(line).min(line)),
             last_cnp_ps: None,
             msgs: 0,
+            snd: Send::default(),
         });
         id
     }
@@ -234,9 +248,7 @@ impl Builder<'_> {
             done_ps: u64::MAX,
             dependent: NONE,
             next_on_qp: NONE,
-            snd_next: 0,
             snd_una: 0,
-            snd_max: 0,
             rcv_next: 0,
             rcv_bytes: 0,
             nack_for: NONE,

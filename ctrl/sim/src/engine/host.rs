@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use super::{Packet, Sim};
 use crate::config::ROCE_HEADER_BYTES;
 use crate::events::{Ev, FlowId, PktId, PortId, QpId};
-use crate::flows::NONE;
+use crate::flows::{Send, NONE};
 use crate::net::Ports;
 
 impl Sim<'_> {
@@ -17,8 +17,8 @@ impl Sim<'_> {
         let qp = self.w.flows[f as usize].qp as usize;
         let q = &mut self.w.qps[qp];
         if q.head == NONE {
-            q.head = f;
             q.tail = f;
+            self.set_head(qp as QpId, f);
             self.activate(qp as QpId);
         } else {
             let tail = q.tail as usize;
@@ -27,12 +27,26 @@ impl Sim<'_> {
         }
     }
 
+    /// Makes `f` the message the queue pair sends (NONE for none).
+    fn set_head(&mut self, qp: QpId, f: FlowId) {
+        let q = &mut self.w.qps[qp as usize];
+        q.head = f;
+        q.snd = match self.w.flows.get(f as usize) {
+            Some(fl) => Send {
+                snd_next: 0,
+                snd_max: 0,
+                npkts: fl.npkts,
+                bytes: fl.bytes,
+                tuple_hash: fl.tuple_hash,
+                sport: fl.sport,
+            },
+            None => Send::default(),
+        };
+    }
+
     fn active(&self, qp: QpId) -> bool {
-        let head = self.w.qps[qp as usize].head;
-        head != NONE && {
-            let f = &self.w.flows[head as usize];
-            f.snd_next < f.npkts
-        }
+        let q = &self.w.qps[qp as usize];
+        q.head != NONE && q.snd.snd_next < q.snd.npkts
     }
 
     fn activate(&mut self, qp: QpId) {
@@ -84,8 +98,9 @@ impl Sim<'_> {
     }
 
     fn send_one(&mut self, h: usize, qp: QpId) {
-        let fid = self.w.qps[qp as usize].head;
-        let f = &mut self.w.flows[fid as usize];
+        let q = &mut self.w.qps[qp as usize];
+        let fid = q.head;
+        let f = &mut q.snd;
         let psn = f.snd_next;
         let mtu = u64::from(self.net.mtu);
         let payload = (f.bytes - u64::from(psn) * mtu).min(mtu) as u32;
@@ -96,8 +111,6 @@ impl Sim<'_> {
         f.snd_max = f.snd_max.max(f.snd_next);
         let all_sent = f.snd_next == f.npkts;
         let (tuple_hash, sport) = (f.tuple_hash, f.sport);
-        let una = f.snd_una;
-        let q = &mut self.w.qps[qp as usize];
         let (src, dst) = (q.src, q.dst);
         let bytes = payload + ROCE_HEADER_BYTES;
         let rate = match &self.net.dcqcn {
@@ -131,6 +144,7 @@ impl Sim<'_> {
             if self.net.lossless {
                 self.next_message(qp);
             } else {
+                let una = self.w.flows[fid as usize].snd_una;
                 self.q.push(self.now + self.net.rto_ps, Ev::Rto { flow: fid, una });
             }
         }
@@ -154,12 +168,11 @@ impl Sim<'_> {
 
     /// The head message is done with the sender; the next one takes over.
     fn next_message(&mut self, qp: QpId) {
-        let q = &mut self.w.qps[qp as usize];
-        let head = q.head;
+        let head = self.w.qps[qp as usize].head;
         let next = self.w.flows[head as usize].next_on_qp;
-        q.head = next;
+        self.set_head(qp, next);
         if next == NONE {
-            q.tail = NONE;
+            self.w.qps[qp as usize].tail = NONE;
         }
     }
 
@@ -243,27 +256,30 @@ impl Sim<'_> {
     pub(super) fn nack(&mut self, flow: FlowId, psn: u32) {
         let f = &mut self.w.flows[flow as usize];
         f.snd_una = f.snd_una.max(psn);
-        if f.snd_next > psn {
-            f.snd_next = psn;
-        }
         let qp = f.qp;
-        if self.w.qps[qp as usize].head == flow {
-            self.activate(qp);
+        let q = &mut self.w.qps[qp as usize];
+        if q.head != flow {
+            return;
         }
+        if q.snd.snd_next > psn {
+            q.snd.snd_next = psn;
+        }
+        self.activate(qp);
     }
 
     pub(super) fn rto(&mut self, flow: FlowId, una: u32) {
-        let f = &mut self.w.flows[flow as usize];
-        if f.snd_una == f.npkts || f.snd_next < f.npkts {
+        let f = &self.w.flows[flow as usize];
+        let (qp, snd_una, npkts) = (f.qp, f.snd_una, f.npkts);
+        let q = &mut self.w.qps[qp as usize];
+        // Done, moved on, or still sending (a new timer starts after the last packet).
+        if snd_una == npkts || q.head != flow || q.snd.snd_next < npkts {
             return;
         }
-        if f.snd_una == una {
-            f.snd_next = f.snd_una;
-            let qp = f.qp;
+        if snd_una == una {
+            q.snd.snd_next = snd_una;
             self.activate(qp);
         } else {
-            let una = f.snd_una;
-            self.q.push(self.now + self.net.rto_ps, Ev::Rto { flow, una });
+            self.q.push(self.now + self.net.rto_ps, Ev::Rto { flow, una: snd_una });
         }
     }
 }

@@ -137,6 +137,8 @@ pub struct Sim<'a> {
     node_ports: Vec<Vec<PortId>>,
     stamp: Vec<u32>,
     generation: u32,
+    /// Messages with a start time, by time.
+    posts: Vec<(u64, FlowId)>,
 }
 
 impl std::fmt::Debug for Sim<'_> {
@@ -197,15 +199,23 @@ impl<'a> Sim<'a> {
             node_ports,
             stamp: vec![0; nodes.max(n)],
             generation: 0,
+            posts: Vec::new(),
         })
     }
 
     /// Runs to completion or to a limit, calling `progress` now and then.
     pub fn run(mut self, progress: &mut dyn FnMut(&Progress)) -> Outcome {
-        for (i, f) in self.w.flows.iter().enumerate() {
-            if let Some(t) = f.post_ps {
-                self.q.push(t, Ev::FlowStart { flow: i as FlowId });
-            }
+        let mut posts: Vec<(u64, FlowId)> = self
+            .w
+            .flows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.post_ps.map(|t| (t, i as FlowId)))
+            .collect();
+        posts.sort_unstable();
+        self.posts = posts;
+        if let Some(&(t, _)) = self.posts.first() {
+            self.q.push(t, Ev::Posts { next: 0 });
         }
         let total = self.w.flows.len();
         let stop = loop {
@@ -282,11 +292,23 @@ impl<'a> Sim<'a> {
                 self.nic_kick(host as usize);
             }
             Ev::Pause { port, on } => self.pause(port, on),
-            Ev::FlowStart { flow } => self.post(flow),
+            Ev::Posts { next } => self.post_batch(next as usize),
             Ev::Cnp { qp } => self.cnp(qp),
             Ev::Ack { flow, psn } => self.ack(flow, psn),
             Ev::Nack { flow, psn } => self.nack(flow, psn),
             Ev::Rto { flow, una } => self.rto(flow, una),
+        }
+    }
+
+    /// Posts every message scheduled for now, then schedules the next batch.
+    fn post_batch(&mut self, mut i: usize) {
+        while let Some(&(t, f)) = self.posts.get(i) {
+            if t > self.now {
+                self.q.push(t, Ev::Posts { next: i as u32 });
+                return;
+            }
+            self.post(f);
+            i += 1;
         }
     }
 
