@@ -46,6 +46,7 @@ fmt:
 bench: p4rt-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-topo --bench routing
 	$(CARGO) bench -p metaroce-p4rt --bench inserts
+	$(CARGO) bench -p metaroce-sim --bench engine
 
 p4: ## Compile p4src/ into p4src/build/ (needs p4c)
 	@p4src/compile.sh
@@ -58,6 +59,7 @@ demo: release ## Validate a shipped fabric, show its paths and draw it
 	$(METAROCE) topo paths $(DEMO_TOPO) h1-1 h8-2 --fail p4-spine1
 	$(METAROCE) topo render $(DEMO_TOPO) -o $(DEMO_OUT)/fabric.svg
 	@echo "demo: picture of the fabric in $(DEMO_OUT)/fabric.svg"
+	$(METAROCE) sim run scenarios/ecmp-collisions.yaml --modes ecmp,flowlet,spray --pcap leaf1:5 -o $(DEMO_OUT)/sim
 
 fuzz: ## Fuzz the topology loader for 60 s (needs cargo-fuzz and nightly)
 	cd fuzz && $(CARGO) +nightly fuzz run load_topology -- -max_total_time=60
