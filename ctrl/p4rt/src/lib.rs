@@ -17,6 +17,26 @@
 //!   and for the simulator.
 //!
 //! Only `ctrl/pipeline` spells P4 names; this crate takes them as strings.
+//!
+//! ```no_run
+//! use metaroce_p4rt::entity::insert;
+//! use metaroce_p4rt::session::Bmv2Json;
+//! use metaroce_p4rt::{P4Info, Session, SessionConfig};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let info = P4Info::load("p4src/build/main.p4info.txt".as_ref())?;
+//! let session = Session::connect(SessionConfig::new("http://127.0.0.1:9559", 1)).await?;
+//! session.wait_primary().await?;
+//! session.set_pipeline(&info, &Bmv2Json(std::fs::read("p4src/build/main.json")?), None).await?;
+//! let entry = info
+//!     .table_entry("routing.ipv4_lpm")?
+//!     .lpm("hdr.ipv4.dst_addr", std::net::Ipv4Addr::new(10, 0, 1, 0), 24)?
+//!     .action("routing.set_group", &[("group", 7u16.into())])?
+//!     .build();
+//! session.write(vec![insert(entry)]).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod codec;
 pub mod entity;

@@ -254,7 +254,11 @@ impl Session {
             .max_encoding_message_size(64 << 20);
         let (cmd, cmd_rx) = mpsc::unbounded_channel();
         let (role_tx, mut role) = watch::channel(RoleState::default());
-        let task = tokio::spawn(stream::run(cfg.clone(), client.clone(), cmd_rx, role_tx));
+        let span = tracing::info_span!("p4rt_session", device_id = cfg.device_id, addr = %cfg.addr);
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            stream::run(cfg.clone(), client.clone(), cmd_rx, role_tx),
+            span,
+        ));
         let answered =
             tokio::time::timeout(cfg.rpc_timeout, role.wait_for(|r| r.generation > 0 || r.refused.is_some()))
                 .await
