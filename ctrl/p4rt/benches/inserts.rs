@@ -63,7 +63,15 @@ fn main() {
         let session = Session::connect(SessionConfig::new(format!("http://{addr}"), 1)).await.unwrap();
         session.wait_primary().await.unwrap();
         session.set_pipeline(&info, &Bmv2Json(vec![]), None).await.unwrap();
-        run(&session, &info, "in-process").await;
+        run(&session, &info, "in-process TCP").await;
+        drop(session);
+        let memory = Switch::new(SwitchOptions::default());
+        let session = Session::connect_with(SessionConfig::new("in-memory", 1), memory.in_memory_channel())
+            .await
+            .unwrap();
+        session.wait_primary().await.unwrap();
+        session.set_pipeline(&info, &Bmv2Json(vec![]), None).await.unwrap();
+        run(&session, &info, "in-process in-memory").await;
     });
     println!("p4rt inserts/bmv2: skipped: {}", bmv2_missing());
 }

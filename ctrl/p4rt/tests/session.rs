@@ -637,3 +637,29 @@ async fn switch_restart_restores_pipeline_and_digests() {
     assert_eq!(fresh.pipeline_pushes(), 1);
     next_event(&mut ev, |e| matches!(e, Event::Digest(d) if d.data == vec![data.clone()])).await;
 }
+
+#[tokio::test]
+async fn in_memory_transport_works_like_tcp() {
+    let switch = metaroce_p4rt::server::Switch::new(SwitchOptions::default());
+    let info = common::info();
+    let s = Session::connect_with(common::config("in-memory", 3), switch.in_memory_channel()).await.unwrap();
+    s.wait_primary().await.unwrap();
+    s.set_pipeline(&info, &Bmv2Json(vec![]), None).await.unwrap();
+    let mut ev = s.subscribe().unwrap();
+    let e = info
+        .table_entry("dmac")
+        .unwrap()
+        .exact("dst_addr", 1u64)
+        .unwrap()
+        .action("drop", &[])
+        .unwrap()
+        .build();
+    s.write(vec![insert(e)]).await.unwrap();
+    assert_eq!(s.read(vec![p4::TableEntry::default().into()]).await.unwrap().len(), 1);
+    // A dropped stream reconnects over a fresh in-memory pipe.
+    switch.drop_streams();
+    next_event(&mut ev, |e| matches!(e, Event::Reconnected)).await;
+    next_event(&mut ev, |e| matches!(e, Event::Role { primary: true, .. })).await;
+    assert!(switch.packet_in(vec![1], vec![]));
+    next_event(&mut ev, |e| matches!(e, Event::PacketIn(_))).await;
+}

@@ -135,6 +135,28 @@ impl Switch {
         Ok((local, task))
     }
 
+    /// Serves this switch over in-memory byte streams and returns a channel
+    /// to it: no sockets, no ports, so a simulator can run thousands. Each
+    /// (re)connect of the channel opens a fresh stream; the server task
+    /// ends when the channel and its clones are gone.
+    pub fn in_memory_channel(&self) -> tonic::transport::Channel {
+        use tokio_stream::StreamExt;
+        let (tx, rx) = mpsc::unbounded_channel::<tokio::io::DuplexStream>();
+        let incoming = tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(Ok::<_, std::io::Error>);
+        let router = tonic::transport::Server::builder().add_service(self.service());
+        tokio::spawn(router.serve_with_incoming(incoming));
+        let connector = tower::service_fn(move |_: tonic::transport::Uri| {
+            let tx = tx.clone();
+            async move {
+                let (client, server) = tokio::io::duplex(1 << 20);
+                tx.send(server).map_err(|_| std::io::Error::other("in-memory switch is gone"))?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(client))
+            }
+        });
+        tonic::transport::Endpoint::from_static("http://in-memory.invalid")
+            .connect_with_connector_lazy(connector)
+    }
+
     /// The installed pipeline's P4Info, if any.
     pub fn p4info(&self) -> Option<P4Info> {
         self.core().pipeline.as_ref().map(|p| p.state.info.clone())

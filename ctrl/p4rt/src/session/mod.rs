@@ -249,6 +249,13 @@ impl Session {
     /// answer (primary or backup).
     pub async fn connect(cfg: SessionConfig) -> Result<Self, SessionError> {
         let channel = connect_channel(&cfg).await?;
+        Self::connect_with(cfg, channel).await
+    }
+
+    /// Like [`Session::connect`] over a channel made elsewhere, such as
+    /// [`crate::server::Switch::in_memory_channel`]; `cfg.addr` is then
+    /// only a label.
+    pub async fn connect_with(cfg: SessionConfig, channel: Channel) -> Result<Self, SessionError> {
         let client = P4RuntimeClient::new(channel)
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
