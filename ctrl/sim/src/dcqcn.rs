@@ -67,10 +67,10 @@ impl RateState {
     /// Applies the alpha-decay and rate-increase timers up to `now`.
     pub fn advance(&mut self, p: &Dcqcn, now: u64) {
         let period = p.timer_ps.max(1);
-        let k = (now.saturating_sub(self.last_alpha_ps) / period).min(MAX_CATCH_UP);
+        let k = now.saturating_sub(self.last_alpha_ps) / period;
         if k > 0 {
-            self.alpha *= (1.0 - p.g).powi(k as i32);
-            self.last_alpha_ps = now;
+            self.alpha *= (1.0 - p.g).powi(k.min(1 << 20) as i32);
+            self.last_alpha_ps += k * period;
         }
         if !self.limited() {
             self.last_timer_ps = now;

@@ -114,12 +114,14 @@ impl Sim<'_> {
         let (src, dst) = (q.src, q.dst);
         let bytes = payload + ROCE_HEADER_BYTES;
         let rate = match &self.net.dcqcn {
-            Some(p) => {
+            // At line rate the DCQCN state stays cold: its timers are
+            // caught up when the next CNP arrives.
+            Some(p) if q.rate.limited() => {
                 q.rate.advance(p, self.now);
                 q.rate.on_sent(p, u64::from(bytes));
                 q.rate.rate().min(q.rate_cap_bps as f64)
             }
-            None => q.rate_cap_bps as f64,
+            _ => q.rate_cap_bps as f64,
         };
         q.next_ok_ps = self.now + (f64::from(bytes) * 8e12 / rate.max(1.0)) as u64;
         let dst_leaf = self.topo.hosts[dst as usize].leaf;
@@ -180,34 +182,37 @@ impl Sim<'_> {
         let p = self.pkts[id as usize];
         self.release(id);
         let fid = p.flow as usize;
-        let qp = self.w.flows[fid].qp;
-        if self.net.lossless {
-            self.w.flows[fid].rcv_bytes += u64::from(p.payload);
-        } else {
-            self.go_back_n_receive(&p);
-        }
+        let accepted = self.net.lossless || self.go_back_n_receive(&p);
         if p.ce {
-            self.notify_congestion(qp);
+            self.notify_congestion(self.w.flows[fid].qp);
         }
-        let f = &self.w.flows[fid];
-        if f.rcv_bytes >= f.bytes && f.done_ps == u64::MAX {
-            self.complete(p.flow);
+        if accepted {
+            let left = &mut self.w.rcv_left[fid];
+            let before = *left;
+            *left = left.saturating_sub(u64::from(p.payload));
+            if before > 0 && *left == 0 {
+                self.complete(p.flow);
+            }
         }
     }
 
-    fn go_back_n_receive(&mut self, p: &Packet) {
+    /// Go-back-N receiver: accepts only the next expected packet; a gap
+    /// sends one NACK per expected PSN. Returns whether `p` was accepted.
+    fn go_back_n_receive(&mut self, p: &Packet) -> bool {
         let f = &mut self.w.flows[p.flow as usize];
         let delay = self.w.qps[f.qp as usize].ctrl_delay_ps;
         if p.psn == f.rcv_next {
             f.rcv_next += 1;
-            f.rcv_bytes += u64::from(p.payload);
             if f.rcv_next == f.npkts || f.rcv_next % self.net.ack_every == 0 {
                 self.q.push(self.now + delay, Ev::Ack { flow: p.flow, psn: f.rcv_next });
             }
-        } else if p.psn > f.rcv_next && f.nack_for != f.rcv_next {
+            return true;
+        }
+        if p.psn > f.rcv_next && f.nack_for != f.rcv_next {
             f.nack_for = f.rcv_next;
             self.q.push(self.now + delay, Ev::Nack { flow: p.flow, psn: f.rcv_next });
         }
+        false
     }
 
     /// The receiver (DCQCN notification point) saw ECN-CE: at most one CNP
