@@ -1,0 +1,127 @@
+// Ingress: controller packet I/O, sanity checks, routing, INT watchlist,
+// and the threshold digests that egress hands back by recirculation
+// (v1model allows digests only in ingress).
+#ifndef METAROCE_V1MODEL_INGRESS_P4
+#define METAROCE_V1MODEL_INGRESS_P4
+
+#include "metadata.p4"
+#include "routing.p4"
+
+control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
+    counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;
+    Routing() routing;
+
+    // Switch-wide settings: the default action of a keyless table, which the
+    // controller rewrites. Defaults suit BMv2 (timestamps in microseconds).
+    action configure(bit<32> switch_id, bit<48> flowlet_timeout_us) {
+        meta.switch_id = switch_id;
+        meta.flowlet_timeout = flowlet_timeout_us;
+    }
+
+    table config {
+        key = {}
+        actions = {
+            configure;
+        }
+        default_action = configure(0, 50000);
+    }
+
+    action set_edge() {
+        meta.ingress_edge = 1;
+    }
+
+    // Host-facing ports: where INT sources instrument traffic.
+    table ingress_port_role {
+        key = {
+            standard_metadata.ingress_port: exact @name("port");
+        }
+        actions = {
+            set_edge;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = PORT_COUNT;
+    }
+
+    action int_source(bit<8> max_hops) {
+        meta.int_source = 1;
+        meta.int_max_hops = max_hops;
+    }
+
+    // Flows to instrument with INT-MD at the source leaf (UDP only).
+    table int_watchlist {
+        key = {
+            hdr.ipv4.src_addr: ternary @name("src_addr");
+            hdr.ipv4.dst_addr: ternary @name("dst_addr");
+            meta.l4_dst_port: ternary @name("l4_dst_port");
+        }
+        actions = {
+            int_source;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = INT_WATCHLIST_SIZE;
+    }
+
+    action drop(bit<8> reason) {
+        meta.drop_reason = reason;
+        mark_to_drop(standard_metadata);
+    }
+
+    action to_cpu(bit<8> reason) {
+        standard_metadata.egress_spec = CPU_PORT;
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = (bit<16>)standard_metadata.ingress_port;
+        hdr.packet_in.reason = reason;
+        hdr.packet_in.reserved = 0;
+    }
+
+    apply {
+        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_RECIRC && meta.copy_kind == COPY_DIGEST) {
+            digest<queue_digest_t>(DIGEST_QUEUE, { meta.copy_switch_id, meta.digest_port, meta.digest_depth,
+                                                  meta.digest_time, meta.digest_seq, meta.digest_congested });
+            mark_to_drop(standard_metadata);
+            return;
+        }
+        if (hdr.packet_out.isValid()) {
+            standard_metadata.egress_spec = (bit<9>)hdr.packet_out.egress_port;
+            hdr.packet_out.setInvalid();
+            return;
+        }
+        if (standard_metadata.parser_error != error.NoError) {
+            if (standard_metadata.parser_error == error.IntUnsupported
+                    || standard_metadata.parser_error == error.IntStackTooDeep) {
+                drop(DROP_INT_MALFORMED);
+            } else if (standard_metadata.parser_error == error.IPv4IncorrectVersion
+                    || standard_metadata.parser_error == error.IPv4OptionsNotSupported) {
+                drop(DROP_IPV4_INVALID);
+            } else {
+                drop(DROP_PARSER_ERROR);
+            }
+        } else if (standard_metadata.checksum_error == 1) {
+            drop(DROP_IPV4_INVALID);
+        } else if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
+            to_cpu(PACKET_IN_ARP);
+        } else if (!hdr.ipv4.isValid()) {
+            drop(DROP_UNSUPPORTED);
+        } else {
+            config.apply();
+            ingress_port_role.apply();
+            hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,
+                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, meta.l4_src_port,
+                   meta.l4_dst_port, meta.entropy }, 32w0xffffffff);
+            hash(meta.flow_sig, HashAlgorithm.crc16, 16w0,
+                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, meta.l4_src_port,
+                   meta.l4_dst_port, meta.entropy }, 32w0xffff);
+            if (meta.ingress_edge == 1 && hdr.udp.isValid() && !hdr.int_shim.isValid()) {
+                int_watchlist.apply();
+            }
+            routing.apply(hdr, meta, standard_metadata);
+        }
+        if (meta.drop_reason != DROP_NONE) {
+            drop_reasons.count((bit<32>)meta.drop_reason);
+        }
+    }
+}
+
+#endif
