@@ -199,6 +199,31 @@ impl P4Info {
     }
 }
 
+impl P4Info {
+    /// Names and decodes the metadata of a packet-in (header `"packet_in"`).
+    pub fn decode_packet_metadata(
+        &self,
+        header: &str,
+        metadata: &[p4::PacketMetadata],
+    ) -> Result<Vec<(String, u128)>, P4InfoError> {
+        let h = self.packet_metadata.by_name(header)?;
+        let object = name_of(h);
+        metadata
+            .iter()
+            .map(|m| {
+                let f = h
+                    .metadata
+                    .iter()
+                    .find(|f| f.id == m.metadata_id)
+                    .ok_or(P4InfoError::UnknownId { kind: "packet metadata field", id: m.metadata_id })?;
+                let v =
+                    codec::decode_u128(&m.value, f.bitwidth).map_err(|e| value_err(&object, &f.name, e))?;
+                Ok((f.name.clone(), v))
+            })
+            .collect()
+    }
+}
+
 /// The bitwidth of a `bit<W>` register, if it is one.
 pub fn register_bitwidth(r: &cfg::Register) -> Option<i32> {
     use cfg::p4_bitstring_like_type_spec::TypeSpec as B;

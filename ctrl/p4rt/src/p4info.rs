@@ -336,6 +336,16 @@ pub fn match_field<'a>(table: &'a cfg::Table, name: &str) -> Result<&'a cfg::Mat
     find_local(&table.match_fields, name, |f| &f.name, "match field", &full_name(table))
 }
 
+/// A table's match field by id.
+pub fn match_field_by_id(table: &cfg::Table, id: u32) -> Result<&cfg::MatchField, P4InfoError> {
+    table.match_fields.iter().find(|f| f.id == id).ok_or(P4InfoError::UnknownId { kind: "match field", id })
+}
+
+/// An action's parameter by id.
+pub fn action_param_by_id(action: &cfg::Action, id: u32) -> Result<&cfg::action::Param, P4InfoError> {
+    action.params.iter().find(|p| p.id == id).ok_or(P4InfoError::UnknownId { kind: "action parameter", id })
+}
+
 /// An action's parameter by name.
 pub fn action_param<'a>(action: &'a cfg::Action, name: &str) -> Result<&'a cfg::action::Param, P4InfoError> {
     find_local(&action.params, name, |p| &p.name, "action parameter", &full_name(action))

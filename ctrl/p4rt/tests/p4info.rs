@@ -24,7 +24,23 @@ fn text_and_binary_agree_and_index_everything() {
     assert!(info.digests.by_name("congestion_digest").is_ok());
     let t = info.table("ipv4_lpm").unwrap();
     assert_eq!(metaroce_p4rt::p4info::match_field(t, "dst_addr").unwrap().id, 1);
+    assert_eq!(metaroce_p4rt::p4info::match_field_by_id(t, 1).unwrap().name, "hdr.ipv4.dst_addr");
+    assert!(matches!(
+        metaroce_p4rt::p4info::match_field_by_id(t, 9),
+        Err(P4InfoError::UnknownId { id: 9, .. })
+    ));
     let a = info.action("set_nhop").unwrap();
+    assert_eq!(metaroce_p4rt::p4info::action_param_by_id(a, 2).unwrap().name, "dmac");
+    let md = info
+        .packet_metadata("packet_in", &[("ingress_port", 300u16.into()), ("reason", 2u8.into())])
+        .unwrap();
+    assert_eq!(
+        info.decode_packet_metadata("packet_in", &md).unwrap(),
+        vec![("ingress_port".to_string(), 300), ("reason".to_string(), 2)]
+    );
+    let mut bad = md.clone();
+    bad[1].value = vec![1, 0];
+    assert!(matches!(info.decode_packet_metadata("packet_in", &bad), Err(P4InfoError::Value { .. })));
     assert_eq!(metaroce_p4rt::p4info::action_param(a, "dmac").unwrap().bitwidth, 48);
 }
 
