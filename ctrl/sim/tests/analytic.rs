@@ -23,6 +23,7 @@ fn a_single_flow_reaches_line_rate() {
     let t = completion(&run, 0);
     // Both flows of the 2-rank permutation run at once on disjoint NICs.
     let want = xfer_us(wire(8 << 20, 4096), 100);
+    eprintln!("single flow: {t:.2} µs, line rate gives {want:.2} µs");
     assert!(t >= want, "faster than line rate: {t} < {want}");
     assert!(t < want * 1.01, "completion {t:.1} µs, line rate gives {want:.1} µs");
     let goodput = (8u64 << 20) as f64 * 8.0 / (t * 1e3);
@@ -46,6 +47,7 @@ fn incast_completes_in_n_s_over_b() {
         let run = run(&topo, &sc, Mode::Ecmp);
         let t = completion(&run, 0);
         let want = xfer_us(n as u64 * wire(1 << 20, 4096), 100);
+        eprintln!("{n}->1 incast: {t:.2} µs, N·S/B = {want:.2} µs");
         assert!(t >= want, "{n}->1 faster than the receiver NIC: {t} < {want}");
         assert!(t < want * 1.05, "{n}->1 took {t:.1} µs, N·S/B = {want:.1} µs");
         assert_eq!(run.summary.drops + run.summary.pfc.headroom_overflows, 0, "lossless");
@@ -65,6 +67,7 @@ fn permutation_with_ideal_spreading_completes_in_s_over_b() {
     let run = run(&topo, &sc, Mode::Spray);
     let t = completion(&run, 0);
     let want = xfer_us(wire(4 << 20, 4096), 100);
+    eprintln!("permutation with spraying: {t:.2} µs, S/B = {want:.2} µs");
     assert!(t >= want);
     assert!(t < want * 1.06, "spray took {t:.1} µs, S/B = {want:.1} µs");
     assert_eq!(run.summary.drops + run.summary.pfc.headroom_overflows, 0);

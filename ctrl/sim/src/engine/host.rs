@@ -63,7 +63,8 @@ impl Sim<'_> {
     /// The NIC of host `h` sends its next packet if it is free.
     pub(super) fn nic_kick(&mut self, h: usize) {
         let port = Ports::nic(h) as usize;
-        if self.st[port].busy || self.st[port].paused {
+        let st = &self.st[port];
+        if st.paused || self.now < st.free_at || st.txdone_pending {
             return;
         }
         loop {

@@ -49,7 +49,12 @@ pub struct Packet {
 pub struct PortState {
     pub queue: VecDeque<PktId>,
     pub qbytes: u64,
-    pub busy: bool,
+    /// The port is serializing until then.
+    pub free_at: u64,
+    /// A TxDone event is scheduled. A switch port schedules one only when
+    /// packets wait behind the one it sends, which saves an event per hop
+    /// on uncongested links.
+    pub txdone_pending: bool,
     pub paused: bool,
     /// Bytes that arrived over this port and still sit in the far switch.
     pub ingress: u64,
@@ -276,7 +281,7 @@ impl<'a> Sim<'a> {
     fn dispatch(&mut self, ev: Ev) {
         match ev {
             Ev::TxDone { port } => {
-                self.st[port as usize].busy = false;
+                self.st[port as usize].txdone_pending = false;
                 if (port as usize) < self.ports.hosts {
                     self.nic_kick(port as usize);
                 } else {
@@ -329,15 +334,41 @@ impl<'a> Sim<'a> {
         self.free.push(id);
     }
 
+    /// True when `port` may start a packet now; otherwise makes sure a
+    /// TxDone will come when it is free.
+    fn port_ready(&mut self, port: PortId) -> bool {
+        let now = self.now;
+        let st = &mut self.st[port as usize];
+        if st.paused {
+            return false;
+        }
+        if now >= st.free_at {
+            // A pending TxDone at this very instant frees the port itself.
+            return !st.txdone_pending;
+        }
+        if !st.txdone_pending {
+            st.txdone_pending = true;
+            let t = st.free_at;
+            self.q.push(t, Ev::TxDone { port });
+        }
+        false
+    }
+
     /// Starts serializing packet `id` on `port`.
     fn start_tx(&mut self, port: PortId, id: PktId) {
         let spec = &self.ports.specs[port as usize];
         let p = self.pkts[id as usize];
         let ser = spec.ser_ps(u64::from(p.bytes));
         let delay = spec.delay_ps;
-        self.st[port as usize].busy = true;
+        let st = &mut self.st[port as usize];
+        st.free_at = self.now + ser;
+        // Host NICs always pull their next packet; switch ports only when
+        // one is waiting (see `wake_port`).
+        if (port as usize) < self.ports.hosts || !st.queue.is_empty() {
+            st.txdone_pending = true;
+            self.q.push(self.now + ser, Ev::TxDone { port });
+        }
         self.stats.tx_bytes[port as usize] += u64::from(p.bytes);
-        self.q.push(self.now + ser, Ev::TxDone { port });
         self.q.push(self.now + ser + delay, Ev::Arrive { port, pkt: id });
         if let Some((_, on)) = &self.pcap {
             if on[port as usize] {

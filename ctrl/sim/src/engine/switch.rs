@@ -68,9 +68,7 @@ impl Sim<'_> {
         if self.net.lossless {
             self.ingress_add(in_port, bytes);
         }
-        if !self.st[e].busy && !self.st[e].paused {
-            self.try_send(egress);
-        }
+        self.try_send(egress);
     }
 
     /// Accounts bytes held from `in_port`; sends PAUSE upstream past XOFF.
@@ -107,10 +105,10 @@ impl Sim<'_> {
 
     /// Starts the next queued packet on a switch port, if it may send.
     pub(super) fn try_send(&mut self, port: PortId) {
-        let st = &mut self.st[port as usize];
-        if st.busy || st.paused {
+        if self.st[port as usize].queue.is_empty() || !self.port_ready(port) {
             return;
         }
+        let st = &mut self.st[port as usize];
         let Some(id) = st.queue.pop_front() else { return };
         let p = self.pkts[id as usize];
         st.qbytes -= u64::from(p.bytes);
