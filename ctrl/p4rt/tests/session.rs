@@ -663,3 +663,19 @@ async fn in_memory_transport_works_like_tcp() {
     assert!(switch.packet_in(vec![1], vec![]));
     next_event(&mut ev, |e| matches!(e, Event::PacketIn(_))).await;
 }
+
+#[tokio::test]
+async fn roles_arbitrate_separately() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let full = Session::connect(common::config(&r.addr, 5)).await.unwrap();
+    full.wait_primary().await.unwrap();
+    let mut cfg = common::config(&r.addr, 5);
+    cfg.role = "telemetry".into();
+    let reader = Session::connect(cfg).await.unwrap();
+    reader.wait_primary().await.unwrap();
+    assert!(full.role().primary && reader.role().primary, "one primary per role");
+    // The same election id may be used once per role, not twice in one.
+    let mut again = common::config(&r.addr, 5);
+    again.role = "telemetry".into();
+    assert!(matches!(Session::connect(again).await, Err(SessionError::Refused { .. })));
+}
