@@ -15,7 +15,7 @@ DEMO_OUT := target/demo
 P4RT_VENV := target/p4rt-venv
 P4RT_STAMP := $(P4RT_VENV)/.p4runtime-1.6.0
 
-.PHONY: p4rt-deps help build release test test-rust test-p4 lint fmt bench p4 p4-check demo fuzz clean
+.PHONY: p4rt-deps help build release test test-rust test-p4 test-p4-vectors lint fmt bench p4 p4-check demo fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -26,7 +26,7 @@ build: p4rt-deps ## Debug build of every crate
 release: p4rt-deps ## Optimized metaroce binary
 	$(CARGO) build --release -p metaroce-cli
 
-test: test-rust test-p4 ## L0-L2 everywhere; L3-L4 where their tools exist
+test: test-rust test-p4 test-p4-vectors ## L0-L2 everywhere; L3-L4 where their tools exist
 	@echo "make test: all tiers that can run here passed"
 
 test-rust: p4rt-deps
@@ -35,6 +35,9 @@ test-rust: p4rt-deps
 
 test-p4: ## P4 contract freshness (needs p4c)
 	@tests/p4-fresh.sh
+
+test-p4-vectors: p4rt-deps ## L3: P4 packet vectors (tests/p4) on BMv2; one skip line without it
+	$(CARGO) run -q -p metaroce-p4-vectors
 
 lint: p4rt-deps ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check
