@@ -41,13 +41,20 @@ pub fn find_tools() -> std::result::Result<Tools, String> {
         .or_else(|| on_path("simple_switch_grpc"))
         .or_else(|| Some(PathBuf::from("/opt/p4/bin/simple_switch_grpc")).filter(|p| p.is_file()))
         .ok_or("simple_switch_grpc not installed")?;
-    let ip = on_path("ip").ok_or("the `ip` command (iproute2) is not installed")?;
+    Ok(Tools { switch, ip: veth_tools()? })
+}
+
+/// The `ip` command, if we may also create veth pairs (root).
+pub fn veth_tools() -> std::result::Result<PathBuf, String> {
+    let ip = on_path("ip")
+        .or_else(|| ["/usr/sbin/ip", "/sbin/ip"].into_iter().map(PathBuf::from).find(|p| p.is_file()))
+        .ok_or("the `ip` command (iproute2) is not installed")?;
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().next());
     if uid != Some("0") {
         return Err("not root: veth pairs need CAP_NET_ADMIN".into());
     }
-    Ok(Tools { switch, ip })
+    Ok(ip)
 }
 
 fn run_ip(ip: &Path, args: &[&str]) -> Result<()> {
