@@ -3,12 +3,34 @@
 
 /// Index of a directed port (an egress queue and the link it feeds).
 pub type PortId = u32;
-/// Index of a packet in the packet slab.
-pub type PktId = u32;
 /// Index of a flow (one message on one queue pair).
 pub type FlowId = u32;
 /// Index of a queue pair.
 pub type QpId = u32;
+
+/// A packet in flight or in a queue. Packets travel by value, inside
+/// their Arrive event and in port FIFOs: on big runs an indirection
+/// through a packet table costs a cache miss per hop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Packet {
+    pub flow: FlowId,
+    pub psn: u32,
+    /// Bytes on the wire, headers included.
+    pub bytes: u32,
+    pub payload: u32,
+    /// Port it arrived over at the current switch (for PFC accounting).
+    pub in_port: PortId,
+    pub dst_host: u32,
+    pub dst_leaf: u32,
+    /// Destination-leaf index into the forwarding table.
+    pub dest: u32,
+    /// What a switch hashes, carried along so forwarding touches no
+    /// per-flow state (that state is cold in cache on big runs).
+    pub tuple_hash: u64,
+    pub src_host: u32,
+    pub sport: u16,
+    pub ce: bool,
+}
 
 /// Something that happens at an instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +38,7 @@ pub enum Ev {
     /// The port finished serializing a packet.
     TxDone { port: PortId },
     /// A packet reaches the far end of `port`'s link.
-    Arrive { port: PortId, pkt: PktId },
+    Arrive { port: PortId, pkt: Packet },
     /// A host NIC may have a rate-limited queue pair ready to send.
     NicWake { host: u32 },
     /// A PAUSE (`on`) or RESUME frame reaches the upstream end of `port`.

@@ -83,11 +83,14 @@ pub const SERIES_POINTS: usize = 512;
 pub struct Series {
     pub interval_ps: u64,
     pub data: Vec<Vec<u32>>,
+    /// Per port, the bucket being filled and its maximum so far: a small,
+    /// hot array, written through to `data` only when the bucket changes.
+    open: Vec<(u32, u32)>,
 }
 
 impl Series {
     fn new(ports: usize, interval_ps: u64) -> Self {
-        Series { interval_ps: interval_ps.max(1), data: vec![Vec::new(); ports] }
+        Series { interval_ps: interval_ps.max(1), data: vec![Vec::new(); ports], open: vec![(0, 0); ports] }
     }
 
     fn record(&mut self, port: usize, now: u64, bytes: u64) {
@@ -96,17 +99,39 @@ impl Series {
             self.halve();
             b = (now / self.interval_ps) as usize;
         }
+        let v = u32::try_from(bytes).unwrap_or(u32::MAX);
+        let open = &mut self.open[port];
+        if open.0 as usize != b {
+            let done = *open;
+            *open = (b as u32, 0);
+            self.write(port, done);
+        }
+        let open = &mut self.open[port];
+        open.1 = open.1.max(v);
+    }
+
+    fn write(&mut self, port: usize, (b, v): (u32, u32)) {
+        if v == 0 {
+            return;
+        }
         let s = &mut self.data[port];
+        let b = b as usize;
         if s.len() <= b {
             s.resize(b + 1, 0);
         }
-        let v = u32::try_from(bytes).unwrap_or(u32::MAX);
-        if s[b] < v {
-            s[b] = v;
+        s[b] = s[b].max(v);
+    }
+
+    /// Writes every open bucket through; call before reading `data`.
+    pub fn flush(&mut self) {
+        for port in 0..self.open.len() {
+            let done = std::mem::take(&mut self.open[port]);
+            self.write(port, done);
         }
     }
 
     fn halve(&mut self) {
+        self.flush();
         self.interval_ps *= 2;
         for s in &mut self.data {
             let merged: Vec<u32> = s.chunks(2).map(|c| c.iter().copied().max().unwrap_or(0)).collect();
@@ -203,7 +228,9 @@ mod tests {
         s.record(0, 5, 7);
         s.record(0, 15, 3);
         s.record(0, 10 * SERIES_POINTS as u64 + 1, 1);
+        s.flush();
         assert_eq!(s.interval_ps, 20);
+        assert_eq!(s.data[0].len(), SERIES_POINTS / 2 + 1);
         assert_eq!(s.data[0][0], 7);
     }
 }

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 
 use super::{Packet, Sim};
 use crate::config::ROCE_HEADER_BYTES;
-use crate::events::{Ev, FlowId, PktId, PortId, QpId};
+use crate::events::{Ev, FlowId, PortId, QpId};
 use crate::flows::{Send, NONE};
 use crate::net::Ports;
 
@@ -140,9 +140,9 @@ impl Sim<'_> {
             sport,
             ce: false,
         };
-        let id = self.alloc(pkt);
+        self.born();
         self.stats.packets_sent += 1;
-        self.start_tx(Ports::nic(h), id);
+        self.start_tx(Ports::nic(h), pkt);
         if all_sent {
             if self.net.lossless {
                 self.next_message(qp);
@@ -179,9 +179,8 @@ impl Sim<'_> {
         }
     }
 
-    pub(super) fn host_receive(&mut self, _h: usize, id: PktId) {
-        let p = self.pkts[id as usize];
-        self.release(id);
+    pub(super) fn host_receive(&mut self, _h: usize, p: Packet) {
+        self.gone();
         let fid = p.flow as usize;
         let accepted = self.net.lossless || self.go_back_n_receive(&p);
         if p.ce {

@@ -14,7 +14,8 @@ use metaroce_topo::{Routing, Topology};
 use serde::Serialize;
 
 use crate::config::{Limits, NetConfig, Scenario};
-use crate::events::{Ev, FlowId, PktId, PortId, Queue};
+pub use crate::events::Packet;
+use crate::events::{Ev, FlowId, PortId, Queue};
 use crate::flows::{TooManyFlows, Workload};
 use crate::forward::{Forwarder, NetView};
 use crate::net::{Node, Ports};
@@ -22,32 +23,10 @@ use crate::pcap::Pcap;
 use crate::rng::Rng;
 use crate::stats::Stats;
 
-/// A packet in flight or in a queue.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Packet {
-    pub flow: FlowId,
-    pub psn: u32,
-    /// Bytes on the wire, headers included.
-    pub bytes: u32,
-    pub payload: u32,
-    /// Port it arrived over at the current switch (for PFC accounting).
-    pub in_port: PortId,
-    pub dst_host: u32,
-    pub dst_leaf: u32,
-    /// Destination-leaf index into the forwarding table.
-    pub dest: u32,
-    /// What a switch hashes, carried along so forwarding touches no
-    /// per-flow state (that state is cold in cache on big runs).
-    pub tuple_hash: u64,
-    pub src_host: u32,
-    pub sport: u16,
-    pub ce: bool,
-}
-
 /// Dynamic state of one port.
 #[derive(Debug, Clone, Default)]
 pub struct PortState {
-    pub queue: VecDeque<PktId>,
+    pub queue: VecDeque<Packet>,
     pub qbytes: u64,
     /// The port is serializing until then.
     pub free_at: u64,
@@ -124,8 +103,8 @@ pub struct Sim<'a> {
     limits: Limits,
     ports: Ports,
     st: Vec<PortState>,
-    pkts: Vec<Packet>,
-    free: Vec<PktId>,
+    in_flight: usize,
+    max_in_flight: usize,
     w: Workload,
     nics: Vec<Nic>,
     q: Queue,
@@ -188,8 +167,8 @@ impl<'a> Sim<'a> {
             limits: sc.limits,
             st: vec![PortState::default(); n],
             ports,
-            pkts: Vec::new(),
-            free: Vec::new(),
+            in_flight: 0,
+            max_in_flight: 0,
             w,
             nics: vec![Nic { wake_at: u64::MAX, ..Nic::default() }; topo.hosts.len()],
             q: Queue::default(),
@@ -264,6 +243,7 @@ impl<'a> Sim<'a> {
                 self.stats.paused_ps[p] += end_ps.saturating_sub(self.stats.paused_since[p]);
             }
         }
+        self.stats.series.flush();
         tracing::debug!(events = self.events, end_ps, stopped = ?stop, "run finished");
         Outcome {
             stop,
@@ -273,7 +253,7 @@ impl<'a> Sim<'a> {
             workload: self.w,
             ports: self.ports,
             pcap: self.pcap.map(|(p, _)| p),
-            max_packets: self.pkts.len(),
+            max_packets: self.max_in_flight,
             max_pending_events: self.max_pending.max(self.q.len()),
         }
     }
@@ -317,21 +297,15 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn alloc(&mut self, p: Packet) -> PktId {
-        match self.free.pop() {
-            Some(id) => {
-                self.pkts[id as usize] = p;
-                id
-            }
-            None => {
-                self.pkts.push(p);
-                (self.pkts.len() - 1) as PktId
-            }
-        }
+    /// A packet is created by a sender.
+    fn born(&mut self) {
+        self.in_flight += 1;
+        self.max_in_flight = self.max_in_flight.max(self.in_flight);
     }
 
-    fn release(&mut self, id: PktId) {
-        self.free.push(id);
+    /// A packet is delivered or dropped.
+    fn gone(&mut self) {
+        self.in_flight -= 1;
     }
 
     /// True when `port` may start a packet now; otherwise makes sure a
@@ -355,9 +329,8 @@ impl<'a> Sim<'a> {
     }
 
     /// Starts serializing packet `id` on `port`.
-    fn start_tx(&mut self, port: PortId, id: PktId) {
+    fn start_tx(&mut self, port: PortId, p: Packet) {
         let spec = &self.ports.specs[port as usize];
-        let p = self.pkts[id as usize];
         let ser = spec.ser_ps(u64::from(p.bytes));
         let delay = spec.delay_ps;
         let st = &mut self.st[port as usize];
@@ -369,7 +342,7 @@ impl<'a> Sim<'a> {
             self.q.push(self.now + ser, Ev::TxDone { port });
         }
         self.stats.tx_bytes[port as usize] += u64::from(p.bytes);
-        self.q.push(self.now + ser + delay, Ev::Arrive { port, pkt: id });
+        self.q.push(self.now + ser + delay, Ev::Arrive { port, pkt: p });
         if let Some((_, on)) = &self.pcap {
             if on[port as usize] {
                 self.capture(p);
@@ -401,8 +374,9 @@ impl<'a> Sim<'a> {
     }
 }
 
-/// Bytes of simulator state per packet in flight: its slab entry, a queue
-/// slot, and the two events (TxDone, Arrive) that carry it across a link.
+/// Bytes of simulator state per packet in flight: on a link, the Arrive
+/// event that carries it plus its link's TxDone event; in a queue, its
+/// FIFO slot. The larger of the two.
 pub fn bytes_per_packet() -> usize {
-    std::mem::size_of::<Packet>() + std::mem::size_of::<PktId>() + 2 * Queue::ENTRY_BYTES
+    (2 * Queue::ENTRY_BYTES).max(std::mem::size_of::<Packet>())
 }

@@ -3,7 +3,7 @@
 //! RESUME below XON), which makes congestion spread hop by hop.
 
 use super::{Sim, View};
-use crate::events::{Ev, PktId, PortId};
+use crate::events::{Ev, Packet, PortId};
 use crate::forward::PacketInfo;
 use crate::net::Node;
 
@@ -11,8 +11,7 @@ use crate::net::Node;
 const PAUSE_FRAME_BYTES: u64 = 64;
 
 impl Sim<'_> {
-    pub(super) fn switch_arrive(&mut self, s: u32, in_port: PortId, id: PktId) {
-        let p = self.pkts[id as usize];
+    pub(super) fn switch_arrive(&mut self, s: u32, in_port: PortId, p: Packet) {
         let egress = if p.dst_leaf == s {
             self.ports.to_host(p.dst_host as usize)
         } else {
@@ -21,7 +20,7 @@ impl Sim<'_> {
                 // No route: the topology's validation makes this rare, but a
                 // partitioned fabric must not crash the run.
                 self.stats.drops += 1;
-                self.release(id);
+                self.gone();
                 return;
             }
             let info = PacketInfo {
@@ -34,37 +33,37 @@ impl Sim<'_> {
             let i = self.fwd.choose(self.now, s, group, total, &info, &View(&self.st));
             group[i.min(group.len() - 1)].port
         };
-        self.enqueue(egress, in_port, id);
+        self.enqueue(egress, in_port, p);
     }
 
-    fn enqueue(&mut self, egress: PortId, in_port: PortId, id: PktId) {
+    fn enqueue(&mut self, egress: PortId, in_port: PortId, mut p: Packet) {
         let e = egress as usize;
-        let bytes = u64::from(self.pkts[id as usize].bytes);
+        let bytes = u64::from(p.bytes);
         let depth = self.st[e].qbytes;
         let spec = &self.ports.specs[e];
         if !self.net.lossless && depth + bytes > spec.buffer {
             self.stats.drops += 1;
-            self.release(id);
+            self.gone();
             return;
         }
         if let Some(ecn) = self.net.ecn {
             if depth > ecn.kmin_bytes {
-                let p = if depth >= ecn.kmax_bytes {
+                let prob = if depth >= ecn.kmax_bytes {
                     1.0
                 } else {
                     ecn.pmax * (depth - ecn.kmin_bytes) as f64 / (ecn.kmax_bytes - ecn.kmin_bytes) as f64
                 };
-                if self.rng.unit() < p && !self.pkts[id as usize].ce {
-                    self.pkts[id as usize].ce = true;
+                if self.rng.unit() < prob && !p.ce {
+                    p.ce = true;
                     self.stats.ecn_marks += 1;
                 }
             }
         }
         self.stats.enqueued(e, usize::from(spec.class), self.now, depth, depth + bytes);
+        p.in_port = in_port;
         let st = &mut self.st[e];
-        st.queue.push_back(id);
+        st.queue.push_back(p);
         st.qbytes += bytes;
-        self.pkts[id as usize].in_port = in_port;
         if self.net.lossless {
             self.ingress_add(in_port, bytes);
         }
@@ -109,13 +108,12 @@ impl Sim<'_> {
             return;
         }
         let st = &mut self.st[port as usize];
-        let Some(id) = st.queue.pop_front() else { return };
-        let p = self.pkts[id as usize];
+        let Some(p) = st.queue.pop_front() else { return };
         st.qbytes -= u64::from(p.bytes);
         if self.net.lossless {
             self.ingress_release(p.in_port, u64::from(p.bytes));
         }
-        self.start_tx(port, id);
+        self.start_tx(port, p);
     }
 
     /// A PAUSE or RESUME frame reaches the sender of `port`.
