@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 pub enum Exit {
     /// Everything worked, every file was valid.
     Ok = 0,
-    /// A topology had problems (each was printed).
+    /// A topology or scenario had problems (each was printed), or a run hit a limit.
     Invalid = 1,
     /// Arguments were wrong (clap's own code for usage errors).
     Usage = 2,
@@ -27,13 +27,19 @@ impl From<Exit> for ExitCode {
     }
 }
 
-const EXIT_CODES: &str = "Exit codes: 0 success; 1 the topology has problems (all are printed); \
+const EXIT_CODES: &str = "Exit codes: 0 success; 1 the topology or scenario has problems (all are printed), \
+or a simulation hit a limit; \
 2 wrong arguments; 3 a file could not be read or written.\n\
 Logging: -v for more, or METAROCE_LOG=debug.";
 
 /// Congestion-aware adaptive routing for RoCEv2 fabrics.
 #[derive(Debug, Parser)]
-#[command(name = "metaroce", version, about, after_help = EXIT_CODES)]
+#[command(
+    name = "metaroce",
+    version,
+    about = "Congestion-aware adaptive routing for RoCEv2 fabrics",
+    after_help = EXIT_CODES
+)]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]

@@ -97,7 +97,9 @@ fn every_command_has_help() {
         assert_eq!(out.status.code(), Some(0), "{cmd:?}: {}", text(&out));
         assert!(text(&out).contains("Usage:"), "{cmd:?}");
     }
-    assert!(text(&metaroce(&["--help"])).contains("Exit codes: 0 success; 1 the topology has problems"));
+    let help = text(&metaroce(&["--help"]));
+    assert!(help.contains("Congestion-aware adaptive routing"), "{help}");
+    assert!(help.contains("Exit codes: 0 success; 1 the topology or scenario has problems"), "{help}");
 }
 
 #[test]
