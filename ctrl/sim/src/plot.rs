@@ -172,9 +172,13 @@ pub fn fct_cdf(runs: &[ModeRun]) -> String {
     for (i, r) in runs.iter().enumerate() {
         let n = r.fcts_ps.len();
         let step = (n / 400).max(1);
-        let mut pts = vec![(0.0, 0.0)];
+        // A step function: at each (sampled) completion time the fraction
+        // rises from k/n to (k+1)/n.
+        let mut pts = Vec::new();
         for k in (0..n).step_by(step).chain(n.checked_sub(1)) {
-            pts.push((r.fcts_ps[k] as f64 / 1e6, (k + 1) as f64 / n as f64));
+            let x = r.fcts_ps[k] as f64 / 1e6;
+            pts.push((x, k as f64 / n as f64));
+            pts.push((x, (k + 1) as f64 / n as f64));
         }
         f.line(i, &r.summary.mode, &pts);
     }
