@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use metaroce_p4rt::entity::{delete, insert};
@@ -15,6 +15,7 @@ use metaroce_p4rt::session::Bmv2Json;
 use metaroce_p4rt::{P4Info, Session, SessionConfig};
 
 const ENTRIES: u32 = 100_000;
+
 const BATCH: usize = 1_000;
 const ROUNDS: usize = 3;
 
@@ -33,8 +34,7 @@ fn entries(info: &P4Info) -> Vec<p4::TableEntry> {
         .collect()
 }
 
-async fn run(session: &Session, info: &P4Info, target: &str) {
-    let list = entries(info);
+async fn run(session: &Session, list: &[p4::TableEntry], what: &str, target: &str) {
     let mut best = Duration::MAX;
     for _ in 0..ROUNDS {
         let ups: Vec<p4::Update> = list.iter().cloned().map(insert).collect();
@@ -44,11 +44,46 @@ async fn run(session: &Session, info: &P4Info, target: &str) {
         let dels: Vec<p4::Update> = list.iter().cloned().map(delete).collect();
         session.write_batched(dels, BATCH).await.unwrap();
     }
-    let rate = f64::from(ENTRIES) / best.as_secs_f64();
+    let n = list.len();
+    let rate = n as f64 / best.as_secs_f64();
     println!(
-        "p4rt inserts/{target}: {ENTRIES} LPM entries in batches of {BATCH}: best of {ROUNDS} {:.1} ms = {rate:.0} entries/s (target >= 100000)",
+        "p4rt inserts/{target}: {n} {what} entries in batches of {BATCH}: best of {ROUNDS} {:.1} ms = {rate:.0} entries/s",
         best.as_secs_f64() * 1e3
     );
+}
+
+/// Entries for the first exact-match, direct-action table of any
+/// program (BMv2 runs the metaroce program, whose names this crate must
+/// not spell): the widest field counts up, the action's parameters are 0.
+fn exact_entries(info: &P4Info, max: usize) -> Option<(String, Vec<p4::TableEntry>)> {
+    use metaroce_p4rt::proto::p4::config::v1 as cfg;
+    let exact = cfg::match_field::Match::MatchType(cfg::match_field::MatchType::Exact as i32);
+    let table = info.tables.iter().find(|t| {
+        !t.match_fields.is_empty()
+            && t.match_fields.iter().all(|f| f.r#match == Some(exact.clone()))
+            && t.implementation_id == 0
+            && !t.is_const_table
+            && t.action_refs.iter().any(|r| r.scope != cfg::action_ref::Scope::DefaultOnly as i32)
+    })?;
+    let tname = table.preamble.as_ref()?.name.clone();
+    let aref = table.action_refs.iter().find(|r| r.scope != cfg::action_ref::Scope::DefaultOnly as i32)?;
+    let action = info.actions.by_id(aref.id).ok()?;
+    let aname = action.preamble.as_ref()?.name.clone();
+    let wide = table.match_fields.iter().max_by_key(|f| f.bitwidth)?;
+    let n = max.min(usize::try_from(table.size).unwrap_or(max).max(1)).min(1usize << wide.bitwidth.min(30));
+    let params: Vec<(&str, metaroce_p4rt::Bits)> =
+        action.params.iter().map(|p| (p.name.as_str(), 0u8.into())).collect();
+    let entries = (0..n)
+        .map(|i| {
+            let mut b = info.table_entry(&tname).unwrap();
+            for f in &table.match_fields {
+                let v = if f.id == wide.id { i as u64 } else { 0 };
+                b = b.exact(&f.name, v).unwrap();
+            }
+            b.action(&aname, &params).unwrap().build()
+        })
+        .collect();
+    Some((tname, entries))
 }
 
 fn main() {
@@ -57,13 +92,16 @@ fn main() {
         let info =
             P4Info::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/test.p4info.txt"))
                 .unwrap();
+        let lpm = entries(&info);
         let switch = Switch::new(SwitchOptions::default());
         let (addr, _task) =
             switch.bind("127.0.0.1:0".parse().unwrap(), std::future::pending()).await.unwrap();
         let session = Session::connect(SessionConfig::new(format!("http://{addr}"), 1)).await.unwrap();
         session.wait_primary().await.unwrap();
         session.set_pipeline(&info, &Bmv2Json(vec![]), None).await.unwrap();
-        run(&session, &info, "in-process TCP").await;
+        run(&session, &lpm, "LPM", "in-process TCP (target >= 100000)").await;
+        let (table, exact) = exact_entries(&info, 1_000_000).unwrap();
+        run(&session, &exact, &format!("exact {table}"), "in-process TCP").await;
         drop(session);
         let memory = Switch::new(SwitchOptions::default());
         let session = Session::connect_with(SessionConfig::new("in-memory", 1), memory.in_memory_channel())
@@ -71,18 +109,63 @@ fn main() {
             .unwrap();
         session.wait_primary().await.unwrap();
         session.set_pipeline(&info, &Bmv2Json(vec![]), None).await.unwrap();
-        run(&session, &info, "in-process in-memory").await;
+        run(&session, &lpm, "LPM", "in-process in-memory").await;
+        match bmv2() {
+            Err(missing) => println!("p4rt inserts/bmv2: skipped: {missing}"),
+            Ok((bin, info_path, json)) => bench_bmv2(&bin, &info_path, &json).await,
+        }
     });
-    println!("p4rt inserts/bmv2: skipped: {}", bmv2_missing());
 }
 
-/// What is missing for the BMv2 run (the metaroce program is not compiled
-/// yet, so there is no device config to load).
-fn bmv2_missing() -> String {
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+async fn bench_bmv2(bin: &Path, info_path: &Path, json: &Path) {
+    let port = free_port();
+    let mut child = std::process::Command::new(bin)
+        .args(["--no-p4", "--device-id", "1", "--thrift-port", &free_port().to_string(), "--"])
+        .arg("--grpc-server-addr")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let info = P4Info::load(info_path).unwrap();
+    let mut cfg = SessionConfig::new(format!("http://127.0.0.1:{port}"), 1);
+    cfg.connect_attempts = 40;
+    cfg.backoff_max = Duration::from_millis(250);
+    let session = Session::connect(cfg).await.unwrap();
+    session.wait_primary().await.unwrap();
+    session.set_pipeline(&info, &Bmv2Json(std::fs::read(json).unwrap()), None).await.unwrap();
+    match exact_entries(&info, 10_000) {
+        Some((table, list)) => run(&session, &list, &format!("exact {table}"), "bmv2").await,
+        None => {
+            println!("p4rt inserts/bmv2: skipped: the program has no exact-match table with a direct action")
+        }
+    }
+    drop(session);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// simple_switch_grpc and a compiled program, or what is missing.
+fn bmv2() -> Result<(PathBuf, PathBuf, PathBuf), String> {
     let grpc =
         std::env::var("SIMPLE_SWITCH_GRPC").unwrap_or_else(|_| "/opt/p4/bin/simple_switch_grpc".into());
-    if !std::path::Path::new(&grpc).exists() {
-        return format!("{grpc} not found (set SIMPLE_SWITCH_GRPC)");
+    if !Path::new(&grpc).exists() {
+        return Err(format!("{grpc} not found (set SIMPLE_SWITCH_GRPC)"));
     }
-    "no compiled program with the bench table in p4src/build/".into()
+    if let (Ok(i), Ok(j)) = (std::env::var("METAROCE_P4INFO"), std::env::var("METAROCE_BMV2_JSON")) {
+        return Ok((grpc.into(), i.into(), j.into()));
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");
+    let files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect()).unwrap_or_default();
+    let info = files.iter().find(|f| f.to_string_lossy().ends_with(".p4info.txt"));
+    let json = files.iter().find(|f| f.extension().is_some_and(|e| e == "json"));
+    match (info, json) {
+        (Some(i), Some(j)) => Ok((grpc.into(), i.clone(), j.clone())),
+        _ => Err("no compiled program in p4src/build/ (set METAROCE_P4INFO and METAROCE_BMV2_JSON)".into()),
+    }
 }
