@@ -159,6 +159,13 @@ mod tests {
 
     #[test]
     fn matches_a_sorted_order_under_interleaving() {
+        // Deltas within one slot, across the wheel, and beyond its horizon.
+        for max_delta in [1_000u64, 1 << 20, 1 << 28, 1 << 40] {
+            interleave(max_delta);
+        }
+    }
+
+    fn interleave(max_delta: u64) {
         let mut q = Queue::default();
         let mut rng = crate::rng::Rng::new(1);
         let mut now = 0u64;
@@ -167,7 +174,7 @@ mod tests {
         let mut seq = 0u64;
         for _ in 0..20_000 {
             if rng.below(3) > 0 {
-                let t = now + rng.below(1_000);
+                let t = now + rng.below(max_delta);
                 seq += 1;
                 q.push(t, Ev::NicWake { host: seq as u32 });
                 expect.insert((t, seq));
