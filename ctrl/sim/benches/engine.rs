@@ -71,8 +71,8 @@ fn bench(label: &str, topo: &Topology, yaml: &str, mode: Mode) {
 
 fn main() {
     println!(
-        "sim: state per packet in flight: {} bytes (on a link: its Arrive event and the link's TxDone, {} bytes each; \
-         in a queue: a {}-byte FIFO slot)",
+        "sim: state per packet in flight: {} bytes (on a link: a wire FIFO slot plus its Arrive event and the link's TxDone, {} bytes each; \
+         a queued packet is one {}-byte FIFO slot)",
         metaroce_sim::engine::bytes_per_packet(),
         metaroce_sim::events::Queue::ENTRY_BYTES,
         std::mem::size_of::<metaroce_sim::engine::Packet>(),

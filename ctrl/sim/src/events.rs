@@ -8,9 +8,10 @@ pub type FlowId = u32;
 /// Index of a queue pair.
 pub type QpId = u32;
 
-/// A packet in flight or in a queue. Packets travel by value, inside
-/// their Arrive event and in port FIFOs: on big runs an indirection
-/// through a packet table costs a cache miss per hop.
+/// A packet in flight or in a queue. Packets travel by value, in port
+/// FIFOs and on the wire of a port (a FIFO too, since a link delivers in
+/// order): on big runs an indirection through a packet table costs a cache
+/// miss per hop.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Packet {
     pub flow: FlowId,
@@ -37,8 +38,8 @@ pub struct Packet {
 pub enum Ev {
     /// The port finished serializing a packet.
     TxDone { port: PortId },
-    /// A packet reaches the far end of `port`'s link.
-    Arrive { port: PortId, pkt: Packet },
+    /// The oldest packet on `port`'s wire reaches the far end.
+    Arrive { port: PortId },
     /// A host NIC may have a rate-limited queue pair ready to send.
     NicWake { host: u32 },
     /// A PAUSE (`on`) or RESUME frame reaches the upstream end of `port`.

@@ -27,6 +27,8 @@ use crate::stats::Stats;
 #[derive(Debug, Clone, Default)]
 pub struct PortState {
     pub queue: VecDeque<Packet>,
+    /// Packets serialized onto the link and not yet arrived, oldest first.
+    pub wire: VecDeque<Packet>,
     pub qbytes: u64,
     /// The port is serializing until then.
     pub free_at: u64,
@@ -268,10 +270,11 @@ impl<'a> Sim<'a> {
                     self.try_send(port);
                 }
             }
-            Ev::Arrive { port, pkt } => match self.ports.specs[port as usize].to {
-                Node::Switch(s) => self.switch_arrive(s, port, pkt),
-                Node::Host(h) => self.host_receive(h as usize, pkt),
-            },
+            Ev::Arrive { port } => {
+                // Links deliver in order: each Arrive takes the oldest packet on the wire.
+                let Some(pkt) = self.st[port as usize].wire.pop_front() else { return };
+                self.arrive(port, pkt);
+            }
             Ev::NicWake { host } => {
                 self.nics[host as usize].wake_at = u64::MAX;
                 self.nic_kick(host as usize);
@@ -294,6 +297,13 @@ impl<'a> Sim<'a> {
             }
             self.post(f);
             i += 1;
+        }
+    }
+
+    fn arrive(&mut self, port: PortId, pkt: Packet) {
+        match self.ports.specs[port as usize].to {
+            Node::Switch(s) => self.switch_arrive(s, port, pkt),
+            Node::Host(h) => self.host_receive(h as usize, pkt),
         }
     }
 
@@ -342,7 +352,8 @@ impl<'a> Sim<'a> {
             self.q.push(self.now + ser, Ev::TxDone { port });
         }
         self.stats.tx_bytes[port as usize] += u64::from(p.bytes);
-        self.q.push(self.now + ser + delay, Ev::Arrive { port, pkt: p });
+        self.st[port as usize].wire.push_back(p);
+        self.q.push(self.now + ser + delay, Ev::Arrive { port });
         if let Some((_, on)) = &self.pcap {
             if on[port as usize] {
                 self.capture(p);
@@ -374,9 +385,9 @@ impl<'a> Sim<'a> {
     }
 }
 
-/// Bytes of simulator state per packet in flight: on a link, the Arrive
-/// event that carries it plus its link's TxDone event; in a queue, its
-/// FIFO slot. The larger of the two.
+/// Bytes of simulator state per packet in flight: on a link, its wire
+/// FIFO slot, its Arrive event and at most one TxDone event of the link;
+/// in a queue, its FIFO slot alone.
 pub fn bytes_per_packet() -> usize {
-    (2 * Queue::ENTRY_BYTES).max(std::mem::size_of::<Packet>())
+    std::mem::size_of::<Packet>() + 2 * Queue::ENTRY_BYTES
 }
