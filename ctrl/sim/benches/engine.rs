@@ -77,6 +77,11 @@ fn main() {
         metaroce_sim::events::Queue::ENTRY_BYTES,
         std::mem::size_of::<metaroce_sim::engine::Packet>(),
     );
+    println!(
+        "sim: state per message: {} bytes per queue pair + {} per message + 8 receive counter",
+        std::mem::size_of::<metaroce_sim::flows::Qp>(),
+        std::mem::size_of::<metaroce_sim::flows::Flow>(),
+    );
     if std::env::var_os("SIM_BENCH_LARGE").is_none() {
         if let Some(t) = fabric(16, 8, 16) {
             let yaml = "network: {dcqcn: true}\nlimits: {events: 1000000000}\n\
