@@ -112,10 +112,23 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
         }
     }
     let routing = Routing::compute(&l.topology);
-    let mut runs = Vec::new();
-    for &mode in &sc.modes {
-        runs.push(run_one(&l.topology, &routing, sc, mode, o.quiet)?);
-    }
+    // Modes are independent runs on the same seed: one thread each, results
+    // in the order asked for, so the report does not depend on scheduling.
+    let sc: &metaroce_sim::Scenario = sc;
+    let runs = std::thread::scope(|scope| {
+        let handles: Vec<_> = sc
+            .modes
+            .iter()
+            .map(|&mode| {
+                let (topo, routing) = (&l.topology, &routing);
+                scope.spawn(move || run_one(topo, routing, sc, mode, o.quiet))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a simulation thread panicked"))))
+            .collect::<anyhow::Result<Vec<ModeRun>>>()
+    })?;
     write_outputs(&o.out, sc, &runs)?;
     let stdout = &mut std::io::stdout().lock();
     if o.json {
