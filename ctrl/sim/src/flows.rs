@@ -33,6 +33,9 @@ pub struct Qp {
     pub src: u32,
     pub dst: u32,
     pub in_sched: bool,
+    /// DCQCN holds the rate below line rate (mirrors `rate.limited()` in
+    /// the hot line, so a QP at line rate never touches its DCQCN state).
+    pub rate_limited: bool,
     // ---- cold ----
     /// Last queued message.
     pub tail: u32,
@@ -234,6 +237,7 @@ impl Builder<'_> {
             tail: NONE,
             next_ok_ps: 0,
             in_sched: false,
+            rate_limited: false,
             rate: RateState::new(self.rate.unwrap_or(line).min(line)),
             last_cnp_ps: None,
             msgs: 0,

@@ -117,9 +117,10 @@ impl Sim<'_> {
         let rate = match &self.net.dcqcn {
             // At line rate the DCQCN state stays cold: its timers are
             // caught up when the next CNP arrives.
-            Some(p) if q.rate.limited() => {
+            Some(p) if q.rate_limited => {
                 q.rate.advance(p, self.now);
                 q.rate.on_sent(p, u64::from(bytes));
+                q.rate_limited = q.rate.limited();
                 q.rate.rate().min(q.rate_cap_bps as f64)
             }
             _ => q.rate_cap_bps as f64,
@@ -239,7 +240,9 @@ impl Sim<'_> {
 
     pub(super) fn cnp(&mut self, qp: QpId) {
         if let Some(p) = &self.net.dcqcn {
-            self.w.qps[qp as usize].rate.on_cnp(p, self.now);
+            let q = &mut self.w.qps[qp as usize];
+            q.rate.on_cnp(p, self.now);
+            q.rate_limited = q.rate.limited();
         }
     }
 
