@@ -83,6 +83,13 @@ fn main() {
         std::mem::size_of::<metaroce_sim::flows::Flow>(),
     );
     if std::env::var_os("SIM_BENCH_LARGE").is_none() {
+        if let Some(t) = fabric(4, 4, 4) {
+            // Few queue pairs: all state stays in cache, so this is the
+            // engine's own speed rather than the memory system's.
+            let yaml = "network: {dcqcn: true}\nlimits: {events: 1000000000}\n\
+                        jobs: [{name: p, pattern: permutation, hosts: all, shift: 4, size: 512MiB}]";
+            bench("permutation 16 hosts, 512 MiB each", &t, yaml, Mode::Ecmp);
+        }
         if let Some(t) = fabric(16, 8, 16) {
             let yaml = "network: {dcqcn: true}\nlimits: {events: 1000000000}\n\
                     jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 256KiB}]";
