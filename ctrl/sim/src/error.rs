@@ -1,32 +1,12 @@
 //! Errors of loading a scenario and of running it.
 
-use std::fmt;
 use std::path::PathBuf;
 
-use metaroce_topo::yaml::Pos;
 use metaroce_topo::TopoError;
 
-/// One problem in a scenario file, with where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnostic {
-    /// Where in the document, like `jobs[1].hosts[3]`; empty for the whole file.
-    pub path: String,
-    /// Line and column, where known.
-    pub pos: Option<Pos>,
-    pub message: String,
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(pos) = self.pos {
-            write!(f, "{pos}: ")?;
-        }
-        if !self.path.is_empty() {
-            write!(f, "{}: ", self.path)?;
-        }
-        f.write_str(&self.message)
-    }
-}
+/// One problem in a scenario file, with where it is: the same type the
+/// topology loader reports, so both print alike.
+pub use metaroce_topo::Diagnostic;
 
 /// Why a scenario could not be loaded, or a run could not be set up.
 #[derive(Debug, thiserror::Error)]
