@@ -54,15 +54,15 @@ bench: p4rt-deps ## Benchmarks; prints the figures
 p4: ## Compile p4src/ into p4src/build/ (needs p4c)
 	@p4src/compile.sh
 
-demo: release ## Validate a shipped fabric, show its paths and draw it
+demo: release ## Validate the shipped fabrics, show paths, draw one, simulate ECMP collisions
 	@mkdir -p $(DEMO_OUT)
 	$(METAROCE) topo check topologies/*.yaml
 	$(METAROCE) topo show $(DEMO_TOPO)
 	$(METAROCE) topo paths $(DEMO_TOPO) h1-1 h8-2
 	$(METAROCE) topo paths $(DEMO_TOPO) h1-1 h8-2 --fail p4-spine1
 	$(METAROCE) topo render $(DEMO_TOPO) -o $(DEMO_OUT)/fabric.svg
-	@echo "demo: picture of the fabric in $(DEMO_OUT)/fabric.svg"
 	$(METAROCE) sim run scenarios/ecmp-collisions.yaml --modes ecmp,flowlet,spray --pcap leaf1:5 -o $(DEMO_OUT)/sim
+	@echo "demo: picture of the fabric in $(DEMO_OUT)/fabric.svg; simulation report, plots and pcaps in $(DEMO_OUT)/sim/"
 
 fuzz: ## Fuzz the topology loader for 60 s (needs cargo-fuzz and nightly)
 	cd fuzz && $(CARGO) +nightly fuzz run load_topology -- -max_total_time=60
