@@ -1,7 +1,12 @@
-//! L3: the driver against BMv2's P4Runtime server (`simple_switch_grpc`)
-//! with a compiled program. Skips, saying what is missing, where BMv2 or
-//! the program is absent. Program-independent: pipeline push with cookie,
-//! wildcard reads, and register reads through the Thrift fallback.
+//! L3: the driver against BMv2's P4Runtime server (`simple_switch_grpc`).
+//! Skips, saying what is missing, where BMv2 or a program is absent.
+//!
+//! The first test is program-independent (pipeline push with cookie,
+//! wildcard reads, registers through the Thrift fallback) and runs the
+//! compiled metaroce program. The others use the small programs BMv2 ships
+//! for its own P4Runtime tests (`$METAROCE_BMV2_TESTDATA`, by default its
+//! `targets/simple_switch_grpc/tests/testdata` under /opt/p4-src), read at
+//! test time and not copied here.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -99,4 +104,179 @@ async fn bmv2_pipeline_reads_and_register_fallback() {
         s.write_register(&info, &name, Some(0), 1).await.unwrap();
         assert_eq!(s.read_register(&info, &name, Some(0)).await.unwrap(), vec![(0, 1)]);
     }
+}
+
+const TESTDATA: &str = "/opt/p4-src/behavioral-model/targets/simple_switch_grpc/tests/testdata";
+
+struct Bmv2 {
+    _child: Kill,
+    s: Session,
+    info: P4Info,
+    thrift: u16,
+}
+
+/// Starts BMv2 with one of its test programs, or says what is missing.
+async fn launch(program: &str) -> Result<Bmv2, String> {
+    let bin = binary().ok_or("simple_switch_grpc not found (set SIMPLE_SWITCH_GRPC)")?;
+    let dir = PathBuf::from(std::env::var("METAROCE_BMV2_TESTDATA").unwrap_or_else(|_| TESTDATA.into()));
+    let (info_path, json_path) =
+        (dir.join(format!("{program}.proto.txt")), dir.join(format!("{program}.json")));
+    if !info_path.exists() || !json_path.exists() {
+        return Err(format!(
+            "BMv2 test program {program} not found in {} (set METAROCE_BMV2_TESTDATA)",
+            dir.display()
+        ));
+    }
+    let (grpc, thrift) = (free_port(), free_port());
+    let child = Kill(
+        Command::new(bin)
+            .args(["--no-p4", "--device-id", "1", "--thrift-port", &thrift.to_string(), "--"])
+            .arg("--grpc-server-addr")
+            .arg(format!("127.0.0.1:{grpc}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let info = P4Info::load(&info_path).unwrap();
+    let mut cfg = SessionConfig::new(format!("http://127.0.0.1:{grpc}"), 1);
+    cfg.connect_attempts = 40;
+    cfg.backoff_max = Duration::from_millis(250);
+    let s = Session::connect(cfg).await.unwrap();
+    s.wait_primary().await.unwrap();
+    s.set_pipeline(&info, &Bmv2Json(std::fs::read(json_path).unwrap()), None).await.unwrap();
+    Ok(Bmv2 { _child: child, s, info, thrift })
+}
+
+macro_rules! launch_or_skip {
+    ($program:expr) => {
+        match launch($program).await {
+            Ok(b) => b,
+            Err(missing) => {
+                println!("skipped: {missing}");
+                return;
+            }
+        }
+    };
+}
+
+#[tokio::test]
+async fn bmv2_ternary_entries_and_per_update_errors() {
+    use metaroce_p4rt::entity::{delete, insert};
+    use metaroce_p4rt::SessionError;
+    let b = launch_or_skip!("ternary");
+    let e = |v: u16, m: u16, prio: i32, action: &str| {
+        b.info
+            .table_entry("ingress.ter")
+            .unwrap()
+            .ternary("h.hdr.f1", v, m)
+            .unwrap()
+            .priority(prio)
+            .action(action, &[])
+            .unwrap()
+            .build()
+    };
+    b.s.write(vec![insert(e(0x0100, 0xff00, 10, "send_1")), insert(e(0x0001, 0x00ff, 20, "send_2"))])
+        .await
+        .unwrap();
+    // PI's per-update errors decode into (index, code, message).
+    let err =
+        b.s.write(vec![insert(e(0x0200, 0xff00, 10, "send_1")), insert(e(0x0100, 0xff00, 10, "send_2"))])
+            .await
+            .unwrap_err();
+    let SessionError::Write { failure, .. } = err else { panic!("{err}") };
+    assert_eq!(failure.failed_indexes(), vec![1], "{failure}");
+    assert!(failure.only_already_exists(), "{failure:?}");
+    let read = b
+        .s
+        .read(vec![
+            p4::TableEntry { table_id: b.info.tables.id_of("ter").unwrap(), ..Default::default() }.into()
+        ])
+        .await
+        .unwrap();
+    assert_eq!(read.len(), 3);
+    let SessionError::Write { failure, .. } =
+        b.s.write(vec![delete(e(0x0300, 0xff00, 10, "send_1"))]).await.unwrap_err()
+    else {
+        panic!()
+    };
+    assert!(failure.only_not_found(), "{failure:?}");
+}
+
+#[tokio::test]
+async fn bmv2_action_profile_members_groups_and_replication() {
+    use metaroce_p4rt::entity::{clone_session, insert, multicast_group};
+    let b = launch_or_skip!("action_profile");
+    let send = |port: u16| b.info.action_call("send", &[("eg_port", port.into())]).unwrap();
+    b.s.write(vec![
+        insert(b.info.profile_member("ActProfWS", 1, send(1)).unwrap()),
+        insert(b.info.profile_member("ActProfWS", 2, send(2)).unwrap()),
+    ])
+    .await
+    .unwrap();
+    b.s.write(vec![insert(b.info.profile_group("ActProfWS", 10, &[(1, 1), (2, 1)], 0).unwrap())])
+        .await
+        .unwrap();
+    let entry = b.info.table_entry("IndirectWS").unwrap().exact("h.hdr.in_", 7u8).unwrap().group(10).build();
+    b.s.write(vec![insert(entry)]).await.unwrap();
+    let groups = b.s.read(vec![p4::ActionProfileGroup::default().into()]).await.unwrap();
+    assert_eq!(groups.len(), 1);
+    let members =
+        b.s.read(vec![p4::ActionProfileMember {
+            action_profile_id: b.info.action_profiles.id_of("ActProfWS").unwrap(),
+            ..Default::default()
+        }
+        .into()])
+            .await
+            .unwrap();
+    assert_eq!(members.len(), 2);
+    let pre = |e: p4::Entity| p4::Update { r#type: p4::update::Type::Insert as i32, entity: Some(e) };
+    b.s.write(vec![pre(multicast_group(1, &[(1, 1), (2, 1)])), pre(clone_session(5, &[(3, 1)], 0, 0))])
+        .await
+        .unwrap();
+    let groups = b.s.read(vec![multicast_group(1, &[])]).await.unwrap();
+    assert_eq!(groups.len(), 1);
+
+    // BMv2's Thrift service: queue depth and rate, and a typed register error.
+    use metaroce_p4rt::thrift::{ThriftClient, ThriftError};
+    let addr = format!("127.0.0.1:{}", b.thrift).parse().unwrap();
+    let mut t = ThriftClient::connect(ThriftConfig::new(addr)).await.unwrap();
+    t.set_queue_depth(Some(1), 64).await.unwrap();
+    t.set_queue_depth(None, 128).await.unwrap();
+    t.set_queue_rate(Some(1), 1000).await.unwrap();
+    t.set_queue_rate(None, 5000).await.unwrap();
+    let e = t.register_read("no_such_register", 0).await.unwrap_err();
+    assert!(matches!(e, ThriftError::Register { code: 1, .. }), "{e}");
+}
+
+#[tokio::test]
+async fn bmv2_digest_config_and_direct_counters() {
+    use metaroce_p4rt::entity::{insert, DigestConfig};
+    let b = launch_or_skip!("digest");
+    let d = b.info.digest_entry("L2_digest", DigestConfig::default()).unwrap();
+    b.s.configure_digest(d).await.unwrap();
+    // Configuring again modifies.
+    b.s.configure_digest(d).await.unwrap();
+    // PI wants the digest id in a read (no wildcard).
+    let read = b.s.read(vec![p4::DigestEntry { digest_id: d.digest_id, config: None }.into()]).await.unwrap();
+    assert_eq!(read.len(), 1);
+    let b = launch_or_skip!("counter");
+    let t = b.info.tables.id_of("t_redirect").unwrap();
+    let table = b.info.tables.by_id(t).unwrap();
+    let action = &b.info.actions.by_id(table.action_refs.iter().find(|r| r.scope == 0).unwrap().id).unwrap();
+    let aname = action.preamble.as_ref().unwrap().name.clone();
+    let params: Vec<(&str, metaroce_p4rt::Bits)> =
+        action.params.iter().map(|p| (p.name.as_str(), 1u8.into())).collect();
+    let e = b
+        .info
+        .table_entry("t_redirect")
+        .unwrap()
+        .exact("sm.packet_length", 64u32)
+        .unwrap()
+        .action(&aname, &params)
+        .unwrap()
+        .build();
+    b.s.write(vec![insert(e.clone())]).await.unwrap();
+    let c = b.s.read(vec![p4::DirectCounterEntry { table_entry: Some(e), data: None }.into()]).await.unwrap();
+    assert_eq!(c.len(), 1);
 }
