@@ -34,7 +34,7 @@ fn entries(info: &P4Info) -> Vec<p4::TableEntry> {
         .collect()
 }
 
-async fn run(session: &Session, list: &[p4::TableEntry], what: &str, target: &str) {
+async fn run(session: &Session, list: &[p4::TableEntry], what: &str, target: &str) -> f64 {
     let mut best = Duration::MAX;
     for _ in 0..ROUNDS {
         let ups: Vec<p4::Update> = list.iter().cloned().map(insert).collect();
@@ -50,6 +50,7 @@ async fn run(session: &Session, list: &[p4::TableEntry], what: &str, target: &st
         "p4rt inserts/{target}: {n} {what} entries in batches of {BATCH}: best of {ROUNDS} {:.1} ms = {rate:.0} entries/s",
         best.as_secs_f64() * 1e3
     );
+    rate
 }
 
 /// Entries for the first exact-match, direct-action table of any
@@ -117,20 +118,32 @@ fn main() {
     });
 }
 
+/// Stops BMv2 however the bench leaves.
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 async fn bench_bmv2(bin: &Path, info_path: &Path, json: &Path) {
     let port = free_port();
-    let mut child = std::process::Command::new(bin)
-        .args(["--no-p4", "--device-id", "1", "--thrift-port", &free_port().to_string(), "--"])
-        .arg("--grpc-server-addr")
-        .arg(format!("127.0.0.1:{port}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let _child = Kill(
+        std::process::Command::new(bin)
+            .args(["--no-p4", "--device-id", "1", "--thrift-port", &free_port().to_string(), "--"])
+            .arg("--grpc-server-addr")
+            .arg(format!("127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let info = P4Info::load(info_path).unwrap();
     let mut cfg = SessionConfig::new(format!("http://127.0.0.1:{port}"), 1);
     cfg.connect_attempts = 40;
@@ -138,15 +151,23 @@ async fn bench_bmv2(bin: &Path, info_path: &Path, json: &Path) {
     let session = Session::connect(cfg).await.unwrap();
     session.wait_primary().await.unwrap();
     session.set_pipeline(&info, &Bmv2Json(std::fs::read(json).unwrap()), None).await.unwrap();
-    match exact_entries(&info, 10_000) {
-        Some((table, list)) => run(&session, &list, &format!("exact {table}"), "bmv2").await,
-        None => {
-            println!("p4rt inserts/bmv2: skipped: the program has no exact-match table with a direct action")
+    let Some((table, list)) = exact_entries(&info, 10_000) else {
+        println!("p4rt inserts/bmv2: skipped: the program has no exact-match table with a direct action");
+        return;
+    };
+    let ours = run(&session, &list, &format!("exact {table}"), "bmv2").await;
+    drop(session);
+    match p4runtime_shell() {
+        Err(missing) => println!("p4rt inserts/p4runtime-shell: skipped: {missing}"),
+        Ok(python) => {
+            let theirs = shell_rate(&python, port, &list, &info);
+            println!(
+                "p4rt inserts/p4runtime-shell: the same {} entries one by one: {theirs:.0} entries/s; p4rt batched is {:.1}x that",
+                list.len(),
+                ours / theirs
+            );
         }
     }
-    drop(session);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// simple_switch_grpc and a compiled program, or what is missing.
@@ -168,4 +189,90 @@ fn bmv2() -> Result<(PathBuf, PathBuf, PathBuf), String> {
         (Some(i), Some(j)) => Ok((grpc.into(), i.clone(), j.clone())),
         _ => Err("no compiled program in p4src/build/ (set METAROCE_P4INFO and METAROCE_BMV2_JSON)".into()),
     }
+}
+
+/// A Python with `p4runtime_sh`: `$METAROCE_P4RUNTIME_SH_PYTHON`, else
+/// the p4rt venv's if it has the package.
+fn p4runtime_shell() -> Result<PathBuf, String> {
+    let python = std::env::var("METAROCE_P4RUNTIME_SH_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/p4rt-venv/bin/python"));
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import p4runtime_sh.shell"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Ok(python)
+    } else {
+        Err(format!(
+            "PyPI package p4runtime-shell not importable by {} (set METAROCE_P4RUNTIME_SH_PYTHON)",
+            python.display()
+        ))
+    }
+}
+
+/// Our own driver script for p4runtime-shell: the same entries, inserted
+/// the way its users do, one `TableEntry.insert()` each.
+const SHELL_SCRIPT: &str = r#"
+import json, sys, time
+import p4runtime_sh.shell as sh
+spec = json.loads(sys.argv[1])
+sh.setup(device_id=1, grpc_addr=spec["addr"], election_id=(0, 2))
+entries = []
+for e in spec["entries"]:
+    te = sh.TableEntry(spec["table"])(action=spec["action"])
+    for name, value in e.items():
+        te.match[name] = str(value)
+    for name in spec["params"]:
+        te.action[name] = "0"
+    entries.append(te)
+start = time.perf_counter()
+for te in entries:
+    te.insert()
+print(len(entries) / (time.perf_counter() - start))
+sh.teardown()
+"#;
+
+/// Entries per second p4runtime-shell reaches inserting `list`.
+fn shell_rate(python: &Path, port: u16, list: &[p4::TableEntry], info: &P4Info) -> f64 {
+    use metaroce_p4rt::proto::p4::v1::field_match::FieldMatchType;
+    let table = info.tables.by_id(list[0].table_id).unwrap();
+    let Some(p4::table_action::Type::Action(a)) = list[0].action.as_ref().and_then(|a| a.r#type.clone())
+    else {
+        panic!("bench entries have direct actions")
+    };
+    let action = info.actions.by_id(a.action_id).unwrap();
+    let quote = |s: &str| format!("\"{s}\"");
+    let entries: Vec<String> = list
+        .iter()
+        .map(|e| {
+            let fields: Vec<String> = e
+                .r#match
+                .iter()
+                .map(|m| {
+                    let f = metaroce_p4rt::p4info::match_field_by_id(table, m.field_id).unwrap();
+                    let Some(FieldMatchType::Exact(x)) = &m.field_match_type else { panic!("exact only") };
+                    let v = metaroce_p4rt::codec::decode_u128(&x.value, f.bitwidth).unwrap();
+                    format!("{}: {v}", quote(&f.name))
+                })
+                .collect();
+            format!("{{{}}}", fields.join(", "))
+        })
+        .collect();
+    let params: Vec<String> = action.params.iter().map(|p| quote(&p.name)).collect();
+    let spec = format!(
+        "{{\"addr\": \"127.0.0.1:{port}\", \"table\": {}, \"action\": {}, \"params\": [{}], \"entries\": [{}]}}",
+        quote(&table.preamble.as_ref().unwrap().name),
+        quote(&action.preamble.as_ref().unwrap().name),
+        params.join(", "),
+        entries.join(", ")
+    );
+    let out = std::process::Command::new(python).args(["-c", SHELL_SCRIPT, &spec]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim()
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("p4runtime-shell run failed: {}", String::from_utf8_lossy(&out.stderr)))
 }

@@ -279,4 +279,16 @@ async fn bmv2_digest_config_and_direct_counters() {
     b.s.write(vec![insert(e.clone())]).await.unwrap();
     let c = b.s.read(vec![p4::DirectCounterEntry { table_entry: Some(e), data: None }.into()]).await.unwrap();
     assert_eq!(c.len(), 1);
+    // A batch of many entries lands in full (the bench relies on it).
+    let many: Vec<p4::Update> = (1000u32..1900)
+        .map(|len| {
+            let e = b.info.table_entry("t_redirect").unwrap().exact("sm.packet_length", len).unwrap();
+            insert(e.action(&aname, &params).unwrap().build())
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    b.s.write_batched(many, 300).await.unwrap();
+    println!("bmv2: 900 entries written in {:?}", started.elapsed());
+    let all = b.s.read(vec![p4::TableEntry { table_id: t, ..Default::default() }.into()]).await.unwrap();
+    assert_eq!(all.len(), 901);
 }
