@@ -185,10 +185,19 @@ fn bmv2() -> Result<(PathBuf, PathBuf, PathBuf), String> {
         std::fs::read_dir(&dir).map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect()).unwrap_or_default();
     let info = files.iter().find(|f| f.to_string_lossy().ends_with(".p4info.txt"));
     let json = files.iter().find(|f| f.extension().is_some_and(|e| e == "json"));
-    match (info, json) {
-        (Some(i), Some(j)) => Ok((grpc.into(), i.clone(), j.clone())),
-        _ => Err("no compiled program in p4src/build/ (set METAROCE_P4INFO and METAROCE_BMV2_JSON)".into()),
+    if let (Some(i), Some(j)) = (info, json) {
+        return Ok((grpc.into(), i.clone(), j.clone()));
     }
+    // Else the counter program BMv2 ships for its own P4Runtime tests.
+    let testdata =
+        PathBuf::from(std::env::var("METAROCE_BMV2_TESTDATA").unwrap_or_else(|_| {
+            "/opt/p4-src/behavioral-model/targets/simple_switch_grpc/tests/testdata".into()
+        }));
+    let (i, j) = (testdata.join("counter.proto.txt"), testdata.join("counter.json"));
+    if i.exists() && j.exists() {
+        return Ok((grpc.into(), i, j));
+    }
+    Err("no compiled program in p4src/build/ nor BMv2's testdata (set METAROCE_P4INFO and METAROCE_BMV2_JSON)".into())
 }
 
 /// A Python with `p4runtime_sh`: `$METAROCE_P4RUNTIME_SH_PYTHON`, else
