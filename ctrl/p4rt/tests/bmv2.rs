@@ -50,6 +50,19 @@ fn program() -> Option<(PathBuf, PathBuf)> {
     Some((info, json))
 }
 
+/// BMv2's stderr goes here, to explain a start-up failure.
+fn log_path(port: u16) -> PathBuf {
+    std::env::temp_dir().join(format!("metaroce-p4rt-bmv2-{port}.log"))
+}
+
+fn log_file(port: u16) -> Stdio {
+    std::fs::File::create(log_path(port)).map(Stdio::from).unwrap_or_else(|_| Stdio::null())
+}
+
+fn read_log(port: u16) -> String {
+    std::fs::read_to_string(log_path(port)).unwrap_or_default()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -78,7 +91,7 @@ async fn bmv2_pipeline_reads_and_register_fallback() {
             ])
             .arg(format!("127.0.0.1:{grpc}"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log_file(grpc))
             .spawn()
             .unwrap(),
     );
@@ -89,7 +102,7 @@ async fn bmv2_pipeline_reads_and_register_fallback() {
     cfg.backoff_max = Duration::from_millis(250);
     let s = Session::connect(cfg)
         .await
-        .unwrap()
+        .unwrap_or_else(|e| panic!("BMv2 did not come up: {e}; its stderr: {}", read_log(grpc)))
         .with_thrift(ThriftConfig::new(format!("127.0.0.1:{thrift}").parse().unwrap()));
     s.wait_primary().await.unwrap();
     assert_eq!(s.set_pipeline(&info, &Bmv2Json(json.clone()), None).await.unwrap(), PipelineOutcome::Pushed);
@@ -134,7 +147,7 @@ async fn launch(program: &str) -> Result<Bmv2, String> {
             .arg("--grpc-server-addr")
             .arg(format!("127.0.0.1:{grpc}"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log_file(grpc))
             .spawn()
             .unwrap(),
     );
@@ -142,7 +155,10 @@ async fn launch(program: &str) -> Result<Bmv2, String> {
     let mut cfg = SessionConfig::new(format!("http://127.0.0.1:{grpc}"), 1);
     cfg.connect_attempts = 40;
     cfg.backoff_max = Duration::from_millis(250);
-    let s = Session::connect(cfg).await.unwrap();
+    let s = match Session::connect(cfg).await {
+        Ok(s) => s,
+        Err(e) => panic!("BMv2 did not come up: {e}; its stderr: {}", read_log(grpc)),
+    };
     s.wait_primary().await.unwrap();
     s.set_pipeline(&info, &Bmv2Json(std::fs::read(json_path).unwrap()), None).await.unwrap();
     Ok(Bmv2 { _child: child, s, info, thrift })
