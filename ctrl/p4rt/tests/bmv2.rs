@@ -130,6 +130,11 @@ struct Bmv2 {
 
 /// Starts BMv2 with one of its test programs, or says what is missing.
 async fn launch(program: &str) -> Result<Bmv2, String> {
+    launch_with(program, &[]).await
+}
+
+/// Like [`launch`], with extra options for the gRPC target (after `--`).
+async fn launch_with(program: &str, target_args: &[&str]) -> Result<Bmv2, String> {
     let bin = binary().ok_or("simple_switch_grpc not found (set SIMPLE_SWITCH_GRPC)")?;
     let dir = PathBuf::from(std::env::var("METAROCE_BMV2_TESTDATA").unwrap_or_else(|_| TESTDATA.into()));
     let (info_path, json_path) =
@@ -146,6 +151,7 @@ async fn launch(program: &str) -> Result<Bmv2, String> {
             .args(["--no-p4", "--device-id", "1", "--thrift-port", &thrift.to_string(), "--"])
             .arg("--grpc-server-addr")
             .arg(format!("127.0.0.1:{grpc}"))
+            .args(target_args)
             .stdout(Stdio::null())
             .stderr(log_file(grpc))
             .spawn()
@@ -307,4 +313,83 @@ async fn bmv2_digest_config_and_direct_counters() {
     println!("bmv2: 900 entries written in {:?}", started.elapsed());
     let all = b.s.read(vec![p4::TableEntry { table_id: t, ..Default::default() }.into()]).await.unwrap();
     assert_eq!(all.len(), 901);
+}
+
+#[tokio::test]
+async fn bmv2_packet_out_comes_back_as_packet_in() {
+    // BMv2's packet_io program sends every packet to the CPU port.
+    let b = match launch_with("packet_io", &["--cpu-port", "64"]).await {
+        Ok(b) => b,
+        Err(missing) => {
+            println!("skipped: {missing}");
+            return;
+        }
+    };
+    let mut ev = b.s.subscribe().unwrap();
+    let payload = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00, 0xab, 0xcd];
+    b.s.packet_out(payload.clone(), vec![]).unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match ev.recv().await {
+                Some(metaroce_p4rt::Event::PacketIn(p)) => return p,
+                Some(_) => continue,
+                None => panic!("subscription closed"),
+            }
+        }
+    })
+    .await
+    .expect("packet-in within 5 s");
+    assert_eq!(got.payload, payload);
+}
+
+async fn wait_for(
+    ev: &mut tokio::sync::mpsc::UnboundedReceiver<metaroce_p4rt::Event>,
+    secs: u64,
+    want: impl Fn(&metaroce_p4rt::Event) -> bool,
+) -> metaroce_p4rt::Event {
+    tokio::time::timeout(Duration::from_secs(secs), async {
+        loop {
+            let e = ev.recv().await.expect("subscription open");
+            if want(&e) {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("event in time")
+}
+
+#[tokio::test]
+async fn bmv2_digests_are_delivered_acked_and_entries_age_out() {
+    use metaroce_p4rt::entity::{insert, DigestConfig};
+    use metaroce_p4rt::Event;
+    // BMv2's digest program digests every unknown source MAC.
+    let b = match launch_with("digest", &["--cpu-port", "64"]).await {
+        Ok(b) => b,
+        Err(missing) => {
+            println!("skipped: {missing}");
+            return;
+        }
+    };
+    let mut ev = b.s.subscribe().unwrap();
+    let cfg = DigestConfig { max_timeout_ns: 0, max_list_size: 1, ack_timeout_ns: 1_000_000_000 };
+    b.s.configure_digest(b.info.digest_entry("L2_digest", cfg).unwrap()).await.unwrap();
+    let frame = |smac: u8| vec![0x02, 0, 0, 0, 0, 9, 0x02, 0, 0, 0, 0, smac, 0x08, 0x00, 0, 0];
+    for smac in [1u8, 2] {
+        b.s.packet_out(frame(smac), vec![]).unwrap();
+        let Event::Digest(list) = wait_for(&mut ev, 5, |e| matches!(e, Event::Digest(_))).await else {
+            unreachable!()
+        };
+        let Some(p4::p4_data::Data::Struct(s)) = &list.data[0].data else { panic!("{list:?}") };
+        let Some(p4::p4_data::Data::Bitstring(mac)) = &s.members[0].data else { panic!("{s:?}") };
+        assert_eq!(mac.last(), Some(&smac), "digest carries the source MAC");
+    }
+    // An entry with an idle timeout is reported once it ages.
+    let e = b.info.table_entry("smac").unwrap().exact("h.ethernet.smac", [2, 0, 0, 0, 0, 7]).unwrap();
+    let e = e.action("NoAction", &[]).unwrap().idle_timeout_ns(200_000_000).build();
+    b.s.write(vec![insert(e)]).await.unwrap();
+    let Event::IdleTimeout(n) = wait_for(&mut ev, 15, |e| matches!(e, Event::IdleTimeout(_))).await else {
+        unreachable!()
+    };
+    assert_eq!(n.table_entry.len(), 1);
 }
