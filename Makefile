@@ -1,6 +1,6 @@
 # metaroce — one-command build, test and demo.
 #
-#   make demo    the main job on a fresh machine (needs only the Rust toolchain)
+#   make demo    the main job on a fresh machine (needs the Rust toolchain, python3 with venv, and PyPI)
 #   make test    every test tier this machine can run; the others say why they skip
 #
 # Other targets: build, lint, bench, p4, fuzz, clean. `make help` lists them.
