@@ -109,6 +109,8 @@ pub struct Switch {
     pub grpc: u16,
     pub thrift: u16,
     pub log: PathBuf,
+    /// The nanomsg notifications socket file, removed on drop.
+    notify: PathBuf,
 }
 
 fn free_port() -> Result<u16> {
@@ -122,7 +124,12 @@ impl Switch {
         let file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let err = file.try_clone().with_context(|| format!("opening {}", log.display()))?;
         let mut cmd = Command::new(&tools.switch);
-        cmd.args(["--device-id", "1", "--thrift-port", &thrift.to_string(), "--log-console", "-L", "debug"]);
+        // A notifications socket of our own: another BMv2 with device id 1
+        // on this machine must not receive our digests.
+        let notify = PathBuf::from(format!("/tmp/metaroce-p4-vectors-{}-{grpc}.ipc", std::process::id()));
+        let addr = format!("ipc://{}", notify.display());
+        cmd.args(["--device-id", "1", "--thrift-port", &thrift.to_string(), "--notifications-addr", &addr]);
+        cmd.args(["--log-console", "-L", "info", "--dump-packet-data", "256"]);
         for (port, a, _) in &veths.pairs {
             cmd.args(["-i", &format!("{port}@{a}")]);
         }
@@ -133,13 +140,16 @@ impl Switch {
             .stderr(err)
             .spawn()
             .with_context(|| format!("starting {}", tools.switch.display()))?;
-        Ok(Switch { child, grpc, thrift, log: log.to_owned() })
+        Ok(Switch { child, grpc, thrift, log: log.to_owned(), notify })
     }
 
     /// Fails if the process has exited.
     pub fn alive(&mut self) -> Result<()> {
         if let Some(status) = self.child.try_wait().context("checking simple_switch_grpc")? {
-            bail!("simple_switch_grpc exited ({status}); see {}", self.log.display());
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let mut tail: Vec<&str> = log.lines().rev().take(3).collect();
+            tail.reverse();
+            bail!("simple_switch_grpc exited ({status}): {} (log {})", tail.join(" / "), self.log.display());
         }
         Ok(())
     }
@@ -149,6 +159,7 @@ impl Drop for Switch {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.notify);
     }
 }
 

@@ -1,4 +1,5 @@
-//! `metaroce-p4-vectors [--only NAME]...`: loads `tests/p4/cases/`, and runs
+//! `metaroce-p4-vectors [--only NAME]... [--cases DIR] [--build DIR]`: loads
+//! `tests/p4/cases/` (or DIR), and runs
 //! every case on BMv2 `simple_switch_grpc` when it, the compiled program and
 //! root are there; otherwise prints one line saying what is missing.
 //! Exit codes: 0 all ran cases passed (or skipped), 1 a case failed, 2 the
@@ -13,23 +14,28 @@ use metaroce_p4_vectors::check::check;
 use metaroce_p4_vectors::run::{run_case, Program};
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
+    p.canonicalize().unwrap_or(p)
 }
 
 fn main() -> ExitCode {
+    let repo = repo();
     let mut only = vec![];
+    let mut cases_dir = repo.join("tests/p4/cases");
+    let mut build = repo.join("p4src/build");
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
             ("--only", Some(n)) => only.push(n),
+            ("--cases", Some(d)) => cases_dir = d.into(),
+            ("--build", Some(d)) => build = d.into(),
             _ => {
-                eprintln!("usage: metaroce-p4-vectors [--only CASE]...");
+                eprintln!("usage: metaroce-p4-vectors [--only CASE]... [--cases DIR] [--build DIR]");
                 return ExitCode::from(2);
             }
         }
     }
-    let repo = repo();
-    let cases = match load_dir(&repo.join("tests/p4/cases")) {
+    let cases = match load_dir(&cases_dir) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -48,7 +54,6 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    let build = repo.join("p4src/build");
     if !build.join("main.json").is_file() || !build.join("main.p4info.txtpb").is_file() {
         println!("skip: P4 vectors on BMv2 (no compiled program: p4src/build/main.json and main.p4info.txtpb; run make p4)");
         return ExitCode::SUCCESS;

@@ -129,12 +129,22 @@ async fn write(s: &Session, info: &P4Info, ops: &[(Op, Object)], what: &str) -> 
 
 async fn connect(sw: &mut Switch, prog: &Program) -> Result<Session> {
     let mut cfg = SessionConfig::new(format!("http://127.0.0.1:{}", sw.grpc), 1);
-    cfg.connect_attempts = 60;
-    cfg.backoff_initial = Duration::from_millis(50);
-    cfg.backoff_max = Duration::from_millis(200);
-    let s = Session::connect(cfg)
-        .await
-        .with_context(|| format!("connecting to BMv2 (log {})", sw.log.display()))?;
+    cfg.connect_attempts = 1;
+    cfg.connect_timeout = Duration::from_millis(500);
+    let mut tries = 0;
+    let s = loop {
+        // A switch that died (bad option, missing library) fails at once,
+        // with the end of its log.
+        sw.alive()?;
+        match Session::connect(cfg.clone()).await {
+            Ok(s) => break s,
+            Err(e) if tries >= 100 => {
+                return Err(anyhow!(e).context(format!("connecting to BMv2 (log {})", sw.log.display())));
+            }
+            Err(_) => tries += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let s = s.with_thrift(ThriftConfig::new(([127, 0, 0, 1], sw.thrift).into()));
     s.wait_primary().await?;
     s.set_pipeline(&prog.info, &Bmv2Json(prog.json.clone()), None).await.context("pushing the pipeline")?;
