@@ -22,7 +22,7 @@ const bit<5> INT_HOP_ML = 6;
 // Telemetry Report v2.0.
 const bit<4> REPORT_VERSION = 2;
 const bit<4> REPORT_TYPE_INT = 1;
-const bit<4> REPORT_INNER_ETHERNET = 3;
+const bit<4> REPORT_INNER_IPV4 = 4;
 // RepMdBits: L1 ports, hop latency, queue, egress timestamp of the sink.
 const bit<16> REPORT_MD_BITS = 0x7400;
 const bit<8> REPORT_MD_WORDS = 5;

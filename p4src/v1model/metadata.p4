@@ -13,7 +13,6 @@ const bit<8> COPY_REPORT = 1;
 const bit<8> COPY_DIGEST = 2;
 
 // standard_metadata.instance_type values of BMv2.
-const bit<32> PKT_INSTANCE_TYPE_NORMAL = 0;
 const bit<32> PKT_INSTANCE_TYPE_EGRESS_CLONE = 2;
 const bit<32> PKT_INSTANCE_TYPE_RECIRC = 4;
 

@@ -90,7 +90,7 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report_group.node_id = meta.copy_switch_id;
         hdr.report_individual.setValid();
         hdr.report_individual.rep_type = REPORT_TYPE_INT;
-        hdr.report_individual.in_type = 4;
+        hdr.report_individual.in_type = REPORT_INNER_IPV4;
         hdr.report_individual.report_len = report_len;
         hdr.report_individual.md_len = REPORT_MD_WORDS;
         hdr.report_individual.dropped = 0;

@@ -18,6 +18,7 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
     register<bit<16>>(FLOWLET_SLOTS) flowlet_port;
     register<bit<16>>(FLOWLET_SLOTS) flowlet_id;
     counter(PORT_COUNT, CounterType.packets) new_flowlets;
+    action_selector(HashAlgorithm.crc16, GROUP_SELECTOR_SIZE, GROUP_SELECTOR_HASH_BITS) nhop_selector;
 
     bit<16> pinned_nhop = 0;
     bit<16> pinned_port = 0;
@@ -70,7 +71,7 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         actions = {
             select_nhop;
         }
-        implementation = action_selector(HashAlgorithm.crc16, GROUP_SELECTOR_SIZE, GROUP_SELECTOR_HASH_BITS);
+        implementation = nhop_selector;
         size = GROUP_SELECTOR_SIZE;
     }
 
