@@ -129,7 +129,7 @@ fn parse_with(
 /// Writes `value` in the largest unit that divides it exactly.
 fn format_with(f: &mut fmt::Formatter<'_>, value: u64, units: &[(&str, u64)]) -> fmt::Result {
     for (unit, factor) in units {
-        if *factor == 1 || (value != 0 && value % factor == 0) {
+        if *factor == 1 || (value != 0 && value.is_multiple_of(*factor)) {
             return write!(f, "{}{unit}", value / factor);
         }
     }

@@ -204,7 +204,7 @@ impl Sim<'_> {
         let delay = self.w.qps[f.qp as usize].ctrl_delay_ps;
         if p.psn == f.rcv_next {
             f.rcv_next += 1;
-            if f.rcv_next == f.npkts || f.rcv_next % self.net.ack_every == 0 {
+            if f.rcv_next == f.npkts || f.rcv_next.is_multiple_of(self.net.ack_every) {
                 self.q.push(self.now + delay, Ev::Ack { flow: p.flow, psn: f.rcv_next });
             }
             return true;

@@ -218,10 +218,10 @@ impl<'a> Sim<'a> {
             self.now = t;
             self.events += 1;
             self.dispatch(ev);
-            if self.events % 65536 == 0 {
+            if self.events.is_multiple_of(65536) {
                 self.max_pending = self.max_pending.max(self.q.len());
             }
-            if self.events % PROGRESS_EVERY == 0 {
+            if self.events.is_multiple_of(PROGRESS_EVERY) {
                 self.max_pending = self.max_pending.max(self.q.len());
                 progress(&Progress {
                     now_ps: t,
