@@ -70,6 +70,12 @@ fn bench(label: &str, topo: &Topology, yaml: &str, mode: Mode) {
 }
 
 fn main() {
+    // `cargo test --all-targets` runs this too, in a debug build: measuring
+    // there means minutes of work for meaningless figures.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("sim engine bench: not run under `cargo test`; `make bench` runs it");
+        return;
+    }
     println!(
         "sim: state per packet in flight: {} bytes (on a link: a wire FIFO slot plus its Arrive event and the link's TxDone, {} bytes each; \
          a queued packet is one {}-byte FIFO slot)",
