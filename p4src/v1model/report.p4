@@ -39,6 +39,9 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.int_md.ds_flags = meta.rep_md2[15:0];
         hdr.ipv4.total_len = hdr.ipv4.total_len + bytes;
         hdr.ipv4.dscp = meta.rep_original_dscp | INT_DSCP_BIT;
+        // Routing decremented the TTL of every packet that reaches a sink;
+        // the report carries the header as the sink received it.
+        hdr.ipv4.ttl = hdr.ipv4.ttl + 1;
         hdr.udp.len = hdr.udp.len + bytes;
         RESTORE_WORD(0) RESTORE_WORD(1) RESTORE_WORD(2) RESTORE_WORD(3) RESTORE_WORD(4) RESTORE_WORD(5)
         RESTORE_WORD(6) RESTORE_WORD(7) RESTORE_WORD(8) RESTORE_WORD(9) RESTORE_WORD(10) RESTORE_WORD(11)
