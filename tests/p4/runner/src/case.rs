@@ -155,7 +155,14 @@ impl Repeat {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Send { port: u32, packet: Template, repeat: Repeat },
+    /// `port` [`CPU_PORT`] is a P4Runtime packet-out with `packet_out`
+    /// metadata by name.
+    Send {
+        port: u32,
+        packet: Template,
+        repeat: Repeat,
+        packet_out: Vec<(String, u128)>,
+    },
     Write(Vec<(Op, Object)>),
 }
 
@@ -301,11 +308,18 @@ fn case(n: &Node<'_>, common: &Setup) -> Result<Case, VectorError> {
         let at_us = st.get("at_us").map(|a| a.u64()).transpose()?.unwrap_or(0);
         let action = match (st.get("send"), st.get("write")) {
             (Some(s), None) => {
-                s.only(&["port", "packet", "repeat"])?;
+                s.only(&["port", "packet", "repeat", "packet_out"])?;
                 let packet = Template::parse(&s.req("packet")?)?;
                 let repeat = s.get("repeat").map(|r| repeat(&r)).transpose()?.unwrap_or_else(Repeat::once);
                 check_repeat(&s, &packet, &repeat)?;
-                Action::Send { port: s.req("port")?.uint(9)? as u32, packet, repeat }
+                let port = port_number(&s.req("port")?)?;
+                let packet_out = params(s.get("packet_out"))?;
+                if (port == CPU_PORT) != s.get("packet_out").is_some() {
+                    return Err(s.err(
+                        "a packet from the controller (port: cpu) has `packet_out` metadata, others none",
+                    ));
+                }
+                Action::Send { port, packet, repeat, packet_out }
             }
             (None, Some(w)) => Action::Write(w.list()?.iter().map(write_op).collect::<Result<_, _>>()?),
             _ => return Err(st.err("a step has exactly one of `send` and `write`")),
@@ -499,14 +513,17 @@ fn check_repeat(n: &Node<'_>, packet: &Template, r: &Repeat) -> Result<(), Vecto
     Ok(())
 }
 
+/// A port number, or `cpu`.
+fn port_number(p: &Node<'_>) -> Result<u32, VectorError> {
+    if p.text()? == "cpu" {
+        Ok(CPU_PORT)
+    } else {
+        Ok(p.uint(9)? as u32)
+    }
+}
+
 fn port_spec(n: &Node<'_>) -> Result<PortSpec, VectorError> {
-    let one = |p: &Node<'_>| -> Result<u32, VectorError> {
-        if p.text()? == "cpu" {
-            Ok(CPU_PORT)
-        } else {
-            Ok(p.uint(9)? as u32)
-        }
-    };
+    let one = port_number;
     if n.map_entries().is_err() {
         return Ok(PortSpec { any_of: Some(vec![one(n)?]), ..Default::default() });
     }

@@ -299,13 +299,19 @@ async fn play(case: &Case, s: &Session, info: &P4Info, io: &mut PacketIo) -> Res
     for step in &case.steps {
         let at = t0 + Duration::from_micros(step.at_us);
         match &step.action {
-            Action::Send { port, packet, repeat } => {
+            Action::Send { port, packet, repeat, packet_out } => {
                 let base = packet.written();
+                let meta: Vec<(&str, Bits)> =
+                    packet_out.iter().map(|(n, v)| (n.as_str(), bits(*v))).collect();
                 for i in 0..repeat.count {
                     let due = at + Duration::from_micros(repeat.interval_us * i);
                     tokio::time::sleep_until(due.into()).await;
                     let built = packet.build(&repeat.overrides(i, &base)).map_err(|m| anyhow!(m))?;
-                    io.send(*port, &built.bytes)?;
+                    if *port == CPU_PORT {
+                        s.packet_out(built.bytes, info.packet_metadata("packet_out", &meta)?)?;
+                    } else {
+                        io.send(*port, &built.bytes)?;
+                    }
                 }
             }
             Action::Write(ops) => {
