@@ -284,8 +284,8 @@ impl P4Info {
         Self::from_binary(&msg.encode_to_vec())
     }
 
-    /// Reads a P4Info file: `.txt`/`.pb.txt`/`.textproto` as text, anything
-    /// else as binary.
+    /// Reads a P4Info file: `.txt`/`.pb.txt`/`.txtpb`/`.textproto` as text
+    /// (p4c writes `.txtpb`), anything else as binary.
     pub fn load(path: &Path) -> Result<Self, P4InfoError> {
         let shown = path.display().to_string();
         let meta =
@@ -295,7 +295,7 @@ impl P4Info {
         }
         let bytes = std::fs::read(path).map_err(|source| P4InfoError::Io { path: shown.clone(), source })?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name.ends_with(".txt") || name.ends_with(".textproto") {
+        if [".txt", ".txtpb", ".textproto"].iter().any(|ext| name.ends_with(ext)) {
             let text = String::from_utf8(bytes)
                 .map_err(|_| P4InfoError::Text { message: format!("{shown} is not UTF-8") })?;
             Self::from_text(&text)

@@ -42,7 +42,10 @@ fn program() -> Option<(PathBuf, PathBuf)> {
     }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");
     let files: Vec<PathBuf> = std::fs::read_dir(&dir).ok()?.filter_map(|e| Some(e.ok()?.path())).collect();
-    let info = files.iter().find(|f| f.to_string_lossy().ends_with(".p4info.txt"))?.clone();
+    let info = files
+        .iter()
+        .find(|f| [".p4info.txtpb", ".p4info.txt"].iter().any(|ext| f.to_string_lossy().ends_with(ext)))?
+        .clone();
     let json = files
         .iter()
         .find(|f| f.extension().is_some_and(|e| e == "json") && !f.to_string_lossy().contains("p4info"))?
