@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# BMv2 throughput of metaroce's program against a plain L3 program built the
+# same way: iperf3 (TCP) between two network namespaces through one
+# simple_switch_grpc, alternating the two programs ROUNDS times.
+#
+#   tests/p4/throughput/run.sh [SECONDS] [ROUNDS]
+#
+# Needs root, p4c, simple_switch_grpc, simple_switch_CLI, iperf3, ethtool.
+# Prints each run and the ratio of the medians (target: >= 0.8).
+set -u
+cd "$(dirname "$0")"
+secs=${1:-8}
+rounds=${2:-3}
+for tool in p4c simple_switch_grpc simple_switch_CLI iperf3 ethtool ip; do
+  command -v "$tool" >/dev/null || { echo "skip: BMv2 throughput ($tool not installed)"; exit 0; }
+done
+[ "$(id -u)" = 0 ] || { echo "skip: BMv2 throughput (needs root for network namespaces)"; exit 0; }
+[ -f ../../../p4src/build/main.json ] || { echo "no p4src/build/main.json: run 'make p4' first" >&2; exit 1; }
+work=$(mktemp -d)
+sw=
+cleanup() {
+  [ -n "$sw" ] && kill "$sw" 2>/dev/null && wait "$sw" 2>/dev/null
+  ip netns del mrtp1 2>/dev/null; ip netns del mrtp2 2>/dev/null
+  ip link del mrsw1 2>/dev/null; ip link del mrsw2 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+p4c --target bmv2 --arch v1model -o "$work" l3_baseline.p4 2>/dev/null || { echo "p4c failed on l3_baseline.p4" >&2; exit 1; }
+
+# One run: start the switch on JSON, load CMDS, measure, tear down. Prints Mbit/s.
+measure() {
+  local json=$1 cmds=$2
+  cleanup_run
+  for i in 1 2; do
+    ip netns add mrtp$i
+    ip link add mrh$i type veth peer name mrsw$i
+    ip link set mrh$i netns mrtp$i
+    ip -n mrtp$i link set mrh$i address 02:00:00:00:0$i:01
+    ip -n mrtp$i addr add 10.0.$i.1/24 dev mrh$i
+    ip -n mrtp$i link set mrh$i up
+    ip -n mrtp$i link set lo up
+    ip link set mrsw$i up
+    ip -n mrtp$i neigh add 10.0.$i.254 lladdr 02:00:00:00:0$i:fe dev mrh$i
+    ip -n mrtp$i route add 10.0.0.0/16 via 10.0.$i.254 dev mrh$i
+    # BMv2 does not complete offloaded checksums.
+    ip netns exec mrtp$i ethtool -K mrh$i tx off rx off >/dev/null 2>&1
+    ethtool -K mrsw$i tx off rx off >/dev/null 2>&1
+  done
+  simple_switch_grpc --device-id 7 -i 1@mrsw1 -i 2@mrsw2 --thrift-port 9390 "$json" \
+    -- --grpc-server-addr 127.0.0.1:50390 >"$work/switch.log" 2>&1 &
+  sw=$!
+  for _ in $(seq 50); do simple_switch_CLI --thrift-port 9390 <<< "show_ports" >/dev/null 2>&1 && break; sleep 0.2; done
+  simple_switch_CLI --thrift-port 9390 < "$cmds" > "$work/cli.log" 2>&1
+  if grep -qiE "error|invalid" "$work/cli.log"; then cat "$work/cli.log" >&2; echo 0; return; fi
+  ip netns exec mrtp2 iperf3 -s -1 -D -B 10.0.2.1 >/dev/null 2>&1
+  sleep 0.5
+  ip netns exec mrtp1 iperf3 -c 10.0.2.1 -t "$secs" -J > "$work/iperf.json" 2>&1
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%.1f' % (d['end']['sum_received']['bits_per_second']/1e6))" "$work/iperf.json" 2>/dev/null || echo 0
+  kill "$sw" 2>/dev/null; wait "$sw" 2>/dev/null; sw=
+}
+cleanup_run() {
+  ip netns del mrtp1 2>/dev/null; ip netns del mrtp2 2>/dev/null
+  ip link del mrsw1 2>/dev/null; ip link del mrsw2 2>/dev/null
+  return 0
+}
+
+l3=(); mr=()
+for r in $(seq "$rounds"); do
+  a=$(measure "$work/l3_baseline.json" l3_baseline.cmds); b=$(measure ../../../p4src/build/main.json metaroce.cmds)
+  echo "round $r: plain L3 $a Mbit/s, metaroce $b Mbit/s"
+  l3+=("$a"); mr+=("$b")
+done
+python3 - "${l3[*]}" "${mr[*]}" <<'PY'
+import statistics, sys
+l3 = [float(x) for x in sys.argv[1].split()]
+mr = [float(x) for x in sys.argv[2].split()]
+a, b = statistics.median(l3), statistics.median(mr)
+print(f"median: plain L3 {a:.1f} Mbit/s, metaroce {b:.1f} Mbit/s, ratio {b / a if a else 0:.2f} (target >= 0.8)")
+PY
