@@ -34,7 +34,7 @@ const bit<8> DROP_NO_ROUTE = 2;          // no LPM match
 const bit<8> DROP_TTL_EXPIRED = 3;       // TTL 0 or 1 on arrival
 const bit<8> DROP_NO_NHOP = 4;           // selected next hop has no entry
 const bit<8> DROP_INT_MALFORMED = 5;     // INT header inconsistent with its length
-const bit<8> DROP_IPV4_INVALID = 6;      // version, IHL or length wrong
+const bit<8> DROP_IPV4_INVALID = 6;      // version or IHL wrong, or bad checksum
 const bit<8> DROP_UNSUPPORTED = 7;       // neither IPv4 nor ARP
 
 // Digest receivers.
