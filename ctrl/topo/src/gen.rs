@@ -113,6 +113,16 @@ impl<'a> Builder<'a> {
         Ok(id)
     }
 
+    /// `count` switches named `name(1)`, `name(2)`, ...
+    fn switches(
+        &mut self,
+        count: usize,
+        role: Role,
+        name: impl Fn(usize) -> String,
+    ) -> Result<Vec<SwitchId>, GenError> {
+        (1..=count).map(|i| self.switch(name(i), role)).collect()
+    }
+
     fn port(&mut self, s: SwitchId) -> Result<u16, GenError> {
         let mut p = self.next_port[s];
         if p == self.c.fabric.cpu_port {
@@ -186,10 +196,8 @@ pub fn leaf_spine(
     range("hosts per leaf", hosts_per_leaf, 0, 254)?;
     range("parallel links", parallel, 1, 16)?;
     let mut b = Builder::new(c);
-    let leaf_ids =
-        (1..=leaves).map(|i| b.switch(format!("leaf{i}"), Role::Leaf)).collect::<Result<Vec<_>, _>>()?;
-    let spine_ids =
-        (1..=spines).map(|i| b.switch(format!("spine{i}"), Role::Spine)).collect::<Result<Vec<_>, _>>()?;
+    let leaf_ids = b.switches(leaves, Role::Leaf, |i| format!("leaf{i}"))?;
+    let spine_ids = b.switches(spines, Role::Spine, |i| format!("spine{i}"))?;
     for &l in &leaf_ids {
         b.hosts(l, hosts_per_leaf)?;
     }
@@ -230,24 +238,15 @@ pub fn clos3(
     let mut b = Builder::new(c);
     let mut pod_leaves = Vec::new();
     let mut pod_spines = Vec::new();
-    for p in 1..=pods {
-        let ls = (1..=leaves_per_pod)
-            .map(|i| b.switch(format!("p{p}-leaf{i}"), Role::Leaf))
-            .collect::<Result<Vec<_>, _>>()?;
-        pod_leaves.push(ls);
-    }
-    for p in 1..=pods {
-        let ss = (1..=spines_per_pod)
-            .map(|i| b.switch(format!("p{p}-spine{i}"), Role::Spine))
-            .collect::<Result<Vec<_>, _>>()?;
-        pod_spines.push(ss);
-    }
     let mut planes = Vec::new();
+    for p in 1..=pods {
+        pod_leaves.push(b.switches(leaves_per_pod, Role::Leaf, |i| format!("p{p}-leaf{i}"))?);
+    }
+    for p in 1..=pods {
+        pod_spines.push(b.switches(spines_per_pod, Role::Spine, |i| format!("p{p}-spine{i}"))?);
+    }
     for j in 1..=spines_per_pod {
-        let plane = (1..=supers_per_plane)
-            .map(|k| b.switch(format!("ss{j}-{k}"), Role::SuperSpine))
-            .collect::<Result<Vec<_>, _>>()?;
-        planes.push(plane);
+        planes.push(b.switches(supers_per_plane, Role::SuperSpine, |k| format!("ss{j}-{k}"))?);
     }
     for leaves in &pod_leaves {
         for &l in leaves {
