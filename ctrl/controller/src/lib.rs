@@ -1,0 +1,2 @@
+//! The controller daemon: switch sessions, the state task that turns
+//! events into decisions, the reconciler, metrics and the status API.
