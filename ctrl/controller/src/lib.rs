@@ -1,2 +1,4 @@
 //! The controller daemon: switch sessions, the state task that turns
 //! events into decisions, the reconciler, metrics and the status API.
+
+pub mod mode;
