@@ -1,3 +1,245 @@
 //! The P4 program's contract in Rust: typed tables, actions, registers and
 //! digests of `p4src/`, resolved against the loaded P4Info at start-up.
-//! This is the only crate that spells a P4 name.
+//! This is the only crate that spells a P4 name ([`names`]); everything
+//! else speaks [`Entry`], [`QueueDigest`] and [`PacketIn`].
+//!
+//! [`Pipeline::new`] checks the whole P4Info against what the controller
+//! expects and reports every disagreement at once, so a stale build fails
+//! at start-up instead of at the first write.
+
+mod codec;
+mod contract;
+pub mod entry;
+pub mod names;
+
+use std::path::{Path, PathBuf};
+
+use metaroce_p4rt::entity::{self as ent, DigestConfig};
+use metaroce_p4rt::proto::p4::v1 as p4;
+use metaroce_p4rt::{P4Info, P4InfoError};
+
+pub use entry::{Entry, Key, Mac, Phase, RouteTarget};
+
+/// Why the pipeline could not be loaded or an entity not be built or read.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("cannot load the P4Info")]
+    P4Info(#[source] P4InfoError),
+    #[error("cannot read the device config {path}")]
+    DeviceConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the P4Info does not match what the controller expects ({} problem(s)); rebuild with `make p4` \
+         or use a matching controller:\n  - {}",
+        problems.len(),
+        problems.join("\n  - ")
+    )]
+    Mismatch { problems: Vec<String> },
+    #[error("cannot build {what}")]
+    Build {
+        what: String,
+        #[source]
+        source: P4InfoError,
+    },
+    #[error("cannot read {what} from the switch: {message}")]
+    Parse { what: String, message: String },
+}
+
+/// One queue-threshold crossing, as the switch reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDigest {
+    pub switch_id: u32,
+    pub port: u16,
+    /// Queue depth at the crossing (packets on BMv2).
+    pub depth: u32,
+    /// Switch time of the crossing (µs on BMv2).
+    pub timestamp: u64,
+    pub seq: u32,
+    /// True for an up crossing through `queue_high`.
+    pub congested: bool,
+}
+
+/// Why the switch sent a packet to the controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketInReason {
+    Report,
+    Arp,
+    Other(u8),
+}
+
+/// A decoded packet-in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketIn {
+    pub ingress_port: u16,
+    pub reason: PacketInReason,
+    pub payload: Vec<u8>,
+}
+
+/// Per-port registers the controller reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortRegister {
+    /// Largest queue depth since the controller last wrote 0.
+    MaxDepth,
+    /// 1 while the port is above `queue_high`.
+    Congested,
+}
+
+/// Counters the controller reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    DropReasons,
+    NewFlowlets,
+    EcnMarks,
+    ReportsSent,
+}
+
+/// The loaded, checked program.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    info: P4Info,
+    device_config: Vec<u8>,
+    ids: codec::Ids,
+}
+
+impl Pipeline {
+    /// Checks `info` against the contract; `device_config` is the target's
+    /// blob (BMv2 JSON), pushed as is.
+    pub fn new(info: P4Info, device_config: Vec<u8>) -> Result<Self, PipelineError> {
+        let problems = contract::check(&info);
+        if !problems.is_empty() {
+            return Err(PipelineError::Mismatch { problems });
+        }
+        let ids = codec::Ids::resolve(&info)
+            .map_err(|source| PipelineError::Build { what: "ids".into(), source })?;
+        Ok(Pipeline { info, device_config, ids })
+    }
+
+    /// Loads the P4Info and device config files (`p4src/build/`).
+    pub fn load(p4info: &Path, device_config: &Path) -> Result<Self, PipelineError> {
+        let info = P4Info::load(p4info).map_err(PipelineError::P4Info)?;
+        let bytes = std::fs::read(device_config)
+            .map_err(|source| PipelineError::DeviceConfig { path: device_config.to_owned(), source })?;
+        Self::new(info, bytes)
+    }
+
+    pub fn info(&self) -> &P4Info {
+        &self.info
+    }
+
+    pub fn device_config(&self) -> &[u8] {
+        &self.device_config
+    }
+
+    /// The P4Runtime update that makes `entry` so. Defaults of keyless
+    /// tables are always MODIFY; `Delete` of one is refused.
+    pub fn update(&self, kind: p4::update::Type, entry: &Entry) -> Result<p4::Update, PipelineError> {
+        let entity = self.entity(entry)?;
+        let kind = if entry.is_default() {
+            if kind == p4::update::Type::Delete {
+                return Err(PipelineError::Parse {
+                    what: format!("{:?}", entry.key()),
+                    message: "the default of a keyless table cannot be deleted".into(),
+                });
+            }
+            p4::update::Type::Modify
+        } else {
+            kind
+        };
+        Ok(p4::Update { r#type: kind as i32, entity: Some(entity) })
+    }
+
+    /// The P4Runtime entity of `entry`.
+    pub fn entity(&self, entry: &Entry) -> Result<p4::Entity, PipelineError> {
+        codec::build(&self.info, entry)
+            .map_err(|source| PipelineError::Build { what: format!("{:?}", entry.key()), source })
+    }
+
+    /// Reads that return every entry this crate can parse back.
+    pub fn read_requests(&self) -> Vec<p4::Entity> {
+        self.ids.read_requests()
+    }
+
+    /// The entry an entity read from a switch describes; `None` for
+    /// entities that are not control-plane state of ours (counters, the
+    /// digest clone session's peers, defaults we never write).
+    pub fn parse(&self, entity: &p4::Entity) -> Result<Option<Entry>, PipelineError> {
+        self.ids.parse(entity)
+    }
+
+    /// The digest subscription; `max_list_size` 1 delivers each crossing at once.
+    pub fn digest_entry(&self, config: DigestConfig) -> Result<p4::DigestEntry, PipelineError> {
+        self.info
+            .digest_entry(names::QUEUE_DIGEST, config)
+            .map_err(|source| PipelineError::Build { what: "digest entry".into(), source })
+    }
+
+    /// True when the list is one of our threshold digests.
+    pub fn is_queue_digest(&self, list: &p4::DigestList) -> bool {
+        list.digest_id == self.ids.digest
+    }
+
+    /// Decodes a list of threshold digests; malformed items are errors.
+    pub fn decode_digests(&self, list: &p4::DigestList) -> Result<Vec<QueueDigest>, PipelineError> {
+        list.data.iter().map(codec::decode_digest).collect()
+    }
+
+    pub fn decode_packet_in(&self, p: &p4::PacketIn) -> Result<PacketIn, PipelineError> {
+        let fields = self
+            .info
+            .decode_packet_metadata(names::PACKET_IN, &p.metadata)
+            .map_err(|e| PipelineError::Parse { what: "packet-in".into(), message: e.to_string() })?;
+        let get = |f: &str| fields.iter().find(|(n, _)| n == f).map(|(_, v)| *v).unwrap_or(0);
+        let reason = match get("reason") as u8 {
+            names::PACKET_IN_REPORT => PacketInReason::Report,
+            names::PACKET_IN_ARP => PacketInReason::Arp,
+            r => PacketInReason::Other(r),
+        };
+        Ok(PacketIn { ingress_port: get("ingress_port") as u16, reason, payload: p.payload.clone() })
+    }
+
+    /// Metadata of a packet-out that leaves untouched on `port`.
+    pub fn packet_out_metadata(&self, port: u16) -> Result<Vec<p4::PacketMetadata>, PipelineError> {
+        self.info
+            .packet_metadata(
+                names::PACKET_OUT,
+                &[("egress_port", port.into()), ("flags", 0u8.into()), ("reserved", 0u8.into())],
+            )
+            .map_err(|source| PipelineError::Build { what: "packet-out metadata".into(), source })
+    }
+
+    /// The P4 name of a per-port register (for the driver's read/write,
+    /// which falls back to Thrift on BMv2).
+    pub fn register_name(&self, r: PortRegister) -> &'static str {
+        match r {
+            PortRegister::MaxDepth => names::PORT_MAX_DEPTH,
+            PortRegister::Congested => names::PORT_CONGESTED,
+        }
+    }
+
+    /// A read of every cell of a counter.
+    pub fn counter_read(&self, c: Counter) -> Result<p4::Entity, PipelineError> {
+        let name = match c {
+            Counter::DropReasons => names::DROP_REASONS,
+            Counter::NewFlowlets => names::NEW_FLOWLETS,
+            Counter::EcnMarks => names::ECN_MARKS,
+            Counter::ReportsSent => names::REPORTS_SENT,
+        };
+        self.info
+            .counter_entry(name, None)
+            .map(Into::into)
+            .map_err(|source| PipelineError::Build { what: format!("counter read {name}"), source })
+    }
+
+    /// Which counter a read answer belongs to.
+    pub fn counter_of(&self, id: u32) -> Option<Counter> {
+        self.ids.counter_of(id)
+    }
+}
+
+/// The clone session replicas of `port`, as P4Runtime wants them.
+pub fn clone_session_entity(id: u32, port: u32) -> p4::Entity {
+    ent::clone_session(id, &[(port, 1)], 0, 0)
+}

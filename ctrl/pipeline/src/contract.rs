@@ -1,0 +1,255 @@
+//! What the controller expects of the P4Info, checked in one pass at
+//! start-up so that every disagreement is reported at once, with the
+//! P4Info's own "did you mean" for names it does not know.
+
+use metaroce_p4rt::p4info::{self, name_of};
+use metaroce_p4rt::proto::p4::config::v1 as cfg;
+use metaroce_p4rt::P4Info;
+
+use crate::names as n;
+use cfg::match_field::{Match, MatchType};
+
+/// A table: its match fields `(name, kind, width)` and the actions we use.
+struct TableSpec {
+    name: &'static str,
+    fields: &'static [(&'static str, MatchType, i32)],
+    actions: &'static [&'static str],
+}
+
+const TABLES: &[TableSpec] = &[
+    TableSpec { name: n::CONFIG, fields: &[], actions: &[n::CONFIGURE] },
+    TableSpec {
+        name: n::INGRESS_PORT_ROLE,
+        fields: &[("port", MatchType::Exact, 9)],
+        actions: &[n::SET_EDGE],
+    },
+    TableSpec {
+        name: n::INT_WATCHLIST,
+        fields: &[
+            ("src_addr", MatchType::Ternary, 32),
+            ("dst_addr", MatchType::Ternary, 32),
+            ("l4_dst_port", MatchType::Ternary, 16),
+        ],
+        actions: &[n::INT_SOURCE],
+    },
+    TableSpec {
+        name: n::IPV4_LPM,
+        fields: &[("dst_addr", MatchType::Lpm, 32)],
+        actions: &[n::SET_GROUP, n::SET_NHOP, n::ROUTING_DROP],
+    },
+    TableSpec {
+        name: n::NHOP_GROUP,
+        fields: &[("group_id", MatchType::Exact, 16)],
+        actions: &[n::SELECT_NHOP],
+    },
+    TableSpec {
+        name: n::PORT_DOWN,
+        fields: &[("port", MatchType::Exact, 16)],
+        actions: &[n::MARK_PORT_DOWN],
+    },
+    TableSpec { name: n::NHOP, fields: &[("nhop_id", MatchType::Exact, 16)], actions: &[n::FORWARD] },
+    TableSpec { name: n::EGRESS_CONFIG, fields: &[], actions: &[n::CONFIGURE_EGRESS] },
+    TableSpec {
+        name: n::EGRESS_PORT_CONFIG,
+        fields: &[("port", MatchType::Exact, 9)],
+        actions: &[n::SET_PORT],
+    },
+    TableSpec { name: n::REPORT_CONFIG, fields: &[], actions: &[n::SET_REPORT_ENCAP] },
+];
+
+const ACTIONS: &[(&str, &[(&str, i32)])] = &[
+    (n::CONFIGURE, &[("switch_id", 32), ("flowlet_timeout_us", 48)]),
+    (n::SET_EDGE, &[]),
+    (n::INT_SOURCE, &[("max_hops", 8)]),
+    (n::SET_GROUP, &[("group_id", 16)]),
+    (n::SET_NHOP, &[("nhop_id", 16)]),
+    (n::ROUTING_DROP, &[("reason", 8)]),
+    (n::SELECT_NHOP, &[("nhop_id", 16)]),
+    (n::MARK_PORT_DOWN, &[]),
+    (n::FORWARD, &[("port", 9), ("src_mac", 48), ("dst_mac", 48)]),
+    (n::CONFIGURE_EGRESS, &[("digest_interval_us", 48), ("report_period_us", 48), ("latency_shift", 8)]),
+    (n::SET_PORT, &[("edge", 1), ("mtu", 16), ("queue_high", 32), ("queue_low", 32), ("ecn_threshold", 32)]),
+    (
+        n::SET_REPORT_ENCAP,
+        &[("src_mac", 48), ("dst_mac", 48), ("src_ip", 32), ("dst_ip", 32), ("dst_port", 16)],
+    ),
+];
+
+/// Registers: `(name, size, width)`.
+const REGISTERS: &[(&str, i32, i32)] = &[
+    (n::PORT_MAX_DEPTH, n::PORT_REGISTER_SIZE as i32, 32),
+    (n::PORT_CONGESTED, n::PORT_REGISTER_SIZE as i32, 8),
+];
+
+const COUNTERS: &[&str] = &[n::DROP_REASONS, n::NEW_FLOWLETS, n::ECN_MARKS, n::REPORTS_SENT];
+
+/// Digest struct members in order, with widths.
+pub(crate) const DIGEST_FIELDS: &[(&str, i32)] =
+    &[("switch_id", 32), ("port", 16), ("depth", 32), ("timestamp", 48), ("seq", 32), ("congested", 8)];
+
+const PACKET_IN_FIELDS: &[(&str, i32)] = &[("ingress_port", 16), ("reason", 8)];
+const PACKET_OUT_FIELDS: &[(&str, i32)] = &[("egress_port", 16), ("flags", 8)];
+
+/// Checks the P4Info against everything above; returns every problem.
+pub(crate) fn check(info: &P4Info) -> Vec<String> {
+    let mut errs = Vec::new();
+    for t in TABLES {
+        check_table(info, t, &mut errs);
+    }
+    for (name, params) in ACTIONS {
+        match info.action(name) {
+            Ok(a) => {
+                for (p, w) in *params {
+                    match p4info::action_param(a, p) {
+                        Ok(param) if param.bitwidth != *w => errs.push(format!(
+                            "action {name}: parameter {p} is {} bits, the controller expects {w}",
+                            param.bitwidth
+                        )),
+                        Ok(_) => {}
+                        Err(e) => errs.push(format!("action {name}: {e}")),
+                    }
+                }
+                if a.params.len() != params.len() {
+                    errs.push(format!(
+                        "action {name} has {} parameters, the controller expects {}",
+                        a.params.len(),
+                        params.len()
+                    ));
+                }
+            }
+            Err(e) => errs.push(e.to_string()),
+        }
+    }
+    for (name, size, width) in REGISTERS {
+        match info.register(name) {
+            Ok(r) => {
+                if r.size < *size {
+                    errs.push(format!("register {name} has {} cells, the controller expects {size}", r.size));
+                }
+                if metaroce_p4rt::entity::register_bitwidth(r) != Some(*width) {
+                    errs.push(format!("register {name} is not bit<{width}>"));
+                }
+            }
+            Err(e) => errs.push(e.to_string()),
+        }
+    }
+    for name in COUNTERS {
+        if let Err(e) = info.counters.by_name(name) {
+            errs.push(e.to_string());
+        }
+    }
+    check_profile(info, &mut errs);
+    check_digest(info, &mut errs);
+    check_packet_metadata(info, n::PACKET_IN, PACKET_IN_FIELDS, &mut errs);
+    check_packet_metadata(info, n::PACKET_OUT, PACKET_OUT_FIELDS, &mut errs);
+    errs
+}
+
+fn check_table(info: &P4Info, spec: &TableSpec, errs: &mut Vec<String>) {
+    let t = match info.table(spec.name) {
+        Ok(t) => t,
+        Err(e) => return errs.push(e.to_string()),
+    };
+    for (field, kind, width) in spec.fields {
+        match p4info::match_field(t, field) {
+            Ok(f) => {
+                if f.r#match != Some(Match::MatchType(*kind as i32)) {
+                    errs.push(format!("table {}: field {field} is not {}", spec.name, kind.as_str_name()));
+                }
+                if f.bitwidth != *width {
+                    errs.push(format!(
+                        "table {}: field {field} is {} bits, the controller expects {width}",
+                        spec.name, f.bitwidth
+                    ));
+                }
+            }
+            Err(e) => errs.push(format!("table {}: {e}", spec.name)),
+        }
+    }
+    if t.match_fields.len() != spec.fields.len() {
+        errs.push(format!(
+            "table {} has {} match fields, the controller expects {}",
+            spec.name,
+            t.match_fields.len(),
+            spec.fields.len()
+        ));
+    }
+    for action in spec.actions {
+        let Ok(id) = info.actions.id_of(action) else { continue }; // reported with the actions
+        if !t.action_refs.iter().any(|r| r.id == id) {
+            errs.push(format!("table {} does not offer action {action}", spec.name));
+        }
+    }
+}
+
+fn check_profile(info: &P4Info, errs: &mut Vec<String>) {
+    match (info.action_profiles.by_name(n::NHOP_SELECTOR), info.table(n::NHOP_GROUP)) {
+        (Ok(p), Ok(t)) => {
+            let id = p.preamble.as_ref().map(|p| p.id).unwrap_or_default();
+            if t.implementation_id != id {
+                errs.push(format!("table {} is not implemented by {}", n::NHOP_GROUP, n::NHOP_SELECTOR));
+            }
+            if !p.with_selector {
+                errs.push(format!("action profile {} has no selector", n::NHOP_SELECTOR));
+            }
+        }
+        (Err(e), _) => errs.push(e.to_string()),
+        (_, Err(_)) => {}
+    }
+}
+
+fn check_digest(info: &P4Info, errs: &mut Vec<String>) {
+    let d = match info.digest(n::QUEUE_DIGEST) {
+        Ok(d) => d,
+        Err(e) => return errs.push(e.to_string()),
+    };
+    let members = digest_members(info, d);
+    let got: Vec<(String, i32)> = members.unwrap_or_default();
+    let want: Vec<(String, i32)> = DIGEST_FIELDS.iter().map(|(f, w)| ((*f).to_owned(), *w)).collect();
+    if got != want {
+        let show =
+            |v: &[(String, i32)]| v.iter().map(|(f, w)| format!("{f}:{w}")).collect::<Vec<_>>().join(", ");
+        errs.push(format!(
+            "digest {}: fields are [{}], the controller expects [{}]",
+            n::QUEUE_DIGEST,
+            show(&got),
+            show(&want)
+        ));
+    }
+}
+
+/// Names and widths of a digest's struct members, in order.
+fn digest_members(info: &P4Info, d: &cfg::Digest) -> Option<Vec<(String, i32)>> {
+    use cfg::p4_bitstring_like_type_spec::TypeSpec as B;
+    use cfg::p4_data_type_spec::TypeSpec as T;
+    let Some(T::Struct(s)) = d.type_spec.as_ref()?.type_spec.as_ref() else { return None };
+    let st = info.raw().type_info.as_ref()?.structs.get(&s.name)?;
+    st.members
+        .iter()
+        .map(|m| match m.type_spec.as_ref()?.type_spec.as_ref()? {
+            T::Bitstring(b) => match b.type_spec.as_ref()? {
+                B::Bit(bit) => Some((m.name.clone(), bit.bitwidth)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+fn check_packet_metadata(info: &P4Info, header: &str, fields: &[(&str, i32)], errs: &mut Vec<String>) {
+    let h = match info.packet_metadata.by_name(header) {
+        Ok(h) => h,
+        Err(e) => return errs.push(e.to_string()),
+    };
+    for (f, w) in fields {
+        match p4info::packet_metadata_field(h, f) {
+            Ok(m) if m.bitwidth != *w => errs.push(format!(
+                "{}: field {f} is {} bits, the controller expects {w}",
+                name_of(h),
+                m.bitwidth
+            )),
+            Ok(_) => {}
+            Err(e) => errs.push(e.to_string()),
+        }
+    }
+}

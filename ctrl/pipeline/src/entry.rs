@@ -1,0 +1,136 @@
+//! The control-plane state of one switch as typed entries: what the
+//! controller writes, reads back and diffs. Every entry knows its key (what
+//! identifies it on the switch) and its phase (the order in which it can be
+//! written without a packet ever meeting a dangling reference).
+
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+/// A 48-bit MAC address as six bytes.
+pub type Mac = [u8; 6];
+
+/// Where a route sends packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteTarget {
+    /// A weighted next-hop group (`nhop_group` key).
+    Group(u16),
+    /// A single next hop.
+    Nhop(u16),
+}
+
+/// One piece of control-plane state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// Default action of the keyless `config` table.
+    Config { switch_id: u32, flowlet_timeout_us: u64 },
+    /// Default action of the keyless `egress_config` table.
+    EgressConfig { digest_interval_us: u64, report_period_us: u64, latency_shift: u8 },
+    /// Default action of the keyless `report_config` table; `dst_ip` 0 disables reports.
+    ReportConfig { src_mac: Mac, dst_mac: Mac, src_ip: Ipv4Addr, dst_ip: Ipv4Addr, dst_port: u16 },
+    /// A host-facing ingress port (INT source).
+    EdgePort { port: u16 },
+    /// An INT watchlist rule: `(value, mask)` per field.
+    Watch { src: (Ipv4Addr, u32), dst: (Ipv4Addr, u32), l4_dst_port: (u16, u16), priority: i32, max_hops: u8 },
+    /// An LPM route.
+    Route { prefix: Ipv4Addr, len: u8, target: RouteTarget },
+    /// A next hop: egress port and MAC rewrite.
+    Nhop { id: u16, port: u16, src_mac: Mac, dst_mac: Mac },
+    /// An action-selector member selecting one next hop.
+    Member { id: u32, nhop: u16 },
+    /// An action-selector group: `(member, weight)`, sorted by member.
+    Group { id: u32, members: Vec<(u32, u32)> },
+    /// The `nhop_group` entry that makes selector group `id` usable as group `id`.
+    GroupEntry { id: u16 },
+    /// A port taken out of service.
+    PortDown { port: u16 },
+    /// Egress thresholds and MTU of a port.
+    EgressPort { port: u16, edge: bool, mtu: u16, queue_high: u32, queue_low: u32, ecn_threshold: u32 },
+    /// A clone session to one port.
+    CloneSession { id: u32, port: u32 },
+}
+
+/// What identifies an entry on the switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Key {
+    Config,
+    EgressConfig,
+    ReportConfig,
+    EdgePort(u16),
+    Watch { src: (u32, u32), dst: (u32, u32), l4: (u16, u16), priority: i32 },
+    Route(u32, u8),
+    Nhop(u16),
+    Member(u32),
+    Group(u32),
+    GroupEntry(u16),
+    PortDown(u16),
+    EgressPort(u16),
+    CloneSession(u32),
+}
+
+/// Write order. Inserts and modifications go in ascending phase, deletes
+/// in descending phase: a route is only pointed at a group that exists,
+/// and a group is only deleted when no route points at it any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    Settings = 0,
+    Nhops = 1,
+    Members = 2,
+    Groups = 3,
+    GroupEntries = 4,
+    Routes = 5,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 6] =
+        [Phase::Settings, Phase::Nhops, Phase::Members, Phase::Groups, Phase::GroupEntries, Phase::Routes];
+}
+
+impl Entry {
+    pub fn key(&self) -> Key {
+        match *self {
+            Entry::Config { .. } => Key::Config,
+            Entry::EgressConfig { .. } => Key::EgressConfig,
+            Entry::ReportConfig { .. } => Key::ReportConfig,
+            Entry::EdgePort { port } => Key::EdgePort(port),
+            Entry::Watch { src, dst, l4_dst_port, priority, .. } => Key::Watch {
+                src: (u32::from(src.0), src.1),
+                dst: (u32::from(dst.0), dst.1),
+                l4: l4_dst_port,
+                priority,
+            },
+            Entry::Route { prefix, len, .. } => Key::Route(u32::from(prefix), len),
+            Entry::Nhop { id, .. } => Key::Nhop(id),
+            Entry::Member { id, .. } => Key::Member(id),
+            Entry::Group { id, .. } => Key::Group(id),
+            Entry::GroupEntry { id } => Key::GroupEntry(id),
+            Entry::PortDown { port } => Key::PortDown(port),
+            Entry::EgressPort { port, .. } => Key::EgressPort(port),
+            Entry::CloneSession { id, .. } => Key::CloneSession(id),
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        match self {
+            Entry::Nhop { .. } => Phase::Nhops,
+            Entry::Member { .. } => Phase::Members,
+            Entry::Group { .. } => Phase::Groups,
+            Entry::GroupEntry { .. } => Phase::GroupEntries,
+            Entry::Route { .. } => Phase::Routes,
+            _ => Phase::Settings,
+        }
+    }
+
+    /// Keyless-table defaults can only be modified, never inserted or deleted.
+    pub fn is_default(&self) -> bool {
+        matches!(self, Entry::Config { .. } | Entry::EgressConfig { .. } | Entry::ReportConfig { .. })
+    }
+}
+
+impl Key {
+    pub fn is_default(&self) -> bool {
+        matches!(self, Key::Config | Key::EgressConfig | Key::ReportConfig)
+    }
+}

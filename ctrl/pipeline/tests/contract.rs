@@ -1,0 +1,144 @@
+//! The committed P4Info satisfies the contract, every entry survives a
+//! round trip through P4Runtime form, and a mismatched P4Info is refused
+//! with every problem named.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use metaroce_p4rt::proto::p4::v1 as p4;
+use metaroce_p4rt::P4Info;
+use metaroce_pipeline::{Entry, Pipeline, PipelineError, RouteTarget};
+
+fn build_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build")
+}
+
+fn text() -> String {
+    std::fs::read_to_string(build_dir().join("main.p4info.txtpb")).unwrap()
+}
+
+fn pipeline() -> Pipeline {
+    Pipeline::load(&build_dir().join("main.p4info.txtpb"), &build_dir().join("main.json")).unwrap()
+}
+
+pub fn samples() -> Vec<Entry> {
+    let mac = [2, 0, 0, 0, 1, 1];
+    vec![
+        Entry::Config { switch_id: 7, flowlet_timeout_us: 5000 },
+        Entry::EgressConfig { digest_interval_us: 1000, report_period_us: 1_000_000, latency_shift: 8 },
+        Entry::ReportConfig {
+            src_mac: mac,
+            dst_mac: [2, 0, 0, 0, 0, 0xfe],
+            src_ip: Ipv4Addr::new(10, 255, 0, 1),
+            dst_ip: Ipv4Addr::new(10, 255, 255, 254),
+            dst_port: 32766,
+        },
+        Entry::EdgePort { port: 1 },
+        Entry::Watch {
+            src: (Ipv4Addr::UNSPECIFIED, 0),
+            dst: (Ipv4Addr::new(10, 0, 0, 0), 0xff00_0000),
+            l4_dst_port: (4791, 0xffff),
+            priority: 10,
+            max_hops: 4,
+        },
+        Entry::Route { prefix: Ipv4Addr::new(10, 0, 2, 0), len: 24, target: RouteTarget::Group(3) },
+        Entry::Route { prefix: Ipv4Addr::new(10, 0, 1, 1), len: 32, target: RouteTarget::Nhop(2) },
+        Entry::Nhop { id: 2, port: 1, src_mac: mac, dst_mac: [2, 0, 0, 0, 1, 2] },
+        Entry::Member { id: 2, nhop: 2 },
+        Entry::Group { id: 3, members: vec![(2, 5), (4, 1)] },
+        Entry::GroupEntry { id: 3 },
+        Entry::PortDown { port: 4 },
+        Entry::EgressPort {
+            port: 1,
+            edge: true,
+            mtu: 1500,
+            queue_high: 40,
+            queue_low: 10,
+            ecn_threshold: 20,
+        },
+        Entry::CloneSession { id: 500, port: 255 },
+    ]
+}
+
+#[test]
+fn committed_p4info_matches_the_contract() {
+    let p = pipeline();
+    assert!(!p.device_config().is_empty());
+    assert_eq!(p.read_requests().len(), 13);
+}
+
+#[test]
+fn every_entry_round_trips() {
+    let p = pipeline();
+    for e in samples() {
+        let entity = p.entity(&e).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+        let back = p.parse(&entity).unwrap().unwrap_or_else(|| panic!("{e:?} parsed to nothing"));
+        assert_eq!(back, e);
+    }
+}
+
+#[test]
+fn defaults_are_modified_never_inserted_or_deleted() {
+    let p = pipeline();
+    let cfg = Entry::Config { switch_id: 1, flowlet_timeout_us: 1 };
+    let u = p.update(p4::update::Type::Insert, &cfg).unwrap();
+    assert_eq!(u.r#type, p4::update::Type::Modify as i32);
+    assert!(p.update(p4::update::Type::Delete, &cfg).is_err());
+}
+
+#[test]
+fn values_that_do_not_fit_are_refused() {
+    let p = pipeline();
+    let e = Entry::Nhop { id: 1, port: 600, src_mac: [0; 6], dst_mac: [0; 6] };
+    let err = p.entity(&e).unwrap_err().to_string();
+    assert!(err.contains("Nhop"), "{err}");
+}
+
+#[test]
+fn a_renamed_table_is_named_with_a_suggestion() {
+    let bad = text().replace("MetaroceIngress.routing.nhop_group\"", "MetaroceIngress.routing.nhop_groups\"");
+    let info = P4Info::from_text(&bad).unwrap();
+    let err = Pipeline::new(info, vec![]).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, PipelineError::Mismatch { .. }));
+    assert!(msg.contains("nhop_group") && msg.contains("did you mean"), "{msg}");
+    assert!(msg.contains("make p4"), "{msg}");
+}
+
+#[test]
+fn a_changed_width_and_a_missing_digest_field_are_both_reported() {
+    let t = text();
+    // Widen queue_high (the 3rd param of set_port) and rename a digest member.
+    let i = t.find("name: \"queue_high\"").unwrap();
+    let j = i + t[i..].find("bitwidth: 32").unwrap();
+    let mut bad = format!("{}bitwidth: 16{}", &t[..j], &t[j + "bitwidth: 32".len()..]);
+    bad = bad.replacen("name: \"congested\"", "name: \"hot\"", 1);
+    let info = P4Info::from_text(&bad).unwrap();
+    let Err(PipelineError::Mismatch { problems }) = Pipeline::new(info, vec![]) else { panic!("accepted") };
+    assert!(problems.iter().any(|p| p.contains("queue_high is 16 bits")), "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains("digest queue_digest_t")), "{problems:?}");
+}
+
+#[test]
+fn digests_decode_and_malformed_ones_are_errors() {
+    let p = pipeline();
+    let bits = |v: u64, bytes: usize| p4::P4Data {
+        data: Some(p4::p4_data::Data::Bitstring(v.to_be_bytes()[8 - bytes..].to_vec())),
+    };
+    let item = |members: Vec<p4::P4Data>| p4::P4Data {
+        data: Some(p4::p4_data::Data::Struct(p4::P4StructLike { members })),
+    };
+    let good = item(vec![bits(3, 4), bits(2, 2), bits(45, 4), bits(123_456, 6), bits(9, 4), bits(1, 1)]);
+    let list = p4::DigestList { digest_id: 0, list_id: 1, data: vec![good.clone()], timestamp: 0 };
+    let d = p.decode_digests(&list).unwrap();
+    assert_eq!(d[0].switch_id, 3);
+    assert_eq!((d[0].port, d[0].depth, d[0].timestamp, d[0].seq, d[0].congested), (2, 45, 123_456, 9, true));
+    let short = item(vec![bits(3, 4)]);
+    let list = p4::DigestList { digest_id: 0, list_id: 1, data: vec![short], timestamp: 0 };
+    assert!(p.decode_digests(&list).is_err());
+    let wide = item(vec![bits(3, 4), bits(70_000, 3), bits(45, 4), bits(1, 6), bits(9, 4), bits(1, 1)]);
+    let list = p4::DigestList { digest_id: 0, list_id: 1, data: vec![wide], timestamp: 0 };
+    assert!(p.decode_digests(&list).is_err(), "a 17-bit port must not be truncated silently");
+}
