@@ -1,0 +1,388 @@
+//! One task per switch: it owns the P4Runtime session and the switch's
+//! installed state. It connects (with backoff), pushes the pipeline,
+//! subscribes to digests, reads back what the switch holds, and then keeps
+//! the switch at the desired state the core publishes, reconnecting and
+//! re-syncing on its own when the switch restarts or drops the stream, so
+//! that one switch's trouble never disturbs the others.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metaroce_p4rt::entity::DigestConfig;
+use metaroce_p4rt::proto::p4::v1 as p4;
+use metaroce_p4rt::session::Bmv2Json;
+use metaroce_p4rt::thrift::ThriftConfig;
+use metaroce_p4rt::{Event as SessionEvent, Session, SessionConfig, SessionError};
+use metaroce_pipeline::{Entry, Key, PacketInReason, Pipeline, PortRegister, QueueDigest};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::reconcile::{self, Change};
+
+/// Desired entries of one switch; `None` until the core has computed them.
+pub type Desired = Option<Arc<BTreeMap<Key, Entry>>>;
+
+/// What a switch task tells the core.
+#[derive(Debug, Clone)]
+pub enum AgentEvent {
+    /// Connected, primary, pipeline in place, installed state read.
+    Up {
+        switch: usize,
+        installed: usize,
+    },
+    Down {
+        switch: usize,
+        reason: String,
+    },
+    Primary {
+        switch: usize,
+        primary: bool,
+    },
+    Digests {
+        switch: usize,
+        digests: Vec<QueueDigest>,
+    },
+    /// Per port: (max depth since the last read, congested).
+    Registers {
+        switch: usize,
+        ports: Vec<(u16, u32, bool)>,
+    },
+    /// A Telemetry Report frame received as packet-in.
+    Report {
+        switch: usize,
+        frame: Vec<u8>,
+    },
+    /// A reconcile pass ended.
+    Synced {
+        switch: usize,
+        outcome: SyncOutcome,
+    },
+}
+
+/// The result of one reconcile pass.
+#[derive(Debug, Clone)]
+pub struct SyncOutcome {
+    pub inserts: usize,
+    pub modifies: usize,
+    pub deletes: usize,
+    pub batches: usize,
+    /// Wall time of all writes of the pass.
+    pub write_time: Duration,
+    pub error: Option<String>,
+}
+
+/// How a switch task behaves.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub switch: usize,
+    pub name: String,
+    pub session: SessionConfig,
+    pub thrift: Option<SocketAddr>,
+    /// Ports whose registers are polled.
+    pub ports: Vec<u16>,
+    pub poll_interval: Duration,
+    pub digest: DigestConfig,
+    /// Write nothing (dry run): compute and log the changes only.
+    pub dry_run: bool,
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+}
+
+/// Runs until `shutdown` fires. Never returns an error: failures are
+/// reported to the core and retried. Spawn it inside a span naming the
+/// switch ([`span`]).
+pub async fn run(
+    cfg: AgentConfig,
+    pipeline: Arc<Pipeline>,
+    mut desired: watch::Receiver<Desired>,
+    events: mpsc::Sender<AgentEvent>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut backoff = cfg.retry_initial;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let mut stop = shutdown.clone();
+        let result = tokio::select! {
+            r = connected(&cfg, &pipeline, &mut desired, &events, &mut shutdown) => r,
+            _ = stop.changed() => return,
+        };
+        let reason = match result {
+            Ok(()) => return, // shutdown
+            Err(e) => format!("{e:#}"),
+        };
+        warn!(error = %reason, retry_in = ?backoff, "switch session failed");
+        let _ = events.send(AgentEvent::Down { switch: cfg.switch, reason }).await;
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = shutdown.changed() => return,
+        }
+        backoff = (backoff * 2).min(cfg.retry_max);
+    }
+}
+
+/// The span of a switch's task: every log line of it names the switch.
+pub fn span(cfg: &AgentConfig) -> tracing::Span {
+    tracing::info_span!("switch", switch = %cfg.name, device_id = cfg.session.device_id)
+}
+
+/// Why a connected session ended.
+#[derive(Debug, thiserror::Error)]
+enum AgentError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error("{0}")]
+    Pipeline(#[from] metaroce_pipeline::PipelineError),
+    #[error("the session's event stream ended")]
+    StreamEnded,
+}
+
+async fn open(
+    cfg: &AgentConfig,
+    pipeline: &Pipeline,
+) -> Result<(Session, mpsc::UnboundedReceiver<SessionEvent>), AgentError> {
+    let mut session = Session::connect(cfg.session.clone()).await?;
+    if let Some(addr) = cfg.thrift {
+        session = session.with_thrift(ThriftConfig::new(addr));
+    }
+    let rx = session.subscribe()?;
+    session.wait_primary().await?;
+    if !cfg.dry_run {
+        let outcome =
+            session.set_pipeline(pipeline.info(), &Bmv2Json(pipeline.device_config().to_vec()), None).await?;
+        info!(?outcome, "pipeline");
+        session.configure_digest(pipeline.digest_entry(cfg.digest)?).await?;
+    } else {
+        session.use_p4info(pipeline.info())?;
+    }
+    Ok((session, rx))
+}
+
+/// Reads back every entry of ours the switch holds.
+async fn read_installed(session: &Session, pipeline: &Pipeline) -> Result<BTreeMap<Key, Entry>, AgentError> {
+    let mut out = BTreeMap::new();
+    for req in pipeline.read_requests() {
+        let entities = match session.read(vec![req]).await {
+            Ok(e) => e,
+            // A server that cannot read some kind (e.g. keyless defaults)
+            // just means we write those again, which changes nothing.
+            Err(e) if e.code() == Some(tonic::Code::Unimplemented) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        for entity in entities {
+            match pipeline.parse(&entity) {
+                Ok(Some(e)) => {
+                    out.insert(e.key(), e);
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    warn!(error = %err, "entry on the switch that the controller cannot read; it will be left alone")
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+struct Live<'a> {
+    cfg: &'a AgentConfig,
+    pipeline: &'a Pipeline,
+    session: Session,
+    installed: BTreeMap<Key, Entry>,
+    events: &'a mpsc::Sender<AgentEvent>,
+    retry_at: Option<Instant>,
+    backoff: Duration,
+}
+
+async fn connected(
+    cfg: &AgentConfig,
+    pipeline: &Pipeline,
+    desired: &mut watch::Receiver<Desired>,
+    events: &mpsc::Sender<AgentEvent>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), AgentError> {
+    let (session, mut stream) = open(cfg, pipeline).await?;
+    let installed = read_installed(&session, pipeline).await?;
+    info!(entries = installed.len(), "switch up; installed state read back");
+    let _ = events.send(AgentEvent::Up { switch: cfg.switch, installed: installed.len() }).await;
+    let mut live =
+        Live { cfg, pipeline, session, installed, events, retry_at: None, backoff: cfg.retry_initial };
+    live.sync(&desired.borrow_and_update().clone()).await;
+    let mut poll = tokio::time::interval(cfg.poll_interval);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let retry = live.retry_at;
+        tokio::select! {
+            ev = stream.recv() => {
+                let Some(ev) = ev else { return Err(AgentError::StreamEnded) };
+                live.on_session_event(ev, desired).await?;
+            }
+            changed = desired.changed() => {
+                if changed.is_err() { return Ok(()) }
+                let d = desired.borrow_and_update().clone();
+                live.sync(&d).await;
+            }
+            _ = poll.tick() => live.poll_registers().await,
+            _ = async { match retry { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                live.retry_at = None;
+                match read_installed(&live.session, pipeline).await {
+                    Ok(i) => live.installed = i,
+                    Err(e) => warn!(error = %e, "re-reading installed state failed"),
+                }
+                let d = desired.borrow().clone();
+                live.sync(&d).await;
+            }
+            _ = shutdown.changed() => return Ok(()),
+        }
+    }
+}
+
+impl Live<'_> {
+    async fn on_session_event(
+        &mut self,
+        ev: SessionEvent,
+        desired: &watch::Receiver<Desired>,
+    ) -> Result<(), AgentError> {
+        let switch = self.cfg.switch;
+        match ev {
+            SessionEvent::Digest(list) if self.pipeline.is_queue_digest(&list) => {
+                match self.pipeline.decode_digests(&list) {
+                    Ok(digests) => {
+                        let _ = self.events.send(AgentEvent::Digests { switch, digests }).await;
+                    }
+                    Err(e) => warn!(error = %e, "malformed digest list dropped"),
+                }
+            }
+            SessionEvent::PacketIn(p) => match self.pipeline.decode_packet_in(&p) {
+                Ok(pi) if pi.reason == PacketInReason::Report => {
+                    let _ = self.events.send(AgentEvent::Report { switch, frame: pi.payload }).await;
+                }
+                Ok(pi) => debug!(reason = ?pi.reason, port = pi.ingress_port, "packet-in ignored"),
+                Err(e) => warn!(error = %e, "malformed packet-in dropped"),
+            },
+            SessionEvent::Role { primary, .. } => {
+                let _ = self.events.send(AgentEvent::Primary { switch, primary }).await;
+            }
+            SessionEvent::Disconnected { reason } => {
+                warn!(%reason, "stream dropped; the session reconnects");
+                let _ = self.events.send(AgentEvent::Down { switch, reason }).await;
+            }
+            SessionEvent::Reconnected => {
+                // The switch may have restarted and lost everything: read
+                // back what it holds and bring it to the desired state.
+                self.installed = read_installed(&self.session, self.pipeline).await?;
+                info!(entries = self.installed.len(), "stream back; re-syncing");
+                let _ = self.events.send(AgentEvent::Up { switch, installed: self.installed.len() }).await;
+                let d = desired.borrow().clone();
+                self.sync(&d).await;
+            }
+            SessionEvent::StreamError(e) => {
+                warn!(code = e.canonical_code, message = %e.message, "stream error from the switch")
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// One reconcile pass: write the difference in phase order, stop at
+    /// the first failed batch and retry later with backoff.
+    async fn sync(&mut self, desired: &Desired) {
+        let Some(desired) = desired else { return };
+        let batches = reconcile::diff(desired, &self.installed);
+        if batches.is_empty() {
+            return;
+        }
+        let (inserts, modifies, deletes) = reconcile::counts(&batches);
+        let started = Instant::now();
+        let mut error = None;
+        if self.cfg.dry_run {
+            for c in batches.iter().flatten() {
+                info!(change = ?c, "dry run: would write");
+            }
+        } else {
+            for batch in &batches {
+                match self.write(batch).await {
+                    Ok(()) => reconcile::apply(&mut self.installed, batch),
+                    Err(e) => {
+                        error = Some(format!("{e:#}"));
+                        break;
+                    }
+                }
+            }
+        }
+        let write_time = started.elapsed();
+        match &error {
+            None => {
+                self.backoff = self.cfg.retry_initial;
+                info!(inserts, modifies, deletes, ?write_time, "switch in sync");
+            }
+            Some(e) => {
+                warn!(error = %e, retry_in = ?self.backoff, "write failed; will re-read and retry");
+                self.retry_at = Some(Instant::now() + self.backoff);
+                self.backoff = (self.backoff * 2).min(self.cfg.retry_max);
+            }
+        }
+        let outcome = SyncOutcome { inserts, modifies, deletes, batches: batches.len(), write_time, error };
+        let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome }).await;
+    }
+
+    async fn write(&self, batch: &[Change]) -> Result<(), AgentError> {
+        let updates = batch
+            .iter()
+            .map(|c| {
+                let kind = match c {
+                    Change::Insert(_) => p4::update::Type::Insert,
+                    Change::Modify(_) => p4::update::Type::Modify,
+                    Change::Delete(_) => p4::update::Type::Delete,
+                };
+                self.pipeline.update(kind, c.entry())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.session.write_batched(updates, 1000).await?;
+        Ok(())
+    }
+
+    /// Reads the per-port registers and resets the maxima.
+    async fn poll_registers(&mut self) {
+        if self.cfg.ports.is_empty() {
+            return;
+        }
+        let info = self.pipeline.info();
+        let max =
+            self.session.read_register(info, self.pipeline.register_name(PortRegister::MaxDepth), None).await;
+        let hot = self
+            .session
+            .read_register(info, self.pipeline.register_name(PortRegister::Congested), None)
+            .await;
+        let (max, hot) = match (max, hot) {
+            (Ok(m), Ok(h)) => (m, h),
+            (Err(e), _) | (_, Err(e)) => return debug!(error = %e, "register poll failed"),
+        };
+        let cell = |v: &[(i64, u128)], port: u16| {
+            v.iter().find(|(i, _)| *i == i64::from(port)).map(|(_, x)| *x).unwrap_or(0)
+        };
+        let ports: Vec<(u16, u32, bool)> = self
+            .cfg
+            .ports
+            .iter()
+            .map(|&p| (p, u32::try_from(cell(&max, p)).unwrap_or(u32::MAX), cell(&hot, p) != 0))
+            .collect();
+        if !self.cfg.dry_run {
+            for &(p, depth, _) in &ports {
+                if depth == 0 {
+                    continue;
+                }
+                let name = self.pipeline.register_name(PortRegister::MaxDepth);
+                if let Err(e) = self.session.write_register(info, name, Some(i64::from(p)), 0).await {
+                    debug!(error = %e, port = p, "resetting the max-depth register failed");
+                    break;
+                }
+            }
+        }
+        let _ = self.events.send(AgentEvent::Registers { switch: self.cfg.switch, ports }).await;
+    }
+}

@@ -1,0 +1,251 @@
+//! Desired state: what every switch should hold, computed from the
+//! topology, the routing (with failures applied) and the policy's weight
+//! overrides. Logical routes name their members by port; [`assign`] turns
+//! them into selector groups with ids, reusing what is installed so that
+//! an unchanged group keeps its id and a changed one gets a fresh id
+//! (make-before-break: the route moves to the new group in one write).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+use metaroce_pipeline::names::{DIGEST_SESSION, REPORT_SESSION};
+use metaroce_pipeline::{Entry, Key, Mac, RouteTarget};
+use metaroce_topo::units::QueueDepth;
+use metaroce_topo::{NextHop, Role, Routing, SwitchId, Topology};
+
+/// Target-specific settings the YAML does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub digest_interval_us: u64,
+    pub report_period_us: u64,
+    pub latency_shift: u8,
+    /// Largest INT hop count a source allows (the contract's limit is 4).
+    pub int_max_hops: u8,
+    /// UDP destination port of Telemetry Reports.
+    pub report_port: u16,
+    /// Bytes per queue unit when the YAML gives depths in bytes (BMv2
+    /// counts packets: one MTU-sized packet per unit).
+    pub bytes_per_queue_unit: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            digest_interval_us: 1000,
+            report_period_us: 1_000_000,
+            latency_shift: 8,
+            int_max_hops: 4,
+            report_port: 32766,
+            bytes_per_queue_unit: 1500,
+        }
+    }
+}
+
+/// The router MAC of a switch: locally administered, from its device id.
+/// Switches do not check destination MACs, so this only has to be stable.
+pub fn switch_mac(device_id: u64) -> Mac {
+    let d = device_id.to_be_bytes();
+    [0x02, 0x4d, 0x52, d[5], d[6], d[7]]
+}
+
+/// The report source address of a switch (never routed: reports reach the
+/// controller as packet-in).
+fn report_ip(s: SwitchId) -> Ipv4Addr {
+    let s = s as u32 + 1;
+    Ipv4Addr::new(10, 254, (s >> 8) as u8, s as u8)
+}
+
+const COLLECTOR_IP: Ipv4Addr = Ipv4Addr::new(10, 255, 255, 254);
+const COLLECTOR_MAC: Mac = [0x02, 0x4d, 0x52, 0xff, 0xff, 0xfe];
+
+/// Weight overrides per (switch, destination leaf): `(port, weight)`.
+pub type Overrides = BTreeMap<(SwitchId, SwitchId), Vec<(u16, u32)>>;
+
+/// One switch's desired state before group ids are assigned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SwitchPlan {
+    /// Everything but routes and their groups.
+    pub fixed: Vec<Entry>,
+    /// Per prefix `(addr, len)`: members `(nhop id, weight)` sorted by nhop.
+    pub routes: BTreeMap<(Ipv4Addr, u8), Vec<(u16, u32)>>,
+}
+
+fn depth(q: QueueDepth, settings: &Settings) -> u32 {
+    let units = match q {
+        QueueDepth::Packets(p) => p,
+        QueueDepth::Bytes(b) => b.div_ceil(settings.bytes_per_queue_unit.max(1)),
+    };
+    u32::try_from(units).unwrap_or(u32::MAX)
+}
+
+/// The next-hop id of an egress port (0 is never used).
+pub fn nhop_id(port: u16) -> u16 {
+    port.saturating_add(1)
+}
+
+/// The desired state of switch `s`.
+pub fn switch_plan(
+    topo: &Topology,
+    routing: &Routing,
+    overrides: &Overrides,
+    settings: &Settings,
+    s: SwitchId,
+) -> SwitchPlan {
+    let sw = &topo.switches[s];
+    let mac = switch_mac(sw.device_id);
+    let f = &topo.fabric;
+    let mut fixed = vec![
+        Entry::Config {
+            switch_id: sw.int_node_id,
+            flowlet_timeout_us: f.flowlet_timeout.ns().div_ceil(1000),
+        },
+        Entry::EgressConfig {
+            digest_interval_us: settings.digest_interval_us,
+            report_period_us: settings.report_period_us,
+            latency_shift: settings.latency_shift,
+        },
+        Entry::ReportConfig {
+            src_mac: mac,
+            dst_mac: COLLECTOR_MAC,
+            src_ip: report_ip(s),
+            dst_ip: if f.int { COLLECTOR_IP } else { Ipv4Addr::UNSPECIFIED },
+            dst_port: settings.report_port,
+        },
+        Entry::CloneSession { id: REPORT_SESSION, port: u32::from(f.cpu_port) },
+        Entry::CloneSession { id: DIGEST_SESSION, port: u32::from(f.cpu_port) },
+    ];
+    let (high, low, ecn) =
+        (depth(f.queue_high, settings), depth(f.queue_low, settings), depth(f.ecn_threshold, settings));
+    let mut nhops: BTreeMap<u16, Entry> = BTreeMap::new();
+    for &h in topo.hosts_of(s) {
+        let host = &topo.hosts[h];
+        fixed.push(Entry::EdgePort { port: host.port });
+        fixed.push(Entry::EgressPort {
+            port: host.port,
+            edge: true,
+            mtu: 0,
+            queue_high: high,
+            queue_low: low,
+            ecn_threshold: ecn,
+        });
+        nhops.insert(
+            nhop_id(host.port),
+            Entry::Nhop { id: nhop_id(host.port), port: host.port, src_mac: mac, dst_mac: host.mac.0 },
+        );
+    }
+    for a in topo.adjacency(s) {
+        fixed.push(Entry::EgressPort {
+            port: a.port,
+            edge: false,
+            mtu: 0,
+            queue_high: high,
+            queue_low: low,
+            ecn_threshold: ecn,
+        });
+        if !routing.link_is_up(a.link) {
+            fixed.push(Entry::PortDown { port: a.port });
+        }
+        let peer_mac = switch_mac(topo.switches[a.peer].device_id);
+        nhops.insert(
+            nhop_id(a.port),
+            Entry::Nhop { id: nhop_id(a.port), port: a.port, src_mac: mac, dst_mac: peer_mac },
+        );
+    }
+    if f.int && sw.role == Role::Leaf && !topo.hosts_of(s).is_empty() {
+        fixed.push(Entry::Watch {
+            src: (Ipv4Addr::UNSPECIFIED, 0),
+            dst: (Ipv4Addr::UNSPECIFIED, 0),
+            l4_dst_port: (4791, 0xffff),
+            priority: 10,
+            max_hops: settings.int_max_hops,
+        });
+    }
+    let mut routes = BTreeMap::new();
+    let mut used = BTreeSet::new();
+    if routing.switch_is_up(s) {
+        for r in routing.routes(s) {
+            let Some(group) = routing.groups(s).get(r.group) else { continue };
+            let mut members: Vec<(u16, u32)> = match overrides.get(&(s, r.leaf)) {
+                Some(o) if r.leaf != s => o.iter().map(|&(port, w)| (nhop_id(port), w.max(1))).collect(),
+                _ => group.members.iter().map(|m| (nhop_id(m.port), m.weight.max(1))).collect(),
+            };
+            // A host route on its own leaf targets the host port only.
+            if r.prefix.len == 32 && r.leaf == s {
+                members.retain(|(id, _)| {
+                    group.members.iter().any(|m| nhop_id(m.port) == *id && matches!(m.next, NextHop::Host(_)))
+                });
+            }
+            members.sort_unstable();
+            members.dedup_by_key(|m| m.0);
+            if members.is_empty() {
+                continue;
+            }
+            used.extend(members.iter().map(|m| m.0));
+            routes.insert((r.prefix.addr, r.prefix.len), members);
+        }
+    }
+    fixed.extend(nhops.into_values());
+    fixed.extend(used.iter().map(|&id| Entry::Member { id: u32::from(id), nhop: id }));
+    SwitchPlan { fixed, routes }
+}
+
+/// Turns a plan into entries, reusing the ids of installed groups with the
+/// same members and giving changed groups ids no installed group has.
+/// Fails only when a switch would need more than 65,535 groups.
+pub fn assign(
+    plan: &SwitchPlan,
+    installed: &BTreeMap<Key, Entry>,
+) -> Result<BTreeMap<Key, Entry>, PlanError> {
+    let mut out: BTreeMap<Key, Entry> = plan.fixed.iter().map(|e| (e.key(), e.clone())).collect();
+    let mut by_content: BTreeMap<Vec<(u32, u32)>, u32> = BTreeMap::new();
+    let mut taken: BTreeSet<u32> = BTreeSet::new();
+    for e in installed.values() {
+        if let Entry::Group { id, members } = e {
+            // Only a group that is also usable (its nhop_group entry exists) is reused.
+            if installed.contains_key(&Key::GroupEntry(*id as u16)) {
+                by_content.entry(members.clone()).or_insert(*id);
+            }
+            taken.insert(*id);
+        }
+    }
+    let mut assigned: BTreeMap<Vec<(u32, u32)>, u32> = BTreeMap::new();
+    let mut assigned_ids: BTreeSet<u32> = BTreeSet::new();
+    let mut next = 1u32;
+    for (&(prefix, len), members) in &plan.routes {
+        let target = if members.len() == 1 {
+            RouteTarget::Nhop(members[0].0)
+        } else {
+            let content: Vec<(u32, u32)> = members.iter().map(|&(id, w)| (u32::from(id), w)).collect();
+            let id = match assigned.get(&content).or_else(|| by_content.get(&content)) {
+                Some(&id) => id,
+                None => {
+                    while taken.contains(&next) || assigned_ids.contains(&next) {
+                        next += 1;
+                    }
+                    if next > u32::from(u16::MAX) {
+                        return Err(PlanError::TooManyGroups);
+                    }
+                    next
+                }
+            };
+            assigned.insert(content, id);
+            assigned_ids.insert(id);
+            RouteTarget::Group(id as u16)
+        };
+        let e = Entry::Route { prefix, len, target };
+        out.insert(e.key(), e);
+    }
+    for (members, id) in assigned {
+        let g = Entry::Group { id, members };
+        out.insert(g.key(), g);
+        let ge = Entry::GroupEntry { id: id as u16 };
+        out.insert(ge.key(), ge);
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("the switch needs more than 65535 next-hop groups (group ids are 16 bits)")]
+    TooManyGroups,
+}
