@@ -5,3 +5,4 @@ pub mod agent;
 pub mod mode;
 pub mod plan;
 pub mod reconcile;
+pub mod obs;

@@ -1,0 +1,249 @@
+//! The HTTP status API on axum: `/metrics`, `/healthz` and `/api/v1/*`.
+//!
+//! Without a token file the API is read-only: reads are open and mutating
+//! endpoints answer 403 saying how to enable them. With one, every endpoint
+//! but `/healthz` needs a bearer token: `viewer` to read (including
+//! `/metrics`), `operator` to change the mode or roll back. Errors are JSON
+//! `{"error": "..."}`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+use super::{Command, EventLog, Metrics, ObsError, Role, Snapshot, Tokens};
+
+/// The content type of `GET /metrics`.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Largest request body accepted (a rollback snapshot document).
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
+const DEFAULT_EVENTS_LIMIT: usize = 100;
+const MAX_EVENTS_LIMIT: usize = 1000;
+
+/// Everything the handlers need; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ApiState {
+    pub metrics: Metrics,
+    pub events: EventLog,
+    /// `None`: read-only API without authentication.
+    pub tokens: Option<Arc<Tokens>>,
+    pub snapshot: watch::Receiver<Arc<Snapshot>>,
+    pub commands: mpsc::Sender<Command>,
+    /// How long a mutating request waits for the state task (then 503).
+    pub command_timeout: Duration,
+}
+
+impl ApiState {
+    pub fn new(
+        metrics: Metrics,
+        events: EventLog,
+        tokens: Option<Arc<Tokens>>,
+        snapshot: watch::Receiver<Arc<Snapshot>>,
+        commands: mpsc::Sender<Command>,
+    ) -> Self {
+        ApiState { metrics, events, tokens, snapshot, commands, command_timeout: Duration::from_secs(5) }
+    }
+}
+
+/// The API's routes, for [`serve`] or for driving in-process in tests.
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/status", get(status))
+        .route("/api/v1/topology", get(topology))
+        .route("/api/v1/congestion", get(congestion))
+        .route("/api/v1/groups", get(groups))
+        .route("/api/v1/recommendations", get(recommendations))
+        .route("/api/v1/events", get(events))
+        .route("/api/v1/mode", post(set_mode))
+        .route("/api/v1/rollback", post(rollback))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    state: ApiState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ObsError> {
+    let addr = listener.local_addr().map_err(|source| ObsError::Serve { source })?;
+    tracing::info!(%addr, read_only = state.tokens.is_none(), "status API listening");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|source| ObsError::Serve { source })
+}
+
+/// An error answer: JSON `{"error": message}` with its status.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError { status, message: message.into() }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = json_response(self.status, &json!({ "error": self.message }));
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
+
+fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => (status, [(CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "cannot serialize an API response");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                [(CONTENT_TYPE, "application/json")],
+                "{\"error\":\"internal\"}",
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Checks the caller may do what needs `need`; returns its role (`None`
+/// when the API runs without tokens). Never logs the token.
+fn authorize(
+    state: &ApiState,
+    headers: &HeaderMap,
+    need: Role,
+    what: &str,
+) -> Result<Option<Role>, ApiError> {
+    let Some(tokens) = &state.tokens else {
+        if need == Role::Viewer {
+            return Ok(None);
+        }
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "the API is read-only; start the controller with --tokens FILE to enable mode changes and rollback",
+        ));
+    };
+    let unauthorized = |why: &'static str| {
+        tracing::warn!(endpoint = what, why, "API request refused");
+        ApiError::new(StatusCode::UNAUTHORIZED, why)
+    };
+    let header = headers.get(AUTHORIZATION).ok_or_else(|| unauthorized("missing bearer token"))?;
+    let value = header.to_str().map_err(|_| unauthorized("malformed Authorization header"))?;
+    let token = match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+        _ => return Err(unauthorized("Authorization must be `Bearer <token>`")),
+    };
+    let role = tokens.role_of(token).ok_or_else(|| unauthorized("unknown token"))?;
+    if role < need {
+        tracing::warn!(endpoint = what, %role, need = %need, "API request refused: role too low");
+        let msg = format!("this needs the {need} role; the token has the {role} role");
+        return Err(ApiError::new(StatusCode::FORBIDDEN, msg));
+    }
+    Ok(Some(role))
+}
+
+async fn healthz() -> Response {
+    json_response(StatusCode::OK, &json!({ "status": "ok" }))
+}
+
+async fn metrics(State(state): State<ApiState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&state, &headers, Role::Viewer, "metrics")?;
+    Ok((StatusCode::OK, [(CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], state.metrics.encode()).into_response())
+}
+
+/// Serves one field of the latest snapshot.
+fn resource(
+    state: &ApiState,
+    headers: &HeaderMap,
+    what: &str,
+    field: fn(&Snapshot) -> &Value,
+) -> Result<Response, ApiError> {
+    authorize(state, headers, Role::Viewer, what)?;
+    // Clone the Arc so the watch lock is not held while serializing.
+    let snapshot = Arc::clone(&state.snapshot.borrow());
+    Ok(json_response(StatusCode::OK, field(&snapshot)))
+}
+
+async fn status(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
+    resource(&s, &h, "status", |snap| &snap.status)
+}
+
+async fn topology(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
+    resource(&s, &h, "topology", |snap| &snap.topology)
+}
+
+async fn congestion(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
+    resource(&s, &h, "congestion", |snap| &snap.congestion)
+}
+
+async fn groups(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
+    resource(&s, &h, "groups", |snap| &snap.groups)
+}
+
+async fn recommendations(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
+    resource(&s, &h, "recommendations", |snap| &snap.recommendations)
+}
+
+async fn events(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    authorize(&state, &headers, Role::Viewer, "events")?;
+    let (since, limit) = events_query(query.as_deref().unwrap_or(""))?;
+    Ok(json_response(StatusCode::OK, &state.events.recent(since, limit)))
+}
+
+/// `since=ID&limit=N`, both optional; `limit` is capped at 1000.
+fn events_query(query: &str) -> Result<(u64, usize), ApiError> {
+    let bad = |msg: String| ApiError::new(StatusCode::BAD_REQUEST, msg);
+    let (mut since, mut limit) = (0u64, DEFAULT_EVENTS_LIMIT);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "since" => {
+                since =
+                    value.parse().map_err(|_| bad(format!("since must be an event id, got \"{value}\"")))?;
+            }
+            "limit" => {
+                let n: usize =
+                    value.parse().map_err(|_| bad(format!("limit must be a count, got \"{value}\"")))?;
+                limit = n.min(MAX_EVENTS_LIMIT);
+            }
+            _ => return Err(bad(format!("unknown query parameter \"{key}\"; expected since and limit"))),
+        }
+    }
+    Ok((since, limit))
+}
+
+#[path = "api_commands.rs"]
+mod commands;
+use commands::{rollback, set_mode};
+
+#[cfg(test)]
+#[path = "api_tests.rs"]
+mod tests;

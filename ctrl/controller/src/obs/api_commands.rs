@@ -1,0 +1,97 @@
+//! The mutating endpoints: they ask the state task over its command
+//! channel and answer with its reply, logging who asked in the event log.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use super::{authorize, json_response, ApiError, ApiState};
+use crate::mode::Mode;
+use crate::obs::{Command, Reply, Role};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModeBody {
+    mode: Mode,
+}
+
+/// `POST /api/v1/mode` with `{"mode": "observe" | "advise" | "act"}`.
+pub(super) async fn set_mode(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let role = authorize(&state, &headers, Role::Operator, "mode")?;
+    let ModeBody { mode } = parse_body(body)?;
+    let outcome = ask(&state, |reply| Command::SetMode { mode, reply }).await;
+    audit(&state, role, "mode", &format!("set mode to {mode}"), json!({ "mode": mode }), &outcome);
+    outcome?;
+    Ok(json_response(StatusCode::OK, &json!({ "ok": true, "mode": mode })))
+}
+
+/// `POST /api/v1/rollback` with a snapshot document (a JSON object).
+pub(super) async fn rollback(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let role = authorize(&state, &headers, Role::Operator, "rollback")?;
+    let snapshot: Value = parse_body(body)?;
+    if !snapshot.is_object() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "the rollback body must be a snapshot object"));
+    }
+    let size = snapshot.as_object().map_or(0, serde_json::Map::len);
+    let outcome = ask(&state, |reply| Command::Rollback { snapshot, reply }).await;
+    audit(&state, role, "rollback", "roll back to a snapshot", json!({ "fields": size }), &outcome);
+    outcome?;
+    Ok(json_response(StatusCode::OK, &json!({ "ok": true })))
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let bytes = body.map_err(|rejection| {
+        ApiError::new(rejection.status(), format!("cannot read the request body: {}", rejection.body_text()))
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
+}
+
+/// Sends a command and waits for the reply, up to `command_timeout`.
+async fn ask(state: &ApiState, make: impl FnOnce(Reply) -> Command) -> Result<(), ApiError> {
+    let unavailable = |msg: &str| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, msg);
+    let (tx, rx) = oneshot::channel();
+    let exchange = async {
+        state.commands.send(make(tx)).await.map_err(|_| unavailable("the controller is shutting down"))?;
+        rx.await.map_err(|_| unavailable("the controller dropped the request"))
+    };
+    match tokio::time::timeout(state.command_timeout, exchange).await {
+        Err(_) => Err(unavailable("the controller did not answer in time; try again")),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(Err(refusal))) => Err(ApiError::new(StatusCode::CONFLICT, refusal)),
+        Ok(Ok(Ok(()))) => Ok(()),
+    }
+}
+
+/// Records who asked for what and how it went; the state task records the
+/// change itself.
+fn audit(
+    state: &ApiState,
+    role: Option<Role>,
+    what: &str,
+    reason: &str,
+    mut details: Value,
+    outcome: &Result<(), ApiError>,
+) {
+    let role = role.map_or("none", Role::as_str);
+    if let Some(obj) = details.as_object_mut() {
+        obj.insert("role".into(), json!(role));
+        obj.insert("outcome".into(), json!(outcome.as_ref().map_or_else(|e| e.message.as_str(), |()| "ok")));
+        obj.insert("endpoint".into(), json!(what));
+    }
+    tracing::info!(endpoint = what, role, ok = outcome.is_ok(), "API command");
+    state.events.record("api", None, &format!("{role} requested: {reason}"), details);
+}

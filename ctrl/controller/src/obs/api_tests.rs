@@ -1,0 +1,291 @@
+//! Drives the router in-process for every route and auth case, and once
+//! over a real listener.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use axum::body::Body;
+use axum::http::Request;
+use tokio::sync::oneshot;
+use tower::ServiceExt;
+
+use super::*;
+use crate::obs::metrics::tests::check_openmetrics;
+use crate::obs::testutil::capture_logs;
+
+const VIEW: &str = "viewer-secret-0123456789";
+const OPER: &str = "operator-secret-0123456789";
+const ADMIN: &str = "admin-secret-0123456789";
+const READS: [&str; 7] =
+    ["status", "topology", "congestion", "groups", "recommendations", "events", "metrics"];
+
+struct Fixture {
+    state: ApiState,
+    /// Commands the fake state task received, as text.
+    seen: Arc<Mutex<Vec<String>>>,
+    _snap_tx: watch::Sender<Arc<Snapshot>>,
+}
+
+/// A state whose fake state task answers `answer` to every command.
+fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
+    let tokens = with_tokens.then(|| {
+        let text = format!("viewer {VIEW}\noperator {OPER}\nadmin {ADMIN}\n");
+        Arc::new(Tokens::parse(Path::new("tokens"), &text).unwrap())
+    });
+    let snapshot = Snapshot {
+        status: json!({ "mode": "observe" }),
+        topology: json!({ "switches": ["leaf1"] }),
+        congestion: json!({ "leaf1": { "3": 40 } }),
+        groups: json!([{ "switch": "leaf1", "group": 1 }]),
+        recommendations: json!([]),
+    };
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot));
+    let (cmd_tx, mut cmd_rx) = mpsc::channel(4);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Some(cmd) = cmd_rx.recv().await {
+            let reply = match cmd {
+                Command::SetMode { mode, reply } => {
+                    log.lock().unwrap().push(format!("mode {mode}"));
+                    reply
+                }
+                Command::Rollback { snapshot, reply } => {
+                    log.lock().unwrap().push(format!("rollback {snapshot}"));
+                    reply
+                }
+            };
+            let _ = reply.send(answer.clone());
+        }
+    });
+    let metrics = Metrics::new();
+    metrics.digest_received("leaf1");
+    let events = EventLog::new(16);
+    events.record("reroute", Some("leaf1"), "congestion", json!({ "port": 3 }));
+    events.record("reroute", Some("leaf1"), "recovery", json!({ "port": 3 }));
+    let state = ApiState::new(metrics, events, tokens, snap_rx, cmd_tx);
+    Fixture { state, seen, _snap_tx: snap_tx }
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    text: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+    fn error(&self) -> String {
+        self.json()["error"].as_str().unwrap_or_else(|| panic!("no error field: {}", self.text)).to_string()
+    }
+}
+
+async fn call(state: &ApiState, method: &str, uri: &str, token: Option<&str>, body: &str) -> Answer {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let req = req.body(Body::from(body.to_string())).unwrap();
+    let resp = router(state.clone()).oneshot(req).await.unwrap();
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    Answer { status: parts.status, headers: parts.headers, text: String::from_utf8(bytes.to_vec()).unwrap() }
+}
+
+async fn get(state: &ApiState, what: &str, token: Option<&str>) -> Answer {
+    let uri = if what == "metrics" { "/metrics".into() } else { format!("/api/v1/{what}") };
+    call(state, "GET", &uri, token, "").await
+}
+
+#[tokio::test]
+async fn obs_api_read_only_without_tokens() {
+    let f = fixture(false, Ok(()));
+    for what in READS {
+        assert_eq!(get(&f.state, what, None).await.status, StatusCode::OK, "{what}");
+    }
+    assert_eq!(get(&f.state, "topology", None).await.json(), json!({ "switches": ["leaf1"] }));
+    assert_eq!(get(&f.state, "congestion", None).await.json()["leaf1"]["3"], 40);
+    assert_eq!(get(&f.state, "groups", None).await.json()[0]["group"], 1);
+    assert_eq!(get(&f.state, "status", None).await.json()["mode"], "observe");
+    for uri in ["/api/v1/mode", "/api/v1/rollback"] {
+        let a = call(&f.state, "POST", uri, None, r#"{"mode":"act"}"#).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN);
+        assert!(a.error().contains("--tokens FILE"), "{}", a.text);
+    }
+    assert!(f.seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn obs_api_metrics_are_openmetrics() {
+    let f = fixture(true, Ok(()));
+    let a = get(&f.state, "metrics", Some(VIEW)).await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.headers[CONTENT_TYPE], OPENMETRICS_CONTENT_TYPE);
+    check_openmetrics(&a.text);
+    assert!(a.text.contains("metaroce_digests_total{switch=\"leaf1\"} 1"));
+}
+
+#[tokio::test]
+async fn obs_api_tokens_gate_every_endpoint_but_healthz() {
+    let f = fixture(true, Ok(()));
+    let h = call(&f.state, "GET", "/healthz", None, "").await;
+    assert_eq!((h.status, h.json()), (StatusCode::OK, json!({ "status": "ok" })));
+    for what in READS {
+        let a = get(&f.state, what, None).await;
+        assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{what}");
+        assert_eq!(a.headers[WWW_AUTHENTICATE], "Bearer");
+        assert!(a.error().contains("missing bearer token"));
+        assert_eq!(
+            get(&f.state, what, Some("no-such-token-0123456789")).await.status,
+            StatusCode::UNAUTHORIZED
+        );
+        for token in [VIEW, OPER, ADMIN] {
+            assert_eq!(get(&f.state, what, Some(token)).await.status, StatusCode::OK, "{what}");
+        }
+    }
+    let basic = Request::get("/api/v1/status").header("authorization", format!("Basic {VIEW}"));
+    let resp = router(f.state.clone()).oneshot(basic.body(Body::empty()).unwrap()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn obs_api_mode_needs_operator() {
+    let f = fixture(true, Ok(()));
+    let body = r#"{"mode":"act"}"#;
+    assert_eq!(call(&f.state, "POST", "/api/v1/mode", None, body).await.status, StatusCode::UNAUTHORIZED);
+    let v = call(&f.state, "POST", "/api/v1/mode", Some(VIEW), body).await;
+    assert_eq!(v.status, StatusCode::FORBIDDEN);
+    assert!(v.error().contains("needs the operator role"), "{}", v.text);
+    for token in [OPER, ADMIN] {
+        let a = call(&f.state, "POST", "/api/v1/mode", Some(token), body).await;
+        assert_eq!((a.status, a.json()), (StatusCode::OK, json!({ "ok": true, "mode": "act" })));
+    }
+    assert_eq!(*f.seen.lock().unwrap(), vec!["mode act", "mode act"]);
+    let audit = f.state.events.recent(2, 10);
+    assert_eq!(audit.events.len(), 2);
+    assert_eq!(audit.events[0].kind, "api");
+    assert_eq!(audit.events[0].details["role"], "operator");
+    assert_eq!(audit.events[1].details["role"], "admin");
+}
+
+#[tokio::test]
+async fn obs_api_bad_bodies_are_400_naming_the_problem() {
+    let f = fixture(true, Ok(()));
+    let cases = [
+        ("/api/v1/mode", "{", "invalid JSON body"),
+        ("/api/v1/mode", r#"{"mode":"acting"}"#, "unknown variant `acting`"),
+        ("/api/v1/mode", r#"{"mode":"act","x":1}"#, "unknown field `x`"),
+        ("/api/v1/mode", "{}", "missing field `mode`"),
+        ("/api/v1/rollback", "[1,2]", "must be a snapshot object"),
+        ("/api/v1/rollback", "", "invalid JSON body"),
+    ];
+    for (uri, body, want) in cases {
+        let a = call(&f.state, "POST", uri, Some(OPER), body).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(a.error().contains(want), "{body}: {}", a.text);
+    }
+    let big = format!("{{\"x\":\"{}\"}}", "a".repeat(MAX_BODY_BYTES));
+    let a = call(&f.state, "POST", "/api/v1/rollback", Some(OPER), &big).await;
+    assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(a.error().contains("request body"));
+    assert!(f.seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn obs_api_rollback_and_controller_answers() {
+    let f = fixture(true, Ok(()));
+    let a = call(&f.state, "POST", "/api/v1/rollback", Some(OPER), r#"{"groups":[]}"#).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(*f.seen.lock().unwrap(), vec![r#"rollback {"groups":[]}"#]);
+
+    let refused = fixture(true, Err("not primary for leaf1".into()));
+    let a = call(&refused.state, "POST", "/api/v1/mode", Some(OPER), r#"{"mode":"act"}"#).await;
+    assert_eq!((a.status, a.error()), (StatusCode::CONFLICT, "not primary for leaf1".to_string()));
+    assert_eq!(refused.state.events.recent(2, 1).events[0].details["outcome"], "not primary for leaf1");
+
+    // Nobody answers: the receiver is alive but never read.
+    let mut silent = fixture(true, Ok(()));
+    let (tx, _rx) = mpsc::channel(1);
+    silent.state.commands = tx;
+    silent.state.command_timeout = Duration::from_millis(20);
+    let a = call(&silent.state, "POST", "/api/v1/rollback", Some(OPER), "{}").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(a.error().contains("did not answer"));
+
+    // The state task is gone.
+    let (tx, rx) = mpsc::channel(1);
+    drop(rx);
+    silent.state.commands = tx;
+    let a = call(&silent.state, "POST", "/api/v1/mode", Some(OPER), r#"{"mode":"observe"}"#).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(a.error().contains("shutting down"));
+}
+
+#[tokio::test]
+async fn obs_api_events_since_and_limit() {
+    let f = fixture(false, Ok(()));
+    let all = get(&f.state, "events", None).await.json();
+    assert_eq!(all["last_id"], 2);
+    assert_eq!(all["events"][0]["reason"], "congestion");
+    assert_eq!(all["events"][1]["switch"], "leaf1");
+    let a = call(&f.state, "GET", "/api/v1/events?since=1&limit=5", None, "").await.json();
+    assert_eq!(a["events"].as_array().map(Vec::len), Some(1));
+    assert_eq!(a["events"][0]["id"], 2);
+    let a = call(&f.state, "GET", "/api/v1/events?limit=1", None, "").await.json();
+    assert_eq!(a["events"][0]["id"], 1);
+    for (q, want) in
+        [("since=x", "since must be an event id"), ("limit=-1", "limit must be"), ("from=1", "unknown")]
+    {
+        let a = call(&f.state, "GET", &format!("/api/v1/events?{q}"), None, "").await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST);
+        assert!(a.error().contains(want), "{q}: {}", a.text);
+    }
+}
+
+#[tokio::test]
+async fn obs_api_unknown_paths_and_methods_answer_json() {
+    let f = fixture(false, Ok(()));
+    let a = call(&f.state, "GET", "/api/v1/nope", None, "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert_eq!(a.error(), "no such endpoint");
+    let a = call(&f.state, "GET", "/api/v1/mode", None, "").await;
+    assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(a.error().contains("method not allowed"));
+}
+
+#[tokio::test]
+async fn obs_api_never_logs_tokens() {
+    let (logs, _guard) = capture_logs();
+    let f = fixture(true, Ok(()));
+    let wrong = "wrong-secret-0123456789";
+    get(&f.state, "status", Some(wrong)).await;
+    call(&f.state, "POST", "/api/v1/mode", Some(VIEW), r#"{"mode":"act"}"#).await;
+    call(&f.state, "POST", "/api/v1/mode", Some(OPER), r#"{"mode":"act"}"#).await;
+    let out = format!("{} {:?} {:?}", logs.text(), f.state, f.state.events.recent(0, 100));
+    assert!(out.contains("API request refused"), "{out}");
+    for secret in [VIEW, OPER, ADMIN, wrong] {
+        assert!(!out.contains(secret), "token leaked: {out}");
+    }
+}
+
+#[tokio::test]
+async fn obs_api_serves_on_a_real_listener_until_shutdown() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let f = fixture(false, Ok(()));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, f.state.clone(), async {
+        let _ = stop_rx.await;
+    }));
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.ends_with(r#"{"status":"ok"}"#), "{reply}");
+    let _ = stop_tx.send(());
+    assert!(matches!(server.await, Ok(Ok(()))));
+}

@@ -1,0 +1,252 @@
+//! The controller's metrics: typed methods the core calls, one registry
+//! behind them, rendered as OpenMetrics for `GET /metrics`.
+//!
+//! Cardinality is bounded by the topology: labels are switch names, port
+//! numbers and group ids from the topology YAML, the roll-out mode, and
+//! reroute reasons from the fixed [`REROUTE_REASONS`] set (anything else is
+//! counted as `other`). No label ever carries a flow, host address or time.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::openmetrics::{Kind, Registry, Spec};
+use crate::mode::Mode;
+
+/// The reasons a reroute may be counted under. Other strings count as
+/// `other`, so a typo cannot grow the label set.
+pub const REROUTE_REASONS: [&str; 9] = [
+    "congestion",
+    "recovery",
+    "link_down",
+    "link_up",
+    "switch_down",
+    "switch_up",
+    "rollback",
+    "operator",
+    "other",
+];
+
+/// Histogram bounds from 50 µs (a fast decision) to 10 s (a stuck write).
+const LATENCY_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0,
+];
+
+const QUEUE_DEPTH: usize = 0;
+const ECN_MARKS: usize = 1;
+const DIGESTS: usize = 2;
+const DIGESTS_LOST: usize = 3;
+const INT_REPORTS: usize = 4;
+const INT_REPORTS_LOST: usize = 5;
+const REROUTES: usize = 6;
+const GROUP_WEIGHT: usize = 7;
+const PATH_SHARE: usize = 8;
+const DECISION: usize = 9;
+const WRITE: usize = 10;
+const CONNECTED: usize = 11;
+const PRIMARY: usize = 12;
+const MODE: usize = 13;
+
+const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str], help: &'static str) -> Spec {
+    Spec { name, help, kind, unit: None, labels, buckets: &[] }
+}
+
+/// Every family, in the order of the index constants above.
+static SPECS: [Spec; 14] = [
+    family(
+        "metaroce_port_queue_depth",
+        Kind::Gauge,
+        &["switch", "port"],
+        "Latest egress queue depth, in the target's units (packets on BMv2, 80-byte cells on Tofino).",
+    ),
+    family("metaroce_ecn_marks", Kind::Counter, &["switch", "port"], "Packets ECN-marked at an egress port."),
+    family("metaroce_digests", Kind::Counter, &["switch"], "Queue-crossing digests received from a switch."),
+    family(
+        "metaroce_digests_lost",
+        Kind::Counter,
+        &["switch"],
+        "Digests a switch dropped or we failed to read.",
+    ),
+    family(
+        "metaroce_int_reports",
+        Kind::Counter,
+        &["switch"],
+        "INT Telemetry Reports received from a sink switch.",
+    ),
+    family("metaroce_int_reports_lost", Kind::Counter, &["switch"], "INT reports lost (sequence gaps)."),
+    family("metaroce_reroutes", Kind::Counter, &["reason"], "Group weight changes decided, by reason."),
+    family("metaroce_group_weight", Kind::Gauge, &["switch", "group", "port"], "Installed next-hop weight."),
+    Spec {
+        name: "metaroce_path_share_ratio",
+        help: "Share of a switch's upstream traffic a port carries (0 to 1).",
+        kind: Kind::Gauge,
+        unit: Some("ratio"),
+        labels: &["switch", "port"],
+        buckets: &[],
+    },
+    Spec {
+        name: "metaroce_decision_duration_seconds",
+        help: "Time from an input event to the policy's decision.",
+        kind: Kind::Histogram,
+        unit: Some("seconds"),
+        labels: &[],
+        buckets: LATENCY_BUCKETS,
+    },
+    Spec {
+        name: "metaroce_switch_write_duration_seconds",
+        help: "Duration of a P4Runtime write batch to a switch.",
+        kind: Kind::Histogram,
+        unit: Some("seconds"),
+        labels: &["switch"],
+        buckets: LATENCY_BUCKETS,
+    },
+    family("metaroce_switch_connected", Kind::Gauge, &["switch"], "1 while the P4Runtime session is up."),
+    family("metaroce_switch_primary", Kind::Gauge, &["switch"], "1 while this controller is the primary."),
+    family("metaroce_mode", Kind::Gauge, &["mode"], "1 for the current roll-out mode, 0 for the others."),
+];
+
+/// Cheap to clone, shared by every task; each method takes one short lock.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Mutex<Registry>>,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").field("families", &SPECS.len()).finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn sw(switch: &str) -> Vec<String> {
+    vec![switch.to_string()]
+}
+
+fn sw_port(switch: &str, port: u16) -> Vec<String> {
+    vec![switch.to_string(), port.to_string()]
+}
+
+fn flag(on: bool) -> f64 {
+    if on {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+impl Metrics {
+    /// A registry with every reroute reason at 0 and the default mode set,
+    /// so rates and the mode panel work from the first scrape.
+    pub fn new() -> Self {
+        let m = Metrics { registry: Arc::new(Mutex::new(Registry::new(&SPECS))) };
+        {
+            let mut r = m.lock();
+            for reason in REROUTE_REASONS {
+                r.add(REROUTES, vec![reason.to_string()], 0);
+            }
+        }
+        m.set_mode(Mode::default());
+        m
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Registry> {
+        // A panic while holding the lock leaves counters consistent enough.
+        self.registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn set_queue_depth(&self, switch: &str, port: u16, depth: u64) {
+        self.lock().set(QUEUE_DEPTH, sw_port(switch, port), depth as f64);
+    }
+
+    pub fn add_ecn_marks(&self, switch: &str, port: u16, n: u64) {
+        self.lock().add(ECN_MARKS, sw_port(switch, port), n);
+    }
+
+    pub fn digest_received(&self, switch: &str) {
+        self.lock().add(DIGESTS, sw(switch), 1);
+    }
+
+    pub fn digests_lost(&self, switch: &str, n: u64) {
+        self.lock().add(DIGESTS_LOST, sw(switch), n);
+    }
+
+    pub fn int_report_received(&self, switch: &str) {
+        self.lock().add(INT_REPORTS, sw(switch), 1);
+    }
+
+    pub fn int_reports_lost(&self, switch: &str, n: u64) {
+        self.lock().add(INT_REPORTS_LOST, sw(switch), n);
+    }
+
+    /// Counts one reroute; `reason` should be one of [`REROUTE_REASONS`].
+    pub fn reroute(&self, reason: &str) {
+        let known = REROUTE_REASONS.iter().find(|r| **r == reason);
+        if known.is_none() {
+            tracing::warn!(reason, "reroute reason not in the fixed set; counted as other");
+        }
+        self.lock().add(REROUTES, vec![known.copied().unwrap_or("other").to_string()], 1);
+    }
+
+    pub fn set_group_weight(&self, switch: &str, group: u32, port: u16, weight: u32) {
+        let labels = vec![switch.to_string(), group.to_string(), port.to_string()];
+        self.lock().set(GROUP_WEIGHT, labels, f64::from(weight));
+    }
+
+    /// Forgets a switch's group weights; call before setting the new ones
+    /// when its groups are replaced, so removed members do not linger.
+    pub fn clear_groups(&self, switch: &str) {
+        self.lock().remove_where(GROUP_WEIGHT, "switch", switch);
+    }
+
+    pub fn set_path_share(&self, switch: &str, port: u16, share: f64) {
+        self.lock().set(PATH_SHARE, sw_port(switch, port), share);
+    }
+
+    /// Forgets a switch's path shares (e.g. when it goes away).
+    pub fn clear_path_shares(&self, switch: &str) {
+        self.lock().remove_where(PATH_SHARE, "switch", switch);
+    }
+
+    pub fn observe_decision(&self, seconds: f64) {
+        self.lock().observe(DECISION, Vec::new(), seconds);
+    }
+
+    pub fn observe_write(&self, switch: &str, seconds: f64) {
+        self.lock().observe(WRITE, sw(switch), seconds);
+    }
+
+    pub fn set_switch_connected(&self, switch: &str, connected: bool) {
+        self.lock().set(CONNECTED, sw(switch), flag(connected));
+    }
+
+    pub fn set_switch_primary(&self, switch: &str, primary: bool) {
+        self.lock().set(PRIMARY, sw(switch), flag(primary));
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        let mut r = self.lock();
+        for m in Mode::ALL {
+            r.set(MODE, vec![m.as_str().to_string()], flag(m == mode));
+        }
+    }
+
+    /// The OpenMetrics text exposition, ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        self.lock().encode()
+    }
+
+    /// Every sample name a scrape can show (`_total`, `_bucket`, … included);
+    /// the dashboard test checks its queries against this list.
+    pub fn sample_names() -> Vec<String> {
+        SPECS.iter().flat_map(Spec::sample_names).collect()
+    }
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+pub(crate) mod tests;
