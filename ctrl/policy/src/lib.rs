@@ -1,2 +1,204 @@
-//! Pure, deterministic decisions: (topology, congestion, installed groups,
-//! time) → desired next-hop group weights, with hysteresis.
+//! Pure, deterministic rerouting decisions: (topology, baseline routing,
+//! congestion heat, time, policy state) → desired group weights, with
+//! hysteresis and a bounded rate of change.
+//!
+//! The controller sees the whole fabric, so when an egress port stays
+//! congested it lowers that port's weight in every upstream group that can
+//! route around it: per destination leaf, each switch's weights follow the
+//! capacity each member leads to, with hot ports derated and warm ones
+//! discounted, so displaced load spreads by spare capacity. It only re-weights
+//! members of the baseline's valley-free groups, never adds one, never
+//! empties a group, and never keeps a member on a failed link.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use metaroce_policy::{Input, Policy, PolicyConfig, PolicyState};
+//! let topo = metaroce_topo::load_file("topologies/leaf-spine-4x4.yaml".as_ref())?;
+//! let routing = metaroce_topo::Routing::compute(&topo);
+//! let policy = Policy::new(PolicyConfig::default())?;
+//! let mut state = PolicyState::default();
+//! let heat = metaroce_telemetry::Heat::new();
+//! let decision = policy.decide(Input { topo: &topo, routing: &routing, heat: &heat, now_ns: 0 }, &mut state);
+//! for change in &decision.changes {
+//!     println!("{} {}→{} {:?}", change.kind.as_str(), change.switch, change.leaf, change.new);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! No clock, no I/O, no async: time is an argument, state is a value.
+
+mod config;
+mod decision;
+mod failover;
+mod index;
+mod levels;
+mod reweight;
+mod state;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use metaroce_telemetry::{Heat, PortHeat, PortKey};
+use metaroce_topo::{Routing, SwitchId, Topology};
+
+pub use config::{ConfigError, PolicyConfig};
+pub use decision::{Change, ChangeKind, Decision, HotLink, PortLevel};
+pub use state::{override_members, Override, PolicyState, PortState, PortWeight};
+
+use index::{Factors, Perturb, PortIndex};
+use levels::LevelChange;
+use reweight::{Ctx, Work};
+
+/// What one decision reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    pub topo: &'a Topology,
+    /// The baseline routing, with every known failure already applied
+    /// (`fail_link` / `fail_switch`): the policy only re-weights its groups.
+    pub routing: &'a Routing,
+    pub heat: &'a Heat,
+    /// Nanoseconds on the controller's clock (the same clock as the heat's
+    /// `since_ns`).
+    pub now_ns: u64,
+}
+
+/// A validated configuration and the derate levels it implies.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    config: PolicyConfig,
+    factors: Vec<u32>,
+}
+
+impl Policy {
+    pub fn new(config: PolicyConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let factors = config.factors();
+        Ok(Policy { config, factors })
+    }
+
+    pub fn config(&self) -> &PolicyConfig {
+        &self.config
+    }
+
+    /// Highest derate level.
+    pub fn max_level(&self) -> u8 {
+        u8::try_from(self.factors.len().saturating_sub(1)).unwrap_or(u8::MAX)
+    }
+
+    /// Counted capacity per mille at `level` (1000 at level 0).
+    pub fn factor_permille(&self, level: u8) -> u32 {
+        let last = self.factors.last().copied().unwrap_or(1000);
+        self.factors.get(usize::from(level)).copied().unwrap_or(last)
+    }
+
+    /// One decision: steps derate levels, replaces overrides that point
+    /// into failures, recomputes the destinations whose weights may move,
+    /// and applies at most `max_changed_groups` derate/restore changes.
+    pub fn decide(&self, input: Input<'_>, state: &mut PolicyState) -> Decision {
+        let index = PortIndex::new(input.topo);
+        let steps = levels::update(
+            &self.config,
+            self.max_level(),
+            &index,
+            input.routing,
+            input.heat,
+            input.now_ns,
+            &mut state.ports,
+        );
+        let stale = failover::check(input.routing, &state.overrides);
+        for &leaf in &stale.leaves {
+            state.dirty.entry(leaf).or_default();
+        }
+        mark_dirty(input.routing, &steps, &mut state.dirty);
+        let factors = self.port_factors(input, &index, state);
+        let ctx = Ctx {
+            topo: input.topo,
+            routing: input.routing,
+            index: &index,
+            factors: &factors,
+            max_weight: input.routing.options().max_weight,
+        };
+        let mut work = Work::default();
+        let mut proposals = Vec::new();
+        for (&leaf, causes) in &state.dirty {
+            proposals.extend(reweight::destination(
+                &ctx,
+                leaf,
+                causes,
+                state.overrides.get(&leaf),
+                &mut work,
+            ));
+        }
+        let (changes, held, deferred) =
+            decision::apply(proposals, &stale.forced, self.config.max_changed_groups, &index, state);
+        state.dirty.retain(|leaf, _| held.contains(leaf));
+        Decision {
+            now_ns: input.now_ns,
+            changes,
+            levels: self.levels(state),
+            deferred,
+            overrides: state.override_count(),
+        }
+    }
+
+    /// Every port that counts for less than its bandwidth: derated ones by
+    /// their level, warm ones by their queue.
+    fn port_factors(&self, input: Input<'_>, index: &PortIndex, state: &PolicyState) -> Factors {
+        let mut entries: Vec<(PortKey, u32, Perturb)> = state
+            .ports
+            .iter()
+            .filter(|(_, p)| p.level > 0)
+            .map(|(k, p)| (*k, self.factor_permille(p.level), Perturb::Derated))
+            .collect();
+        let high = input.topo.fabric.queue_high.value();
+        for (key, h) in input.heat {
+            if state.level(*key) > 0 || index.live(input.routing, *key).is_none() {
+                continue;
+            }
+            if let Some(f) = self.warm_factor(h, high) {
+                entries.push((*key, f, Perturb::Warm));
+            }
+        }
+        Factors::new(input.topo.switches.len(), entries)
+    }
+
+    /// A warm queue's factor, in quarters of the high threshold (so queue
+    /// noise does not move weights); None for an idle one.
+    fn warm_factor(&self, h: &PortHeat, high: u64) -> Option<u32> {
+        if high == 0 || self.config.warm_discount_permille == 0 {
+            return None;
+        }
+        let depth = if h.congested { high } else { u64::from(h.depth.max(h.max_depth)) };
+        let quarters = u32::try_from((depth.min(high) * 4) / high).unwrap_or(4);
+        (quarters > 0).then(|| 1000 - self.config.warm_discount_permille * quarters / 4)
+    }
+
+    fn levels(&self, state: &PolicyState) -> Vec<PortLevel> {
+        state
+            .ports
+            .iter()
+            .filter(|(_, p)| p.level > 0)
+            .map(|(k, p)| PortLevel {
+                switch: k.switch,
+                port: k.port,
+                link: p.link,
+                level: p.level,
+                factor_permille: self.factor_permille(p.level),
+            })
+            .collect()
+    }
+}
+
+/// Marks every destination whose routing crosses a port that changed level.
+fn mark_dirty(routing: &Routing, steps: &[LevelChange], dirty: &mut BTreeMap<SwitchId, BTreeSet<PortKey>>) {
+    for run in steps.chunk_by(|a, b| a.key.switch == b.key.switch) {
+        let s = run[0].key.switch;
+        for &leaf in routing.destinations() {
+            let Some((_, g)) = routing.group_toward(s, leaf) else { continue };
+            for step in run {
+                if g.members.iter().any(|m| m.port == step.key.port) {
+                    dirty.entry(leaf).or_default().insert(step.key);
+                }
+            }
+        }
+    }
+}
