@@ -3,6 +3,8 @@
 //!
 //! - [`report`]: decode a report from a frame or a UDP payload.
 //! - [`seq`]: lost, duplicate and restarted sequence numbers per source.
+//! - [`view`]: the fabric-wide congestion view the controller feeds with
+//!   threshold crossings, register snapshots and reports.
 //! - [`heat`]: the snapshot the view hands to the policy; the interface
 //!   between this crate and `ctrl/policy`.
 //!
@@ -14,6 +16,11 @@ pub mod heat;
 mod inner;
 pub mod report;
 pub mod seq;
+pub mod view;
 
 pub use heat::{Heat, PortHeat, PortKey};
 pub use report::{decode_frame, decode_udp_payload, ReportError, TelemetryReport};
+pub use view::{
+    CongestionTree, CongestionView, PortRegisters, RegisterSnapshot, ThresholdCrossing, ViewConfig,
+    ViewInput, ViewSummary,
+};
