@@ -314,4 +314,67 @@ mod tests {
         assert_eq!(w(&[97, 89], 16), vec![16, 15]);
         assert_eq!(w(&[5], 16), vec![1]);
     }
+
+    /// Mixed bandwidths and unequal parallel links: the baseline weighs
+    /// them by capacity, and so must the policy's recomputation.
+    const UNEVEN: &str = r#"
+name: uneven
+fabric: {queue_high: 48pkt, queue_low: 16pkt, ecn_threshold: 32pkt}
+defaults:
+  link: {bandwidth: 100Gbps}
+switches:
+  - {name: leaf1, role: leaf, device_id: 1, p4rt: "127.0.0.1:50001", subnet: 10.0.1.0/24}
+  - {name: leaf2, role: leaf, device_id: 2, p4rt: "127.0.0.1:50002", subnet: 10.0.2.0/24}
+  - {name: leaf3, role: leaf, device_id: 3, p4rt: "127.0.0.1:50003", subnet: 10.0.3.0/24}
+  - {name: spine1, role: spine, device_id: 4, p4rt: "127.0.0.1:50004"}
+  - {name: spine2, role: spine, device_id: 5, p4rt: "127.0.0.1:50005"}
+hosts:
+  - {name: h1, ip: 10.0.1.1, mac: "02:00:00:00:01:01", leaf: leaf1, port: 1}
+  - {name: h2, ip: 10.0.2.1, mac: "02:00:00:00:02:01", leaf: leaf2, port: 1}
+  - {name: h3, ip: 10.0.3.1, mac: "02:00:00:00:03:01", leaf: leaf3, port: 1}
+links:
+  - {a: "leaf1:2", b: "spine1:1"}
+  - {a: "leaf1:3", b: "spine1:2", bandwidth: 40Gbps}
+  - {a: "leaf1:4", b: "spine2:1"}
+  - {a: "leaf2:2", b: "spine1:3", bandwidth: 400Gbps}
+  - {a: "leaf2:3", b: "spine2:2"}
+  - {a: "leaf3:2", b: "spine1:4"}
+  - {a: "leaf3:3", b: "spine2:3", bandwidth: 25Gbps}
+"#;
+
+    #[test]
+    fn at_full_factor_the_recomputation_is_the_baseline() {
+        use metaroce_topo::gen::{self, Common};
+        use metaroce_topo::units::Bandwidth;
+        let c = Common::new("t", Bandwidth::gbps(100));
+        let fabrics = [
+            metaroce_topo::load_str(UNEVEN, "uneven").unwrap(),
+            gen::leaf_spine(&c, 4, 3, 1, 3).unwrap(),
+            gen::clos3(&c, 3, 2, 2, 2, 1).unwrap(),
+            gen::fat_tree(&c, 4).unwrap(),
+        ];
+        for topo in &fabrics {
+            let mut routing = Routing::compute(topo);
+            for pass in 0..2 {
+                if pass == 1 {
+                    // And on a degraded fabric, whose capacities are uneven.
+                    routing.fail_link(topo, 0).unwrap();
+                }
+                let index = PortIndex::new(topo);
+                // Every port "derated" at factor 1000: everything is recomputed.
+                let all = (0..topo.switches.len())
+                    .flat_map(|s| topo.adjacency(s).iter().map(move |a| PortKey { switch: s, port: a.port }))
+                    .map(|k| (k, 1000, Perturb::Derated))
+                    .collect();
+                let factors = Factors::new(topo.switches.len(), all);
+                let ctx = Ctx { topo, routing: &routing, index: &index, factors: &factors, max_weight: 64 };
+                let mut work = Work::default();
+                for &leaf in routing.destinations() {
+                    let p = destination(&ctx, leaf, &BTreeSet::new(), None, &mut work);
+                    assert!(p.is_empty(), "{}: {:?}", topo.name, p.first());
+                    assert!(work.members.len() > 1, "the closure was computed");
+                }
+            }
+        }
+    }
 }
