@@ -198,12 +198,14 @@ pub struct SeqTable<K: Ord> {
     cfg: SeqConfig,
     max_sources: usize,
     sources: BTreeMap<K, SeqTracker>,
+    /// Counts of forgotten sources.
+    retired: SeqStats,
     untracked: u64,
 }
 
 impl<K: Ord + Clone> SeqTable<K> {
     pub fn new(cfg: SeqConfig, max_sources: usize) -> Self {
-        SeqTable { cfg, max_sources, sources: BTreeMap::new(), untracked: 0 }
+        SeqTable { cfg, max_sources, sources: BTreeMap::new(), retired: SeqStats::default(), untracked: 0 }
     }
 
     /// Records `seq` from `source`; `None` when the source is over the cap.
@@ -221,13 +223,21 @@ impl<K: Ord + Clone> SeqTable<K> {
         Some(ev)
     }
 
+    /// Forgets a source (it restarted): its next number is a first one.
+    /// Its counts stay in the totals, which never go down.
+    pub fn forget(&mut self, source: &K) {
+        if let Some(t) = self.sources.remove(source) {
+            self.retired.add(&t.stats);
+        }
+    }
+
     pub fn get(&self, source: &K) -> Option<&SeqTracker> {
         self.sources.get(source)
     }
 
     /// Counters summed over every source.
     pub fn totals(&self) -> SeqStats {
-        let mut s = SeqStats::default();
+        let mut s = self.retired;
         for t in self.sources.values() {
             s.add(&t.stats);
         }
@@ -351,6 +361,9 @@ mod tests {
         assert_eq!(table.observe(&3, 0), None);
         assert_eq!(table.observe(&1, 2), Some(SeqEvent::Gap { missing: 1 }));
         assert_eq!((table.len(), table.untracked(), table.totals().received), (2, 1, 3));
+        table.forget(&1);
+        assert_eq!(table.observe(&1, 0), Some(SeqEvent::First));
+        assert_eq!((table.totals().received, table.totals().lost), (4, 0));
     }
 
     proptest! {

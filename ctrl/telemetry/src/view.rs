@@ -110,6 +110,7 @@ impl CongestionView {
             ViewInput::Crossing(c) => self.on_crossing(now_ns, c),
             ViewInput::Snapshot(s) => self.on_snapshot(now_ns, s),
             ViewInput::Report(r) => self.on_report(now_ns, r),
+            ViewInput::SwitchRestarted(s) => self.switch_restarted(*s),
         }
     }
 
@@ -127,6 +128,10 @@ impl CongestionView {
             return;
         }
         let restart = ev == Some(SeqEvent::Restart);
+        if restart {
+            // The switch's clock started again with its sequence.
+            self.forget_crossing_order(c.switch);
+        }
         let cap = self.cfg.samples_per_port;
         let key = PortKey { switch: c.switch, port: c.port };
         let Some(st) = self.port_mut(key, now_ns) else { return };
@@ -187,6 +192,32 @@ impl CongestionView {
         }
         if path.len() == hops.len() {
             self.paths.update(now_ns, path, &latencies);
+        }
+    }
+
+    /// The controller saw `switch` restart (its pipeline was reloaded):
+    /// forget its digest and report sequence state and the switch times
+    /// of its crossings, which all start again from 0. The view detects a
+    /// restart by itself only when the sequence jumps back further than
+    /// the reorder window (64); a switch that had sent fewer digests
+    /// would otherwise have its new ones taken for duplicates. Heat is
+    /// kept: the next register snapshot reconciles it.
+    pub fn switch_restarted(&mut self, switch: usize) {
+        self.digest_seq.forget(&switch);
+        let nodes: Vec<u32> =
+            self.node_to_switch.iter().filter(|(_, &s)| s == switch).map(|(&n, _)| n).collect();
+        let sources: Vec<(u32, u8)> =
+            self.report_seq.iter().map(|(k, _)| *k).filter(|(n, _)| nodes.contains(n)).collect();
+        for s in &sources {
+            self.report_seq.forget(s);
+        }
+        self.forget_crossing_order(switch);
+    }
+
+    fn forget_crossing_order(&mut self, switch: usize) {
+        let ports = PortKey { switch, port: 0 }..=PortKey { switch, port: u16::MAX };
+        for (_, st) in self.ports.range_mut(ports) {
+            st.last_crossing_ts = None;
         }
     }
 

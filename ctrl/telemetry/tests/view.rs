@@ -243,6 +243,8 @@ fn a_recording_replays_to_the_same_summary_and_everything_serializes() {
             ViewInput::Report(Box::new(report(0, &[(100, 3, 30, 2), (110, 3, 20, 9), (102, 1, 17, 0)]))),
         ),
         (3 * MS, ViewInput::Snapshot(RegisterSnapshot { switch: 0, ports: vec![] })),
+        (4 * MS, ViewInput::SwitchRestarted(0)),
+        (5 * MS, ViewInput::Crossing(crossing(0, 3, 0, 1, false))),
     ];
     let json = serde_json::to_string(&inputs).unwrap();
     let replayed: Vec<(u64, ViewInput)> = serde_json::from_str(&json).unwrap();
@@ -261,7 +263,8 @@ fn a_recording_replays_to_the_same_summary_and_everything_serializes() {
         serde_json::from_str(&serde_json::to_string(&sa).unwrap()).unwrap();
     assert_eq!(back, sa);
     assert_eq!(sa.ports.len(), 3);
-    assert_eq!(sa.hot_ports, vec![k(0, 3)]);
+    assert_eq!(sa.hot_ports, vec![]);
+    assert_eq!(sa.counters.digests.received, 2);
 }
 
 #[test]
@@ -289,4 +292,37 @@ fn memory_stays_bounded_under_floods_of_ports_paths_and_digests() {
     assert!(map.iter().all(|p| p.samples.len() <= 8));
     assert!(v.needs_snapshot().len() <= 16);
     assert!(v.path_latencies().len() <= 32);
+}
+
+#[test]
+fn a_restarted_switch_is_forgotten_on_the_controllers_word() {
+    let mut v = view();
+    for seq in 0..3 {
+        v.on_crossing(MS, &crossing(0, 3, seq, 1000 + u64::from(seq), seq % 2 == 0));
+    }
+    v.on_report(MS, &report(7, &[(100, 3, 1, 0)]));
+    assert!(v.heat()[&k(0, 3)].congested);
+    // Restarted: seq and switch time start again. Only 3 digests back, so
+    // the sequence alone cannot tell; the controller says so.
+    v.switch_restarted(0);
+    v.on_crossing(2 * MS, &crossing(0, 3, 0, 5, false));
+    v.on_report(2 * MS, &report(0, &[(100, 3, 1, 0)]));
+    assert!(!v.heat()[&k(0, 3)].congested);
+    let c = v.counters();
+    assert_eq!((c.stale_crossings, c.digests.duplicates, c.digests.received), (0, 0, 4));
+    assert_eq!((c.reports.received, c.reports.duplicates), (2, 0));
+}
+
+#[test]
+fn a_large_digest_sequence_jump_back_is_a_restart_that_resets_crossing_order() {
+    let mut v = view();
+    for seq in 0..100 {
+        v.on_crossing(MS, &crossing(0, 3, seq, 1_000_000 + u64::from(seq), seq % 2 == 0));
+    }
+    assert!(!v.heat()[&k(0, 3)].congested);
+    v.on_crossing(2 * MS, &crossing(0, 3, 0, 5, true));
+    assert!(v.heat()[&k(0, 3)].congested);
+    let c = v.counters();
+    assert_eq!((c.digests.restarts, c.digests.lost, c.stale_crossings), (1, 0, 0));
+    assert_eq!(v.needs_snapshot(), vec![0]);
 }

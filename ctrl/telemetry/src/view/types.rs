@@ -49,6 +49,9 @@ pub enum ViewInput {
     Crossing(ThresholdCrossing),
     Snapshot(RegisterSnapshot),
     Report(Box<TelemetryReport>),
+    /// The controller saw this switch's pipeline restart
+    /// ([`crate::CongestionView::switch_restarted`]).
+    SwitchRestarted(usize),
 }
 
 /// Where a depth sample came from.
