@@ -16,6 +16,7 @@ P4RT_VENV := target/p4rt-venv
 P4RT_STAMP := $(P4RT_VENV)/.p4runtime-1.6.0
 
 .PHONY: p4rt-deps help build release test test-rust test-p4 test-p4-vectors lint fmt bench p4 p4-check demo fuzz clean
+.PHONY: deps-mininet test-e2e
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -26,7 +27,7 @@ build: p4rt-deps ## Debug build of every crate
 release: p4rt-deps ## Optimized metaroce binary
 	$(CARGO) build --release -p metaroce-cli
 
-test: test-rust test-p4 test-p4-vectors ## L0-L2 everywhere; L3-L4 where their tools exist
+test: test-rust test-p4 test-p4-vectors test-e2e ## L0-L2 everywhere; L3-L4 where their tools exist
 	@echo "make test: all tiers that can run here passed"
 
 test-rust: p4rt-deps
@@ -38,6 +39,18 @@ test-p4: ## P4 contract freshness (needs p4c)
 
 test-p4-vectors: p4rt-deps ## L3: P4 packet vectors (tests/p4) on BMv2; one skip line without it
 	$(CARGO) run -q -p metaroce-p4-vectors
+
+# Mininet testbed (mininet/, README "Mininet with BMv2"). Debian's python3
+# has the Mininet API; the PATH python3 may be another one.
+MN_PY := /usr/bin/python3
+TOPO ?= topologies/mininet-2x2.yaml
+
+test-e2e: ## L4: Mininet + BMv2 end-to-end (tests/e2e); one skip line without root/Mininet/BMv2
+	@if [ -x $(MN_PY) ]; then $(MN_PY) tests/e2e/run.py; else echo "skip: L4 Mininet end-to-end ($(MN_PY) not installed)"; fi
+
+deps-mininet: ## Debian packages for the Mininet testbed (Mininet, iperf3, scapy, ...; run as root)
+	apt-get update -qq
+	apt-get install -y --no-install-recommends mininet iperf3 iputils-ping ethtool iproute2 python3-yaml python3-scapy python3-matplotlib
 
 lint: p4rt-deps ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check
