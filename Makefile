@@ -16,7 +16,7 @@ P4RT_VENV := target/p4rt-venv
 P4RT_STAMP := $(P4RT_VENV)/.p4runtime-1.6.0
 
 .PHONY: p4rt-deps help build release test test-rust test-p4 test-p4-vectors lint fmt bench p4 p4-check demo fuzz clean
-.PHONY: deps-mininet test-e2e
+.PHONY: deps-mininet test-e2e mininet-demo
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -51,6 +51,9 @@ test-e2e: ## L4: Mininet + BMv2 end-to-end (tests/e2e); one skip line without ro
 deps-mininet: ## Debian packages for the Mininet testbed (Mininet, iperf3, scapy, ...; run as root)
 	apt-get update -qq
 	apt-get install -y --no-install-recommends mininet iperf3 iputils-ping ethtool iproute2 python3-yaml python3-scapy python3-matplotlib
+
+mininet-demo: release ## Mininet + BMv2: one scenario, controller in observe then act mode (TOPO=...; needs the controller)
+	$(MN_PY) mininet/demo.py $(TOPO) --controller-bin $(METAROCE) -o target/mininet-demo
 
 lint: p4rt-deps ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check

@@ -217,8 +217,8 @@ def main():
         else:
             print("e2e: fabric with the controller (act mode)", flush=True)
             listen = f"127.0.0.1:{free_ports(1)[0]}"
-            p = start(topo, tmp, ["--mode", "act", "--controller-bin", binary, "--listen", listen,
-                                  "--no-p4"], timeout=120)
+            p = start(topo, tmp, ["--mode", "act", "--controller-bin", binary, "--listen", listen],
+                      timeout=120)
             state = json.load(open(metaroce_net.state_path(PREFIX)))
             deadline = time.monotonic() + 30
             bad = ["not tried"]
