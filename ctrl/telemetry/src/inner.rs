@@ -176,22 +176,7 @@ fn int_md(c: &mut Cursor<'_>) -> Result<IntMd, ReportError> {
     if instructions != INT_INSTRUCTIONS {
         return Err(unexpected("INT-MD instructions", md_at + 4, instructions.into(), "0xf400"));
     }
-    let stack_words = words - 3;
-    if stack_words % usize::from(INT_HOP_WORDS) != 0 {
-        return Err(ReportError::Length {
-            what: "INT stack (words)",
-            offset: at + 1,
-            found: stack_words,
-            bound: "a whole number of 6-word hops",
-        });
-    }
-    let mut stack = c.sub(stack_words * 4, "INT stack")?;
-    let mut hops = Vec::with_capacity(stack_words / usize::from(INT_HOP_WORDS));
-    while stack.remaining() > 0 {
-        hops.push(hop(&mut stack)?);
-    }
-    // Each hop pushes on top, so the wire order is the last hop first.
-    hops.reverse();
+    let hops = stack(c, words - 3, at + 1)?;
     Ok(IntMd {
         original_dscp: shim[3] >> 2,
         version,
@@ -204,6 +189,26 @@ fn int_md(c: &mut Cursor<'_>) -> Result<IntMd, ReportError> {
         domain_id: be16(&md, 6),
         hops,
     })
+}
+
+/// The stack of `words` words, in path order (the source first).
+fn stack(c: &mut Cursor<'_>, words: usize, len_at: usize) -> Result<Vec<HopRecord>, ReportError> {
+    if words % usize::from(INT_HOP_WORDS) != 0 {
+        return Err(ReportError::Length {
+            what: "INT stack (words)",
+            offset: len_at,
+            found: words,
+            bound: "a whole number of 6-word hops",
+        });
+    }
+    let mut stack = c.sub(words * 4, "INT stack")?;
+    let mut hops = Vec::with_capacity(words / usize::from(INT_HOP_WORDS));
+    while stack.remaining() > 0 {
+        hops.push(hop(&mut stack)?);
+    }
+    // Each hop pushes on top, so the wire order is the last hop first.
+    hops.reverse();
+    Ok(hops)
 }
 
 fn hop(c: &mut Cursor<'_>) -> Result<HopRecord, ReportError> {
