@@ -67,7 +67,7 @@ fn bench(c: &mut Criterion) {
                 depth: i % 64,
                 switch_ts: u64::from(i),
                 seq: i / 96,
-                congested: i % 3 == 0,
+                congested: i.is_multiple_of(3),
             };
             v.on_crossing(u64::from(i), black_box(&c));
         })

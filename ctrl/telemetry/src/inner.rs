@@ -193,7 +193,7 @@ fn int_md(c: &mut Cursor<'_>) -> Result<IntMd, ReportError> {
 
 /// The stack of `words` words, in path order (the source first).
 fn stack(c: &mut Cursor<'_>, words: usize, len_at: usize) -> Result<Vec<HopRecord>, ReportError> {
-    if words % usize::from(INT_HOP_WORDS) != 0 {
+    if !words.is_multiple_of(usize::from(INT_HOP_WORDS)) {
         return Err(ReportError::Length {
             what: "INT stack (words)",
             offset: len_at,
