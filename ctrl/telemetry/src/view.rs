@@ -9,12 +9,14 @@
 //! - ports: at most `max_ports`, each with at most `samples_per_port`
 //!   samples (16 bytes each) and a fixed-size state; updates for new ports
 //!   beyond the cap are counted in `ports_over_cap` and dropped (known
-//!   ports, hot ones included, are never evicted);
+//!   ports, hot ones included, are never evicted). Default: 4096 × 128
+//!   samples = 8 MiB at most;
 //! - paths: at most `max_paths`, each at most 43 hops (the longest INT
-//!   stack a report can carry, plus the sink), least recently updated
-//!   evicted first;
+//!   stack a report can carry, plus the sink; ~80 bytes per hop), least
+//!   recently updated evicted first. Default 4096 paths: ~1.5 MiB for
+//!   5-hop Clos paths, 14 MiB if every path had 43 hops;
 //! - sequence trackers: at most `max_sources` report sinks and as many
-//!   digest sources, 64 bytes each;
+//!   digest sources, ~100 bytes each;
 //! - switches awaiting a snapshot: only switches with a digest tracker.
 //!
 //! A digest storm only updates existing state and pushes samples into the
