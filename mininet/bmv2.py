@@ -46,6 +46,22 @@ def _die_with_parent():
     os.setpgrp()  # Ctrl-C at the terminal goes to the launcher, which tears down in order
 
 
+def listening(port):
+    """Is some socket listening on TCP `port`? Read from /proc, without connecting:
+    a probe connection would leave a TIME-WAIT behind on the server's port."""
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except OSError:
+            continue
+    return False
+
+
 def port_open(host, port, timeout=0.2):
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -88,13 +104,13 @@ class BMv2Switch(Switch):
 
     def wait_ready(self, timeout=30.0):
         """Wait until Thrift and gRPC accept connections; raise with the log tail if not."""
-        host, gport = self.grpc_addr.rsplit(":", 1)
+        gport = self.grpc_addr.rsplit(":", 1)[1]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name}: simple_switch_grpc exited with {self.proc.returncode}:\n"
                                    + self.log_tail())
-            if port_open("127.0.0.1", self.thrift_port) and port_open(host, int(gport)):
+            if listening(self.thrift_port) and listening(int(gport)):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"{self.name}: simple_switch_grpc not ready after {timeout:.0f}s "

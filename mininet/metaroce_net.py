@@ -302,7 +302,7 @@ class Fabric:
 
         from bmv2 import BMv2Switch, gateway_mac, intf_name
 
-        setLogLevel("warning" if not self.args.verbose else "info")
+        setLogLevel("output" if not self.args.verbose else "info")
         self.netem = netem_available(self.prefix)
         if not self.netem:
             log("this kernel has no sch_netem: link delays are not emulated "
@@ -351,9 +351,10 @@ class Fabric:
             gw = gateway_mac(h.leaf.device_id)
             cmds = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
                     "ethtool -K eth0 tx off rx off sg off tso off >/dev/null 2>&1",
-                    "ip link set lo up",
-                    f"ip addr add {h.ip}/32 dev eth0",
-                    "ip route add default dev eth0"]
+                    "ip link set lo up"]
+            intf = node.intf("eth0")
+            intf.ip, intf.prefixLen = h.ip, 32  # so Mininet's pingall and h1.IP() know it
+            cmds += [f"ip addr add {h.ip}/32 dev eth0", "ip route add default dev eth0"]
             # Every other host is reached through the leaf: static ARP to its MAC.
             cmds += [f"ip neigh replace {o.ip} lladdr {gw} dev eth0 nud permanent"
                      for o in self.topo.hosts.values() if o is not h]
@@ -365,7 +366,21 @@ class Fabric:
             sw.start([])
         self.save_state()
         for sw in self.net.switches:
-            sw.wait_ready(self.args.switch_timeout)
+            try:
+                sw.wait_ready(self.args.switch_timeout)
+            except RuntimeError:
+                if "Address already in use" not in sw.log_tail(50):
+                    raise
+                # A TCP port from the YAML was taken, often briefly by some client's ephemeral
+                # port: try once more, then say which port.
+                time.sleep(2)
+                sw.start([])
+                self.save_state()
+                try:
+                    sw.wait_ready(self.args.switch_timeout)
+                except RuntimeError:
+                    raise Fail(4, f"{sw.name}: gRPC {sw.grpc_addr} or Thrift port {sw.thrift_port} is in use "
+                                  "by another process (see `ss -ltnp`); change the YAML or stop it") from None
         self.save_state()
 
     def configure_queues(self):
