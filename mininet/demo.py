@@ -99,7 +99,7 @@ def run_mode(mode, args, topo, out):
         os.remove(ready)
     log = open(os.path.join(out, f"{mode}-launcher.log"), "w")
     cmd = [PY, os.path.join(HERE, "metaroce_net.py"), topo.path, "--prefix", PREFIX, "--no-cli",
-           "--ready-file", ready]
+           "--ready-file", ready, "--scale", args.scale]
     if mode == "static":
         cmd += ["--no-controller"]
     else:
@@ -143,7 +143,7 @@ def run_mode(mode, args, topo, out):
             s = {"t": time.time() - t0, "tx_bytes": {}}
             for p, ifn in ifnames.items():
                 try:
-                    s["tx_bytes"][p] = int(open(f"/sys/class/net/{ifn}/statistics/tx_bytes").read())
+                    s["tx_bytes"][str(p)] = int(open(f"/sys/class/net/{ifn}/statistics/tx_bytes").read())
                 except OSError:
                     pass
             try:
@@ -169,6 +169,7 @@ def run_mode(mode, args, topo, out):
             m = re.search(r"=\s*(\d+)", text)
             regmax[p] = int(m.group(1)) if m else 0
         result = {"mode": mode, "leaf": leaf.name, "uplinks": uplinks, "samples": samples,
+                  "events_file": os.path.join(out, f"{mode}-events.jsonl"),
                   "traffic": json.load(open(flows_out)), "api": extra, "register_max_depth": regmax}
         with open(os.path.join(out, f"{mode}.json"), "w") as f:
             json.dump(result, f, indent=1)
@@ -184,6 +185,41 @@ def run_mode(mode, args, topo, out):
                        capture_output=True)
 
 
+def events(r):
+    ev = r["api"].get("events")
+    if isinstance(ev, dict):
+        ev = ev.get("events", [])
+    if not isinstance(ev, list):
+        ev = []
+    path = r.get("events_file")
+    if path and os.path.exists(path):  # the file has them all; the API serves a bounded ring
+        with open(path) as f:
+            ev = [json.loads(line) for line in f if line.strip()]
+    return ev
+
+
+def int_paths(r):
+    """Lines describing the INT paths the controller saw: hops with their latency."""
+    cong = r["api"].get("congestion")
+    if not isinstance(cong, dict):
+        return []
+    status = r["api"].get("status") or {}
+    names = [s.get("name") for s in status.get("switches", [])] if isinstance(status, dict) else []
+
+    def hop(h):
+        p = h.get("port", {})
+        i = p.get("switch")
+        name = names[i] if isinstance(i, int) and i < len(names) else str(i)
+        return f"{name}:{p.get('port')}"
+    out = []
+    for path in cong.get("paths", []):
+        hops = path.get("hops", [])
+        lat = ", ".join(f"{hop(h)} {h.get('ewma', 0) / 1000:.1f} ms" for h in hops)
+        out.append(f"  {' -> '.join(hop(h) for h in hops)}: {path.get('reports', 0)} reports; "
+                   f"per-hop latency (EWMA) {lat}")
+    return out
+
+
 def summarize(r):
     tr = r["traffic"]
     samples = r["samples"]
@@ -191,7 +227,7 @@ def summarize(r):
     qd = [v for s in samples for n, lab, v in s["metrics"]
           if n == "metaroce_port_queue_depth" and lab.get("switch") == r["leaf"]]
     first, last = samples[0]["tx_bytes"], samples[-1]["tx_bytes"]
-    moved = {p: last.get(p, 0) - first.get(p, 0) for p in r["uplinks"]}
+    moved = {p: last.get(str(p), 0) - first.get(str(p), 0) for p in r["uplinks"]}
     tot = sum(moved.values()) or 1
     return {
         "throughput_mbps": tr["summary"]["aggregate_bps"] / 1e6,
@@ -201,7 +237,11 @@ def summarize(r):
         "max_queue_pkts": max(qd + list(r["register_max_depth"].values()) + [0]),
         "digests": total(m_last, "metaroce_digests_total"),
         "int_reports": total(m_last, "metaroce_int_reports_total"),
-        "reroutes": total(m_last, "metaroce_reroutes_total"),
+        "worst_hop_ms": max([h.get("ewma", 0) / 1000 for path in (r["api"].get("congestion") or {}).get("paths", [])
+                             for h in path.get("hops", [])] + [0]),
+        "reroutes_decided": sum(1 for e in events(r) if e.get("kind") in ("derate", "restore")),
+        "group_rewrites": sum(1 for e in events(r) if e.get("kind") in ("derate", "restore")
+                              and (e.get("details") or {}).get("applied")),
         "uplink_share": {p: moved[p] / tot for p in r["uplinks"]},
     }
 
@@ -210,7 +250,9 @@ def table(results):
     rows = [("throughput (Mbit/s)", "throughput_mbps", "{:.2f}"), ("slowest flow (Mbit/s)", "min_flow_mbps", "{:.2f}"),
             ("loss (%)", "loss_pct", "{:.1f}"), ("max queue depth (pkt)", "max_queue_pkts", "{:.0f}"),
             ("threshold digests", "digests", "{:.0f}"), ("INT reports", "int_reports", "{:.0f}"),
-            ("reroutes", "reroutes", "{:.0f}")]
+            ("worst INT hop (ms)", "worst_hop_ms", "{:.1f}"),
+            ("reroutes decided", "reroutes_decided", "{:.0f}"),
+            ("group rewrites applied", "group_rewrites", "{:.0f}")]
     modes = [r["mode"] for r in results]
     sums = [summarize(r) for r in results]
     lines = [f"{'':24}" + "".join(f"{m:>12}" for m in modes)]
@@ -235,7 +277,7 @@ def plot(results, path):
         s = r["samples"]
         ts = [x["t"] for x in s]
         for p in r["uplinks"]:
-            rate = [0.0] + [max(0, (s[i]["tx_bytes"].get(p, 0) - s[i - 1]["tx_bytes"].get(p, 0)) * 8
+            rate = [0.0] + [max(0, (s[i]["tx_bytes"].get(str(p), 0) - s[i - 1]["tx_bytes"].get(str(p), 0)) * 8
                                 / max(1e-3, ts[i] - ts[i - 1]) / 1e6) for i in range(1, len(s))]
             axes[0][col].plot(ts, rate, label=f"{r['leaf']} uplink port {p}")
             depth = [next((v for n, lab, v in x["metrics"] if n == "metaroce_port_queue_depth"
@@ -261,11 +303,12 @@ def main():
     ap.add_argument("-o", "--out", default=os.path.join(REPO, "target/mininet-demo"))
     ap.add_argument("--modes", default="observe,act")
     ap.add_argument("--time", type=float, default=20, help="seconds of traffic per mode")
-    ap.add_argument("--rate", default="6Mbps", help="per flow")
+    ap.add_argument("--rate", default="3Mbps", help="per flow")
     ap.add_argument("--qps", type=int, default=2, help="queue pairs per host pair")
     ap.add_argument("--qp-base", default="0x100")
     ap.add_argument("--settle", type=float, default=3, help="seconds between controller ready and traffic")
     ap.add_argument("--listen", default="127.0.0.1:9180")
+    ap.add_argument("--scale", default="auto", help="the launcher's --scale")
     ap.add_argument("--static-only", action="store_true",
                     help="only a baseline on static ECMP without the controller (checks the testbed; "
                          "no digests, INT or reroutes)")
@@ -285,6 +328,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     results = [run_mode(m.strip(), args, topo, args.out) for m in args.modes.split(",") if m.strip()]
     text, sums = table(results)
+    for r in results:
+        paths = int_paths(r)
+        if paths:
+            text += f"\n\nINT paths seen by the controller ({r['mode']}):\n" + "\n".join(paths)
     print("\n" + text + "\n")
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump({r["mode"]: s for r, s in zip(results, sums)}, f, indent=1)

@@ -37,7 +37,7 @@ STATE_ROOT = "/tmp/metaroce-mn"
 FRAME = 1500          # bytes per packet when a buffer size becomes a BMv2 queue depth
 RATE_FRAME = 1600     # bytes per packet when a link rate becomes a BMv2 queue rate (packets/s): a full
                       # 1500-byte IP packet plus Ethernet and 4 INT hops, so BMv2 is always the bottleneck
-LINK_BUDGET = 20e6    # bit/s: --scale auto makes the fastest link this fast
+LINK_BUDGET = 10e6    # bit/s: --scale auto makes the fastest link this fast
 FABRIC_MTU = 9000     # switch-to-switch veths carry INT (up to 108 bytes more than the host MTU)
 MAX_TC_MBPS = 1000    # Mininet's TCLink limit
 
@@ -490,7 +490,7 @@ def parse_args(argv):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Scaling: --scale S divides every bandwidth by S (floor 1 Mbit/s) and multiplies every "
                "delay by S; buffers keep their size in packets. 'auto' makes the fastest link "
-               f"{LINK_BUDGET / 1e6:g} Mbit/s (mininet-2x2: S=5). BMv2 queue rate = scaled link rate / "
+               f"{LINK_BUDGET / 1e6:g} Mbit/s (mininet-2x2: S=10). BMv2 queue rate = scaled link rate / "
                f"{RATE_FRAME}-byte frames, depth = buffer / {FRAME} bytes.\n\n" + __doc__.split("\n\n")[-1])
     ap.add_argument("topo", nargs="?", help="topology YAML (e.g. topologies/mininet-2x2.yaml)")
     ap.add_argument("--cleanup", action="store_true", help="remove leftovers of earlier runs and exit")
