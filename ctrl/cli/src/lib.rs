@@ -1,6 +1,7 @@
 //! The `metaroce` command line: argument definitions and the commands
 //! behind them. `main.rs` only calls [`run`].
 
+mod controller;
 mod sim;
 mod topo;
 
@@ -27,9 +28,9 @@ impl From<Exit> for ExitCode {
     }
 }
 
-const EXIT_CODES: &str = "Exit codes: 0 success; 1 the topology or scenario has problems (all are printed), \
-or a simulation hit a limit; \
-2 wrong arguments; 3 a file could not be read or written.\n\
+const EXIT_CODES: &str = "Exit codes: 0 success; 1 the topology, scenario, snapshot or P4Info has problems \
+(all are printed), or a simulation hit a limit; \
+2 wrong arguments; 3 a file could not be read or written, or switches could not be reached.\n\
 Logging: -v for more, or METAROCE_LOG=debug.";
 
 /// Congestion-aware adaptive routing for RoCEv2 fabrics.
@@ -56,6 +57,9 @@ pub enum Command {
     /// Simulate a scenario on the packet-level fabric model.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Run the controller, take and restore snapshots, replay recordings.
+    #[command(subcommand)]
+    Controller(controller::ControllerCommand),
 }
 
 /// Logs go to stderr so that command output stays clean on stdout.
@@ -75,5 +79,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Topo(cmd) => topo::run(cmd),
         Command::Sim(cmd) => sim::run(cmd),
+        Command::Controller(cmd) => controller::run(cmd),
     }
 }

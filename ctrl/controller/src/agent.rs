@@ -20,10 +20,20 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use crate::plan::{self, SwitchPlan};
 use crate::reconcile::{self, Change};
 
-/// Desired entries of one switch; `None` until the core has computed them.
-pub type Desired = Option<Arc<BTreeMap<Key, Entry>>>;
+/// What a switch should hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Computed state; group ids are assigned against what is installed.
+    Plan(SwitchPlan),
+    /// Exactly these entries (a rollback to a snapshot).
+    Exact(BTreeMap<Key, Entry>),
+}
+
+/// The desired state of one switch; `None` until the core has computed it.
+pub type Desired = Option<Arc<Target>>;
 
 /// What a switch task tells the core.
 #[derive(Debug, Clone)]
@@ -31,7 +41,7 @@ pub enum AgentEvent {
     /// Connected, primary, pipeline in place, installed state read.
     Up {
         switch: usize,
-        installed: usize,
+        installed: Arc<BTreeMap<Key, Entry>>,
     },
     Down {
         switch: usize,
@@ -59,6 +69,7 @@ pub enum AgentEvent {
     Synced {
         switch: usize,
         outcome: SyncOutcome,
+        installed: Arc<BTreeMap<Key, Entry>>,
     },
 }
 
@@ -208,10 +219,11 @@ async fn connected(
     let (session, mut stream) = open(cfg, pipeline).await?;
     let installed = read_installed(&session, pipeline).await?;
     info!(entries = installed.len(), "switch up; installed state read back");
-    let _ = events.send(AgentEvent::Up { switch: cfg.switch, installed: installed.len() }).await;
+    let _ = events.send(AgentEvent::Up { switch: cfg.switch, installed: Arc::new(installed.clone()) }).await;
     let mut live =
         Live { cfg, pipeline, session, installed, events, retry_at: None, backoff: cfg.retry_initial };
-    live.sync(&desired.borrow_and_update().clone()).await;
+    let first = desired.borrow_and_update().clone();
+    live.sync(&first).await;
     let mut poll = tokio::time::interval(cfg.poll_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -276,7 +288,10 @@ impl Live<'_> {
                 // back what it holds and bring it to the desired state.
                 self.installed = read_installed(&self.session, self.pipeline).await?;
                 info!(entries = self.installed.len(), "stream back; re-syncing");
-                let _ = self.events.send(AgentEvent::Up { switch, installed: self.installed.len() }).await;
+                let _ = self
+                    .events
+                    .send(AgentEvent::Up { switch, installed: Arc::new(self.installed.clone()) })
+                    .await;
                 let d = desired.borrow().clone();
                 self.sync(&d).await;
             }
@@ -291,8 +306,15 @@ impl Live<'_> {
     /// One reconcile pass: write the difference in phase order, stop at
     /// the first failed batch and retry later with backoff.
     async fn sync(&mut self, desired: &Desired) {
-        let Some(desired) = desired else { return };
-        let batches = reconcile::diff(desired, &self.installed);
+        let Some(target) = desired else { return };
+        let desired = match target.as_ref() {
+            Target::Plan(p) => match plan::assign(p, &self.installed) {
+                Ok(d) => d,
+                Err(e) => return warn!(error = %e, "desired state cannot be installed"),
+            },
+            Target::Exact(m) => m.clone(),
+        };
+        let batches = reconcile::diff(&desired, &self.installed);
         if batches.is_empty() {
             return;
         }
@@ -327,7 +349,8 @@ impl Live<'_> {
             }
         }
         let outcome = SyncOutcome { inserts, modifies, deletes, batches: batches.len(), write_time, error };
-        let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome }).await;
+        let installed = Arc::new(self.installed.clone());
+        let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome, installed }).await;
     }
 
     async fn write(&self, batch: &[Change]) -> Result<(), AgentError> {

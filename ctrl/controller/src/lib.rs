@@ -2,7 +2,12 @@
 //! events into decisions, the reconciler, metrics and the status API.
 
 pub mod agent;
+pub mod core;
+pub mod daemon;
 pub mod mode;
+pub mod obs;
 pub mod plan;
 pub mod reconcile;
-pub mod obs;
+pub mod replay;
+pub mod snapshot;
+pub mod status;

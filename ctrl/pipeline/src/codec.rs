@@ -150,7 +150,13 @@ impl Ids {
             }
             _ => None,
         };
-        let Some(a) = action else { return Err(bad(table, "entry without a direct action")) };
+        let Some(a) = action else {
+            // A keyless table's default before anything was written.
+            if t.is_default_action {
+                return Ok(None);
+            }
+            return Err(bad(table, "entry without a direct action"));
+        };
         let aname = info.actions.by_id(a.action_id).map(metaroce_p4rt::p4info::name_of).unwrap_or_default();
         let p = params(info, a)?;
         let mac = |f: &str| -> Result<[u8; 6], PipelineError> {

@@ -1,0 +1,343 @@
+//! `metaroce controller`: run the closed loop, take and restore snapshots,
+//! replay a recording.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use metaroce_controller::agent::{self, AgentEvent, Target};
+use metaroce_controller::core::CoreConfig;
+use metaroce_controller::daemon::{self, Config};
+use metaroce_controller::mode::Mode;
+use metaroce_controller::snapshot::{SnapshotDoc, SNAPSHOT_VERSION};
+use metaroce_pipeline::Pipeline;
+use metaroce_topo::Topology;
+use tokio::sync::{mpsc, watch};
+
+use crate::Exit;
+
+#[derive(Debug, Subcommand)]
+pub enum ControllerCommand {
+    /// Connect to every switch, install the pipeline and baseline, and close the loop.
+    Run(RunArgs),
+    /// Write every switch's installed state to a JSON file.
+    Snapshot(SnapshotArgs),
+    /// Bring every switch back to a snapshot (stop a running controller first,
+    /// or use its API: POST /api/v1/rollback).
+    Rollback(RollbackArgs),
+    /// Replay a recording (`run --record`) offline and print the decisions as JSON lines.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProgramArgs {
+    /// P4Info of the program (text or binary).
+    #[arg(long, default_value = "p4src/build/main.p4info.txtpb")]
+    pub p4info: PathBuf,
+    /// Target device config (BMv2 JSON).
+    #[arg(long, default_value = "p4src/build/main.json")]
+    pub device_config: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Topology YAML.
+    pub topology: PathBuf,
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// observe: sense and log; advise: also publish recommendations; act: closed loop.
+    #[arg(long, default_value = "observe")]
+    pub mode: Mode,
+    /// Compute and log every change; write nothing to the switches.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Status API and /metrics (e.g. 127.0.0.1:9100).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Bearer tokens (lines "<viewer|operator|admin> <token>"); without it the API is read-only.
+    #[arg(long)]
+    pub tokens: Option<PathBuf>,
+    /// Append every change as JSON lines to this file.
+    #[arg(long)]
+    pub events: Option<PathBuf>,
+    /// Record every controller input as JSON lines (for `replay`).
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Receive Telemetry Reports on this UDP address too (collector port mode).
+    #[arg(long)]
+    pub collector: Option<SocketAddr>,
+    /// Register poll interval in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub poll_ms: u64,
+    /// P4Runtime election id (higher wins primary).
+    #[arg(long, default_value_t = 10)]
+    pub election_id: u64,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    pub topology: PathBuf,
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    /// Output file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Seconds to wait for every switch.
+    #[arg(long, default_value_t = 10.0)]
+    pub timeout: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    pub topology: PathBuf,
+    /// Snapshot file written by `snapshot`.
+    pub snapshot: PathBuf,
+    #[command(flatten)]
+    pub program: ProgramArgs,
+    #[arg(long, default_value_t = 20)]
+    pub election_id: u64,
+    #[arg(long, default_value_t = 20.0)]
+    pub timeout: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    pub topology: PathBuf,
+    /// Recording (JSON lines of {"t_ns", "input"}).
+    pub recording: PathBuf,
+    #[arg(long, default_value = "act")]
+    pub mode: Mode,
+}
+
+pub fn run(cmd: ControllerCommand) -> anyhow::Result<Exit> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    match cmd {
+        ControllerCommand::Run(a) => rt.block_on(run_daemon(a)),
+        ControllerCommand::Snapshot(a) => rt.block_on(snapshot(a)),
+        ControllerCommand::Rollback(a) => rt.block_on(rollback(a)),
+        ControllerCommand::Replay(a) => replay(a),
+    }
+}
+
+fn load_topology(path: &Path) -> anyhow::Result<Result<Topology, Exit>> {
+    match metaroce_topo::load_file(path) {
+        Ok(t) => Ok(Ok(t)),
+        Err(e) => {
+            eprintln!("{e}");
+            Ok(Err(Exit::Invalid))
+        }
+    }
+}
+
+fn load_pipeline(p: &ProgramArgs) -> anyhow::Result<Result<Arc<Pipeline>, Exit>> {
+    match Pipeline::load(&p.p4info, &p.device_config) {
+        Ok(p) => Ok(Ok(Arc::new(p))),
+        Err(e @ metaroce_pipeline::PipelineError::Mismatch { .. }) => {
+            eprintln!("error: {} does not fit this controller: {e}", p.p4info.display());
+            Ok(Err(Exit::Invalid))
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!(
+            "cannot load the program ({}, {}); run from the repository root or pass --p4info/--device-config",
+            p.p4info.display(),
+            p.device_config.display()
+        ))),
+    }
+}
+
+macro_rules! load_or_exit {
+    ($e:expr) => {
+        match $e? {
+            Ok(v) => v,
+            Err(code) => return Ok(code),
+        }
+    };
+}
+
+async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
+    let topo = load_or_exit!(load_topology(&a.topology));
+    let pipeline = load_or_exit!(load_pipeline(&a.program));
+    let mut cfg = Config::new(topo, pipeline);
+    cfg.mode = a.mode;
+    cfg.dry_run = a.dry_run;
+    cfg.listen = a.listen;
+    cfg.tokens = a.tokens;
+    cfg.events = a.events;
+    cfg.record = a.record;
+    cfg.collector = a.collector;
+    cfg.poll_interval = Duration::from_millis(a.poll_ms.max(1));
+    cfg.election_id = u128::from(a.election_id);
+    let duration = a.duration.map(Duration::from_secs_f64);
+    let shutdown = async move {
+        match duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    eprintln!(
+        "metaroce controller: {} switches, mode {}{}; Ctrl-C stops",
+        cfg.topology.switches.len(),
+        cfg.mode,
+        if cfg.dry_run { " (dry run)" } else { "" }
+    );
+    daemon::run(cfg, shutdown).await.context("the controller stopped with an error")?;
+    Ok(Exit::Ok)
+}
+
+/// Runs one agent per switch until each reports `Up` (and, with a target, `Synced`).
+async fn visit(
+    topo: &Topology,
+    pipeline: Arc<Pipeline>,
+    election_id: u128,
+    dry_run: bool,
+    targets: Vec<Option<Target>>,
+    timeout: Duration,
+) -> anyhow::Result<BTreeMap<usize, AgentEvent>> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (ev_tx, mut ev_rx) = mpsc::channel(1024);
+    let mut cfg = Config::new(topo.clone(), pipeline.clone());
+    cfg.election_id = election_id;
+    cfg.dry_run = dry_run;
+    let mut want: BTreeMap<usize, bool> = BTreeMap::new();
+    for (s, target) in targets.into_iter().enumerate() {
+        let mut a = daemon::agent_config(&cfg, s)?;
+        a.ports.clear(); // no register polling
+        want.insert(s, target.is_some());
+        let (_tx, rx) = watch::channel(target.map(Arc::new));
+        let fut = agent::run(a, pipeline.clone(), rx, ev_tx.clone(), stop_rx.clone());
+        tokio::spawn(async move {
+            let _tx = _tx;
+            fut.await
+        });
+    }
+    let mut done = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + timeout;
+    while done.len() < want.len() {
+        let ev = tokio::time::timeout_at(deadline, ev_rx.recv()).await;
+        match ev {
+            Ok(Some(e @ AgentEvent::Up { switch, .. })) if !want[&switch] => {
+                done.insert(switch, e);
+            }
+            Ok(Some(e @ AgentEvent::Synced { switch, .. })) => {
+                done.insert(switch, e);
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => {
+                let missing: Vec<&str> = want
+                    .keys()
+                    .filter(|s| !done.contains_key(s))
+                    .map(|&s| topo.switches[s].name.as_str())
+                    .collect();
+                let _ = stop_tx.send(true);
+                bail!(
+                    "no answer within {timeout:?} from: {} (is the fabric up? check the p4rt addresses)",
+                    missing.join(", ")
+                );
+            }
+        }
+    }
+    let _ = stop_tx.send(true);
+    Ok(done)
+}
+
+async fn snapshot(a: SnapshotArgs) -> anyhow::Result<Exit> {
+    let topo = load_or_exit!(load_topology(&a.topology));
+    let pipeline = load_or_exit!(load_pipeline(&a.program));
+    let n = topo.switches.len();
+    let got = visit(&topo, pipeline, 1, true, vec![None; n], Duration::from_secs_f64(a.timeout)).await?;
+    let mut switches = BTreeMap::new();
+    for (s, ev) in got {
+        if let AgentEvent::Up { installed, .. } = ev {
+            switches.insert(topo.switches[s].name.clone(), installed.values().cloned().collect());
+        }
+    }
+    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    let doc = SnapshotDoc {
+        version: SNAPSHOT_VERSION,
+        topology: topo.name.clone(),
+        taken_at_unix_ms: ms,
+        switches,
+    };
+    let text = serde_json::to_string_pretty(&doc).context("cannot encode the snapshot")?;
+    std::fs::write(&a.output, text).with_context(|| format!("cannot write {}", a.output.display()))?;
+    let entries: usize = doc.switches.values().map(Vec::len).sum();
+    println!(
+        "snapshot of {} switches ({entries} entries) written to {}",
+        doc.switches.len(),
+        a.output.display()
+    );
+    Ok(Exit::Ok)
+}
+
+async fn rollback(a: RollbackArgs) -> anyhow::Result<Exit> {
+    let topo = load_or_exit!(load_topology(&a.topology));
+    let pipeline = load_or_exit!(load_pipeline(&a.program));
+    let text = std::fs::read_to_string(&a.snapshot)
+        .with_context(|| format!("cannot read {}", a.snapshot.display()))?;
+    let value: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("{}: not JSON: {e}", a.snapshot.display());
+            return Ok(Exit::Invalid);
+        }
+    };
+    let names: Vec<&str> = topo.switches.iter().map(|s| s.name.as_str()).collect();
+    let doc = match SnapshotDoc::from_value(value, &topo.name, &names) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{}: {e}", a.snapshot.display());
+            return Ok(Exit::Invalid);
+        }
+    };
+    let targets: Vec<Option<Target>> = names.iter().map(|n| doc.entries(n).map(Target::Exact)).collect();
+    let got =
+        visit(&topo, pipeline, u128::from(a.election_id), false, targets, Duration::from_secs_f64(a.timeout))
+            .await?;
+    let mut failed = false;
+    for (s, ev) in got {
+        if let AgentEvent::Synced { outcome, .. } = ev {
+            let name = &topo.switches[s].name;
+            match &outcome.error {
+                None => println!(
+                    "{name}: restored ({} inserts, {} modifies, {} deletes)",
+                    outcome.inserts, outcome.modifies, outcome.deletes
+                ),
+                Some(e) => {
+                    failed = true;
+                    eprintln!("{name}: rollback failed: {e}");
+                }
+            }
+        }
+    }
+    Ok(if failed { Exit::Failure } else { Exit::Ok })
+}
+
+fn replay(a: ReplayArgs) -> anyhow::Result<Exit> {
+    let topo = load_or_exit!(load_topology(&a.topology));
+    let text = std::fs::read_to_string(&a.recording)
+        .with_context(|| format!("cannot read {}", a.recording.display()))?;
+    let inputs = match metaroce_controller::replay::parse(&text) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("{}: {e}", a.recording.display());
+            return Ok(Exit::Invalid);
+        }
+    };
+    let out =
+        metaroce_controller::replay::run(topo, CoreConfig::default(), a.mode, &inputs).context("replay")?;
+    for v in out {
+        println!("{v}");
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,330 @@
+//! The state task's brain, without I/O: it turns controller inputs (digests,
+//! register snapshots, reports, switch and link failures, timer ticks) into
+//! the congestion view, policy decisions and each switch's desired state.
+//! Time is an argument, so a recorded run replays exactly (tests/replay.rs).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use metaroce_policy::{Decision, Input as PolicyInput, Policy, PolicyConfig, PolicyState};
+use metaroce_telemetry::view::{CongestionView, RegisterSnapshot, ThresholdCrossing, ViewConfig};
+use metaroce_telemetry::{PortKey, TelemetryReport};
+use metaroce_topo::{Routing, SwitchId, Topology};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::mode::Mode;
+use crate::plan::{self, Overrides, Settings, SwitchPlan};
+
+/// One controller input: what a recording holds, with its time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Input {
+    Crossing(ThresholdCrossing),
+    Snapshot(RegisterSnapshot),
+    Report(Box<TelemetryReport>),
+    /// The controller reaches the switch again.
+    SwitchUp {
+        switch: usize,
+    },
+    /// The controller lost the switch; it is routed around if it stays
+    /// lost for `switch_down_after_ns`.
+    SwitchDown {
+        switch: usize,
+    },
+    LinkDown {
+        link: usize,
+    },
+    LinkUp {
+        link: usize,
+    },
+    Tick,
+}
+
+/// A change worth an event-log line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Note {
+    pub kind: &'static str,
+    pub switch: Option<String>,
+    pub reason: String,
+    pub details: Value,
+}
+
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    pub policy: PolicyConfig,
+    pub view: ViewConfig,
+    pub settings: Settings,
+    pub switch_down_after_ns: u64,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            policy: PolicyConfig::default(),
+            view: ViewConfig::default(),
+            settings: Settings::default(),
+            switch_down_after_ns: 3_000_000_000,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error(transparent)]
+    Policy(#[from] metaroce_policy::ConfigError),
+}
+
+/// What one decision produced.
+#[derive(Debug, Default)]
+pub struct Step {
+    pub decision: Option<Decision>,
+    /// Switches whose desired state changed, with the new plan.
+    pub plans: Vec<(SwitchId, SwitchPlan)>,
+    pub notes: Vec<Note>,
+}
+
+/// The fabric state the controller decides on.
+#[derive(Debug)]
+pub struct Core {
+    topo: Topology,
+    routing: Routing,
+    view: CongestionView,
+    policy: Policy,
+    state: PolicyState,
+    settings: Settings,
+    mode: Mode,
+    switch_down_after_ns: u64,
+    down_since: BTreeMap<SwitchId, u64>,
+    failed_switches: BTreeSet<SwitchId>,
+    failed_links: BTreeSet<usize>,
+    plans: Vec<Option<SwitchPlan>>,
+    /// Everything must be re-planned (failure, mode change, start).
+    replan_all: bool,
+    /// A rollback pinned the switches to a snapshot: publish no plans
+    /// until the mode is set again.
+    pinned: bool,
+}
+
+fn links_of(topo: &Topology) -> Vec<(PortKey, PortKey)> {
+    topo.links
+        .iter()
+        .map(|l| {
+            (PortKey { switch: l.a.switch, port: l.a.port }, PortKey { switch: l.b.switch, port: l.b.port })
+        })
+        .collect()
+}
+
+impl Core {
+    pub fn new(topo: Topology, cfg: CoreConfig, mode: Mode) -> Result<Self, CoreError> {
+        let policy = Policy::new(cfg.policy)?;
+        let routing = Routing::compute(&topo);
+        let nodes = topo.switches.iter().enumerate().map(|(i, s)| (s.int_node_id, i)).collect();
+        let view = CongestionView::new(cfg.view, nodes, &links_of(&topo));
+        let n = topo.switches.len();
+        Ok(Core {
+            topo,
+            routing,
+            view,
+            policy,
+            state: PolicyState::default(),
+            settings: cfg.settings,
+            mode,
+            switch_down_after_ns: cfg.switch_down_after_ns,
+            down_since: BTreeMap::new(),
+            failed_switches: BTreeSet::new(),
+            failed_links: BTreeSet::new(),
+            plans: vec![None; n],
+            replan_all: true,
+            pinned: false,
+        })
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    pub fn view(&self) -> &CongestionView {
+        &self.view
+    }
+    pub fn policy_state(&self) -> &PolicyState {
+        &self.state
+    }
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    pub fn routing(&self) -> &Routing {
+        &self.routing
+    }
+    pub fn plan(&self, s: SwitchId) -> Option<&SwitchPlan> {
+        self.plans.get(s).and_then(Option::as_ref)
+    }
+    pub fn failed_switches(&self) -> &BTreeSet<SwitchId> {
+        &self.failed_switches
+    }
+    pub fn failed_links(&self) -> &BTreeSet<usize> {
+        &self.failed_links
+    }
+
+    fn name(&self, s: SwitchId) -> String {
+        self.topo.switches.get(s).map_or_else(|| format!("#{s}"), |x| x.name.clone())
+    }
+
+    /// Applies one input; decisions wait for [`Core::decide`], so a burst of
+    /// inputs (a digest storm) costs one decision.
+    pub fn observe(&mut self, now_ns: u64, input: &Input) -> Vec<Note> {
+        let n = self.topo.switches.len();
+        let mut notes = Vec::new();
+        match input {
+            Input::Crossing(c) if c.switch < n => self.view.on_crossing(now_ns, c),
+            Input::Snapshot(s) if s.switch < n => self.view.on_snapshot(now_ns, s),
+            Input::Report(r) => self.view.on_report(now_ns, r),
+            Input::SwitchUp { switch } if *switch < n => {
+                self.down_since.remove(switch);
+                // Its digest sequence may have restarted with it.
+                self.view.switch_restarted(*switch);
+                if self.failed_switches.remove(switch) {
+                    self.rebuild_routing();
+                    notes.push(self.note(
+                        "switch_up",
+                        Some(*switch),
+                        "switch reachable again; routing through it",
+                        json!({}),
+                    ));
+                }
+            }
+            Input::SwitchDown { switch } if *switch < n => {
+                self.down_since.entry(*switch).or_insert(now_ns);
+            }
+            Input::LinkDown { link } if *link < self.topo.links.len() => {
+                if self.failed_links.insert(*link) {
+                    let _ = self.routing.fail_link(&self.topo, *link);
+                    self.replan_all = true;
+                    notes.push(self.link_note("link_down", *link, "link down; routed around at once"));
+                }
+            }
+            Input::LinkUp { link } if *link < self.topo.links.len() => {
+                if self.failed_links.remove(link) {
+                    self.rebuild_routing();
+                    notes.push(self.link_note("link_up", *link, "link up; back in the groups"));
+                }
+            }
+            Input::Tick => {}
+            other => notes.push(self.note(
+                "input_rejected",
+                None,
+                "input names an unknown switch or link",
+                json!(format!("{other:?}")),
+            )),
+        }
+        let expired: Vec<SwitchId> = self
+            .down_since
+            .iter()
+            .filter(|(s, &t)| {
+                now_ns.saturating_sub(t) >= self.switch_down_after_ns && !self.failed_switches.contains(s)
+            })
+            .map(|(s, _)| *s)
+            .collect();
+        for s in expired {
+            self.failed_switches.insert(s);
+            let _ = self.routing.fail_switch(&self.topo, s);
+            self.replan_all = true;
+            notes.push(self.note("switch_down", Some(s), "switch unreachable; routing around it", json!({})));
+        }
+        notes
+    }
+
+    fn rebuild_routing(&mut self) {
+        let links: Vec<usize> = self.failed_links.iter().copied().collect();
+        let switches: Vec<SwitchId> = self.failed_switches.iter().copied().collect();
+        self.routing = Routing::with_failures(&self.topo, self.routing.options(), &links, &switches);
+        self.replan_all = true;
+    }
+
+    fn note(&self, kind: &'static str, s: Option<SwitchId>, reason: &str, details: Value) -> Note {
+        Note { kind, switch: s.map(|s| self.name(s)), reason: reason.to_owned(), details }
+    }
+
+    fn link_note(&self, kind: &'static str, link: usize, reason: &str) -> Note {
+        let l = &self.topo.links[link];
+        let details = json!({"a": self.topo.endpoint_name(l.a), "b": self.topo.endpoint_name(l.b)});
+        self.note(kind, Some(l.a.switch), reason, details)
+    }
+
+    /// Runs the policy and re-plans the switches whose state changed.
+    pub fn decide(&mut self, now_ns: u64) -> Step {
+        let heat = self.view.heat();
+        let input = PolicyInput { topo: &self.topo, routing: &self.routing, heat: &heat, now_ns };
+        let decision = self.policy.decide(input, &mut self.state);
+        let mut notes = Vec::new();
+        let mut touched: BTreeSet<SwitchId> = BTreeSet::new();
+        for c in &decision.changes {
+            touched.insert(c.switch);
+            let cause = c.cause.map(|h| format!("{}:{}", self.name(h.switch), h.port));
+            let details = json!({
+                "leaf": self.name(c.leaf), "old": c.old, "new": c.new, "cause": cause,
+                "shift_permille": c.shift_permille, "applied": self.mode.writes(),
+            });
+            notes.push(self.note(
+                c.kind.as_str(),
+                Some(c.switch),
+                &format!("{} toward {}", c.kind.as_str(), self.name(c.leaf)),
+                details,
+            ));
+        }
+        let mut step = Step { decision: Some(decision), plans: Vec::new(), notes };
+        if self.pinned {
+            return step;
+        }
+        let all = std::mem::take(&mut self.replan_all);
+        let switches: Vec<SwitchId> = if all {
+            (0..self.topo.switches.len()).collect()
+        } else if self.mode.writes() {
+            touched.into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        let overrides = self.overrides();
+        for s in switches {
+            let p = plan::switch_plan(&self.topo, &self.routing, &overrides, &self.settings, s);
+            if self.plans[s].as_ref() != Some(&p) {
+                self.plans[s] = Some(p.clone());
+                step.plans.push((s, p));
+            }
+        }
+        step
+    }
+
+    /// The weights in force: the policy's overrides in `act` mode, none otherwise.
+    fn overrides(&self) -> Overrides {
+        if !self.mode.writes() {
+            return Overrides::new();
+        }
+        self.recommended()
+    }
+
+    /// What the policy wants, whatever the mode (the `advise` output).
+    pub fn recommended(&self) -> Overrides {
+        self.state
+            .overrides()
+            .map(|(s, leaf, w)| ((s, leaf), w.iter().map(|pw| (pw.port, pw.weight)).collect()))
+            .collect()
+    }
+
+    pub fn set_mode(&mut self, mode: Mode) {
+        if mode != self.mode || self.pinned {
+            self.mode = mode;
+            self.pinned = false;
+            self.replan_all = true;
+        }
+    }
+
+    /// Stops publishing plans (a rollback holds the switches at a snapshot)
+    /// and falls back to `observe`.
+    pub fn pin(&mut self) {
+        self.pinned = true;
+        self.mode = Mode::Observe;
+    }
+
+    pub fn pinned(&self) -> bool {
+        self.pinned
+    }
+}

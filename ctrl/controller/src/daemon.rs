@@ -1,0 +1,509 @@
+//! The daemon: one task per switch ([`crate::agent`]), the status API, an
+//! optional UDP report collector, and the state task that owns the fabric
+//! state ([`Core`]) and is the only one that changes it. Everything talks
+//! to the state task over channels.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metaroce_p4rt::entity::DigestConfig;
+use metaroce_p4rt::SessionConfig;
+use metaroce_pipeline::Pipeline;
+use metaroce_telemetry::view::{PortRegisters, RegisterSnapshot, ThresholdCrossing};
+use metaroce_topo::Topology;
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::{info, warn, Instrument};
+
+use crate::agent::{self, AgentConfig, AgentEvent, Desired, Target};
+use crate::core::{Core, CoreConfig, Input, Note};
+use crate::mode::Mode;
+use crate::obs::{self, Command, EventLog, Metrics, Snapshot, Tokens};
+use crate::snapshot::SnapshotDoc;
+use crate::status::{self, SwitchStatus};
+
+/// Everything `run` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub topology: Topology,
+    pub pipeline: Arc<Pipeline>,
+    pub mode: Mode,
+    /// Compute and log changes; write nothing to the switches.
+    pub dry_run: bool,
+    /// Status API and /metrics.
+    pub listen: Option<SocketAddr>,
+    pub tokens: Option<PathBuf>,
+    /// JSON-lines event log.
+    pub events: Option<PathBuf>,
+    /// Record every controller input as JSON lines (for replay).
+    pub record: Option<PathBuf>,
+    /// UDP address that receives Telemetry Reports from a collector port.
+    pub collector: Option<SocketAddr>,
+    pub poll_interval: Duration,
+    pub tick: Duration,
+    pub election_id: u128,
+    pub digest: DigestConfig,
+    pub core: CoreConfig,
+}
+
+impl Config {
+    pub fn new(topology: Topology, pipeline: Arc<Pipeline>) -> Self {
+        Config {
+            topology,
+            pipeline,
+            mode: Mode::Observe,
+            dry_run: false,
+            listen: None,
+            tokens: None,
+            events: None,
+            record: None,
+            collector: None,
+            poll_interval: Duration::from_millis(100),
+            tick: Duration::from_millis(5),
+            election_id: 10,
+            // Immediate delivery: BMv2 raises any non-zero timeout to 100 ms.
+            digest: DigestConfig { max_timeout_ns: 0, max_list_size: 1, ack_timeout_ns: 1_000_000_000 },
+            core: CoreConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("controller setup")]
+    Core(#[from] crate::core::CoreError),
+    #[error("cannot open the event log")]
+    Events(#[source] obs::ObsError),
+    #[error("cannot load the API tokens")]
+    Tokens(#[from] obs::TokenError),
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the recording {path}")]
+    Record {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("switch {switch}: P4Runtime address {addr:?} is not host:port")]
+    Address { switch: String, addr: String },
+}
+
+/// The session settings of switch `s`.
+pub fn session_config(topo: &Topology, s: usize, election_id: u128) -> SessionConfig {
+    let sw = &topo.switches[s];
+    let mut c = SessionConfig::new(format!("http://{}", sw.p4rt), sw.device_id);
+    c.election_id = election_id;
+    c.connect_attempts = 0;
+    c
+}
+
+fn agent_configs(cfg: &Config) -> Result<Vec<AgentConfig>, DaemonError> {
+    (0..cfg.topology.switches.len()).map(|s| agent_config(cfg, s)).collect()
+}
+
+/// The agent settings of switch `s`.
+pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> {
+    let topo = &cfg.topology;
+    let sw = &topo.switches[s];
+    let host: std::net::IpAddr = sw
+        .p4rt
+        .rsplit_once(':')
+        .and_then(|(h, _)| h.trim_matches(['[', ']']).parse().ok())
+        .ok_or_else(|| DaemonError::Address { switch: sw.name.clone(), addr: sw.p4rt.clone() })?;
+    let mut ports: Vec<u16> = topo.adjacency(s).iter().map(|a| a.port).collect();
+    ports.extend(topo.hosts_of(s).iter().map(|&h| topo.hosts[h].port));
+    ports.sort_unstable();
+    ports.dedup();
+    Ok(AgentConfig {
+        switch: s,
+        name: sw.name.clone(),
+        session: session_config(topo, s, cfg.election_id),
+        thrift: sw.thrift_port.map(|p| SocketAddr::new(host, p)),
+        ports,
+        poll_interval: cfg.poll_interval,
+        digest: cfg.digest,
+        dry_run: cfg.dry_run,
+        retry_initial: Duration::from_millis(100),
+        retry_max: Duration::from_secs(5),
+    })
+}
+
+/// Runs the controller until `shutdown` completes.
+pub async fn run(
+    cfg: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), DaemonError> {
+    let metrics = Metrics::new();
+    metrics.set_mode(cfg.mode);
+    let events = match &cfg.events {
+        Some(p) => EventLog::with_file(4096, p).map_err(DaemonError::Events)?,
+        None => EventLog::new(4096),
+    };
+    let tokens = cfg.tokens.as_deref().map(Tokens::load).transpose()?.map(Arc::new);
+    let recorder = match &cfg.record {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|source| DaemonError::Record { path: p.clone(), source })?,
+        )),
+        None => None,
+    };
+    let core = Core::new(cfg.topology.clone(), cfg.core.clone(), cfg.mode)?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(16);
+    let mut tasks = Vec::new();
+    if let Some(addr) = cfg.listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| DaemonError::Listen { addr, source })?;
+        let state = obs::ApiState::new(metrics.clone(), events.clone(), tokens, snap_rx, cmd_tx.clone());
+        let mut stop = stop_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let until = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = obs::serve(listener, state, until).await {
+                warn!(error = %e, "status API stopped");
+            }
+        }));
+    }
+    let (ev_tx, ev_rx) = mpsc::channel::<AgentEvent>(8192);
+    let mut desired_tx = Vec::new();
+    for a in agent_configs(&cfg)? {
+        let (tx, rx) = watch::channel::<Desired>(None);
+        desired_tx.push(tx);
+        let span = agent::span(&a);
+        let fut = agent::run(a, cfg.pipeline.clone(), rx, ev_tx.clone(), stop_rx.clone());
+        tasks.push(tokio::spawn(fut.instrument(span)));
+    }
+    let (udp_tx, udp_rx) = mpsc::channel::<Vec<u8>>(4096);
+    if let Some(addr) = cfg.collector {
+        let sock =
+            tokio::net::UdpSocket::bind(addr).await.map_err(|source| DaemonError::Listen { addr, source })?;
+        info!(%addr, "Telemetry Report collector listening");
+        let mut stop = stop_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut buf = vec![0u8; 65536];
+            loop {
+                tokio::select! {
+                    r = sock.recv_from(&mut buf) => match r {
+                        Ok((n, _)) => { if udp_tx.try_send(buf[..n].to_vec()).is_err() { warn!("report collector queue full; report dropped") } }
+                        Err(e) => warn!(error = %e, "collector socket"),
+                    },
+                    _ = stop.changed() => return,
+                }
+            }
+        }));
+    }
+    drop(ev_tx);
+    let state = State {
+        core,
+        metrics,
+        events,
+        switches: vec![SwitchStatus::default(); cfg.topology.switches.len()],
+        desired_tx,
+        snap_tx,
+        recorder,
+        start: Instant::now(),
+        decisions: 0,
+        last_publish: None,
+    };
+    state.run(ev_rx, udp_rx, cmd_rx, cfg.tick, shutdown).await;
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+    }
+    info!("controller stopped");
+    Ok(())
+}
+
+/// The state task.
+struct State {
+    core: Core,
+    metrics: Metrics,
+    events: EventLog,
+    switches: Vec<SwitchStatus>,
+    desired_tx: Vec<watch::Sender<Desired>>,
+    snap_tx: watch::Sender<Arc<Snapshot>>,
+    recorder: Option<std::io::BufWriter<std::fs::File>>,
+    start: Instant,
+    decisions: u64,
+    last_publish: Option<Instant>,
+}
+
+impl State {
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    async fn run(
+        mut self,
+        mut ev_rx: mpsc::Receiver<AgentEvent>,
+        mut udp_rx: mpsc::Receiver<Vec<u8>>,
+        mut cmd_rx: mpsc::Receiver<Command>,
+        tick: Duration,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        let mut ticker = tokio::time::interval(tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        self.decide_and_publish(true);
+        loop {
+            tokio::select! {
+                ev = ev_rx.recv() => {
+                    let Some(ev) = ev else { return };
+                    self.on_agent(ev);
+                    // Coalesce: take whatever else is queued before deciding once.
+                    let mut n = 0;
+                    while n < 10_000 {
+                        match ev_rx.try_recv() { Ok(ev) => self.on_agent(ev), Err(_) => break }
+                        n += 1;
+                    }
+                    self.decide_and_publish(false);
+                }
+                frame = udp_rx.recv() => if let Some(f) = frame { self.on_report(None, &f, false); self.decide_and_publish(false); },
+                cmd = cmd_rx.recv() => if let Some(c) = cmd { self.on_command(c); },
+                _ = ticker.tick() => { self.input(&Input::Tick); self.decide_and_publish(false); }
+                _ = &mut shutdown => return,
+            }
+        }
+    }
+
+    fn name(&self, s: usize) -> String {
+        self.core.topology().switches.get(s).map(|x| x.name.clone()).unwrap_or_default()
+    }
+
+    fn input(&mut self, input: &Input) {
+        let now = self.now_ns();
+        if let Some(w) = self.recorder.as_mut() {
+            if !matches!(input, Input::Tick) {
+                let line = json!({"t_ns": now, "input": input});
+                if writeln!(w, "{line}").and_then(|()| w.flush()).is_err() {
+                    warn!("cannot write the recording; recording stops");
+                    self.recorder = None;
+                }
+            }
+        }
+        let notes = self.core.observe(now, input);
+        self.log(notes);
+    }
+
+    fn log(&self, notes: Vec<Note>) {
+        for n in notes {
+            let reason = match n.kind {
+                "derate" => Some("congestion"),
+                "restore" => Some("recovery"),
+                "failover" | "link_down" => Some("link_down"),
+                "link_up" | "switch_up" | "switch_down" => Some(n.kind),
+                _ => None,
+            };
+            if let Some(r) = reason {
+                self.metrics.reroute(r);
+            }
+            self.events.record(n.kind, n.switch.as_deref(), &n.reason, n.details);
+        }
+    }
+
+    fn on_agent(&mut self, ev: AgentEvent) {
+        match ev {
+            AgentEvent::Up { switch, installed } => {
+                let name = self.name(switch);
+                self.metrics.set_switch_connected(&name, true);
+                let st = &mut self.switches[switch];
+                st.connected = true;
+                st.installed = installed;
+                self.events.record(
+                    "switch_up",
+                    Some(&name),
+                    "connected, pipeline in place",
+                    json!({"installed_entries": st.installed.len()}),
+                );
+                self.input(&Input::SwitchUp { switch });
+            }
+            AgentEvent::Down { switch, reason } => {
+                let name = self.name(switch);
+                self.metrics.set_switch_connected(&name, false);
+                self.metrics.set_switch_primary(&name, false);
+                self.switches[switch].connected = false;
+                self.switches[switch].last_error = Some(reason.clone());
+                self.events.record("switch_down", Some(&name), &reason, json!({}));
+                self.input(&Input::SwitchDown { switch });
+            }
+            AgentEvent::Primary { switch, primary } => {
+                self.metrics.set_switch_primary(&self.name(switch), primary);
+                self.switches[switch].primary = primary;
+            }
+            AgentEvent::Digests { switch, digests } => {
+                let name = self.name(switch);
+                for d in digests {
+                    self.metrics.digest_received(&name);
+                    self.metrics.set_queue_depth(&name, d.port, u64::from(d.depth));
+                    let c = ThresholdCrossing {
+                        switch,
+                        port: d.port,
+                        depth: d.depth,
+                        switch_ts: d.timestamp,
+                        seq: d.seq,
+                        congested: d.congested,
+                    };
+                    self.input(&Input::Crossing(c));
+                }
+            }
+            AgentEvent::Registers { switch, ports } => {
+                let name = self.name(switch);
+                for &(p, depth, _) in &ports {
+                    self.metrics.set_queue_depth(&name, p, u64::from(depth));
+                }
+                let ports = ports
+                    .into_iter()
+                    .map(|(port, max_depth, congested)| PortRegisters { port, max_depth, congested })
+                    .collect();
+                self.input(&Input::Snapshot(RegisterSnapshot { switch, ports }));
+            }
+            AgentEvent::Report { switch, frame } => self.on_report(Some(switch), &frame, true),
+            AgentEvent::Synced { switch, outcome, installed } => {
+                let name = self.name(switch);
+                self.metrics.observe_write(&name, outcome.write_time.as_secs_f64());
+                let st = &mut self.switches[switch];
+                st.installed = installed;
+                st.syncs += 1;
+                st.last_error.clone_from(&outcome.error);
+                let details = json!({"inserts": outcome.inserts, "modifies": outcome.modifies, "deletes": outcome.deletes,
+                    "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error});
+                let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
+                self.events.record(kind, Some(&name), "reconciled to the desired state", details);
+                self.update_group_metrics(switch);
+            }
+        }
+    }
+
+    fn on_report(&mut self, switch: Option<usize>, bytes: &[u8], frame: bool) {
+        let decoded = if frame {
+            metaroce_telemetry::decode_frame(bytes)
+        } else {
+            metaroce_telemetry::decode_udp_payload(bytes)
+        };
+        match decoded {
+            Ok(r) => {
+                let sink = switch.map(|s| self.name(s)).unwrap_or_else(|| format!("node{}", r.group.node_id));
+                self.metrics.int_report_received(&sink);
+                let lost_before = self.core.view().counters().reports.lost;
+                self.input(&Input::Report(Box::new(r)));
+                let lost = self.core.view().counters().reports.lost.saturating_sub(lost_before);
+                if lost > 0 {
+                    self.metrics.int_reports_lost(&sink, lost);
+                }
+            }
+            Err(e) => warn!(error = %e, "malformed Telemetry Report dropped"),
+        }
+    }
+
+    fn on_command(&mut self, cmd: Command) {
+        match cmd {
+            Command::SetMode { mode, reply } => {
+                let old = self.core.mode();
+                self.core.set_mode(mode);
+                self.metrics.set_mode(mode);
+                self.events.record(
+                    "mode",
+                    None,
+                    &format!("mode {old} → {mode}"),
+                    json!({"from": old, "to": mode}),
+                );
+                let _ = reply.send(Ok(()));
+                self.decide_and_publish(true);
+            }
+            Command::Rollback { snapshot, reply } => {
+                let names: Vec<String> =
+                    self.core.topology().switches.iter().map(|s| s.name.clone()).collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                match SnapshotDoc::from_value(snapshot, &self.core.topology().name, &refs) {
+                    Ok(doc) => {
+                        self.core.pin();
+                        self.metrics.set_mode(Mode::Observe);
+                        for (s, name) in names.iter().enumerate() {
+                            if let Some(entries) = doc.entries(name) {
+                                self.desired_tx[s].send_replace(Some(Arc::new(Target::Exact(entries))));
+                            }
+                        }
+                        self.events.record(
+                            "rollback",
+                            None,
+                            "switches restored to a snapshot; mode observe until set again",
+                            json!({"taken_at_unix_ms": doc.taken_at_unix_ms}),
+                        );
+                        let _ = reply.send(Ok(()));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e.to_string()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn decide_and_publish(&mut self, force_status: bool) {
+        let started = std::time::Instant::now();
+        let step = self.core.decide(self.now_ns());
+        self.metrics.observe_decision(started.elapsed().as_secs_f64());
+        self.decisions += 1;
+        let changed = !step.plans.is_empty() || !step.notes.is_empty();
+        self.log(step.notes);
+        for (s, plan) in step.plans {
+            self.desired_tx[s].send_replace(Some(Arc::new(Target::Plan(plan))));
+        }
+        let due = self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_millis(250));
+        if force_status || changed || due {
+            self.publish();
+        }
+    }
+
+    fn publish(&mut self) {
+        self.last_publish = Some(Instant::now());
+        let topo = serde_json::to_value(self.core.topology()).unwrap_or_default();
+        let snap = Snapshot {
+            status: status::status(&self.core, &self.switches, self.decisions),
+            topology: topo,
+            congestion: status::congestion(&self.core),
+            groups: status::groups(&self.core, &self.switches),
+            recommendations: status::recommendations(&self.core),
+        };
+        self.snap_tx.send_replace(Arc::new(snap));
+    }
+
+    fn update_group_metrics(&self, switch: usize) {
+        let name = self.name(switch);
+        self.metrics.clear_groups(&name);
+        self.metrics.clear_path_shares(&name);
+        let st = &self.switches[switch];
+        let port_of = |m: u32| match st.installed.get(&metaroce_pipeline::Key::Member(m)) {
+            Some(metaroce_pipeline::Entry::Member { nhop, .. }) => nhop.saturating_sub(1),
+            _ => 0,
+        };
+        let mut share: BTreeMap<u16, f64> = BTreeMap::new();
+        let mut groups = 0.0;
+        for e in st.installed.values() {
+            if let metaroce_pipeline::Entry::Group { id, members } = e {
+                let total: u32 = members.iter().map(|(_, w)| *w).sum();
+                groups += 1.0;
+                for (m, w) in members {
+                    let port = port_of(*m);
+                    self.metrics.set_group_weight(&name, *id, port, *w);
+                    *share.entry(port).or_default() += f64::from(*w) / f64::from(total.max(1));
+                }
+            }
+        }
+        for (port, s) in share {
+            self.metrics.set_path_share(&name, port, s / f64::max(groups, 1.0));
+        }
+    }
+}

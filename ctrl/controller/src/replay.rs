@@ -1,0 +1,86 @@
+//! Replays a recording of controller inputs (`--record`, JSON lines of
+//! `{"t_ns": …, "input": …}`) through the same [`Core`] the daemon runs,
+//! deciding after every input as the daemon does when inputs arrive one at
+//! a time. Deterministic: the same recording gives the same output.
+
+use serde_json::{json, Value};
+
+use crate::core::{Core, CoreConfig, Input};
+use crate::mode::Mode;
+use metaroce_topo::Topology;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("line {line}: {message}")]
+    Line { line: usize, message: String },
+    #[error("line {line}: time goes backwards ({t_ns} after {last})")]
+    Backwards { line: usize, t_ns: u64, last: u64 },
+    #[error(transparent)]
+    Core(#[from] crate::core::CoreError),
+}
+
+/// Parses a recording: one `{"t_ns": u64, "input": Input}` per line; blank
+/// lines and lines starting with `#` are skipped.
+pub fn parse(text: &str) -> Result<Vec<(u64, Input)>, ReplayError> {
+    let mut out = Vec::new();
+    let mut last = 0u64;
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let raw = raw.trim();
+        if raw.is_empty() || raw.starts_with('#') {
+            continue;
+        }
+        let v: Value =
+            serde_json::from_str(raw).map_err(|e| ReplayError::Line { line, message: e.to_string() })?;
+        let t_ns = v
+            .get("t_ns")
+            .and_then(Value::as_u64)
+            .ok_or(ReplayError::Line { line, message: "no t_ns".into() })?;
+        let input: Input = serde_json::from_value(v.get("input").cloned().unwrap_or(Value::Null))
+            .map_err(|e| ReplayError::Line { line, message: format!("input: {e}") })?;
+        if t_ns < last {
+            return Err(ReplayError::Backwards { line, t_ns, last });
+        }
+        last = t_ns;
+        out.push((t_ns, input));
+    }
+    Ok(out)
+}
+
+/// Runs the inputs and returns one record per decision that changed
+/// something: the notes (with reasons) and the per-switch desired groups.
+pub fn run(
+    topo: Topology,
+    cfg: CoreConfig,
+    mode: Mode,
+    inputs: &[(u64, Input)],
+) -> Result<Vec<Value>, ReplayError> {
+    let mut core = Core::new(topo, cfg, mode)?;
+    let mut out = Vec::new();
+    core.decide(0); // the baseline
+    for (t, input) in inputs {
+        let mut notes: Vec<Value> = core.observe(*t, input).into_iter().map(|n| json!(n)).collect();
+        let step = core.decide(*t);
+        notes.extend(step.notes.iter().map(|n| json!(n)));
+        if notes.is_empty() && step.plans.is_empty() {
+            continue;
+        }
+        let plans: Vec<Value> = step
+            .plans
+            .iter()
+            .map(|(s, p)| {
+                let multi: Vec<Value> = p
+                    .routes
+                    .iter()
+                    .filter(|(_, m)| m.len() > 1)
+                    .map(|((a, l), m)| {
+                        json!({"prefix": format!("{a}/{l}"), "members": m.iter().map(|(h, w)| json!([h.saturating_sub(1), w])).collect::<Vec<_>>()})
+                    })
+                    .collect();
+                json!({"switch": core.topology().switches[*s].name, "weighted_routes": multi})
+            })
+            .collect();
+        out.push(json!({"t_ns": t, "notes": notes, "plans": plans}));
+    }
+    Ok(out)
+}

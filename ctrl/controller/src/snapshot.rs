@@ -1,0 +1,73 @@
+//! Snapshot documents: the installed state of every switch, written by
+//! `metaroce controller snapshot` and the status API, and restored by
+//! `rollback` (CLI or `POST /api/v1/rollback`).
+
+use std::collections::BTreeMap;
+
+use metaroce_pipeline::{Entry, Key};
+use serde::{Deserialize, Serialize};
+
+/// Format version of the document.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotDoc {
+    pub version: u32,
+    /// The topology's `name`; a rollback onto another fabric is refused.
+    pub topology: String,
+    pub taken_at_unix_ms: u64,
+    /// Switch name → its entries.
+    pub switches: BTreeMap<String, Vec<Entry>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("the snapshot is not a valid document: {0}")]
+    Format(String),
+    #[error("the snapshot has version {0}; this controller reads version {SNAPSHOT_VERSION}")]
+    Version(u32),
+    #[error("the snapshot is of fabric {found:?}, not {expected:?}")]
+    Fabric { found: String, expected: String },
+    #[error("the snapshot names switch {0:?}, which the topology does not have")]
+    UnknownSwitch(String),
+    #[error("switch {switch}: entry {key} appears twice")]
+    Duplicate { switch: String, key: String },
+}
+
+impl SnapshotDoc {
+    /// Parses and checks a document against the topology's switch names.
+    pub fn from_value(
+        v: serde_json::Value,
+        topology: &str,
+        switches: &[&str],
+    ) -> Result<Self, SnapshotError> {
+        let doc: SnapshotDoc = serde_json::from_value(v).map_err(|e| SnapshotError::Format(e.to_string()))?;
+        if doc.version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::Version(doc.version));
+        }
+        if doc.topology != topology {
+            return Err(SnapshotError::Fabric { found: doc.topology, expected: topology.to_owned() });
+        }
+        for (name, entries) in &doc.switches {
+            if !switches.contains(&name.as_str()) {
+                return Err(SnapshotError::UnknownSwitch(name.clone()));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for e in entries {
+                if !seen.insert(e.key()) {
+                    return Err(SnapshotError::Duplicate {
+                        switch: name.clone(),
+                        key: format!("{:?}", e.key()),
+                    });
+                }
+            }
+        }
+        Ok(doc)
+    }
+
+    /// The entries of one switch as a desired-state map.
+    pub fn entries(&self, switch: &str) -> Option<BTreeMap<Key, Entry>> {
+        self.switches.get(switch).map(|v| v.iter().map(|e| (e.key(), e.clone())).collect())
+    }
+}

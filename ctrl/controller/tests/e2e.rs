@@ -1,0 +1,247 @@
+//! L2 end to end: the controller daemon against in-process P4Runtime
+//! switches on 127.0.0.1. It installs the baseline, a congestion digest on
+//! a spine's downlink makes the upstream leaf move weight to the other
+//! spine, the cool-down restores it, metrics and events say so, and a
+//! restarted controller finds everything in place and writes nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metaroce_controller::daemon::{self, Config};
+use metaroce_controller::mode::Mode;
+use metaroce_p4rt::proto::p4::v1 as p4;
+use metaroce_p4rt::server::{Switch, SwitchOptions};
+use metaroce_p4rt::{Session, SessionConfig};
+use metaroce_pipeline::{names, Entry, Key, Pipeline, RouteTarget};
+
+fn pipeline() -> Arc<Pipeline> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");
+    Arc::new(Pipeline::load(&dir.join("main.p4info.txtpb"), &dir.join("main.json")).unwrap())
+}
+
+fn topology(addrs: &[SocketAddr]) -> metaroce_topo::Topology {
+    let yaml = format!(
+        r#"
+name: e2e-2x2
+fabric: {{flowlet_timeout: 5ms, queue_high: 40pkt, queue_low: 10pkt, ecn_threshold: 20pkt}}
+defaults: {{link: {{bandwidth: 100Mbps}}, host: {{nic_rate: 100Mbps}}}}
+switches:
+  - {{name: leaf1,  role: leaf,  device_id: 1, p4rt: "{}", subnet: 10.0.1.0/24}}
+  - {{name: leaf2,  role: leaf,  device_id: 2, p4rt: "{}", subnet: 10.0.2.0/24}}
+  - {{name: spine1, role: spine, device_id: 3, p4rt: "{}"}}
+  - {{name: spine2, role: spine, device_id: 4, p4rt: "{}"}}
+hosts:
+  - {{name: h1, ip: 10.0.1.1, mac: "02:00:00:00:01:01", leaf: leaf1, port: 1}}
+  - {{name: h3, ip: 10.0.2.1, mac: "02:00:00:00:02:01", leaf: leaf2, port: 1}}
+links:
+  - {{a: "leaf1:3", b: "spine1:1"}}
+  - {{a: "leaf1:4", b: "spine2:1"}}
+  - {{a: "leaf2:3", b: "spine1:2"}}
+  - {{a: "leaf2:4", b: "spine2:2"}}
+"#,
+        addrs[0], addrs[1], addrs[2], addrs[3]
+    );
+    metaroce_topo::load_str(&yaml, "e2e").unwrap()
+}
+
+async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<bool>) {
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let mut switches = vec![];
+    let mut addrs = vec![];
+    for id in 1..=4u64 {
+        let sw = Switch::new(SwitchOptions { device_id: id, registers_via_p4runtime: true });
+        let mut rx = rx.clone();
+        let (addr, _task) = sw
+            .bind("127.0.0.1:0".parse().unwrap(), async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+            .unwrap();
+        switches.push(sw);
+        addrs.push(addr);
+    }
+    (switches, addrs, stop)
+}
+
+fn free_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// Everything of ours a switch holds, read by a backup client.
+async fn installed(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeMap<Key, Entry> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
+    // A fresh, low election id each time: a backup client that only reads.
+    cfg.election_id = u128::from(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 9 + 1);
+    let s = Session::connect(cfg).await.unwrap();
+    let mut out = BTreeMap::new();
+    for req in p.read_requests() {
+        for e in s.read(vec![req]).await.unwrap_or_default() {
+            if let Ok(Some(e)) = p.parse(&e) {
+                out.insert(e.key(), e);
+            }
+        }
+    }
+    out
+}
+
+/// Weights by port of leaf1's route toward 10.0.2.0/24.
+fn weights_toward_leaf2(state: &BTreeMap<Key, Entry>) -> Option<BTreeMap<u16, u32>> {
+    let Some(Entry::Route { target: RouteTarget::Group(g), .. }) =
+        state.get(&Key::Route(u32::from(std::net::Ipv4Addr::new(10, 0, 2, 0)), 24))
+    else {
+        return None;
+    };
+    let Some(Entry::Group { members, .. }) = state.get(&Key::Group(u32::from(*g))) else { return None };
+    Some(
+        members
+            .iter()
+            .map(|(m, w)| {
+                let Some(Entry::Member { nhop, .. }) = state.get(&Key::Member(*m)) else {
+                    panic!("member {m}")
+                };
+                let Some(Entry::Nhop { port, .. }) = state.get(&Key::Nhop(*nhop)) else {
+                    panic!("nhop {nhop}")
+                };
+                (*port, *w)
+            })
+            .collect(),
+    )
+}
+
+fn crossing(p: &Pipeline, switch_id: u32, port: u16, depth: u32, seq: u32, up: bool) -> p4::P4Data {
+    let _ = p;
+    let bits = |v: u64, n: usize| p4::P4Data {
+        data: Some(p4::p4_data::Data::Bitstring(v.to_be_bytes()[8 - n..].to_vec())),
+    };
+    p4::P4Data {
+        data: Some(p4::p4_data::Data::Struct(p4::P4StructLike {
+            members: vec![
+                bits(u64::from(switch_id), 4),
+                bits(u64::from(port), 2),
+                bits(u64::from(depth), 4),
+                bits(1000, 6),
+                bits(u64::from(seq), 4),
+                bits(u64::from(up), 1),
+            ],
+        })),
+    }
+}
+
+async fn wait_for<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
+    what: &str,
+    secs: u64,
+    mut f: F,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn http_get(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn congestion_moves_upstream_weights_and_restores() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("METAROCE_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+    let p = pipeline();
+    let (switches, addrs, stop) = fabric().await;
+    let topo = topology(&addrs);
+    let listen = free_port();
+    let events = tempfile_path("events.jsonl");
+    let mut cfg = Config::new(topo.clone(), p.clone());
+    cfg.mode = Mode::Act;
+    cfg.listen = Some(listen);
+    cfg.events = Some(events.clone());
+    let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(daemon::run(cfg, async move {
+        let _ = quit_rx.await;
+    }));
+
+    // Baseline: leaf1 spreads 10.0.2.0/24 evenly over both spines.
+    wait_for("baseline on leaf1", 10, || async {
+        weights_toward_leaf2(&installed(addrs[0], 1, &p).await)
+            .is_some_and(|w| w.len() == 2 && w[&3] == w[&4])
+    })
+    .await;
+    for (i, sw) in switches.iter().enumerate() {
+        assert_eq!(sw.pipeline_pushes(), 1, "switch {i}");
+    }
+
+    // spine1's downlink to leaf2 (port 2) congests.
+    let digest_id = p.info().digests.id_of(names::QUEUE_DIGEST).unwrap();
+    let spine1_node = topo.switches[2].int_node_id;
+    assert!(switches[2].emit_digest(digest_id, crossing(&p, spine1_node, 2, 45, 1, true)));
+    wait_for("leaf1 to move weight to spine2", 10, || async {
+        weights_toward_leaf2(&installed(addrs[0], 1, &p).await).is_some_and(|w| w[&4] > w[&3])
+    })
+    .await;
+    let metrics = http_get(listen, "/metrics").await;
+    assert!(metrics.contains("metaroce_reroutes_total{reason=\"congestion\"}"), "{metrics}");
+    assert!(metrics.contains("metaroce_digests_total{switch=\"spine1\"} 1"), "{metrics}");
+    let congestion = http_get(listen, "/api/v1/congestion").await;
+    assert!(congestion.contains("\"congested\":true"), "{congestion}");
+
+    // It cools down: weights go back to the baseline step by step.
+    assert!(switches[2].emit_digest(digest_id, crossing(&p, spine1_node, 2, 5, 2, false)));
+    wait_for("leaf1 to restore", 15, || async {
+        weights_toward_leaf2(&installed(addrs[0], 1, &p).await).is_some_and(|w| w[&4] == w[&3])
+    })
+    .await;
+    let _ = quit.send(());
+    daemon.await.unwrap().unwrap();
+    let log = std::fs::read_to_string(&events).unwrap();
+    assert!(log.contains("\"kind\":\"derate\"") && log.contains("\"kind\":\"restore\""), "{log}");
+
+    // A restarted controller reads the state back and writes nothing.
+    let before = installed(addrs[0], 1, &p).await;
+    let events2 = tempfile_path("events2.jsonl");
+    let mut cfg = Config::new(topo.clone(), p.clone());
+    cfg.mode = Mode::Act;
+    cfg.events = Some(events2.clone());
+    let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(daemon::run(cfg, async move {
+        let _ = quit_rx.await;
+    }));
+    wait_for("all four switches up again", 10, || async {
+        std::fs::read_to_string(&events2).unwrap_or_default().matches("\"kind\":\"switch_up\"").count() == 4
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = quit.send(());
+    daemon.await.unwrap().unwrap();
+    let log = std::fs::read_to_string(&events2).unwrap();
+    assert!(!log.contains("\"kind\":\"write\""), "a restart must not rewrite anything:\n{log}");
+    assert_eq!(installed(addrs[0], 1, &p).await, before);
+    assert!(switches.iter().all(|s| s.pipeline_pushes() == 1), "the pipeline is not pushed again");
+    let _ = stop.send(true);
+}
+
+fn tempfile_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("metaroce-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
