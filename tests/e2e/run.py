@@ -169,6 +169,100 @@ def controller_available():
     return None
 
 
+def get(listen, path):
+    import urllib.request
+    with urllib.request.urlopen(f"http://{listen}{path}", timeout=5) as r:
+        return r.read().decode()
+
+
+def metric_sum(text, name):
+    return sum(float(line.rsplit(None, 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def uplink_bytes(topo, leaf):
+    import bmv2
+    out = {}
+    for port, (kind, *_rest) in leaf.ports.items():
+        if kind == "switch":
+            name = bmv2.intf_name(PREFIX, leaf.device_id, port)
+            out[port] = int(open(f"/sys/class/net/{name}/statistics/tx_bytes").read())
+    return out
+
+
+def check_int_paths(c, topo, congestion, status):
+    """Every INT path: leaf -> spine -> leaf, each hop's egress port leading to the next hop."""
+    names = [s["name"] for s in status.get("switches", [])]
+    paths = congestion.get("paths", [])
+    problems = []
+    for path in paths:
+        hops = [(names[h["port"]["switch"]], h["port"]["port"]) for h in path.get("hops", [])]
+        if len(hops) != 3:
+            problems.append(f"{hops}: {len(hops)} hops, want 3")
+            continue
+        roles = [topo.switches[n].role for n, _ in hops]
+        if roles != ["leaf", "spine", "leaf"]:
+            problems.append(f"{hops}: roles {roles}")
+        for (a, ap), (b, _bp) in zip(hops, hops[1:]):
+            kind, *rest = topo.switches[a].ports.get(ap, ("none",))
+            if kind != "switch" or rest[0].name != b:
+                problems.append(f"{hops}: {a}:{ap} does not lead to {b}")
+        last, lp = hops[-1]
+        if topo.switches[last].ports.get(lp, ("none",))[0] != "host":
+            problems.append(f"{hops}: the sink's egress {last}:{lp} is not a host port")
+    c.ok(paths and not problems, f"INT reports give {len(paths)} paths, 3 hops each, node ids and ports "
+         "matching the topology", "; ".join(problems) or "no paths")
+    c.ok(congestion.get("counters", {}).get("unknown_node_ids", 0) == 0, "INT node ids are all known")
+
+
+def controller_phase(c, topo_path, tmp, binary):
+    """Controller in act mode: routes, INT, digests, a group rewrite; returns the launcher."""
+    import topo_yaml
+    topo = topo_yaml.load(topo_path)
+    print("e2e: fabric with the controller (act mode)", flush=True)
+    listen = f"127.0.0.1:{free_ports(1)[0]}"
+    events = os.path.join(tmp, "events.jsonl")
+    p = start(topo_path, tmp, ["--mode", "act", "--controller-bin", binary, "--listen", listen,
+                               "--events", events], timeout=120)
+    state = json.load(open(os.path.join("/tmp/metaroce-mn", PREFIX, "state.json")))
+    deadline = time.monotonic() + 30
+    bad = ["not tried"]
+    while bad and time.monotonic() < deadline:
+        bad = ping_all(state)
+    c.ok(not bad, "every host pings every other over the controller's routes", ", ".join(bad))
+    # A congestion episode: four RoCEv2 flows leaf1 -> leaf2 offering more than the two uplinks carry.
+    leaf1 = topo.switches["leaf1"]
+    before = uplink_bytes(topo, leaf1)
+    out = os.path.join(tmp, "episode.json")
+    r = subprocess.run([PY, TRAFFIC, "pairs", "--prefix", PREFIX, "--flow", "h1:h3", "--flow", "h2:h4",
+                        "--qps", "2", "--rate", "5Mbps", "--time", "8", "-o", out], capture_output=True, text=True)
+    c.ok(r.returncode == 0, "congestion episode traffic ran", r.stderr[-500:])
+    after = uplink_bytes(topo, leaf1)
+    metrics = get(listen, "/metrics")
+    congestion = json.loads(get(listen, "/api/v1/congestion"))
+    status = json.loads(get(listen, "/api/v1/status"))
+    reports = metric_sum(metrics, "metaroce_int_reports_total")
+    c.ok(reports > 0, f"INT Telemetry Reports reach the controller ({reports:.0f})")
+    check_int_paths(c, topo, congestion, status)
+    digests = metric_sum(metrics, "metaroce_digests_total")
+    c.ok(digests > 0, f"the episode raises threshold digests ({digests:.0f})")
+    evs = [json.loads(line) for line in open(events) if line.strip()] if os.path.exists(events) else []
+    rewrites = [e for e in evs if e.get("kind") == "derate" and (e.get("details") or {}).get("applied")]
+    upstream = sorted({e.get("switch") for e in rewrites})
+    c.ok(bool(rewrites) and "leaf1" in upstream,
+         f"a group rewrite on the upstream switch ({len(rewrites)} applied derates on {', '.join(upstream)})")
+    moved = {port: after[port] - before[port] for port in after}
+    tot = sum(moved.values()) or 1
+    c.ok(all(v > 0.1 * tot for v in moved.values()), "traffic uses both uplinks of leaf1 ("
+         + ", ".join(f"port {k} {100 * v / tot:.0f}%" for k, v in sorted(moved.items())) + ")")
+    c.ok("metaroce_switch_connected" in metrics, "controller /metrics answers with metaroce_ metrics")
+    stop(p)
+    procs, intfs, st = leftovers()
+    c.ok(not procs and not intfs and not st, "teardown with the controller leaves nothing behind",
+         f"processes {procs}, interfaces {intfs}, state file {st}")
+    return p
+
+
 def main():
     why = missing()
     if why:
@@ -215,26 +309,7 @@ def main():
         if binary is None:
             print("  skip controller checks (metaroce controller run not built yet)")
         else:
-            print("e2e: fabric with the controller (act mode)", flush=True)
-            listen = f"127.0.0.1:{free_ports(1)[0]}"
-            p = start(topo, tmp, ["--mode", "act", "--controller-bin", binary, "--listen", listen],
-                      timeout=120)
-            state = json.load(open(metaroce_net.state_path(PREFIX)))
-            deadline = time.monotonic() + 30
-            bad = ["not tried"]
-            while bad and time.monotonic() < deadline:
-                bad = ping_all(state)
-            c.ok(not bad, "every host pings every other over the controller's routes", ", ".join(bad))
-            try:
-                import urllib.request
-                text = urllib.request.urlopen(f"http://{listen}/metrics", timeout=5).read().decode()
-                c.ok("metaroce_" in text, "controller /metrics answers with metaroce_ metrics")
-            except OSError as e:
-                c.ok(False, "controller /metrics answers", str(e))
-            stop(p)
-            procs, intfs, st = leftovers()
-            c.ok(not procs and not intfs and not st, "teardown with the controller leaves nothing behind",
-                 f"processes {procs}, interfaces {intfs}, state file {st}")
+            p = controller_phase(c, topo, tmp, binary)
     except Exception as e:  # noqa: BLE001 - report, then clean up below
         c.ok(False, "e2e run", f"{type(e).__name__}: {e}")
     finally:
