@@ -66,6 +66,7 @@ bench: p4rt-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-topo --bench routing
 	$(CARGO) bench -p metaroce-p4rt --bench inserts
 	$(CARGO) bench -p metaroce-sim --bench engine
+	$(CARGO) bench -p metaroce-policy --bench decide
 	@tests/p4/throughput/run.sh
 
 p4: ## Compile p4src/ into p4src/build/ (needs p4c)

@@ -1,1 +1,142 @@
-fn main() {}
+//! Decision time on the 2,048-switch 3-tier Clos of the routing bench,
+//! with 1% and 10% of the switch-to-switch egress ports congested.
+//!
+//! - `first_step`: every hot port takes its first derate step at once, so
+//!   every destination they touch is recomputed (the worst decision).
+//! - `steady`: the same fabric one millisecond later, nothing may step: the
+//!   cost of a routine decision while overrides are in force.
+//!
+//! Criterion prints the timings; a summary line per figure follows.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, BatchSize, Criterion};
+use metaroce_policy::{Input, Policy, PolicyConfig, PolicyState};
+use metaroce_telemetry::{Heat, PortHeat, PortKey};
+use metaroce_topo::gen::{self, Common};
+use metaroce_topo::units::Bandwidth;
+use metaroce_topo::{Routing, Topology};
+
+const MS: u64 = 1_000_000;
+
+/// 32 pods x (48 leaves + 8 spines) + 8 planes x 32 super-spines = 2,048 switches.
+fn fabric() -> Topology {
+    let t = gen::clos3(&Common::new("bench-2048", Bandwidth::gbps(400)), 32, 48, 8, 32, 4)
+        .unwrap_or_else(|e| panic!("benchmark fabric: {e}"));
+    assert_eq!(t.switches.len(), 2048);
+    t
+}
+
+/// `percent` of all egress ports congested since time 0, picked by a fixed
+/// pseudo-random sequence so every run heats the same ports.
+fn heat(t: &Topology, percent: u64) -> Heat {
+    let mut ports: Vec<PortKey> = (0..t.switches.len())
+        .flat_map(|s| t.adjacency(s).iter().map(move |a| PortKey { switch: s, port: a.port }))
+        .collect();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // Fisher-Yates with the generator above.
+    for i in (1..ports.len()).rev() {
+        let j = usize::try_from(next() % (i as u64 + 1)).unwrap_or(0);
+        ports.swap(i, j);
+    }
+    let hot = ports.len() * usize::try_from(percent).unwrap_or(0) / 100;
+    ports
+        .into_iter()
+        .take(hot)
+        .map(|k| (k, PortHeat { congested: true, since_ns: 0, depth: 60, max_depth: 64 }))
+        .collect()
+}
+
+struct Case {
+    name: String,
+    heat: Heat,
+    /// State after the first step, for the steady case.
+    after: PolicyState,
+    hot: usize,
+}
+
+fn cases(t: &Topology, r: &Routing, p: &Policy) -> Vec<Case> {
+    [1, 10]
+        .into_iter()
+        .map(|percent| {
+            let heat = heat(t, percent);
+            let mut after = PolicyState::default();
+            let now = p.config().hold_up_ns;
+            p.decide(Input { topo: t, routing: r, heat: &heat, now_ns: now }, &mut after);
+            Case { name: format!("{percent}pct_hot"), hot: heat.len(), heat, after }
+        })
+        .collect()
+}
+
+fn decide(c: &mut Criterion) {
+    let t = fabric();
+    let r = Routing::compute(&t);
+    let p = Policy::new(PolicyConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    let up = p.config().hold_up_ns;
+    let mut g = c.benchmark_group("decide");
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    for case in cases(&t, &r, &p) {
+        let first = Input { topo: &t, routing: &r, heat: &case.heat, now_ns: up };
+        g.bench_function(format!("first_step_{}", case.name), |b| {
+            b.iter_batched_ref(PolicyState::default, |s| black_box(p.decide(first, s)), BatchSize::LargeInput)
+        });
+        let steady = Input { now_ns: up + MS, ..first };
+        g.bench_function(format!("steady_{}", case.name), |b| {
+            b.iter_batched_ref(
+                || case.after.clone(),
+                |s| black_box(p.decide(steady, s)),
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+/// One plain measurement of each figure, so `make bench` ends with them.
+fn summary() {
+    let t = fabric();
+    let r = Routing::compute(&t);
+    let p = Policy::new(PolicyConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    let up = p.config().hold_up_ns;
+    let ports: usize = (0..t.switches.len()).map(|s| t.adjacency(s).len()).sum();
+    println!(
+        "\nsummary: 2,048 switches, {ports} egress ports, {} destination leaves, default config",
+        r.destinations().len()
+    );
+    for case in cases(&t, &r, &p) {
+        let mut s = PolicyState::default();
+        let start = Instant::now();
+        let d = p.decide(Input { topo: &t, routing: &r, heat: &case.heat, now_ns: up }, &mut s);
+        let first = start.elapsed();
+        let mut s = case.after.clone();
+        let start = Instant::now();
+        p.decide(Input { topo: &t, routing: &r, heat: &case.heat, now_ns: up + MS }, &mut s);
+        let steady = start.elapsed();
+        println!(
+            "summary: {:>5} hot ports ({}): first step {:>8.1} ms ({} changes, {} deferred, {} overrides); \
+             steady {:>8.1} ms",
+            case.hot,
+            case.name,
+            first.as_secs_f64() * 1e3,
+            d.changes.len(),
+            d.deferred,
+            d.overrides,
+            steady.as_secs_f64() * 1e3,
+        );
+    }
+}
+
+criterion_group!(benches, decide);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    summary();
+}

@@ -27,7 +27,9 @@ pub struct PolicyConfig {
     /// link keeps some traffic (it is not failed). Default 125.
     pub min_factor_permille: u32,
     /// Derate and restore group changes per decision; the rest wait for
-    /// the next decision, most urgent first. Failover is never held back.
+    /// the next decision, most urgent first. A group is a switch's set of
+    /// weights: routes of one switch moving to the same weights count once,
+    /// as the controller writes them once. Failover is never held back.
     /// Default 256.
     pub max_changed_groups: usize,
     /// How much a warm (not congested) queue discounts an alternative: a

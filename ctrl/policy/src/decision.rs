@@ -6,12 +6,12 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use metaroce_telemetry::PortKey;
-use metaroce_topo::{LinkId, SwitchId};
+use metaroce_topo::{LinkId, Routing, SwitchId};
 use serde::{Deserialize, Serialize};
 
 use crate::index::PortIndex;
 use crate::reweight::Proposal;
-use crate::state::{PolicyState, PortWeight};
+use crate::state::{key_of, Override, PolicyState, PortWeight};
 
 /// Why a group's weights changed. The order is the priority under the
 /// rate limit: failover first (and never held back), then relief of
@@ -91,78 +91,118 @@ pub struct Decision {
 }
 
 /// Share of traffic that differs between two weightings, per mille
-/// (half the L1 distance of the normalized weights).
+/// (half the L1 distance of the normalized weights). Both are in port
+/// order, as groups and overrides always are.
 pub(crate) fn shift(a: &[PortWeight], b: &[PortWeight]) -> u32 {
     let total = |v: &[PortWeight]| v.iter().map(|w| u128::from(w.weight)).sum::<u128>().max(1);
     let (ta, tb) = (total(a), total(b));
-    let mut ports: BTreeMap<u16, (u128, u128)> = BTreeMap::new();
-    for w in a {
-        ports.entry(w.port).or_default().0 += u128::from(w.weight);
+    let (mut i, mut j, mut diff) = (0, 0, 0u128);
+    loop {
+        let (x, y) = match (a.get(i), b.get(j)) {
+            (None, None) => break,
+            (Some(p), Some(q)) if p.port == q.port => {
+                i += 1;
+                j += 1;
+                (p.weight, q.weight)
+            }
+            (Some(p), Some(q)) if p.port < q.port => {
+                i += 1;
+                (p.weight, 0)
+            }
+            (Some(p), None) => {
+                i += 1;
+                (p.weight, 0)
+            }
+            (_, Some(q)) => {
+                j += 1;
+                (0, q.weight)
+            }
+        };
+        diff += (u128::from(x) * tb).abs_diff(u128::from(y) * ta);
     }
-    for w in b {
-        ports.entry(w.port).or_default().1 += u128::from(w.weight);
-    }
-    let diff: u128 = ports.values().map(|&(x, y)| (x * tb).abs_diff(y * ta)).sum();
     u32::try_from(diff * 500 / (ta * tb)).unwrap_or(u32::MAX)
 }
 
 /// Stale overrides that must go now: (leaf, switch) → the failed member.
 pub(crate) type Forced = BTreeMap<(SwitchId, SwitchId), Option<PortKey>>;
 
-/// Classifies the proposals, applies all failovers and the most urgent
-/// `budget` others to `state`, and returns the applied changes and the
-/// leaves with changes held back.
+/// Applies all failovers and the most urgent other proposals up to
+/// `budget` groups; returns the applied changes, the leaves with changes
+/// held back, and how many were held back.
+///
+/// The budget counts groups as the switch holds them: the controller
+/// dedups by `(switch, weights)`, so routes of one switch that move to the
+/// same weights are one group write and count once.
 pub(crate) fn apply(
     proposals: Vec<Proposal>,
     forced: &Forced,
     budget: usize,
-    index: &PortIndex,
+    (routing, index): (&Routing, &PortIndex),
     state: &mut PolicyState,
 ) -> (Vec<Change>, BTreeSet<SwitchId>, usize) {
-    let mut ranked: Vec<(Change, Proposal)> =
-        proposals.into_iter().map(|p| (classify(&p, forced, index), p)).collect();
-    ranked.sort_by_key(|(c, _)| (c.kind, Reverse(c.shift_permille), c.leaf, c.switch));
+    let kind = |p: &Proposal| {
+        if forced.contains_key(&(p.leaf, p.switch)) {
+            ChangeKind::Failover
+        } else {
+            p.kind
+        }
+    };
+    // Sort keys, not the proposals: there may be millions.
+    let mut order: Vec<_> =
+        proposals.iter().enumerate().map(|(i, p)| (kind(p), Reverse(p.shift), p.leaf, p.switch, i)).collect();
+    order.sort_unstable();
+    let mut proposals: Vec<Option<Proposal>> = proposals.into_iter().map(Some).collect();
     let mut changes = Vec::new();
     let mut held = BTreeSet::new();
-    let mut deferred = 0;
-    let mut left = budget;
-    for (change, p) in ranked {
-        if change.kind != ChangeKind::Failover {
-            if left == 0 {
-                held.insert(p.leaf);
+    // Per switch, the weights admitted so far (a switch has few).
+    let mut admitted: BTreeMap<SwitchId, Vec<Vec<PortWeight>>> = BTreeMap::new();
+    let (mut groups, mut deferred) = (0, 0);
+    for (kind, _, leaf, switch, i) in order {
+        let Some(p) = proposals[i].take() else { continue };
+        if kind != ChangeKind::Failover {
+            // The weights the switch ends up with: the new override's, or
+            // the baseline group's it returns to.
+            let to = match &p.new {
+                Some(w) => w.clone(),
+                None => {
+                    routing.group_toward(switch, leaf).map(|(_, g)| key_of(&g.members)).unwrap_or_default()
+                }
+            };
+            let known = admitted.get(&switch).is_some_and(|v| v.contains(&to));
+            if !known && groups == budget {
+                held.insert(leaf);
                 deferred += 1;
                 continue;
             }
-            left -= 1;
+            if !known {
+                groups += 1;
+                admitted.entry(switch).or_default().push(to);
+            }
         }
-        let by_leaf = state.overrides.entry(p.leaf).or_default();
-        match p.new {
-            Some(o) => by_leaf.insert(p.switch, o),
-            None => by_leaf.remove(&p.switch),
-        };
-        if by_leaf.is_empty() {
-            state.overrides.remove(&p.leaf);
-        }
-        changes.push(change);
+        let failed = forced.get(&(leaf, switch)).copied().flatten();
+        changes.push(commit(p, kind, failed, (routing, index), state));
     }
     (changes, held, deferred)
 }
 
-fn classify(p: &Proposal, forced: &Forced, index: &PortIndex) -> Change {
-    let old = p.old.clone().unwrap_or_else(|| p.base.clone());
-    let new = p.new.as_ref().map_or_else(|| p.base.clone(), |o| o.weights.clone());
-    let stale = forced.get(&(p.leaf, p.switch));
-    let kind = if stale.is_some() {
-        ChangeKind::Failover
-    } else if shift(&new, &p.base) < shift(&old, &p.base) {
-        ChangeKind::Restore
-    } else {
-        ChangeKind::Derate
+/// Writes one proposal into the overrides and says what changed.
+fn commit(
+    p: Proposal,
+    kind: ChangeKind,
+    failed: Option<PortKey>,
+    (routing, index): (&Routing, &PortIndex),
+    state: &mut PolicyState,
+) -> Change {
+    let base = routing.group_toward(p.switch, p.leaf).map(|(_, g)| key_of(&g.members)).unwrap_or_default();
+    let by_leaf = state.overrides.entry(p.leaf).or_default();
+    let old = match &p.new {
+        Some(w) => by_leaf.insert(p.switch, Override { base: base.clone(), weights: w.clone() }),
+        None => by_leaf.remove(&p.switch),
     };
-    let cause = match stale {
-        Some(failed) => *failed,
-        None => p.cause,
-    };
+    if by_leaf.is_empty() {
+        state.overrides.remove(&p.leaf);
+    }
+    let cause = if kind == ChangeKind::Failover { failed } else { p.cause };
     let cause = cause.and_then(|k| {
         index.get(k.switch, k.port).map(|(link, _)| HotLink { switch: k.switch, port: k.port, link })
     });
@@ -170,11 +210,11 @@ fn classify(p: &Proposal, forced: &Forced, index: &PortIndex) -> Change {
         switch: p.switch,
         leaf: p.leaf,
         kind,
-        shift_permille: shift(&old, &new),
-        old,
-        new,
+        old: old.map_or_else(|| base.clone(), |o| o.weights),
         baseline: p.new.is_none(),
+        new: p.new.unwrap_or(base),
         cause,
+        shift_permille: p.shift,
     }
 }
 

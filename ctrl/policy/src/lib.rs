@@ -128,8 +128,13 @@ impl Policy {
                 &mut work,
             ));
         }
-        let (changes, held, deferred) =
-            decision::apply(proposals, &stale.forced, self.config.max_changed_groups, &index, state);
+        let (changes, held, deferred) = decision::apply(
+            proposals,
+            &stale.forced,
+            self.config.max_changed_groups,
+            (input.routing, &index),
+            state,
+        );
         state.dirty.retain(|leaf, _| held.contains(leaf));
         Decision {
             now_ns: input.now_ns,

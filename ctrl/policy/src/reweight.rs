@@ -14,16 +14,19 @@
 //! this is exactly the baseline's computation, so an undisturbed switch
 //! keeps exactly its baseline weights.
 //!
-//! Only the upstream closure of the perturbed ports is recomputed; every
-//! other switch's capacity is the baseline's.
+//! Only switches upstream of a perturbed port are recomputed, and the
+//! walk stops wherever a switch's capacity comes out as the baseline's (a
+//! bottleneck further up absorbs the change): its upstream sees nothing
+//! new. Every other switch keeps the baseline's capacity and weights.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use metaroce_telemetry::PortKey;
 use metaroce_topo::{Group, NextHop, Routing, SwitchId, Topology};
 
+use crate::decision::{shift, ChangeKind};
 use crate::index::{Factors, Perturb, PortIndex};
-use crate::state::{key_of, Override, PortWeight};
+use crate::state::{Override, PortWeight};
 
 /// What a decision reads, shared by every destination.
 #[derive(Debug)]
@@ -35,18 +38,36 @@ pub(crate) struct Ctx<'a> {
     pub max_weight: u32,
 }
 
-/// A group whose desired weights changed.
+/// A group whose desired weights changed. Lean: a decision may weigh
+/// millions of them and apply only a few hundred.
 #[derive(Debug, Clone)]
 pub(crate) struct Proposal {
     pub switch: SwitchId,
     pub leaf: SwitchId,
-    /// The override in force before (None: the baseline's weights).
-    pub old: Option<Vec<PortWeight>>,
-    /// The baseline's weights now (empty: no route).
-    pub base: Vec<PortWeight>,
-    /// The new override (None: back to the baseline).
-    pub new: Option<Override>,
+    /// The new override's weights (None: back to the baseline).
+    pub new: Option<Vec<PortWeight>>,
     pub cause: Option<PortKey>,
+    /// Derate or restore: restore when the new weights are closer to the
+    /// baseline's than the old ones.
+    pub kind: ChangeKind,
+    /// Share of the group's traffic that moves, per mille.
+    pub shift: u32,
+}
+
+impl Proposal {
+    fn new(
+        (switch, leaf): (SwitchId, SwitchId),
+        old: Option<&[PortWeight]>,
+        base: &[PortWeight],
+        new: Option<Vec<PortWeight>>,
+        cause: Option<PortKey>,
+    ) -> Self {
+        let (old_w, new_w) = (old.unwrap_or(base), new.as_deref().unwrap_or(base));
+        let kind =
+            if shift(new_w, base) < shift(old_w, base) { ChangeKind::Restore } else { ChangeKind::Derate };
+        let shift = shift(old_w, new_w);
+        Proposal { switch, leaf, new, cause, kind, shift }
+    }
 }
 
 /// Buffers reused across destinations: a decision touches thousands.
@@ -56,13 +77,14 @@ pub(crate) struct Work {
     generation: u32,
     label: Vec<usize>,
     cap: Vec<u64>,
-    stack: Vec<SwitchId>,
     members: Vec<SwitchId>,
     entries: Vec<(SwitchId, u16, u64)>,
     pairs: Vec<(u16, u64)>,
     caps: Vec<u64>,
     weights: Vec<u32>,
     seeds: Vec<(u8, PortKey)>,
+    buckets: Vec<Vec<SwitchId>>,
+    base: Vec<PortWeight>,
 }
 
 impl Work {
@@ -107,31 +129,19 @@ pub(crate) fn destination(
     let active = seeds(ctx, leaf, causes, work);
     let mut out = Vec::new();
     if active {
-        closure(ctx, leaf, work);
-        let mut order = std::mem::take(&mut work.members);
-        order.sort_unstable_by_key(|&s| (ctx.routing.distance(s, leaf), s));
-        for &s in &order {
-            if let Some(p) = reweigh(ctx, leaf, s, old.and_then(|m| m.get(&s)), work) {
-                out.push(p);
-            }
-        }
-        work.members = order;
+        propagate(ctx, leaf, old, work, &mut out);
     }
-    // Overrides outside the closure have nothing left to route around.
+    // Overrides the walk did not reach have nothing left to route around.
     let fallback = causes.iter().next().copied();
     for (&s, o) in old.into_iter().flatten() {
         if active && work.marked(s) {
             continue;
         }
-        let base = ctx.routing.group_toward(s, leaf).map(|(_, g)| key_of(&g.members)).unwrap_or_default();
-        out.push(Proposal {
-            switch: s,
-            leaf,
-            old: Some(o.weights.clone()),
-            base,
-            new: None,
-            cause: fallback,
-        });
+        work.base.clear();
+        if let Some((_, g)) = ctx.routing.group_toward(s, leaf) {
+            work.base.extend(g.members.iter().map(|m| PortWeight { port: m.port, weight: m.weight }));
+        }
+        out.push(Proposal::new((s, leaf), Some(&o.weights), &work.base, None, fallback));
     }
     out
 }
@@ -160,33 +170,62 @@ fn seeds(ctx: &Ctx<'_>, leaf: SwitchId, causes: &BTreeSet<PortKey>, work: &mut W
     active
 }
 
-/// Marks every switch whose paths toward `leaf` cross a seed port,
-/// labelled with the first seed that reaches it.
-fn closure(ctx: &Ctx<'_>, leaf: SwitchId, work: &mut Work) {
-    let seeds = std::mem::take(&mut work.seeds);
-    for (i, &(_, key)) in seeds.iter().enumerate() {
-        if work.marked(key.switch) {
-            continue;
+/// Recomputes switches in order of distance to `leaf`, from the seeds'
+/// switches upstream, so every next hop is final before it is used. A
+/// switch whose capacity changed passes the walk on to the switches that
+/// forward through it; each is labelled with the seed that reached it.
+fn propagate(
+    ctx: &Ctx<'_>,
+    leaf: SwitchId,
+    old: Option<&BTreeMap<SwitchId, Override>>,
+    work: &mut Work,
+    out: &mut Vec<Proposal>,
+) {
+    let mut buckets = std::mem::take(&mut work.buckets);
+    buckets.iter_mut().for_each(Vec::clear);
+    let put = |buckets: &mut Vec<Vec<SwitchId>>, dist: u8, s: SwitchId| {
+        let d = usize::from(dist);
+        if buckets.len() <= d {
+            buckets.resize_with(d + 1, Vec::new);
         }
-        work.mark(key.switch, i);
-        work.stack.push(key.switch);
-        while let Some(x) = work.stack.pop() {
-            let Some(dx) = ctx.routing.distance(x, leaf) else { continue };
+        buckets[d].push(s);
+    };
+    for i in 0..work.seeds.len() {
+        let s = work.seeds[i].1.switch;
+        if let (false, Some(dist)) = (work.marked(s), ctx.routing.distance(s, leaf)) {
+            work.mark(s, i);
+            put(&mut buckets, dist, s);
+        }
+    }
+    let mut dist = 0;
+    while dist < buckets.len() {
+        let here = std::mem::take(&mut buckets[dist]);
+        for &x in &here {
+            if let Some(p) = reweigh(ctx, leaf, x, old.and_then(|m| m.get(&x)), work) {
+                out.push(p);
+            }
+            if Some(work.cap[x]) == ctx.routing.capacity_toward(x, leaf) {
+                continue;
+            }
+            let next = u8::try_from(dist + 1).unwrap_or(u8::MAX);
             for a in ctx.topo.adjacency(x) {
                 let y = a.peer;
                 // Distance first: it is cheap and rules out most neighbors.
                 if work.marked(y)
-                    || ctx.routing.distance(y, leaf) != Some(dx.saturating_add(1))
+                    || ctx.routing.distance(y, leaf) != Some(next)
                     || !uses(ctx.routing, y, leaf, a.peer_port)
                 {
                     continue;
                 }
-                work.mark(y, i);
-                work.stack.push(y);
+                let label = work.label[x];
+                work.mark(y, label);
+                put(&mut buckets, next, y);
             }
         }
+        buckets[dist] = here;
+        dist += 1;
     }
-    work.seeds = seeds;
+    work.buckets = buckets;
 }
 
 /// Recomputes `s`'s capacity and weights; a proposal when the desired
@@ -203,30 +242,30 @@ fn reweigh(
     work.caps.clear();
     work.caps.extend(work.pairs.iter().map(|p| p.1));
     weights(&work.caps, ctx.max_weight, &mut work.weights);
-    let base = key_of(&group.members);
-    let differs =
-        base.len() != work.weights.len() || base.iter().zip(&work.weights).any(|(b, w)| b.weight != *w);
-    let new = differs.then(|| Override {
-        base: base.clone(),
-        weights: work
-            .pairs
-            .iter()
-            .zip(&work.weights)
-            .map(|(p, &weight)| PortWeight { port: p.0, weight })
-            .collect(),
-    });
-    if old.map(|o| &o.weights) == new.as_ref().map(|o| &o.weights) {
+    let differs = group.members.len() != work.weights.len()
+        || group.members.iter().zip(&work.weights).any(|(m, w)| m.weight != *w);
+    let same_as_old = match old {
+        Some(o) => {
+            differs
+                && o.weights.len() == work.weights.len()
+                && o.weights
+                    .iter()
+                    .zip(work.pairs.iter().zip(&work.weights))
+                    .all(|(o, (p, w))| o.port == p.0 && o.weight == *w)
+        }
+        None => !differs,
+    };
+    if same_as_old {
         return None;
     }
-    let (_, key) = work.seeds[work.label[s]];
-    Some(Proposal {
-        switch: s,
-        leaf,
-        old: old.map(|o| o.weights.clone()),
-        base,
-        new,
-        cause: Some(key).filter(|_| work.seeds[work.label[s]].0 < 2),
-    })
+    work.base.clear();
+    work.base.extend(group.members.iter().map(|m| PortWeight { port: m.port, weight: m.weight }));
+    let new = differs.then(|| {
+        work.pairs.iter().zip(&work.weights).map(|(p, &weight)| PortWeight { port: p.0, weight }).collect()
+    });
+    let (rank, key) = work.seeds[work.label[s]];
+    let old = old.map(|o| o.weights.as_slice());
+    Some(Proposal::new((s, leaf), old, &work.base, new, (rank < 2).then_some(key)))
 }
 
 /// Fills `work.pairs` with `(port, capacity)` of `s`'s members in port

@@ -226,3 +226,12 @@ fn the_rate_limit_spreads_changes_over_decisions_most_urgent_first() {
     assert_eq!(run.state.override_count(), 7);
     assert_eq!(run.state.pending().count(), 0);
 }
+
+#[test]
+fn routes_moving_to_the_same_weights_count_as_one_group() {
+    let config = PolicyConfig { max_changed_groups: 1, ..Default::default() };
+    let mut run = Run::new(topology("leaf-spine-4x4.yaml"), config);
+    let ds = run.script(1, 2, &[(0, hot("leaf1>spine1"))]);
+    let d = &ds[2];
+    assert_eq!((d.changes.len(), d.deferred), (3, 0), "leaf1 toward leaf2..4: one group of leaf1");
+}
