@@ -46,6 +46,7 @@ pub struct RawHost {
     pub leaf: Option<At<String>>,
     pub port: Option<At<u16>>,
     pub nic_rate: Option<Bandwidth>,
+    pub exporter: Option<At<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -396,6 +397,7 @@ fn host(d: &mut Diags, path: &str, node: &Node) -> RawHost {
     raw.leaf = name(d, &o, "leaf");
     raw.port = small(int(d, &o, "port"));
     raw.nic_rate = unit(d, &o, "nic_rate", Bandwidth::parse).map(|a| a.v);
+    raw.exporter = address(d, &o, "exporter");
     raw
 }
 

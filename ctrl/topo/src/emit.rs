@@ -77,6 +77,9 @@ fn write_body(out: &mut String, t: &Topology) -> std::fmt::Result {
         if h.nic_rate != d.nic_rate {
             write!(out, ", nic_rate: {}", h.nic_rate)?;
         }
+        if let Some(e) = &h.exporter {
+            write!(out, ", exporter: \"{e}\"")?;
+        }
         writeln!(out, "}}")?;
     }
     if !t.links.is_empty() {

@@ -152,6 +152,7 @@ impl<'a> Builder<'a> {
                 port,
                 nic_rate: self.c.nic_rate,
                 delay: self.c.defaults.link_delay,
+                exporter: None,
             });
         }
         Ok(())

@@ -219,6 +219,9 @@ pub struct Host {
     pub nic_rate: Bandwidth,
     /// Propagation delay of the attachment (from `defaults.link.delay`).
     pub delay: Duration,
+    /// `host:port` of the host's counter exporter, if it runs one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exporter: Option<String>,
 }
 
 /// One end of a switch-to-switch link.

@@ -124,6 +124,11 @@ pub const HOST: &[Field] = &[
     req("leaf", Kind::Text, "Name of the leaf switch the host attaches to."),
     req("port", PORT, "Leaf port the host attaches to."),
     opt("nic_rate", Kind::Bandwidth, "NIC rate (default: defaults.host.nic_rate)."),
+    opt(
+        "exporter",
+        Kind::Address,
+        "host:port of the host's `metaroce host export`; the controller scrapes its PFC/CNP/ECN counters.",
+    ),
 ];
 
 pub const LINK: &[Field] = &[

@@ -262,6 +262,7 @@ fn hosts(
     }
     let mut ips = Unique::new("IP address");
     let mut macs = Unique::new("MAC address");
+    let mut exporters = Unique::new("exporter address");
     let mut out = Vec::with_capacity(raw.hosts.len());
     for (i, h) in raw.hosts.iter().enumerate() {
         let path = |f: &str| format!("hosts[{i}].{f}");
@@ -273,6 +274,9 @@ fn hosts(
         }
         if let Some(mac) = h.mac {
             macs.check(d, mac.v, &mac.v.to_string(), path("mac"), mac.pos);
+        }
+        if let Some(a) = &h.exporter {
+            exporters.check(d, a.v.clone(), &a.v, path("exporter"), a.pos);
         }
         let leaf = h.leaf.as_ref().and_then(|l| resolve(d, index, &l.v, path("leaf"), l.pos));
         if let (Some(leaf), Some(l), Some(sw)) = (leaf, &h.leaf, leaf.and_then(|x| switches[x].as_ref())) {
@@ -323,6 +327,7 @@ fn hosts(
                 port: port.v,
                 nic_rate: h.nic_rate.unwrap_or(defaults.nic_rate),
                 delay: defaults.link_delay,
+                exporter: h.exporter.as_ref().map(|a| a.v.clone()),
             });
         }
     }

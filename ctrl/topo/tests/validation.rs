@@ -97,6 +97,29 @@ fn duplicates_point_at_the_first_use() {
 }
 
 #[test]
+fn host_exporter_addresses_parse_and_are_unique() {
+    let with = |a: &str, b: &str| {
+        edit("leaf: leaf1, port: 1}", &format!("leaf: leaf1, port: 1, exporter: \"{a}\"}}")).replacen(
+            "leaf: leaf2, port: 1}",
+            &format!("leaf: leaf2, port: 1, exporter: \"{b}\"}}"),
+            1,
+        )
+    };
+    let topo = load_str(&with("127.0.0.1:9469", "127.0.0.2:9469"), "t.yaml").unwrap();
+    assert_eq!(topo.hosts[0].exporter.as_deref(), Some("127.0.0.1:9469"));
+    assert_eq!(load_str(BASE, "t.yaml").unwrap().hosts[0].exporter, None, "the field is optional");
+    assert_error(
+        &with("127.0.0.1:9469", "127.0.0.1:9469"),
+        &["hosts[1].exporter: duplicate exporter address 127.0.0.1:9469 (first used by hosts[0].exporter, line 8)"],
+    );
+    assert_error(
+        &with("127.0.0.1", "127.0.0.2:9469"),
+        &["hosts[0].exporter: \"127.0.0.1\" is not an address like \"127.0.0.1:50001\""],
+    );
+    assert_error(&with("127.0.0.1:9469", "h2:0"), &["hosts[1].exporter: \"h2:0\" is not an address"]);
+}
+
+#[test]
 fn a_port_is_used_once() {
     let text = edit(r#"{a: "leaf1:3", b: "spine1:1"}"#, r#"{a: "leaf1:1", b: "spine1:1"}"#);
     assert_error(&text, &["links[0].a: duplicate use of port leaf1:1 (first used by hosts[0].port, line 8)"]);
