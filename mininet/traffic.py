@@ -370,8 +370,8 @@ def main():
         sys.exit("traffic: needs root (it enters the Mininet hosts' namespaces)")
     state = load_state(args.prefix)
     flows = make_flows(args, state["hosts"])
-    print(f"traffic: {args.pattern}, {len(flows)} flows, {args.tool}, "
-          f"{args.rate / 1e6:g} Mbit/s each, {args.time:g} s", file=sys.stderr)
+    each = "as fast as TCP goes" if args.tool == "iperf3" and not args.iperf_udp else f"{args.rate / 1e6:g} Mbit/s each"
+    print(f"traffic: {args.pattern}, {len(flows)} flows, {args.tool}, {each}, {args.time:g} s", file=sys.stderr)
     results = run_roce(state, flows, args) if args.tool == "roce" else run_iperf3(state, flows, args)
     doc = {"pattern": args.pattern, "tool": args.tool, "time_s": args.time, "rate_bps": args.rate,
            "size": args.size, "scale": state.get("scale"), "flows": results, "summary": summarize(results)}
