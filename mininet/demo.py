@@ -243,13 +243,26 @@ def summarize(r):
         "group_rewrites": sum(1 for e in events(r) if e.get("kind") in ("derate", "restore")
                               and (e.get("details") or {}).get("applied")),
         "uplink_share": {p: moved[p] / tot for p in r["uplinks"]},
+        "worst_split_pct": 100 * worst_split(samples, r["uplinks"]),
     }
+
+
+def worst_split(samples, uplinks, window=2):
+    """ECMP collisions: the largest share one uplink carried in any 1 s window (2 samples)."""
+    worst = 0.0
+    for i in range(window, len(samples)):
+        a, b = samples[i - window]["tx_bytes"], samples[i]["tx_bytes"]
+        moved = [b.get(str(p), 0) - a.get(str(p), 0) for p in uplinks]
+        if sum(moved) > 20000:  # ignore idle windows
+            worst = max(worst, max(moved) / sum(moved))
+    return worst
 
 
 def table(results):
     rows = [("throughput (Mbit/s)", "throughput_mbps", "{:.2f}"), ("slowest flow (Mbit/s)", "min_flow_mbps", "{:.2f}"),
             ("loss (%)", "loss_pct", "{:.1f}"), ("max queue depth (pkt)", "max_queue_pkts", "{:.0f}"),
             ("threshold digests", "digests", "{:.0f}"), ("INT reports", "int_reports", "{:.0f}"),
+            ("busiest uplink, 1 s (%)", "worst_split_pct", "{:.0f}"),
             ("worst INT hop (ms)", "worst_hop_ms", "{:.1f}"),
             ("reroutes decided", "reroutes_decided", "{:.0f}"),
             ("group rewrites applied", "group_rewrites", "{:.0f}")]
