@@ -2,6 +2,7 @@
 //! behind them. `main.rs` only calls [`run`].
 
 mod controller;
+mod host;
 mod sim;
 mod topo;
 
@@ -60,6 +61,11 @@ pub enum Command {
     /// Run the controller, take and restore snapshots, replay recordings.
     #[command(subcommand)]
     Controller(controller::ControllerCommand),
+    /// Host side: serve this host's RoCE NIC counters, or scrape an exporter.
+    #[command(subcommand)]
+    Host(host::HostCommand),
+    /// Check this host for RoCE problems: PASS/WARN/FAIL per check, with the fix.
+    Doctor(host::DoctorArgs),
 }
 
 /// Logs go to stderr so that command output stays clean on stdout.
@@ -80,5 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Topo(cmd) => topo::run(cmd),
         Command::Sim(cmd) => sim::run(cmd),
         Command::Controller(cmd) => controller::run(cmd),
+        Command::Host(cmd) => host::run(cmd),
+        Command::Doctor(args) => host::doctor(args),
     }
 }
