@@ -416,9 +416,18 @@ class Fabric:
             self.controller = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, cwd=REPO, preexec_fn=_die_with_parent)
         self.save_state()
-        time.sleep(1.0)
-        if self.controller.poll() is not None:
-            raise Fail(4, f"the controller exited with {self.controller.returncode}:\n" + tail(path))
+        # Ready when its API answers; the switches connect right after.
+        import urllib.request
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.controller.poll() is not None:
+                raise Fail(4, f"the controller exited with {self.controller.returncode}:\n" + tail(path))
+            try:
+                urllib.request.urlopen(f"http://{a.listen}/healthz", timeout=1).read()
+                return
+            except OSError:
+                time.sleep(0.3)
+        log(f"warning: the controller's API on {a.listen} does not answer yet; see {path}")
 
     def controller_alive(self):
         return self.controller is None or self.controller.poll() is None
