@@ -67,15 +67,12 @@ impl Collector {
                 }
             }
         }
-        let returned: Vec<String> = self
-            .said
-            .iter()
-            .filter(|id| {
-                id.strip_prefix("vanished:")
-                    .is_some_and(|k| sample.counters.keys().any(|c| c.to_string() == k))
-            })
-            .cloned()
-            .collect();
+        let returned: Vec<String> = if self.said.iter().any(|id| id.starts_with("vanished:")) {
+            let now: HashSet<String> = sample.counters.keys().map(|c| format!("vanished:{c}")).collect();
+            self.said.iter().filter(|id| now.contains(*id)).cloned().collect()
+        } else {
+            Vec::new()
+        };
         for id in returned {
             tracing::info!(counter = %id.trim_start_matches("vanished:"), "counter is back");
             self.said.remove(&id);
@@ -122,7 +119,7 @@ impl Collector {
             for d in before.difference(&now) {
                 tracing::warn!(device = %d, "RDMA device disappeared; its counters are no longer exported");
             }
-        } else {
+        } else if !now.is_empty() {
             tracing::info!(devices = ?now, "RDMA devices found");
         }
         self.devices = Some(now);

@@ -27,5 +27,5 @@ pub use collector::Collector;
 pub use congestion::{Counter, DeviceCongestion, HostCongestion};
 pub use error::{ExportError, NetlinkError, ReadError, ScrapeError};
 pub use sample::{HostSample, Sampler};
-pub use scrape::{scrape, ScrapeOptions};
+pub use scrape::{scrape, scrape_all, ScrapeOptions};
 pub use sysfs::Sysfs;

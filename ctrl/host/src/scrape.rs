@@ -36,6 +36,31 @@ pub async fn scrape(addr: &str, opts: &ScrapeOptions) -> Result<HostCongestion, 
     parse_congestion(addr, &text)
 }
 
+/// Scrapes several exporters at once, e.g. every host of the topology
+/// with an `exporter` address as `(host name, address)`; one result per
+/// target, in the order given, so one dead host does not hide the others.
+pub async fn scrape_all(
+    targets: &[(String, String)],
+    opts: &ScrapeOptions,
+) -> Vec<(String, Result<HostCongestion, ScrapeError>)> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, (name, addr)) in targets.iter().enumerate() {
+        let (addr, opts) = (addr.clone(), *opts);
+        let name = name.clone();
+        set.spawn(async move { (i, name, scrape(&addr, &opts).await) });
+    }
+    let mut out: Vec<(usize, String, Result<HostCongestion, ScrapeError>)> =
+        Vec::with_capacity(targets.len());
+    while let Some(joined) = set.join_next().await {
+        // A scrape task only panics on a bug; its host is then missing from the result.
+        if let Ok(r) = joined {
+            out.push(r);
+        }
+    }
+    out.sort_by_key(|(i, _, _)| *i);
+    out.into_iter().map(|(_, name, r)| (name, r)).collect()
+}
+
 /// Parses exporter text into [`HostCongestion`]; `addr` only names the
 /// source in errors.
 pub fn parse_congestion(addr: &str, text: &str) -> Result<HostCongestion, ScrapeError> {

@@ -147,10 +147,24 @@ pub fn read_counter(path: &Path) -> Result<u64, ReadError> {
 }
 
 fn io_error(path: &Path, source: std::io::Error) -> ReadError {
-    let path = path.to_path_buf();
     if source.kind() == ErrorKind::PermissionDenied {
-        ReadError::Permission { path, source }
-    } else {
-        ReadError::Io { path, source }
+        return ReadError::Permission { path: path.to_path_buf(), source };
+    }
+    ReadError::Io { path: path.to_path_buf(), source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permission_errors_name_the_file_and_the_fix() {
+        let e = io_error(Path::new("/sys/x/np_cnp_sent"), std::io::Error::from(ErrorKind::PermissionDenied));
+        assert_eq!(
+            e.to_string(),
+            "permission denied reading /sys/x/np_cnp_sent (run as root, or give the exporter read access)"
+        );
+        let e = io_error(Path::new("/sys/y"), std::io::Error::from(ErrorKind::InvalidInput));
+        assert_eq!(e.to_string(), "cannot read /sys/y");
     }
 }

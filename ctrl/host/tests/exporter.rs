@@ -146,3 +146,23 @@ async fn scrape_is_bounded_in_time_and_size() {
     let err = scrape(&garbage, &opts).await.unwrap_err();
     assert!(matches!(err, ScrapeError::Parse { line: 1, .. }), "{err:?}");
 }
+
+#[tokio::test]
+async fn scrape_all_keeps_order_and_isolates_a_dead_host() {
+    let root = two_devices();
+    let nic = Arc::new(FakeNic::default());
+    let (addr, stop, task) = start(root.path(), &nic, None).await;
+    let dead = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let targets = vec![("h2".to_string(), dead), ("h1".to_string(), addr)];
+    let got = metaroce_host::scrape_all(&targets, &ScrapeOptions::default()).await;
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].0, "h2");
+    assert!(matches!(got[0].1, Err(ScrapeError::Connect { .. })));
+    assert_eq!(got[1].0, "h1");
+    assert!(got[1].1.as_ref().is_ok_and(|h| h.devices.contains_key(MLX5)));
+    let _ = stop.send(());
+    task.await.unwrap();
+}
