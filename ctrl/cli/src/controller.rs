@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use metaroce_controller::agent::{self, AgentEvent, Target};
+use metaroce_controller::agent::{self, AgentEvent, Target, Wanted};
 use metaroce_controller::core::CoreConfig;
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
@@ -214,7 +214,7 @@ async fn visit(
         let mut a = daemon::agent_config(&cfg, s)?;
         a.ports.clear(); // no register polling
         want.insert(s, target.is_some());
-        let (_tx, rx) = watch::channel(target.map(Arc::new));
+        let (_tx, rx) = watch::channel(target.map(|target| Arc::new(Wanted { target, caused_at: None })));
         let fut = agent::run(a, pipeline.clone(), rx, ev_tx.clone(), stop_rx.clone());
         tokio::spawn(async move {
             let _tx = _tx;

@@ -32,8 +32,16 @@ pub enum Target {
     Exact(BTreeMap<Key, Entry>),
 }
 
+/// A target and, when a threshold digest caused it, when that digest
+/// arrived (to measure reaction time to the write acknowledgement).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    pub target: Target,
+    pub caused_at: Option<Instant>,
+}
+
 /// The desired state of one switch; `None` until the core has computed it.
-pub type Desired = Option<Arc<Target>>;
+pub type Desired = Option<Arc<Wanted>>;
 
 /// What a switch task tells the core.
 #[derive(Debug, Clone)]
@@ -54,6 +62,7 @@ pub enum AgentEvent {
     Digests {
         switch: usize,
         digests: Vec<QueueDigest>,
+        received: Instant,
     },
     /// Per port: (max depth since the last read, congested).
     Registers {
@@ -83,6 +92,8 @@ pub struct SyncOutcome {
     /// Wall time of all writes of the pass.
     pub write_time: Duration,
     pub error: Option<String>,
+    /// Arrival of the digest that caused the change, if one did.
+    pub caused_at: Option<Instant>,
 }
 
 /// How a switch task behaves.
@@ -264,7 +275,10 @@ impl Live<'_> {
             SessionEvent::Digest(list) if self.pipeline.is_queue_digest(&list) => {
                 match self.pipeline.decode_digests(&list) {
                     Ok(digests) => {
-                        let _ = self.events.send(AgentEvent::Digests { switch, digests }).await;
+                        let _ = self
+                            .events
+                            .send(AgentEvent::Digests { switch, digests, received: Instant::now() })
+                            .await;
                     }
                     Err(e) => warn!(error = %e, "malformed digest list dropped"),
                 }
@@ -306,8 +320,8 @@ impl Live<'_> {
     /// One reconcile pass: write the difference in phase order, stop at
     /// the first failed batch and retry later with backoff.
     async fn sync(&mut self, desired: &Desired) {
-        let Some(target) = desired else { return };
-        let desired = match target.as_ref() {
+        let Some(wanted) = desired else { return };
+        let desired = match &wanted.target {
             Target::Plan(p) => match plan::assign(p, &self.installed) {
                 Ok(d) => d,
                 Err(e) => return warn!(error = %e, "desired state cannot be installed"),
@@ -348,7 +362,9 @@ impl Live<'_> {
                 self.backoff = (self.backoff * 2).min(self.cfg.retry_max);
             }
         }
-        let outcome = SyncOutcome { inserts, modifies, deletes, batches: batches.len(), write_time, error };
+        let caused_at = wanted.caused_at;
+        let outcome =
+            SyncOutcome { inserts, modifies, deletes, batches: batches.len(), write_time, error, caused_at };
         let installed = Arc::new(self.installed.clone());
         let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome, installed }).await;
     }

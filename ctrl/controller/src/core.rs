@@ -164,6 +164,12 @@ impl Core {
         &self.failed_links
     }
 
+    /// True when `port` is a port of switch `s` in the topology (a link or a host).
+    pub fn topology_has_port(&self, s: SwitchId, port: u16) -> bool {
+        self.topo.adjacency(s).iter().any(|a| a.port == port)
+            || self.topo.hosts_of(s).iter().any(|&h| self.topo.hosts[h].port == port)
+    }
+
     fn name(&self, s: SwitchId) -> String {
         self.topo.switches.get(s).map_or_else(|| format!("#{s}"), |x| x.name.clone())
     }

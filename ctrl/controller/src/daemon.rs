@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{info, warn, Instrument};
 
-use crate::agent::{self, AgentConfig, AgentEvent, Desired, Target};
+use crate::agent::{self, AgentConfig, AgentEvent, Desired, Target, Wanted};
 use crate::core::{Core, CoreConfig, Input, Note};
 use crate::mode::Mode;
 use crate::obs::{self, Command, EventLog, Metrics, Snapshot, Tokens};
@@ -216,6 +216,8 @@ pub async fn run(
         start: Instant::now(),
         decisions: 0,
         last_publish: None,
+        up_at: BTreeMap::new(),
+        unacked_cause: vec![None; cfg.topology.switches.len()],
     };
     state.run(ev_rx, udp_rx, cmd_rx, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -238,6 +240,11 @@ struct State {
     start: Instant,
     decisions: u64,
     last_publish: Option<Instant>,
+    /// Arrival of the latest up-crossing per (switch, port) not yet acted on.
+    up_at: BTreeMap<(usize, u16), Instant>,
+    /// Per switch: the cause of a published target the switch has not
+    /// acknowledged yet; a newer target that replaces it inherits it.
+    unacked_cause: Vec<Option<Instant>>,
 }
 
 impl State {
@@ -342,9 +349,23 @@ impl State {
                 self.metrics.set_switch_primary(&self.name(switch), primary);
                 self.switches[switch].primary = primary;
             }
-            AgentEvent::Digests { switch, digests } => {
+            AgentEvent::Digests { switch, digests, received } => {
                 let name = self.name(switch);
+                let node = self.core.topology().switches[switch].int_node_id;
                 for d in digests {
+                    if d.switch_id != node || !self.core.topology_has_port(switch, d.port) {
+                        warn!(switch = %name, digest_switch_id = d.switch_id, port = d.port, "digest for another switch or an unknown port dropped");
+                        self.events.record(
+                            "input_rejected",
+                            Some(&name),
+                            "digest names another switch id or an unknown port",
+                            json!({"switch_id": d.switch_id, "port": d.port}),
+                        );
+                        continue;
+                    }
+                    if d.congested {
+                        self.up_at.entry((switch, d.port)).or_insert(received);
+                    }
                     self.metrics.digest_received(&name);
                     self.metrics.set_queue_depth(&name, d.port, u64::from(d.depth));
                     let c = ThresholdCrossing {
@@ -373,12 +394,20 @@ impl State {
             AgentEvent::Synced { switch, outcome, installed } => {
                 let name = self.name(switch);
                 self.metrics.observe_write(&name, outcome.write_time.as_secs_f64());
+                let reaction = outcome.caused_at.filter(|_| outcome.error.is_none()).map(|t| t.elapsed());
+                if reaction.is_some() && self.unacked_cause[switch] == outcome.caused_at {
+                    self.unacked_cause[switch] = None;
+                }
+                if let Some(r) = reaction {
+                    self.metrics.observe_reaction(r.as_secs_f64());
+                }
                 let st = &mut self.switches[switch];
                 st.installed = installed;
                 st.syncs += 1;
                 st.last_error.clone_from(&outcome.error);
                 let details = json!({"inserts": outcome.inserts, "modifies": outcome.modifies, "deletes": outcome.deletes,
-                    "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error});
+                    "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error,
+                    "reaction_ms": reaction.map(|r| r.as_secs_f64() * 1e3)});
                 let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
                 self.events.record(kind, Some(&name), "reconciled to the desired state", details);
                 self.update_group_metrics(switch);
@@ -432,7 +461,8 @@ impl State {
                         self.metrics.set_mode(Mode::Observe);
                         for (s, name) in names.iter().enumerate() {
                             if let Some(entries) = doc.entries(name) {
-                                self.desired_tx[s].send_replace(Some(Arc::new(Target::Exact(entries))));
+                                let wanted = Wanted { target: Target::Exact(entries), caused_at: None };
+                                self.desired_tx[s].send_replace(Some(Arc::new(wanted)));
                             }
                         }
                         self.events.record(
@@ -457,9 +487,26 @@ impl State {
         self.metrics.observe_decision(started.elapsed().as_secs_f64());
         self.decisions += 1;
         let changed = !step.plans.is_empty() || !step.notes.is_empty();
+        // The first rewrite a hot port causes is its reaction; later steps
+        // of the same episode are the policy's pacing, not reaction time.
+        let mut caused: BTreeMap<usize, Instant> = BTreeMap::new();
+        if let Some(d) = &step.decision {
+            for c in d.changes.iter().filter(|c| c.kind == metaroce_policy::ChangeKind::Derate) {
+                if let Some(t) = c.cause.and_then(|h| self.up_at.remove(&(h.switch, h.port))) {
+                    let e = caused.entry(c.switch).or_insert(t);
+                    *e = (*e).min(t);
+                }
+            }
+        }
+        // Forget crossings the policy never acted on (they cooled first).
+        let heat_now = self.core.view().hot_ports();
+        self.up_at.retain(|(s, p), _| heat_now.iter().any(|k| k.switch == *s && k.port == *p));
         self.log(step.notes);
         for (s, plan) in step.plans {
-            self.desired_tx[s].send_replace(Some(Arc::new(Target::Plan(plan))));
+            let cause = caused.get(&s).copied().or(self.unacked_cause[s]);
+            self.unacked_cause[s] = cause;
+            let wanted = Wanted { target: Target::Plan(plan), caused_at: cause };
+            self.desired_tx[s].send_replace(Some(Arc::new(wanted)));
         }
         let due = self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_millis(250));
         if force_status || changed || due {

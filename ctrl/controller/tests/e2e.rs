@@ -192,6 +192,9 @@ async fn congestion_moves_upstream_weights_and_restores() {
     // spine1's downlink to leaf2 (port 2) congests.
     let digest_id = p.info().digests.id_of(names::QUEUE_DIGEST).unwrap();
     let spine1_node = topo.switches[2].int_node_id;
+    // The data plane sets its congested register and raises the digest.
+    let congested_reg = p.info().registers.id_of(names::PORT_CONGESTED).unwrap();
+    assert!(switches[2].set_register_cell(congested_reg, 2, vec![1]));
     assert!(switches[2].emit_digest(digest_id, crossing(&p, spine1_node, 2, 45, 1, true)));
     wait_for("leaf1 to move weight to spine2", 10, || async {
         weights_toward_leaf2(&installed(addrs[0], 1, &p).await).is_some_and(|w| w[&4] > w[&3])
@@ -204,6 +207,7 @@ async fn congestion_moves_upstream_weights_and_restores() {
     assert!(congestion.contains("\"congested\":true"), "{congestion}");
 
     // It cools down: weights go back to the baseline step by step.
+    assert!(switches[2].set_register_cell(congested_reg, 2, vec![0]));
     assert!(switches[2].emit_digest(digest_id, crossing(&p, spine1_node, 2, 5, 2, false)));
     wait_for("leaf1 to restore", 15, || async {
         weights_toward_leaf2(&installed(addrs[0], 1, &p).await).is_some_and(|w| w[&4] == w[&3])
@@ -213,6 +217,13 @@ async fn congestion_moves_upstream_weights_and_restores() {
     daemon.await.unwrap().unwrap();
     let log = std::fs::read_to_string(&events).unwrap();
     assert!(log.contains("\"kind\":\"derate\"") && log.contains("\"kind\":\"restore\""), "{log}");
+    // The first rewrite on leaf1 after the digest carries its reaction time.
+    let reacted =
+        log.lines().filter(|l| l.contains("\"kind\":\"write\"") && l.contains("\"switch\":\"leaf1\""));
+    assert!(
+        reacted.clone().any(|l| !l.contains("\"reaction_ms\":null")),
+        "no reaction time recorded:\n{log}"
+    );
 
     // A restarted controller reads the state back and writes nothing.
     let before = installed(addrs[0], 1, &p).await;

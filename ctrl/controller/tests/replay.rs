@@ -15,7 +15,10 @@ fn dir() -> PathBuf {
 }
 
 fn check(recording: &str, topology: &str, mode: Mode) {
-    let topo = metaroce_topo::load_file(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../topologies").join(topology)).unwrap();
+    let topo = metaroce_topo::load_file(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../topologies").join(topology),
+    )
+    .unwrap();
     let inputs = replay::parse(&std::fs::read_to_string(dir().join(recording)).unwrap()).unwrap();
     let out = replay::run(topo, CoreConfig::default(), mode, &inputs).unwrap();
     let text = serde_json::to_string_pretty(&out).unwrap() + "\n";
@@ -26,7 +29,11 @@ fn check(recording: &str, topology: &str, mode: Mode) {
     }
     let want = std::fs::read_to_string(&golden)
         .unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_GOLDEN=1", golden.display()));
-    assert!(want == text, "{} differs from the replay; if intended, regenerate with UPDATE_GOLDEN=1:\n{text}", golden.display());
+    assert!(
+        want == text,
+        "{} differs from the replay; if intended, regenerate with UPDATE_GOLDEN=1:\n{text}",
+        golden.display()
+    );
 }
 
 #[test]
@@ -41,8 +48,12 @@ fn observe_mode_decides_the_same_but_plans_no_reroute() {
 
 #[test]
 fn a_replay_is_deterministic() {
-    let topo = metaroce_topo::load_file(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../topologies/mininet-2x2.yaml")).unwrap();
-    let inputs = replay::parse(&std::fs::read_to_string(dir().join("congestion-2x2.jsonl")).unwrap()).unwrap();
+    let topo = metaroce_topo::load_file(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../topologies/mininet-2x2.yaml"),
+    )
+    .unwrap();
+    let inputs =
+        replay::parse(&std::fs::read_to_string(dir().join("congestion-2x2.jsonl")).unwrap()).unwrap();
     let a = replay::run(topo.clone(), CoreConfig::default(), Mode::Act, &inputs).unwrap();
     let b = replay::run(topo, CoreConfig::default(), Mode::Act, &inputs).unwrap();
     assert_eq!(a, b);
@@ -50,7 +61,10 @@ fn a_replay_is_deterministic() {
 
 #[test]
 fn bad_recordings_name_the_line() {
-    let e = replay::parse("{\"t_ns\": 5, \"input\": {\"kind\": \"tick\"}}\n{\"t_ns\": 1, \"input\": {\"kind\": \"tick\"}}").unwrap_err();
+    let e = replay::parse(
+        "{\"t_ns\": 5, \"input\": {\"kind\": \"tick\"}}\n{\"t_ns\": 1, \"input\": {\"kind\": \"tick\"}}",
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("line 2"), "{e}");
     let e = replay::parse("\n{\"t_ns\": 5, \"input\": {\"kind\": \"teleport\"}}").unwrap_err();
     assert!(e.to_string().starts_with("line 2: input:"), "{e}");

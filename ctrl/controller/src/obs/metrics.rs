@@ -46,13 +46,14 @@ const WRITE: usize = 10;
 const CONNECTED: usize = 11;
 const PRIMARY: usize = 12;
 const MODE: usize = 13;
+const REACTION: usize = 14;
 
 const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str], help: &'static str) -> Spec {
     Spec { name, help, kind, unit: None, labels, buckets: &[] }
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 14] = [
+static SPECS: [Spec; 15] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -103,6 +104,14 @@ static SPECS: [Spec; 14] = [
     family("metaroce_switch_connected", Kind::Gauge, &["switch"], "1 while the P4Runtime session is up."),
     family("metaroce_switch_primary", Kind::Gauge, &["switch"], "1 while this controller is the primary."),
     family("metaroce_mode", Kind::Gauge, &["mode"], "1 for the current roll-out mode, 0 for the others."),
+    Spec {
+        name: "metaroce_reaction_duration_seconds",
+        help: "Time from a threshold digest reaching the controller to the group rewrite it caused being acknowledged by a switch.",
+        kind: Kind::Histogram,
+        unit: Some("seconds"),
+        labels: &[],
+        buckets: LATENCY_BUCKETS,
+    },
 ];
 
 /// Cheap to clone, shared by every task; each method takes one short lock.
@@ -210,6 +219,11 @@ impl Metrics {
     /// Forgets a switch's path shares (e.g. when it goes away).
     pub fn clear_path_shares(&self, switch: &str) {
         self.lock().remove_where(PATH_SHARE, "switch", switch);
+    }
+
+    /// Digest in to write acknowledged, for a rewrite a digest caused.
+    pub fn observe_reaction(&self, seconds: f64) {
+        self.lock().observe(REACTION, vec![], seconds);
     }
 
     pub fn observe_decision(&self, seconds: f64) {

@@ -95,6 +95,7 @@ fn full() -> Metrics {
     m.set_group_weight("leaf2", 1, 3, 1);
     m.set_path_share("leaf1", 3, 0.25);
     m.observe_decision(0.0003);
+    m.observe_reaction(0.0008);
     m.observe_write("leaf1", 0.004);
     m.set_switch_connected("leaf1", true);
     m.set_switch_primary("leaf1", false);
@@ -119,6 +120,7 @@ fn obs_metrics_exposition_is_valid_openmetrics() {
         "metaroce_path_share_ratio{switch=\"leaf1\",port=\"3\"} 0.25",
         "metaroce_decision_duration_seconds_bucket{le=\"0.0005\"} 1",
         "metaroce_decision_duration_seconds_count 1",
+        "metaroce_reaction_duration_seconds_bucket{le=\"0.001\"} 1",
         "metaroce_switch_write_duration_seconds_bucket{switch=\"leaf1\",le=\"0.005\"} 1",
         "metaroce_switch_connected{switch=\"leaf1\"} 1.0",
         "metaroce_switch_primary{switch=\"leaf1\"} 0.0",
