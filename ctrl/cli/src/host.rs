@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use metaroce_host::doctor::{self, DoctorOptions, Status};
 use metaroce_host::netlink::{KernelNicStats, NicStats, NoNicStats};
-use metaroce_host::{exporter, openmetrics, scrape, Collector, Sampler, ScrapeOptions, Sysfs};
+use metaroce_host::{exporter, fixture, openmetrics, scrape, Collector, Sampler, ScrapeOptions, Sysfs};
 
 use crate::Exit;
 
@@ -26,6 +26,12 @@ pub enum HostCommand {
     /// Fetch one exporter and print its per-device PFC/CNP/ECN counters as JSON,
     /// exactly as the controller reads them.
     Scrape(ScrapeArgs),
+    /// Write a fixture sysfs tree (an mlx5 and a Soft-RoCE device) to try
+    /// `host export` and `doctor` on a machine without RDMA, via --sysfs-root.
+    Fixture {
+        /// Directory to create; it must not exist yet.
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +99,7 @@ pub fn run(cmd: HostCommand) -> anyhow::Result<Exit> {
     match cmd {
         HostCommand::Export(a) => export(a),
         HostCommand::Scrape(a) => scrape_one(&a),
+        HostCommand::Fixture { dir } => write_fixture(&dir),
     }
 }
 
@@ -172,6 +179,20 @@ fn export(a: ExportArgs) -> anyhow::Result<Exit> {
         let _ = tokio::signal::ctrl_c().await;
     };
     runtime()?.block_on(exporter::run(cfg, collector, shutdown)).context("the exporter stopped")?;
+    Ok(Exit::Ok)
+}
+
+fn write_fixture(dir: &Path) -> anyhow::Result<Exit> {
+    if dir.exists() {
+        eprintln!("error: {} exists; give a new directory so nothing is overwritten", dir.display());
+        return Ok(Exit::Usage);
+    }
+    let write = || -> std::io::Result<()> {
+        fixture::write_mlx5(dir, "mlx5_0", "enp1s0f0np0", 9000)?;
+        fixture::write_rxe(dir, "rxe0", "eth1", 9000)
+    };
+    write().with_context(|| format!("writing the fixture to {}", dir.display()))?;
+    println!("{}: mlx5_0 over enp1s0f0np0, rxe0 over eth1; try --sysfs-root {0}", dir.display());
     Ok(Exit::Ok)
 }
 

@@ -90,6 +90,19 @@ fn doctor_json_on_a_fixture_and_exit_codes() {
 }
 
 #[test]
+fn fixture_command_writes_a_tree_doctor_can_read() {
+    let dir = std::env::temp_dir().join(format!("metaroce-host-cli-{}-fixture", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = metaroce(&["host", "fixture", s(&dir)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = metaroce(&["doctor", "--window", "10ms", "--sysfs-root", s(&dir)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("PASS  rdma.devices"));
+    let out = metaroce(&["host", "fixture", s(&dir)]);
+    assert_eq!(out.status.code(), Some(2), "an existing directory is not overwritten");
+}
+
+#[test]
 fn export_csv_that_cannot_be_opened_names_the_file() {
     let r = root("csv");
     let out = metaroce(&["host", "export", "--once", "--sysfs-root", s(&r), "--csv", s(&r)]);
