@@ -5,7 +5,7 @@
 // Tests may panic on what they set up themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -22,12 +22,12 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-/// A fresh fixture root with an mlx5 device and a Soft-RoCE device.
-fn root(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("metaroce-host-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    fixture::write_mlx5(&dir, "mlx5_0", "enp1s0f0np0", 9000).unwrap();
-    fixture::write_rxe(&dir, "rxe0", "eth1", 9000).unwrap();
+/// A fresh fixture root with an mlx5 device and a Soft-RoCE device,
+/// removed when the test ends.
+fn root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_mlx5(dir.path(), "mlx5_0", "enp1s0f0np0", 9000).unwrap();
+    fixture::write_rxe(dir.path(), "rxe0", "eth1", 9000).unwrap();
     dir
 }
 
@@ -52,8 +52,9 @@ fn host_commands_have_help() {
 
 #[test]
 fn export_once_prints_openmetrics_from_the_fixture() {
-    let r = root("once");
-    let out = metaroce(&["host", "export", "--once", "--host", "h1", "--sysfs-root", s(&r)]);
+    let tmp = root();
+    let r = tmp.path();
+    let out = metaroce(&["host", "export", "--once", "--host", "h1", "--sysfs-root", s(r)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let body = String::from_utf8_lossy(&out.stdout);
     assert!(body.contains(
@@ -68,8 +69,9 @@ fn export_once_prints_openmetrics_from_the_fixture() {
 
 #[test]
 fn doctor_json_on_a_fixture_and_exit_codes() {
-    let r = root("doctor");
-    let out = metaroce(&["doctor", "--json", "--window", "10ms", "--sysfs-root", s(&r)]);
+    let tmp = root();
+    let r = tmp.path();
+    let out = metaroce(&["doctor", "--json", "--window", "10ms", "--sysfs-root", s(r)]);
     assert_eq!(out.status.code(), Some(0), "warnings only: {}", text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["fail"], 0);
@@ -77,8 +79,8 @@ fn doctor_json_on_a_fixture_and_exit_codes() {
     assert!(checks.iter().any(|c| c["check"] == "gid.roce_v2" && c["status"] == "PASS"));
     assert!(checks.iter().all(|c| c["reason"].as_str().is_some_and(|r| !r.is_empty())));
 
-    fixture::set(&r, "class/infiniband/mlx5_0/ports/1/state", "1: DOWN").unwrap();
-    let out = metaroce(&["doctor", "--window", "10ms", "--sysfs-root", s(&r)]);
+    fixture::set(r, "class/infiniband/mlx5_0/ports/1/state", "1: DOWN").unwrap();
+    let out = metaroce(&["doctor", "--window", "10ms", "--sysfs-root", s(r)]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("FAIL  port.active  mlx5_0/1"), "{report}");
@@ -91,8 +93,8 @@ fn doctor_json_on_a_fixture_and_exit_codes() {
 
 #[test]
 fn fixture_command_writes_a_tree_doctor_can_read() {
-    let dir = std::env::temp_dir().join(format!("metaroce-host-cli-{}-fixture", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sys");
     let out = metaroce(&["host", "fixture", s(&dir)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let out = metaroce(&["doctor", "--window", "10ms", "--sysfs-root", s(&dir)]);
@@ -104,8 +106,9 @@ fn fixture_command_writes_a_tree_doctor_can_read() {
 
 #[test]
 fn export_csv_that_cannot_be_opened_names_the_file() {
-    let r = root("csv");
-    let out = metaroce(&["host", "export", "--once", "--sysfs-root", s(&r), "--csv", s(&r)]);
+    let tmp = root();
+    let r = tmp.path();
+    let out = metaroce(&["host", "export", "--once", "--sysfs-root", s(r), "--csv", s(r)]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(text(&out).contains(&format!("cannot append CSV to {}", r.display())), "{}", text(&out));
 }
@@ -122,7 +125,8 @@ impl Drop for Child {
 
 #[test]
 fn scrape_reads_a_running_exporter() {
-    let r = root("serve");
+    let tmp = root();
+    let r = tmp.path();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
     let _child = Child(
@@ -137,7 +141,7 @@ fn scrape_reads_a_running_exporter() {
                 "--host",
                 "h7",
                 "--sysfs-root",
-                s(&r),
+                s(r),
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

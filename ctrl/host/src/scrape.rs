@@ -39,6 +39,13 @@ pub async fn scrape(addr: &str, opts: &ScrapeOptions) -> Result<HostCongestion, 
 /// Scrapes several exporters at once, e.g. every host of the topology
 /// with an `exporter` address as `(host name, address)`; one result per
 /// target, in the order given, so one dead host does not hide the others.
+///
+/// From a `metaroce_topo::Topology`:
+/// ```text
+/// let targets: Vec<(String, String)> =
+///     topo.hosts.iter().filter_map(|h| Some((h.name.clone(), h.exporter.clone()?))).collect();
+/// for (host, got) in scrape_all(&targets, &ScrapeOptions::default()).await { ... }
+/// ```
 pub async fn scrape_all(
     targets: &[(String, String)],
     opts: &ScrapeOptions,
