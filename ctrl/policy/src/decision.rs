@@ -3,7 +3,7 @@
 //! changes go out now.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use metaroce_telemetry::PortKey;
 use metaroce_topo::{LinkId, Routing, SwitchId};
@@ -127,8 +127,8 @@ pub(crate) fn shift(a: &[PortWeight], b: &[PortWeight]) -> u32 {
 pub(crate) type Forced = BTreeMap<(SwitchId, SwitchId), Option<PortKey>>;
 
 /// Applies all failovers and the most urgent other proposals up to
-/// `budget` groups; returns the applied changes, the leaves with changes
-/// held back, and how many were held back.
+/// `budget` groups; returns the applied changes and the proposals held
+/// back.
 ///
 /// The budget counts groups as the switch holds them: the controller
 /// dedups by `(switch, weights)`, so routes of one switch that move to the
@@ -139,7 +139,7 @@ pub(crate) fn apply(
     budget: usize,
     (routing, index): (&Routing, &PortIndex),
     state: &mut PolicyState,
-) -> (Vec<Change>, BTreeSet<SwitchId>, usize) {
+) -> (Vec<Change>, Vec<Proposal>) {
     let kind = |p: &Proposal| {
         if forced.contains_key(&(p.leaf, p.switch)) {
             ChangeKind::Failover
@@ -153,10 +153,10 @@ pub(crate) fn apply(
     order.sort_unstable();
     let mut proposals: Vec<Option<Proposal>> = proposals.into_iter().map(Some).collect();
     let mut changes = Vec::new();
-    let mut held = BTreeSet::new();
+    let mut held = Vec::new();
     // Per switch, the weights admitted so far (a switch has few).
     let mut admitted: BTreeMap<SwitchId, Vec<Vec<PortWeight>>> = BTreeMap::new();
-    let (mut groups, mut deferred) = (0, 0);
+    let mut groups = 0;
     for (kind, _, leaf, switch, i) in order {
         let Some(p) = proposals[i].take() else { continue };
         if kind != ChangeKind::Failover {
@@ -170,8 +170,7 @@ pub(crate) fn apply(
             };
             let known = admitted.get(&switch).is_some_and(|v| v.contains(&to));
             if !known && groups == budget {
-                held.insert(leaf);
-                deferred += 1;
+                held.push(p);
                 continue;
             }
             if !known {
@@ -182,7 +181,7 @@ pub(crate) fn apply(
         let failed = forced.get(&(leaf, switch)).copied().flatten();
         changes.push(commit(p, kind, failed, (routing, index), state));
     }
-    (changes, held, deferred)
+    (changes, held)
 }
 
 /// Writes one proposal into the overrides and says what changed.

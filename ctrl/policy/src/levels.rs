@@ -18,6 +18,9 @@ pub(crate) struct LevelChange {
     pub link: LinkId,
     pub from: u8,
     pub to: u8,
+    /// The port's link or switch failed and its level was dropped: the
+    /// groups it shaped can no longer be found through it.
+    pub failed: bool,
 }
 
 /// What the snapshot says about a port right now.
@@ -47,7 +50,9 @@ pub(crate) fn update(
     let mut changes = Vec::new();
     for key in keys {
         let Some(link) = index.live(routing, key) else {
-            ports.remove(&key);
+            if let Some(p) = ports.remove(&key).filter(|p| p.level > 0) {
+                changes.push(LevelChange { key, link: p.link, from: p.level, to: 0, failed: true });
+            }
             continue;
         };
         let phase = phase(cfg, heat.get(&key), ports.get_mut(&key), now);
@@ -109,7 +114,7 @@ fn step(
     };
     state.level = to;
     state.last_step_ns = Some(now);
-    Some(LevelChange { key, link, from, to })
+    Some(LevelChange { key, link, from, to, failed: false })
 }
 
 #[cfg(test)]

@@ -105,10 +105,18 @@ impl Policy {
             &mut state.ports,
         );
         let stale = failover::check(input.routing, &state.overrides);
-        for &leaf in &stale.leaves {
+        // Leaves whose inputs changed: recomputed. Other pending leaves
+        // reuse the changes the rate limit held back last time.
+        let mut fresh: BTreeSet<SwitchId> = stale.leaves.iter().copied().collect();
+        mark_dirty(input.routing, &steps, &mut fresh, &mut state.dirty);
+        if steps.iter().any(|s| s.failed) {
+            // A derated port failed: the overrides it shaped may sit where
+            // the baseline did not move. Recheck every leaf with overrides.
+            fresh.extend(state.overrides.keys().copied());
+        }
+        for &leaf in &fresh {
             state.dirty.entry(leaf).or_default();
         }
-        mark_dirty(input.routing, &steps, &mut state.dirty);
         let factors = self.port_factors(input, &index, state);
         let ctx = Ctx {
             topo: input.topo,
@@ -120,22 +128,29 @@ impl Policy {
         let mut work = Work::default();
         let mut proposals = Vec::new();
         for (&leaf, causes) in &state.dirty {
-            proposals.extend(reweight::destination(
-                &ctx,
-                leaf,
-                causes,
-                state.overrides.get(&leaf),
-                &mut work,
-            ));
+            match state.pending.remove(&leaf) {
+                Some(held) if !fresh.contains(&leaf) && held.iter().all(|p| p.still_fits(input.routing)) => {
+                    proposals.extend(held)
+                }
+                _ => proposals.extend(reweight::destination(
+                    &ctx,
+                    leaf,
+                    causes,
+                    state.overrides.get(&leaf),
+                    &mut work,
+                )),
+            }
         }
-        let (changes, held, deferred) = decision::apply(
-            proposals,
-            &stale.forced,
-            self.config.max_changed_groups,
-            (input.routing, &index),
-            state,
-        );
-        state.dirty.retain(|leaf, _| held.contains(leaf));
+        let budget = self.config.max_changed_groups;
+        let (changes, held) =
+            decision::apply(proposals, &stale.forced, budget, (input.routing, &index), state);
+        let deferred = held.len();
+        state.pending.clear();
+        for p in held {
+            state.pending.entry(p.leaf).or_default().push(p);
+        }
+        let pending = &state.pending;
+        state.dirty.retain(|leaf, _| pending.contains_key(leaf));
         Decision {
             now_ns: input.now_ns,
             changes,
@@ -193,8 +208,14 @@ impl Policy {
     }
 }
 
-/// Marks every destination whose routing crosses a port that changed level.
-fn mark_dirty(routing: &Routing, steps: &[LevelChange], dirty: &mut BTreeMap<SwitchId, BTreeSet<PortKey>>) {
+/// Marks every destination whose routing crosses a port that changed
+/// level, remembering the port as a cause.
+fn mark_dirty(
+    routing: &Routing,
+    steps: &[LevelChange],
+    fresh: &mut BTreeSet<SwitchId>,
+    dirty: &mut BTreeMap<SwitchId, BTreeSet<PortKey>>,
+) {
     for run in steps.chunk_by(|a, b| a.key.switch == b.key.switch) {
         let s = run[0].key.switch;
         for &leaf in routing.destinations() {
@@ -202,6 +223,7 @@ fn mark_dirty(routing: &Routing, steps: &[LevelChange], dirty: &mut BTreeMap<Swi
             for step in run {
                 if g.members.iter().any(|m| m.port == step.key.port) {
                     dirty.entry(leaf).or_default().insert(step.key);
+                    fresh.insert(leaf);
                 }
             }
         }

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use metaroce_telemetry::PortKey;
 use metaroce_topo::{Group, NextHop, Routing, SwitchId, Topology};
+use serde::{Deserialize, Serialize};
 
 use crate::decision::{shift, ChangeKind};
 use crate::index::{Factors, Perturb, PortIndex};
@@ -39,8 +40,9 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// A group whose desired weights changed. Lean: a decision may weigh
-/// millions of them and apply only a few hundred.
-#[derive(Debug, Clone)]
+/// millions of them and apply only a few hundred; the rest wait in the
+/// state for the next decisions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Proposal {
     pub switch: SwitchId,
     pub leaf: SwitchId,
@@ -52,6 +54,9 @@ pub(crate) struct Proposal {
     pub kind: ChangeKind,
     /// Share of the group's traffic that moves, per mille.
     pub shift: u32,
+    /// Fingerprint of the baseline weights it was computed against: a
+    /// held-back proposal is only reused while they are the same.
+    pub base_hash: u64,
 }
 
 impl Proposal {
@@ -66,8 +71,30 @@ impl Proposal {
         let kind =
             if shift(new_w, base) < shift(old_w, base) { ChangeKind::Restore } else { ChangeKind::Derate };
         let shift = shift(old_w, new_w);
-        Proposal { switch, leaf, new, cause, kind, shift }
+        let base_hash = fingerprint(base.iter().map(|w| (w.port, w.weight)));
+        Proposal { switch, leaf, new, cause, kind, shift, base_hash }
     }
+
+    /// True while the baseline group is the one it was computed against
+    /// (and so it cannot name a port that went down since).
+    pub(crate) fn still_fits(&self, routing: &Routing) -> bool {
+        let Some((_, g)) = routing.group_toward(self.switch, self.leaf) else { return false };
+        let ports_match = self.new.as_ref().is_none_or(|w| {
+            w.len() == g.members.len() && w.iter().zip(&g.members).all(|(w, m)| w.port == m.port)
+        });
+        ports_match && fingerprint(g.members.iter().map(|m| (m.port, m.weight))) == self.base_hash
+    }
+}
+
+/// FNV-1a over `(port, weight)` pairs: the same on every machine.
+fn fingerprint(pairs: impl Iterator<Item = (u16, u32)>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (port, weight) in pairs {
+        for b in port.to_le_bytes().into_iter().chain(weight.to_le_bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
 }
 
 /// Buffers reused across destinations: a decision touches thousands.

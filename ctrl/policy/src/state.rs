@@ -9,6 +9,8 @@ use metaroce_telemetry::PortKey;
 use metaroce_topo::{LinkId, Member, Routing, SwitchId};
 use serde::{Deserialize, Serialize};
 
+use crate::reweight::Proposal;
+
 /// One member's weight, by egress port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PortWeight {
@@ -49,6 +51,11 @@ pub struct PolicyState {
     /// Destination leaves to recompute at the next decision, with the
     /// ports whose level change made them so.
     pub(crate) dirty: BTreeMap<SwitchId, BTreeSet<PortKey>>,
+    /// Changes the rate limit held back, by destination leaf. They stay
+    /// right until a level change, a failure or a baseline move touches
+    /// their leaf, which then is recomputed instead.
+    #[serde(default)]
+    pub(crate) pending: BTreeMap<SwitchId, Vec<Proposal>>,
 }
 
 impl PolicyState {

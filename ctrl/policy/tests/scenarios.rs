@@ -235,3 +235,24 @@ fn routes_moving_to_the_same_weights_count_as_one_group() {
     let d = &ds[2];
     assert_eq!((d.changes.len(), d.deferred), (3, 0), "leaf1 toward leaf2..4: one group of leaf1");
 }
+
+#[test]
+fn changes_held_back_never_bring_back_a_failed_link() {
+    let topo = gen::leaf_spine(&Common::new("held", Bandwidth::gbps(100)), 8, 4, 1, 1).unwrap();
+    let config = PolicyConfig { max_changed_groups: 1, ..Default::default() };
+    let mut run = Run::new(topo, config);
+    // Seven leaves want new weights toward leaf8, one group per decision;
+    // meanwhile leaf7 loses its link to spine2.
+    let script = vec![(0, hot("spine1>leaf8")), (3, fail("leaf7>spine2"))];
+    let dead = run.port("leaf7>spine2");
+    for t in 0..=12 {
+        run.script(1, t, &script);
+        assert!(t < 3 || run.weights("leaf7", "leaf8").iter().all(|w| w.port != dead.port), "at {t} ms");
+    }
+    assert_ne!(
+        run.weights("leaf7", "leaf8"),
+        run.baseline(run.id("leaf7"), run.id("leaf8")),
+        "still derated"
+    );
+    assert_eq!(run.state.override_count(), 7);
+}
