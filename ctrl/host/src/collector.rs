@@ -11,7 +11,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use crate::error::ExportError;
 use crate::openmetrics::Snapshot;
 use crate::rates::Rates;
-use crate::sample::{HostSample, Sampler};
+use crate::sample::{HostSample, Sampler, Source};
+
+/// The hw_counters the controller's congestion view is built from.
+const SIGNALS: [&str; 3] = ["np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets"];
 
 /// Owns everything that persists between polls.
 #[derive(Debug)]
@@ -56,6 +59,7 @@ impl Collector {
         let sample = self.sampler.sample();
         self.log_devices(&sample);
         self.log_problems(&sample);
+        self.log_missing_signals(&sample);
         let changes = self.rates.update(at, &sample.counters);
         let present: BTreeSet<&str> = sample.devices.iter().map(String::as_str).collect();
         for key in changes.vanished {
@@ -123,6 +127,40 @@ impl Collector {
             tracing::info!(devices = ?now, "RDMA devices found");
         }
         self.devices = Some(now);
+    }
+
+    /// Says once per device which congestion counters it lacks (Soft-RoCE
+    /// has no CNP counters; a netdev may have no pause or PFC counters), so
+    /// an empty rate in a dashboard is explained in the log.
+    fn log_missing_signals(&mut self, sample: &HostSample) {
+        for dev in &sample.devices {
+            // Judged at first sight; a counter lost later is reported as vanished.
+            if !self.said.insert(format!("checked:{dev}")) {
+                continue;
+            }
+            let has = |name: &str| {
+                sample
+                    .counters
+                    .keys()
+                    .any(|k| k.device == *dev && k.source == Source::IbHwCounters && k.name == name)
+            };
+            let missing: Vec<&str> = SIGNALS.iter().copied().filter(|n| !has(n)).collect();
+            if !missing.is_empty() {
+                tracing::info!(device = %dev, missing = ?missing, "device does not count these congestion signals");
+            }
+        }
+        for n in &sample.netdevs {
+            let has = sample
+                .counters
+                .keys()
+                .any(|k| k.device == n.name && matches!(k.source, Source::EthtoolPause | Source::DcbPfc));
+            if !has && self.said.insert(format!("missing:{}:pfc", n.name)) {
+                tracing::info!(
+                    netdev = %n.name,
+                    "no pause or PFC counters (driver without ethtool pause stats or DCB, or not the live /sys)"
+                );
+            }
+        }
     }
 
     fn log_problems(&mut self, sample: &HostSample) {

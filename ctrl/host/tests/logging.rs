@@ -61,4 +61,9 @@ fn absences_and_bad_files_are_logged_once() {
     assert_eq!(count("is not a counter"), 1, "{text}");
     assert_eq!(count("counter vanished"), 1, "{text}");
     assert_eq!(count("readable again"), 1, "{text}");
+    assert_eq!(count("device does not count these congestion signals device=rxe0"), 1, "{text}");
+    assert_eq!(count("device does not count these congestion signals device=mlx5_0"), 0, "{text}");
+    let pfc_lines =
+        text.lines().filter(|l| l.contains("no pause or PFC counters") && l.contains("netdev=eth1"));
+    assert_eq!(pfc_lines.count(), 1, "{text}");
 }
