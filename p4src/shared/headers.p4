@@ -36,34 +36,23 @@ header udp_t {
     bit<16> checksum;
 }
 
+// Only the ports are read; the rest of the 20-byte header is parsed (a
+// truncated TCP header is dropped) as one opaque field, since a field
+// costs per packet on BMv2 and nothing here reads or writes the others.
 header tcp_t {
     bit<16> src_port;
     bit<16> dst_port;
-    bit<32> seq_no;
-    bit<32> ack_no;
-    bit<4> data_offset;
-    bit<4> res;
-    bit<8> flags;
-    bit<16> window;
-    bit<16> checksum;
-    bit<16> urgent_ptr;
+    bit<128> rest;    // seq, ack, data offset, flags, window, checksum, urgent
 }
 
 // InfiniBand Base Transport Header, as carried by RoCEv2 (12 bytes).
+// Only the destination QP is read (path entropy); the other fields are
+// grouped.
 header bth_t {
-    bit<8> opcode;
-    bit<1> solicited;
-    bit<1> mig_req;
-    bit<2> pad_count;
-    bit<4> tver;
-    bit<16> pkey;
-    bit<1> fecn;
-    bit<1> becn;
-    bit<6> reserved0;
+    bit<32> head;     // opcode, SE, M, pad, TVer, P_Key
+    bit<8> reserved0; // FECN, BECN, reserved
     bit<24> dest_qp;
-    bit<1> ack_req;
-    bit<7> reserved1;
-    bit<24> psn;
+    bit<32> psn_word; // AckReq, reserved, PSN
 }
 
 // INT shim for TCP/UDP (INT v2.1). `len` counts the INT-MD header and the
@@ -94,33 +83,17 @@ header int_md_t {
     bit<16> ds_flags;
 }
 
-// This hop's metadata, in instruction-bit order; each is pushed on top of
-// the stack (emitted right after int_md).
-header int_node_id_t {
+// One hop's metadata (HOP_ML 6 words), in instruction-bit order: node id,
+// L1 ingress/egress port, hop latency, queue id + occupancy, egress
+// timestamp. This hop pushes `int_local` on top of the received stack.
+header int_hop_t {
     bit<32> node_id;
-}
-
-header int_l1_ports_t {
     bit<16> ingress_port;
     bit<16> egress_port;
-}
-
-header int_hop_latency_t {
     bit<32> hop_latency;
-}
-
-header int_queue_t {
     bit<8> queue_id;
     bit<24> occupancy;
-}
-
-header int_egress_ts_t {
     bit<64> egress_ts;
-}
-
-// One 32-bit word of the stack received from upstream hops.
-header int_word_t {
-    bit<32> data;
 }
 
 // Telemetry Report v2.0: group header (8 bytes).
@@ -158,6 +131,18 @@ header report_sink_md_t {
     bit<64> egress_ts;
 }
 
+// Not on the wire: the fields of the flow that path hashing covers, which
+// the parser fills in. Hashing a header costs BMv2 nothing more than the
+// hash, where a list of fields is first copied into temporaries.
+header flow_key_t {
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+    bit<8> protocol;
+    bit<16> l4_src_port;  // 0 when neither TCP nor UDP
+    bit<16> l4_dst_port;
+    bit<24> entropy;      // RoCEv2 BTH destination QP, else 0
+}
+
 // Controller packet I/O on the CPU port.
 @controller_header("packet_in")
 header packet_in_t {
@@ -190,13 +175,11 @@ struct headers_t {
     tcp_t tcp;
     int_shim_t int_shim;
     int_md_t int_md;
-    int_node_id_t int_node_id;
-    int_l1_ports_t int_l1_ports;
-    int_hop_latency_t int_hop_latency;
-    int_queue_t int_queue;
-    int_egress_ts_t int_egress_ts;
-    int_word_t[INT_MAX_STACK_WORDS] int_stack;
+    int_hop_t int_local;
+    int_hop_t[INT_MAX_STACK_HOPS] int_hops;
     bth_t bth;
+    // Parsed, never emitted.
+    flow_key_t flow_key;
 }
 
 #endif

@@ -18,7 +18,8 @@
 // queue, egress timestamp x2).
 #define INT_MAX_HOPS 5
 #define INT_HOP_WORDS 6
-// Words a received stack may hold before this hop adds its own.
+// Hops (and words) a received stack may hold before this hop adds its own.
+#define INT_MAX_STACK_HOPS 4
 #define INT_MAX_STACK_WORDS 24
 
 #endif

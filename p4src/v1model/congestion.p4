@@ -10,6 +10,8 @@
 
 #include "metadata.p4"
 
+#define QUEUE_DEPTH ((bit<32>)standard_metadata.deq_qdepth)
+
 control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
     register<bit<32>>(PORT_COUNT) port_max_depth;
     register<bit<8>>(PORT_COUNT) port_congested;
@@ -17,54 +19,58 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
     register<bit<32>>(1) digest_seq;
     counter(PORT_COUNT, CounterType.packets) ecn_marks;
 
+    // In an action of its own (a table's), so that p4c keeps the index in
+    // its field instead of recomputing it into a temporary at every use.
+    @hidden
+    action set_port_index() {
+        meta.port_index = (bit<32>)standard_metadata.egress_port;
+    }
+
+    @hidden
+    table port_index {
+        actions = {
+            set_port_index;
+        }
+        const default_action = set_port_index();
+    }
+
     apply {
-        bit<32> port = (bit<32>)standard_metadata.egress_port;
-        bit<32> depth = (bit<32>)standard_metadata.deq_qdepth;
-
-        bit<32> max_depth;
-        port_max_depth.read(max_depth, port);
-        if (depth > max_depth) {
-            port_max_depth.write(port, depth);
+        port_index.apply();
+        port_max_depth.read(meta.scratch_a, meta.port_index);
+        if (QUEUE_DEPTH > meta.scratch_a) {
+            port_max_depth.write(meta.port_index, QUEUE_DEPTH);
         }
 
-        if (meta.ecn_threshold != 0 && hdr.ipv4.isValid() && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)
-                && depth >= meta.ecn_threshold) {
+        if (PORT_ECN_THRESHOLD(meta) != 0 && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)
+                && QUEUE_DEPTH >= PORT_ECN_THRESHOLD(meta)) {
+            // A Telemetry Report shows the packet as this hop received it.
+            meta.ecn_received = 1w1 ++ hdr.ipv4.ecn;
             hdr.ipv4.ecn = 3;
-            ecn_marks.count(port);
+            ecn_marks.count(meta.port_index);
         }
 
-        if (meta.queue_high == 0) {
+        if (PORT_QUEUE_HIGH(meta) == 0) {
             return;
         }
-        bit<8> congested;
-        port_congested.read(congested, port);
-        bit<8> next = congested;
-        if (congested == 0 && depth >= meta.queue_high) {
-            next = 1;
-        } else if (congested == 1 && depth <= meta.queue_low) {
-            next = 0;
-        }
-        if (next == congested) {
+        port_congested.read(meta.scratch_8, meta.port_index);
+        // Crossing up from 0 or down from 1: the state flips.
+        if (!(meta.scratch_8 == 0 && QUEUE_DEPTH >= PORT_QUEUE_HIGH(meta))
+                && !(meta.scratch_8 == 1 && QUEUE_DEPTH <= PORT_QUEUE_LOW(meta))) {
             return;
         }
+        bit<8> next = meta.scratch_8 ^ 1;   // scratch_8: the port's state
         bit<48> now = standard_metadata.egress_global_timestamp;
-        bit<48> last;
-        port_last_digest.read(last, port);
-        if (last != 0 && now - last < meta.digest_interval) {
+        port_last_digest.read(meta.scratch_time, meta.port_index);
+        if (meta.scratch_time != 0 && now - meta.scratch_time < CFG_DIGEST_INTERVAL(meta)) {
             return;
         }
-        bit<32> seq;
-        digest_seq.read(seq, 0);
-        digest_seq.write(0, seq + 1);
-        port_congested.write(port, next);
-        port_last_digest.write(port, now);
+        digest_seq.read(meta.scratch_b, 0);
+        digest_seq.write(0, meta.scratch_b + 1);
+        port_congested.write(meta.port_index, next);
+        port_last_digest.write(meta.port_index, now);
         meta.copy_kind = COPY_DIGEST;
-        meta.copy_switch_id = meta.switch_id;
-        meta.digest_port = (bit<16>)standard_metadata.egress_port;
-        meta.digest_depth = depth;
-        meta.digest_time = now;
-        meta.digest_seq = seq;
-        meta.digest_congested = next;
+        meta.digest_data = CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.egress_port ++ QUEUE_DEPTH
+            ++ now ++ meta.scratch_b ++ next;
         clone_preserving_field_list(CloneType.E2E, DIGEST_SESSION, FL_DIGEST);
     }
 }

@@ -14,9 +14,7 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
     ReportBuilder() report_builder;
 
     action configure_egress(bit<48> digest_interval_us, bit<48> report_period_us, bit<8> latency_shift) {
-        meta.digest_interval = digest_interval_us;
-        meta.report_period = report_period_us;
-        meta.latency_shift = latency_shift;
+        meta.egress_cfg = digest_interval_us ++ report_period_us ++ latency_shift;
     }
 
     table egress_config {
@@ -28,11 +26,7 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
     }
 
     action set_port(bit<1> edge, bit<16> mtu, bit<32> queue_high, bit<32> queue_low, bit<32> ecn_threshold) {
-        meta.egress_edge = edge;
-        meta.egress_mtu = mtu;
-        meta.queue_high = queue_high;
-        meta.queue_low = queue_low;
-        meta.ecn_threshold = ecn_threshold;
+        meta.port_cfg = edge ++ mtu ++ queue_high ++ queue_low ++ ecn_threshold;
     }
 
     // Per egress port: host-facing or not, IP MTU, and queue thresholds

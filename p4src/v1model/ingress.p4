@@ -14,8 +14,7 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
     // Switch-wide settings: the default action of a keyless table, which the
     // controller rewrites. Defaults suit BMv2 (timestamps in microseconds).
     action configure(bit<32> switch_id, bit<48> flowlet_timeout_us) {
-        meta.switch_id = switch_id;
-        meta.flowlet_timeout = flowlet_timeout_us;
+        meta.config = switch_id ++ flowlet_timeout_us;
     }
 
     table config {
@@ -26,8 +25,8 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
         default_action = configure(0, 50000);
     }
 
+    // A hit is all that matters (see apply).
     action set_edge() {
-        meta.ingress_edge = 1;
     }
 
     // Host-facing ports: where INT sources instrument traffic.
@@ -44,8 +43,7 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
     }
 
     action int_source(bit<8> max_hops) {
-        meta.int_source = 1;
-        meta.int_max_hops = max_hops;
+        meta.int_source = 1w1 ++ max_hops;
     }
 
     // Flows to instrument with INT-MD at the source leaf (UDP only).
@@ -53,7 +51,7 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
         key = {
             hdr.ipv4.src_addr: ternary @name("src_addr");
             hdr.ipv4.dst_addr: ternary @name("dst_addr");
-            meta.l4_dst_port: ternary @name("l4_dst_port");
+            hdr.flow_key.l4_dst_port: ternary @name("l4_dst_port");
         }
         actions = {
             int_source;
@@ -64,7 +62,7 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
     }
 
     action drop(bit<8> reason) {
-        meta.drop_reason = reason;
+        meta.drop_reason = (bit<32>)reason;
         mark_to_drop(standard_metadata);
     }
 
@@ -78,8 +76,9 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
 
     apply {
         if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_RECIRC && meta.copy_kind == COPY_DIGEST) {
-            digest<queue_digest_t>(DIGEST_QUEUE, { meta.copy_switch_id, meta.digest_port, meta.digest_depth,
-                                                  meta.digest_time, meta.digest_seq, meta.digest_congested });
+            digest<queue_digest_t>(DIGEST_QUEUE, { meta.digest_data[167:136], meta.digest_data[135:120],
+                                                  meta.digest_data[119:88], meta.digest_data[87:40],
+                                                  meta.digest_data[39:8], meta.digest_data[7:0] });
             mark_to_drop(standard_metadata);
             return;
         }
@@ -90,7 +89,7 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
         }
         if (standard_metadata.parser_error != error.NoError) {
             if (standard_metadata.parser_error == error.IntUnsupported
-                    || standard_metadata.parser_error == error.IntStackTooDeep) {
+                    || standard_metadata.parser_error == error.IntStackMalformed) {
                 drop(DROP_INT_MALFORMED);
             } else if (standard_metadata.parser_error == error.IPv4IncorrectVersion
                     || standard_metadata.parser_error == error.IPv4OptionsNotSupported) {
@@ -106,20 +105,16 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
             drop(DROP_UNSUPPORTED);
         } else {
             config.apply();
-            ingress_port_role.apply();
-            hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,
-                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, meta.l4_src_port,
-                   meta.l4_dst_port, meta.entropy }, 32w0xffffffff);
-            hash(meta.flow_sig, HashAlgorithm.crc16, 16w0,
-                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, meta.l4_src_port,
-                   meta.l4_dst_port, meta.entropy }, 32w0xffff);
-            if (meta.ingress_edge == 1 && hdr.udp.isValid() && !hdr.int_shim.isValid()) {
-                int_watchlist.apply();
+            // Only UDP from a host-facing port can become an INT source.
+            if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
+                if (ingress_port_role.apply().hit) {
+                    int_watchlist.apply();
+                }
             }
             routing.apply(hdr, meta, standard_metadata);
         }
         if (meta.drop_reason != DROP_NONE) {
-            drop_reasons.count((bit<32>)meta.drop_reason);
+            drop_reasons.count(meta.drop_reason);
         }
     }
 }

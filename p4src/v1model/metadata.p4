@@ -34,94 +34,71 @@ struct queue_digest_t {
     bit<8> congested;
 }
 
+// BMv2 resets every metadata field of every packet, and every field write
+// is a bignum operation, so the cost of this struct is per field, not per
+// bit: settings that an action writes together are kept in one wide field
+// (one write) and read back through the slices below, and locals that would
+// become one temporary per use are kept here once.
 struct metadata_t {
-    bit<8> drop_reason;
-    // Switch configuration (the `config` table's default action).
-    bit<32> switch_id;
-    bit<48> flowlet_timeout;
-    bit<48> digest_interval;
-    bit<48> report_period;
-    bit<8> latency_shift;
-    // Flow identity and entropy.
-    bit<16> l4_src_port;
-    bit<16> l4_dst_port;
-    bit<24> entropy;
-    bit<32> flow_hash;
-    bit<16> flow_sig;
+    bit<32> drop_reason;  // a counter index
+    // `config`: switch_id ++ flowlet_timeout_us.
+    bit<80> config;
+    // Flow identity (the key itself is hdr.flow_key).
+    bit<32> flow_hash;    // crc32: slot in the low bits, signature in the high 16
+    bit<32> flow_slot;    // flow_hash mod FLOWLET_SLOTS (register index)
     // Routing and flowlets.
     bit<16> group_id;
     bit<16> nhop_id;
     bit<16> flowlet_id;
-    bit<1> routed;
     bit<1> new_flowlet;
-    // Edge ports and INT roles.
-    bit<1> ingress_edge;
-    bit<1> egress_edge;
-    bit<16> egress_mtu;
-    bit<1> int_source;
-    bit<8> int_max_hops;
-    // Egress thresholds.
-    bit<32> queue_high;
-    bit<32> queue_low;
-    bit<32> ecn_threshold;
+    // INT source: 1 ++ max_hops when the watchlist matched.
+    bit<9> int_source;
+    // `egress_config`: digest_interval_us ++ report_period_us ++ latency_shift.
+    bit<104> egress_cfg;
+    // `egress_port_config`: edge ++ mtu ++ queue_high ++ queue_low ++ ecn_threshold.
+    bit<113> port_cfg;
+    bit<32> port_index;   // egress port, as a register index
+    // 1 ++ the ECN field as received, when this hop marks CE.
+    bit<3> ecn_received;
+    // Register reads and intermediate values, shared by the controls in
+    // turn instead of one field per local variable (see above).
+    bit<48> scratch_time;
+    bit<32> scratch_a;
+    bit<32> scratch_b;
+    bit<16> scratch_16;
+    bit<8> scratch_8;
     // Preserved into egress clone copies.
     @field_list(FL_REPORT, FL_DIGEST)
     bit<8> copy_kind;
-    @field_list(FL_REPORT, FL_DIGEST)
-    bit<32> copy_switch_id;
-    // Digest copy contents (also preserved through recirculation).
+    // Digest copy: switch_id ++ port ++ depth ++ timestamp ++ seq ++ congested.
     @field_list(FL_DIGEST)
-    bit<16> digest_port;
-    @field_list(FL_DIGEST)
-    bit<32> digest_depth;
-    @field_list(FL_DIGEST)
-    bit<48> digest_time;
-    @field_list(FL_DIGEST)
-    bit<32> digest_seq;
-    @field_list(FL_DIGEST)
-    bit<8> digest_congested;
-    // Report copy contents: the sink's own metadata ...
+    bit<168> digest_data;
+    // Report copy: the sink's own metadata (switch_id ++ ingress port ++
+    // egress port ++ hop latency ++ occupancy ++ egress ts ++ congested) ...
     @field_list(FL_REPORT)
-    bit<16> rep_ingress_port;
+    bit<185> rep_sink;
+    // ... the INT headers as the sink received them (shim length ++
+    // original DSCP ++ ECN ++ the 96-bit INT-MD header; the hops) ...
     @field_list(FL_REPORT)
-    bit<16> rep_egress_port;
+    bit<112> rep_int;
     @field_list(FL_REPORT)
-    bit<32> rep_hop_latency;
+    bit<768> rep_hops;
+    // ... and where to send it (`report_config`: src_mac ++ dst_mac ++
+    // src_ip ++ dst_ip ++ dst_port).
     @field_list(FL_REPORT)
-    bit<24> rep_occupancy;
-    @field_list(FL_REPORT)
-    bit<64> rep_egress_ts;
-    @field_list(FL_REPORT)
-    bit<1> rep_congested;
-    // ... the INT headers as the sink received them ...
-    @field_list(FL_REPORT)
-    bit<8> rep_shim_len;
-    @field_list(FL_REPORT)
-    bit<6> rep_original_dscp;
-    @field_list(FL_REPORT)
-    bit<32> rep_md0;
-    @field_list(FL_REPORT)
-    bit<32> rep_md1;
-    @field_list(FL_REPORT)
-    bit<32> rep_md2;
-    @field_list(FL_REPORT)
-    bit<8> rep_words;
-#define REPORT_WORD(i) @field_list(FL_REPORT) bit<32> rep_w##i;
-    REPORT_WORD(0) REPORT_WORD(1) REPORT_WORD(2) REPORT_WORD(3) REPORT_WORD(4) REPORT_WORD(5)
-    REPORT_WORD(6) REPORT_WORD(7) REPORT_WORD(8) REPORT_WORD(9) REPORT_WORD(10) REPORT_WORD(11)
-    REPORT_WORD(12) REPORT_WORD(13) REPORT_WORD(14) REPORT_WORD(15) REPORT_WORD(16) REPORT_WORD(17)
-    REPORT_WORD(18) REPORT_WORD(19) REPORT_WORD(20) REPORT_WORD(21) REPORT_WORD(22) REPORT_WORD(23)
-    // ... and where to send the report.
-    @field_list(FL_REPORT)
-    bit<48> rep_src_mac;
-    @field_list(FL_REPORT)
-    bit<48> rep_dst_mac;
-    @field_list(FL_REPORT)
-    bit<32> rep_src_ip;
-    @field_list(FL_REPORT)
-    bit<32> rep_dst_ip;
-    @field_list(FL_REPORT)
-    bit<16> rep_dst_port;
+    bit<176> rep_encap;
 }
+
+#define CFG_SWITCH_ID(m) m.config[79:48]
+#define CFG_FLOWLET_TIMEOUT(m) m.config[47:0]
+#define CFG_DIGEST_INTERVAL(m) m.egress_cfg[103:56]
+#define CFG_REPORT_PERIOD(m) m.egress_cfg[55:8]
+#define CFG_LATENCY_SHIFT(m) m.egress_cfg[7:0]
+#define PORT_EDGE(m) m.port_cfg[112:112]
+#define PORT_MTU(m) m.port_cfg[111:96]
+#define PORT_QUEUE_HIGH(m) m.port_cfg[95:64]
+#define PORT_QUEUE_LOW(m) m.port_cfg[63:32]
+#define PORT_ECN_THRESHOLD(m) m.port_cfg[31:0]
+#define REP_DST_IP(m) m.rep_encap[47:16]
 
 #endif

@@ -8,13 +8,11 @@ error {
     IPv4IncorrectVersion,
     IPv4OptionsNotSupported,
     IntUnsupported,
-    IntStackTooDeep
+    IntStackMalformed
 }
 
 parser MetaroceParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
                       inout standard_metadata_t standard_metadata) {
-    bit<8> int_words_left = 0;
-
     state start {
         transition select(standard_metadata.ingress_port) {
             CPU_PORT: parse_packet_out;
@@ -35,56 +33,104 @@ parser MetaroceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
         }
     }
 
+    // Checks are select transitions rather than verify(): on BMv2 each
+    // verify() costs a temporary field and two operations per packet.
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        verify(hdr.ipv4.version == 4, error.IPv4IncorrectVersion);
-        verify(hdr.ipv4.ihl == 5, error.IPv4OptionsNotSupported);
-        transition select(hdr.ipv4.protocol) {
-            IP_PROTO_UDP: parse_udp;
-            IP_PROTO_TCP: parse_tcp;
-            default: accept;
+        hdr.flow_key.setValid();
+        hdr.flow_key.src_addr = hdr.ipv4.src_addr;
+        hdr.flow_key.dst_addr = hdr.ipv4.dst_addr;
+        hdr.flow_key.protocol = hdr.ipv4.protocol;
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (4, 5, IP_PROTO_UDP): parse_udp;
+            (4, 5, IP_PROTO_TCP): parse_tcp;
+            (4, 5, _): no_l4_ports;
+            (4, _, _): ipv4_options;
+            default: ipv4_bad_version;
         }
+    }
+
+    state no_l4_ports {
+        hdr.flow_key.l4_src_port = 0;
+        hdr.flow_key.l4_dst_port = 0;
+        hdr.flow_key.entropy = 0;
+        transition accept;
+    }
+
+    state ipv4_options {
+        verify(false, error.IPv4OptionsNotSupported);
+        transition accept;
+    }
+
+    state ipv4_bad_version {
+        verify(false, error.IPv4IncorrectVersion);
+        transition accept;
     }
 
     state parse_tcp {
         packet.extract(hdr.tcp);
-        meta.l4_src_port = hdr.tcp.src_port;
-        meta.l4_dst_port = hdr.tcp.dst_port;
+        hdr.flow_key.l4_src_port = hdr.tcp.src_port;
+        hdr.flow_key.l4_dst_port = hdr.tcp.dst_port;
+        hdr.flow_key.entropy = 0;
         transition accept;
     }
 
     state parse_udp {
         packet.extract(hdr.udp);
-        meta.l4_src_port = hdr.udp.src_port;
-        meta.l4_dst_port = hdr.udp.dst_port;
-        transition select(hdr.ipv4.dscp & INT_DSCP_BIT, hdr.udp.dst_port) {
-            (INT_DSCP_BIT, _): parse_int_shim;
+        hdr.flow_key.l4_src_port = hdr.udp.src_port;
+        hdr.flow_key.l4_dst_port = hdr.udp.dst_port;
+        hdr.flow_key.entropy = 0;
+        transition select(hdr.ipv4.dscp, hdr.udp.dst_port) {
+            (INT_DSCP_BIT &&& INT_DSCP_BIT, _): parse_int_shim;
             (_, UDP_PORT_ROCEV2): parse_bth;
             default: accept;
         }
     }
 
+    // The shim length counts the 3 words of INT-MD and the stack, which
+    // must hold whole hops of HOP_ML words, at most INT_MAX_STACK_HOPS.
     state parse_int_shim {
         packet.extract(hdr.int_shim);
-        verify(hdr.int_shim.int_type == INT_TYPE_MD, error.IntUnsupported);
-        verify(hdr.int_shim.len >= 3, error.IntUnsupported);
         packet.extract(hdr.int_md);
-        verify(hdr.int_md.version == INT_VERSION, error.IntUnsupported);
-        int_words_left = hdr.int_shim.len - 3;
-        verify(int_words_left <= INT_MAX_STACK_WORDS, error.IntStackTooDeep);
-        transition select(int_words_left) {
-            0: parse_after_int;
-            default: parse_int_word;
+        transition select(hdr.int_shim.int_type, hdr.int_md.version, hdr.int_shim.len) {
+            (INT_TYPE_MD, INT_VERSION, 3): parse_after_int;
+            (INT_TYPE_MD, INT_VERSION, 9): parse_int_hops_1;
+            (INT_TYPE_MD, INT_VERSION, 15): parse_int_hops_2;
+            (INT_TYPE_MD, INT_VERSION, 21): parse_int_hops_3;
+            (INT_TYPE_MD, INT_VERSION, 27): parse_int_hops_4;
+            (INT_TYPE_MD, INT_VERSION, _): int_stack_malformed;
+            default: int_unsupported;
         }
     }
 
-    state parse_int_word {
-        packet.extract(hdr.int_stack.next);
-        int_words_left = int_words_left - 1;
-        transition select(int_words_left) {
-            0: parse_after_int;
-            default: parse_int_word;
-        }
+    state int_unsupported {
+        verify(false, error.IntUnsupported);
+        transition accept;
+    }
+
+    state int_stack_malformed {
+        verify(false, error.IntStackMalformed);
+        transition accept;
+    }
+
+    state parse_int_hops_4 {
+        packet.extract(hdr.int_hops.next);
+        transition parse_int_hops_3;
+    }
+
+    state parse_int_hops_3 {
+        packet.extract(hdr.int_hops.next);
+        transition parse_int_hops_2;
+    }
+
+    state parse_int_hops_2 {
+        packet.extract(hdr.int_hops.next);
+        transition parse_int_hops_1;
+    }
+
+    state parse_int_hops_1 {
+        packet.extract(hdr.int_hops.next);
+        transition parse_after_int;
     }
 
     state parse_after_int {
@@ -96,7 +142,7 @@ parser MetaroceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
 
     state parse_bth {
         packet.extract(hdr.bth);
-        meta.entropy = hdr.bth.dest_qp;
+        hdr.flow_key.entropy = hdr.bth.dest_qp;
         transition accept;
     }
 }
@@ -142,12 +188,8 @@ control MetaroceDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.tcp);
         packet.emit(hdr.int_shim);
         packet.emit(hdr.int_md);
-        packet.emit(hdr.int_node_id);
-        packet.emit(hdr.int_l1_ports);
-        packet.emit(hdr.int_hop_latency);
-        packet.emit(hdr.int_queue);
-        packet.emit(hdr.int_egress_ts);
-        packet.emit(hdr.int_stack);
+        packet.emit(hdr.int_local);
+        packet.emit(hdr.int_hops);
         packet.emit(hdr.bth);
     }
 }

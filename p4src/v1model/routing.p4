@@ -20,24 +20,34 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
     counter(PORT_COUNT, CounterType.packets) new_flowlets;
     action_selector(HashAlgorithm.crc16, GROUP_SELECTOR_SIZE, GROUP_SELECTOR_HASH_BITS) nhop_selector;
 
-    bit<16> pinned_nhop = 0;
-    bit<16> pinned_port = 0;
-    bit<1> pinned_port_down = 0;
 
     action drop(bit<8> reason) {
-        meta.drop_reason = reason;
+        meta.drop_reason = (bit<32>)reason;
         mark_to_drop(standard_metadata);
+    }
+
+    // In an action of its own (a table's), so that p4c keeps the slot in
+    // its field instead of recomputing it into a temporary at every use.
+    @hidden
+    action set_flow_slot() {
+        meta.flow_slot = meta.flow_hash & (FLOWLET_SLOTS - 1);
+    }
+
+    @hidden
+    table flow_slot {
+        actions = {
+            set_flow_slot;
+        }
+        const default_action = set_flow_slot();
     }
 
     action set_group(bit<16> group_id) {
         meta.group_id = group_id;
-        meta.routed = 1;
     }
 
     // Directly attached hosts: no group, no flowlet.
     action set_nhop(bit<16> nhop_id) {
         meta.nhop_id = nhop_id;
-        meta.routed = 1;
     }
 
     table ipv4_lpm {
@@ -63,9 +73,9 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
             hdr.ipv4.src_addr: selector @name("src_addr");
             hdr.ipv4.dst_addr: selector @name("dst_addr");
             hdr.ipv4.protocol: selector @name("protocol");
-            meta.l4_src_port: selector @name("l4_src_port");
-            meta.l4_dst_port: selector @name("l4_dst_port");
-            meta.entropy: selector @name("dest_qp");
+            hdr.flow_key.l4_src_port: selector @name("l4_src_port");
+            hdr.flow_key.l4_dst_port: selector @name("l4_dst_port");
+            hdr.flow_key.entropy: selector @name("dest_qp");
             meta.flowlet_id: selector @name("flowlet_id");
         }
         actions = {
@@ -75,14 +85,14 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         size = GROUP_SELECTOR_SIZE;
     }
 
+    // A hit is all that matters (see apply).
     action mark_port_down() {
-        pinned_port_down = 1;
     }
 
     // Ports the controller has taken out of service.
     table port_down {
         key = {
-            pinned_port: exact @name("port");
+            meta.scratch_16: exact @name("port");  // the flowlet's pinned port
         }
         actions = {
             mark_port_down;
@@ -118,34 +128,45 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         if (!ipv4_lpm.apply().hit) {
             return;
         }
+        // The flow hash serves flowlets and the INT sink's report sampling;
+        // packets routed straight to a next hop without INT skip it.
+        if (meta.group_id != 0 || hdr.int_md.isValid()) {
+            // One hash: its low bits index the flowlet slot, its high 16
+            // bits are the slot's signature.
+            hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, hdr.flow_key, 32w0xffffffff);
+            flow_slot.apply();
+        }
         if (meta.group_id != 0) {
-            bit<32> slot = meta.flow_hash & (FLOWLET_SLOTS - 1);
-            bit<16> sig;
-            bit<48> last_seen;
-            flowlet_sig.read(sig, slot);
-            flowlet_last_seen.read(last_seen, slot);
-            flowlet_nhop.read(pinned_nhop, slot);
-            flowlet_port.read(pinned_port, slot);
-            flowlet_id.read(meta.flowlet_id, slot);
-            port_down.apply();
             bit<48> now = standard_metadata.ingress_global_timestamp;
-            if (sig != meta.flow_sig || now - last_seen > meta.flowlet_timeout || pinned_port_down == 1) {
+            // scratch_16: the slot's signature, then its pinned port.
+            flowlet_sig.read(meta.scratch_16, meta.flow_slot);
+            flowlet_last_seen.read(meta.scratch_time, meta.flow_slot);
+            // Same flow (signature), within the timeout and its port in
+            // service: the flowlet goes on. Otherwise a new one starts.
+            if (meta.scratch_16 == meta.flow_hash[31:16] && now - meta.scratch_time <= CFG_FLOWLET_TIMEOUT(meta)) {
+                flowlet_port.read(meta.scratch_16, meta.flow_slot);
+                if (port_down.apply().hit) {
+                    meta.new_flowlet = 1;
+                } else {
+                    flowlet_nhop.read(meta.nhop_id, meta.flow_slot);
+                }
+            } else {
                 meta.new_flowlet = 1;
+            }
+            if (meta.new_flowlet == 1) {
+                flowlet_id.read(meta.flowlet_id, meta.flow_slot);
                 meta.flowlet_id = meta.flowlet_id + 1;
                 nhop_group.apply();
-                flowlet_sig.write(slot, meta.flow_sig);
-                flowlet_nhop.write(slot, meta.nhop_id);
-                flowlet_id.write(slot, meta.flowlet_id);
-            } else {
-                meta.nhop_id = pinned_nhop;
+                flowlet_sig.write(meta.flow_slot, meta.flow_hash[31:16]);
+                flowlet_nhop.write(meta.flow_slot, meta.nhop_id);
+                flowlet_id.write(meta.flow_slot, meta.flowlet_id);
             }
-            flowlet_last_seen.write(slot, now);
+            flowlet_last_seen.write(meta.flow_slot, now);
         }
         if (nhop.apply().hit) {
             hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
             if (meta.new_flowlet == 1) {
-                bit<32> slot = meta.flow_hash & (FLOWLET_SLOTS - 1);
-                flowlet_port.write(slot, (bit<16>)standard_metadata.egress_spec);
+                flowlet_port.write(meta.flow_slot, (bit<16>)standard_metadata.egress_spec);
                 new_flowlets.count((bit<32>)standard_metadata.egress_spec);
             }
         }
