@@ -161,6 +161,8 @@ fn write_port(root: &Path, port: &str, netdev: &str, v4_gid: &str) -> io::Result
         set(root, &format!("{port}/gid_attrs/types/{i}"), kind)?;
         set(root, &format!("{port}/gid_attrs/ndevs/{i}"), netdev)?;
     }
+    // An empty slot: zeros, and no readable attributes (the kernel refuses them).
+    set(root, &format!("{port}/gids/4"), "0000:0000:0000:0000:0000:0000:0000:0000")?;
     Ok(())
 }
 

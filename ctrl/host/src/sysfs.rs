@@ -79,6 +79,11 @@ impl Sysfs {
             .filter_map(|n| {
                 let index: u32 = n.parse().ok()?;
                 let gid = read_text(&dir.join("gids").join(n)).ok()?;
+                // Empty slots read as all zeros; skip their attribute files
+                // (mlx5 has 256 slots per port, read on every poll).
+                if !gid.chars().any(|c| c != '0' && c != ':') {
+                    return None;
+                }
                 let kind = read_text(&dir.join("gid_attrs/types").join(n)).ok()?;
                 let netdev = read_text(&dir.join("gid_attrs/ndevs").join(n)).ok().filter(|s| !s.is_empty());
                 Some(Gid { index, gid, kind, netdev })

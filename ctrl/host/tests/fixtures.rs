@@ -31,6 +31,8 @@ fn reads_mlx5_and_rxe_fixtures() {
     assert!(s.ports.iter().all(|p| p.active()));
     let netdevs: Vec<_> = s.ports.iter().map(|p| p.netdev.clone().unwrap_or_default()).collect();
     assert_eq!(netdevs, vec![MLX5_NETDEV, RXE_NETDEV]);
+    let slots: Vec<u32> = s.ports[0].gids.iter().map(|g| g.index).collect();
+    assert_eq!(slots, vec![0, 1, 2, 3], "the empty slot 4 is skipped");
     let count =
         |dev: &str, src: Source| s.counters.keys().filter(|k| k.device == dev && k.source == src).count();
     assert_eq!(count(MLX5, Source::IbCounters), MLX5_COUNTERS.len());
