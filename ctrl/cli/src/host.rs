@@ -175,10 +175,19 @@ fn export(a: ExportArgs) -> anyhow::Result<Exit> {
     }
     let cfg = exporter::ExportConfig { listen: a.listen, interval: a.interval };
     eprintln!("metaroce host export: http://{}/metrics every {:?}; Ctrl-C stops", a.listen, a.interval);
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
+    let rt = runtime()?;
+    // Ctrl-C, or SIGTERM from systemd or a container runtime, stops it cleanly.
+    let mut term = rt
+        .block_on(async { tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) })
+        .context("cannot watch for SIGTERM")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("stopping the exporter");
     };
-    runtime()?.block_on(exporter::run(cfg, collector, shutdown)).context("the exporter stopped")?;
+    rt.block_on(exporter::run(cfg, collector, shutdown)).context("the exporter stopped")?;
     Ok(Exit::Ok)
 }
 
