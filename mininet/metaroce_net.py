@@ -505,9 +505,9 @@ def parse_args(argv):
                f"{RATE_FRAME}-byte frames, depth = buffer / {FRAME} bytes.\n\n" + __doc__.split("\n\n")[-1])
     ap.add_argument("topo", nargs="?", help="topology YAML (e.g. topologies/mininet-2x2.yaml)")
     ap.add_argument("--cleanup", action="store_true", help="remove leftovers of earlier runs and exit")
-    ap.add_argument("--prefix", default="mr",
+    ap.add_argument("--prefix",
                     help="name prefix of this fabric's interfaces (PREFIX<device>p<port>) and state; "
-                         "default mr")
+                         "default mr. With --cleanup: only this fabric (default: every fabric)")
     ap.add_argument("--scale", default="auto", help="time dilation factor S, or 'auto' (default)")
     ap.add_argument("--no-controller", action="store_true",
                     help="do not start the controller; install static ECMP routes over Thrift instead")
@@ -537,6 +537,8 @@ def parse_args(argv):
             ap.error(f"--scale must be a positive number or 'auto', not {args.scale!r}")
     if not args.cleanup and not args.topo:
         ap.error("a topology YAML is needed (or --cleanup)")
+    args.cleanup_all = args.cleanup and args.prefix is None
+    args.prefix = args.prefix or "mr"
     if not args.prefix.isalpha() or len(args.prefix) > 4:
         ap.error("--prefix must be 1-4 letters")
     return args
@@ -570,7 +572,7 @@ def main(argv=None):
     if args.cleanup:
         if os.geteuid() != 0:
             raise Fail(3, "--cleanup needs root")
-        prefixes = set(all_prefixes()) | {args.prefix}
+        prefixes = (set(all_prefixes()) | {args.prefix}) if args.cleanup_all else {args.prefix}
         for p in sorted(prefixes):
             cleanup(p)
         log("cleanup: nothing left (" + ", ".join(sorted(prefixes)) + ")")
