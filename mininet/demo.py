@@ -91,20 +91,21 @@ def scenario(topo):
     return a, pairs, uplinks
 
 
-def run_mode(mode, args, topo, out):
+def run_mode(mode, args, topo, out, name=None):
+    name = name or mode
     leaf, pairs, uplinks = scenario(topo)
     listen = args.listen
-    ready = os.path.join(out, f"{mode}.ready")
+    ready = os.path.join(out, f"{name}.ready")
     if os.path.exists(ready):
         os.remove(ready)
-    log = open(os.path.join(out, f"{mode}-launcher.log"), "w")
+    log = open(os.path.join(out, f"{name}-launcher.log"), "w")
     cmd = [PY, os.path.join(HERE, "metaroce_net.py"), topo.path, "--prefix", PREFIX, "--no-cli",
            "--ready-file", ready, "--scale", args.scale]
     if mode == "static":
         cmd += ["--no-controller"]
     else:
         cmd += ["--mode", mode, "--controller-bin", args.controller_bin, "--listen", listen,
-                "--events", os.path.join(out, f"{mode}-events.jsonl")]
+                "--events", os.path.join(out, f"{name}-events.jsonl")]
     print(f"mininet-demo: {mode}: starting the fabric" + ("" if mode == "static" else " and the controller"), flush=True)
     launcher = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -128,7 +129,7 @@ def run_mode(mode, args, topo, out):
                        f"see /tmp/metaroce-mn/{PREFIX}/controller.log")
             time.sleep(0.5)
         time.sleep(args.settle)
-        flows_out = os.path.join(out, f"{mode}-traffic.json")
+        flows_out = os.path.join(out, f"{name}-traffic.json")
         tcmd = [PY, os.path.join(HERE, "traffic.py"), "pairs", "--prefix", PREFIX, "--qps", str(args.qps),
                 "--qp-base", str(args.qp_base), "--rate", args.rate, "--time", str(args.time), "-o", flows_out]
         for s, d in pairs:
@@ -176,9 +177,9 @@ def run_mode(mode, args, topo, out):
             m = re.search(r"=\s*(\d+)", text)
             regmax[p] = int(m.group(1)) if m else 0
         result = {"mode": mode, "leaf": leaf.name, "uplinks": uplinks, "samples": samples,
-                  "events_file": os.path.join(out, f"{mode}-events.jsonl"),
+                  "events_file": os.path.join(out, f"{name}-events.jsonl"),
                   "traffic": json.load(open(flows_out)), "api": extra, "register_max_depth": regmax}
-        with open(os.path.join(out, f"{mode}.json"), "w") as f:
+        with open(os.path.join(out, f"{name}.json"), "w") as f:
             json.dump(result, f, indent=1)
         return result
     finally:
@@ -268,6 +269,12 @@ def worst_split(samples, uplinks, window=2):
     return worst
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if xs else 0.0
+
+
 def table(results):
     rows = [("throughput (Mbit/s)", "throughput_mbps", "{:.2f}"), ("slowest flow (Mbit/s)", "min_flow_mbps", "{:.2f}"),
             ("loss (%)", "loss_pct", "{:.1f}"), ("max queue depth (pkt)", "max_queue_pkts", "{:.0f}"),
@@ -276,8 +283,14 @@ def table(results):
             ("worst INT hop, mean (ms)", "worst_hop_ms", "{:.1f}"),
             ("reroutes decided", "reroutes_decided", "{:.0f}"),
             ("group rewrites applied", "group_rewrites", "{:.0f}")]
-    modes = [r["mode"] for r in results]
-    sums = [summarize(r) for r in results]
+    modes = list(dict.fromkeys(r["mode"] for r in results))
+    runs = {m: [summarize(r) for r in results if r["mode"] == m] for m in modes}
+    sums = []
+    for m in modes:  # the median of each figure over the runs of a mode
+        one = {k: median([x[k] for x in runs[m]]) for k in runs[m][0] if k != "uplink_share"}
+        one["uplink_share"] = {p: median([x["uplink_share"][p] for x in runs[m]]) for p in runs[m][0]["uplink_share"]}
+        one["runs"] = len(runs[m])
+        sums.append(one)
     lines = [f"{'':24}" + "".join(f"{m:>12}" for m in modes)]
     for label, key, fmt in rows:
         lines.append(f"{label:24}" + "".join(f"{fmt.format(s[key]):>12}" for s in sums))
@@ -336,6 +349,8 @@ def main():
     ap.add_argument("--settle", type=float, default=3, help="seconds between controller ready and traffic")
     ap.add_argument("--listen", default="127.0.0.1:9180")
     ap.add_argument("--scale", default="auto", help="the launcher's --scale")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run the modes alternately N times; the table shows medians")
     ap.add_argument("--static-only", action="store_true",
                     help="only a baseline on static ECMP without the controller (checks the testbed; "
                          "no digests, INT or reroutes)")
@@ -353,18 +368,24 @@ def main():
     except (OSError, topo_yaml.TopoError) as e:
         die(1, str(e))
     os.makedirs(args.out, exist_ok=True)
-    results = [run_mode(m.strip(), args, topo, args.out) for m in args.modes.split(",") if m.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    results = []
+    for i in range(args.repeat):  # alternate the modes, so slow drifts of the machine hit both
+        for m in modes:
+            results.append(run_mode(m, args, topo, args.out, m if args.repeat == 1 else f"{m}-{i + 1}"))
     text, sums = table(results)
-    for r in results:
+    if args.repeat > 1:
+        text = f"(medians over {args.repeat} runs per mode)\n" + text
+    for r in results[:len(modes)]:
         paths = int_paths(r)
         if paths:
             text += f"\n\nINT paths seen by the controller ({r['mode']}):\n" + "\n".join(paths)
     print("\n" + text + "\n")
     with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump({r["mode"]: s for r, s in zip(results, sums)}, f, indent=1)
+        json.dump({m: s for m, s in zip(modes, sums)}, f, indent=1)
     with open(os.path.join(args.out, "table.txt"), "w") as f:
         f.write(text + "\n")
-    if plot(results, os.path.join(args.out, "demo.svg")):
+    if plot(results[:len(modes)], os.path.join(args.out, "demo.svg")):
         print(f"mininet-demo: plot in {args.out}/demo.svg, data in {args.out}/")
 
 
