@@ -404,10 +404,12 @@ class Fabric:
     def start_controller(self):
         a = self.args
         binary = find_metaroce(a.controller_bin)
+        # Absolute paths: the controller runs in the repository (its defaults are relative to it).
         cmd = [binary, "controller", "run", os.path.abspath(a.topo), "--mode", a.mode,
-               "--p4info", a.p4info, "--device-config", a.device_config, "--listen", a.listen]
+               "--p4info", os.path.abspath(a.p4info), "--device-config", os.path.abspath(a.device_config),
+               "--listen", a.listen]
         if a.events:
-            cmd += ["--events", a.events]
+            cmd += ["--events", os.path.abspath(a.events)]
         cmd += a.controller_arg or []
         path = os.path.join(self.run_dir, "controller.log")
         log(f"controller: {' '.join(cmd)}  (log: {path})")
