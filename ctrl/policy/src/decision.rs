@@ -120,7 +120,12 @@ pub(crate) fn shift(a: &[PortWeight], b: &[PortWeight]) -> u32 {
         };
         diff += (u128::from(x) * tb).abs_diff(u128::from(y) * ta);
     }
-    u32::try_from(diff * 500 / (ta * tb)).unwrap_or(u32::MAX)
+    let (num, den) = (diff * 500, ta * tb);
+    // Weights are small: stay off the slow 128-bit division when they fit.
+    match (u64::try_from(num), u64::try_from(den)) {
+        (Ok(n), Ok(d)) => u32::try_from(n / d).unwrap_or(u32::MAX),
+        _ => u32::try_from(num / den).unwrap_or(u32::MAX),
+    }
 }
 
 /// Stale overrides that must go now: (leaf, switch) → the failed member.

@@ -4,29 +4,72 @@
 use metaroce_telemetry::PortKey;
 use metaroce_topo::{LinkId, Routing, SwitchId, Topology};
 
-/// Per switch, its switch-to-switch ports sorted by port number.
+/// Per switch, its switch-to-switch ports by port number, and the
+/// bandwidth of its live links to each neighbor.
 #[derive(Debug)]
 pub(crate) struct PortIndex {
-    ports: Vec<Vec<(u16, LinkId, SwitchId)>>,
+    /// Indexed by port number: `(link, peer, bandwidth)`, `link == NONE`
+    /// for a port that faces no switch. Dense, because the re-weighting
+    /// looks up every member of every group it touches.
+    ports: Vec<Vec<(u32, u32, u64)>>,
+    /// `(peer, total bandwidth of live links to it)`, sorted by peer.
+    peers: Vec<Vec<(SwitchId, u64)>>,
 }
 
+const NONE: u32 = u32::MAX;
+
 impl PortIndex {
-    pub(crate) fn new(topo: &Topology) -> Self {
-        let ports = (0..topo.switches.len())
-            .map(|s| {
-                let mut v: Vec<_> = topo.adjacency(s).iter().map(|a| (a.port, a.link, a.peer)).collect();
-                v.sort_unstable();
-                v
-            })
-            .collect();
-        PortIndex { ports }
+    pub(crate) fn new(topo: &Topology, routing: &Routing) -> Self {
+        let n = topo.switches.len();
+        let mut ports = Vec::with_capacity(n);
+        let mut peers = Vec::with_capacity(n);
+        for s in 0..n {
+            let adj = topo.adjacency(s);
+            let top = adj.iter().map(|a| usize::from(a.port)).max().map_or(0, |p| p + 1);
+            let mut v = vec![(NONE, NONE, 0); top];
+            for a in adj {
+                if let (Ok(link), Ok(peer)) = (u32::try_from(a.link), u32::try_from(a.peer)) {
+                    v[usize::from(a.port)] = (link, peer, topo.links[a.link].bandwidth.bps());
+                }
+            }
+            ports.push(v);
+            let mut bw: Vec<(SwitchId, u64)> = adj
+                .iter()
+                .filter(|a| routing.link_is_up(a.link))
+                .map(|a| (a.peer, topo.links[a.link].bandwidth.bps()))
+                .collect();
+            bw.sort_unstable();
+            bw.dedup_by(|later, first| {
+                let same = later.0 == first.0;
+                if same {
+                    first.1 = first.1.saturating_add(later.1);
+                }
+                same
+            });
+            peers.push(bw);
+        }
+        PortIndex { ports, peers }
+    }
+
+    fn entry(&self, switch: SwitchId, port: u16) -> Option<(u32, u32, u64)> {
+        let e = *self.ports.get(switch)?.get(usize::from(port))?;
+        (e.0 != NONE).then_some(e)
     }
 
     /// Link and peer of `switch`'s egress `port`, if it faces a switch.
     pub(crate) fn get(&self, switch: SwitchId, port: u16) -> Option<(LinkId, SwitchId)> {
-        let v = self.ports.get(switch)?;
-        let i = v.binary_search_by_key(&port, |e| e.0).ok()?;
-        Some((v[i].1, v[i].2))
+        self.entry(switch, port).map(|(link, peer, _)| (link as LinkId, peer as SwitchId))
+    }
+
+    /// Bandwidth of the link on `switch`'s `port` (0 if none).
+    pub(crate) fn bandwidth(&self, switch: SwitchId, port: u16) -> u64 {
+        self.entry(switch, port).map_or(0, |e| e.2)
+    }
+
+    /// Total bandwidth of `switch`'s live links to `peer`.
+    pub(crate) fn bandwidth_to(&self, switch: SwitchId, peer: SwitchId) -> u64 {
+        let Some(v) = self.peers.get(switch) else { return 0 };
+        v.binary_search_by_key(&peer, |e| e.0).map_or(0, |i| v[i].1)
     }
 
     /// The link of a port, when both its switches and the link are up.

@@ -128,7 +128,7 @@ mod tests {
     fn run(heat: &[(u64, Option<bool>)]) -> Vec<(u64, u8)> {
         let t = gen::leaf_spine(&Common::new("t", Bandwidth::gbps(100)), 2, 2, 1, 1).unwrap();
         let r = Routing::compute(&t);
-        let index = PortIndex::new(&t);
+        let index = PortIndex::new(&t, &r);
         let a = t.adjacency(0)[0];
         let key = PortKey { switch: 0, port: a.port };
         let cfg = PolicyConfig::default();

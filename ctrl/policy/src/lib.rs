@@ -94,7 +94,7 @@ impl Policy {
     /// into failures, recomputes the destinations whose weights may move,
     /// and applies at most `max_changed_groups` derate/restore changes.
     pub fn decide(&self, input: Input<'_>, state: &mut PolicyState) -> Decision {
-        let index = PortIndex::new(input.topo);
+        let index = PortIndex::new(input.topo, input.routing);
         let steps = levels::update(
             &self.config,
             self.max_level(),
@@ -117,30 +117,7 @@ impl Policy {
         for &leaf in &fresh {
             state.dirty.entry(leaf).or_default();
         }
-        let factors = self.port_factors(input, &index, state);
-        let ctx = Ctx {
-            topo: input.topo,
-            routing: input.routing,
-            index: &index,
-            factors: &factors,
-            max_weight: input.routing.options().max_weight,
-        };
-        let mut work = Work::default();
-        let mut proposals = Vec::new();
-        for (&leaf, causes) in &state.dirty {
-            match state.pending.remove(&leaf) {
-                Some(held) if !fresh.contains(&leaf) && held.iter().all(|p| p.still_fits(input.routing)) => {
-                    proposals.extend(held)
-                }
-                _ => proposals.extend(reweight::destination(
-                    &ctx,
-                    leaf,
-                    causes,
-                    state.overrides.get(&leaf),
-                    &mut work,
-                )),
-            }
-        }
+        let proposals = self.propose(input, &index, &fresh, state);
         let budget = self.config.max_changed_groups;
         let (changes, held) =
             decision::apply(proposals, &stale.forced, budget, (input.routing, &index), state);
@@ -158,6 +135,40 @@ impl Policy {
             deferred,
             overrides: state.override_count(),
         }
+    }
+
+    /// Proposed changes of every pending leaf: recomputed where its inputs
+    /// changed (`fresh`) or its held-back changes no longer fit the
+    /// baseline, reused otherwise.
+    fn propose(
+        &self,
+        input: Input<'_>,
+        index: &PortIndex,
+        fresh: &BTreeSet<SwitchId>,
+        state: &mut PolicyState,
+    ) -> Vec<reweight::Proposal> {
+        let factors = self.port_factors(input, index, state);
+        let ctx = Ctx {
+            topo: input.topo,
+            routing: input.routing,
+            index,
+            factors: &factors,
+            max_weight: input.routing.options().max_weight,
+        };
+        let mut work = Work::default();
+        let mut proposals = Vec::new();
+        for (&leaf, causes) in &state.dirty {
+            match state.pending.remove(&leaf) {
+                Some(held) if !fresh.contains(&leaf) && held.iter().all(|p| p.still_fits(input.routing)) => {
+                    proposals.extend(held)
+                }
+                _ => {
+                    let old = state.overrides.get(&leaf);
+                    proposals.extend(reweight::destination(&ctx, leaf, causes, old, &mut work))
+                }
+            }
+        }
+        proposals
     }
 
     /// Every port that counts for less than its bandwidth: derated ones by

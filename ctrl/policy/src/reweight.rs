@@ -231,17 +231,21 @@ fn propagate(
             if let Some(p) = reweigh(ctx, leaf, x, old.and_then(|m| m.get(&x)), work) {
                 out.push(p);
             }
-            if Some(work.cap[x]) == ctx.routing.capacity_toward(x, leaf) {
+            let (now, before) = (work.cap[x], ctx.routing.capacity_toward(x, leaf).unwrap_or(0));
+            if now == before {
                 continue;
             }
             let next = u8::try_from(dist + 1).unwrap_or(u8::MAX);
             for a in ctx.topo.adjacency(x) {
                 let y = a.peer;
-                // Distance first: it is cheap and rules out most neighbors.
-                if work.marked(y)
-                    || ctx.routing.distance(y, leaf) != Some(next)
-                    || !uses(ctx.routing, y, leaf, a.peer_port)
-                {
+                // Cheap tests first. A switch that is not a seed counts its
+                // links to x at full bandwidth: when they are the bottleneck
+                // both before and now, x's change does not reach it.
+                if work.marked(y) || ctx.routing.distance(y, leaf) != Some(next) {
+                    continue;
+                }
+                let links = ctx.index.bandwidth_to(y, x);
+                if links.min(now) == links.min(before) || !uses(ctx.routing, y, leaf, a.peer_port) {
                     continue;
                 }
                 let label = work.label[x];
@@ -301,9 +305,10 @@ fn capacities(ctx: &Ctx<'_>, leaf: SwitchId, s: SwitchId, group: &Group, work: &
     work.entries.clear();
     for m in &group.members {
         let NextHop::Switch(peer) = m.next else { continue };
-        let bw = ctx.index.get(s, m.port).map_or(0, |(link, _)| ctx.topo.links[link].bandwidth.bps());
-        let eff = u128::from(bw) * u128::from(ctx.factors.factor(s, m.port)) / 1000;
-        work.entries.push((peer, m.port, u64::try_from(eff).unwrap_or(u64::MAX)));
+        let bw = ctx.index.bandwidth(s, m.port);
+        // Bandwidths are at most 100 Tbit/s, so this cannot overflow.
+        let eff = bw.saturating_mul(u64::from(ctx.factors.factor(s, m.port))) / 1000;
+        work.entries.push((peer, m.port, eff));
     }
     work.entries.sort_unstable();
     work.pairs.clear();
@@ -408,6 +413,58 @@ links:
   - {a: "leaf3:3", b: "spine2:3", bandwidth: 25Gbps}
 "#;
 
+    /// The walk stops where capacities come out as the baseline's; it must
+    /// find exactly what recomputing every switch finds.
+    #[test]
+    fn the_pruned_walk_equals_a_full_recomputation() {
+        use metaroce_topo::gen::{self, Common};
+        use metaroce_topo::units::Bandwidth;
+        let c = Common::new("t", Bandwidth::gbps(100));
+        let fabrics = [
+            metaroce_topo::load_str(UNEVEN, "uneven").unwrap(),
+            gen::leaf_spine(&c, 5, 3, 1, 2).unwrap(),
+            gen::clos3(&c, 3, 3, 2, 3, 1).unwrap(),
+            gen::fat_tree(&c, 4).unwrap(),
+        ];
+        let mut x: u64 = 7;
+        let mut rand = move |n: usize| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            usize::try_from(x >> 33).unwrap() % n
+        };
+        for topo in &fabrics {
+            let routing = Routing::compute(topo);
+            let index = PortIndex::new(topo, &routing);
+            let all: Vec<PortKey> = (0..topo.switches.len())
+                .flat_map(|s| topo.adjacency(s).iter().map(move |a| PortKey { switch: s, port: a.port }))
+                .collect();
+            for _ in 0..40 {
+                let hot: BTreeMap<PortKey, u32> =
+                    (0..1 + rand(4)).map(|_| (all[rand(all.len())], [500, 250, 125, 900][rand(4)])).collect();
+                let hot: Vec<_> = hot.into_iter().map(|(k, f)| (k, f, Perturb::Derated)).collect();
+                let pruned = Factors::new(topo.switches.len(), hot.clone());
+                // Every other port a full-factor seed: every switch recomputed.
+                let mut every = hot.clone();
+                every.extend(
+                    all.iter().filter(|k| !hot.iter().any(|h| h.0 == **k)).map(|&k| (k, 1000, Perturb::Warm)),
+                );
+                let full = Factors::new(topo.switches.len(), every);
+                for &leaf in routing.destinations() {
+                    let run = |factors: &Factors| {
+                        let ctx = Ctx { topo, routing: &routing, index: &index, factors, max_weight: 64 };
+                        let mut v: Vec<_> =
+                            destination(&ctx, leaf, &BTreeSet::new(), None, &mut Work::default())
+                                .into_iter()
+                                .map(|p| (p.switch, p.new))
+                                .collect();
+                        v.sort();
+                        v
+                    };
+                    assert_eq!(run(&pruned), run(&full), "{} toward {leaf}, hot {hot:?}", topo.name);
+                }
+            }
+        }
+    }
+
     #[test]
     fn at_full_factor_the_recomputation_is_the_baseline() {
         use metaroce_topo::gen::{self, Common};
@@ -426,7 +483,7 @@ links:
                     // And on a degraded fabric, whose capacities are uneven.
                     routing.fail_link(topo, 0).unwrap();
                 }
-                let index = PortIndex::new(topo);
+                let index = PortIndex::new(topo, &routing);
                 // Every port "derated" at factor 1000: everything is recomputed.
                 let all = (0..topo.switches.len())
                     .flat_map(|s| topo.adjacency(s).iter().map(move |a| PortKey { switch: s, port: a.port }))
