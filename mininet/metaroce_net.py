@@ -425,11 +425,16 @@ class Fabric:
             if self.controller.poll() is not None:
                 raise Fail(4, f"the controller exited with {self.controller.returncode}:\n" + tail(path))
             try:
-                urllib.request.urlopen(f"http://{a.listen}/healthz", timeout=1).read()
-                return
-            except OSError:
-                time.sleep(0.3)
-        log(f"warning: the controller's API on {a.listen} does not answer yet; see {path}")
+                st = json.loads(urllib.request.urlopen(f"http://{a.listen}/api/v1/status", timeout=1).read())
+                sws = st.get("switches", [])
+                if len(sws) == len(self.topo.switches) and all(
+                        x.get("connected") and x.get("installed_entries", 0) > 0 for x in sws):
+                    log("controller: every switch connected and programmed")
+                    return
+            except (OSError, ValueError, AttributeError):
+                pass
+            time.sleep(0.3)
+        log(f"warning: the controller has not programmed every switch after 30 s; see {path}")
 
     def controller_alive(self):
         return self.controller is None or self.controller.poll() is None
