@@ -48,6 +48,9 @@ use index::{Factors, Perturb, PortIndex};
 use levels::LevelChange;
 use reweight::{Ctx, Work};
 
+/// Destinations to recompute from which the work is split over two threads.
+const PARALLEL_FROM: usize = 64;
+
 /// What one decision reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
@@ -94,6 +97,12 @@ impl Policy {
     /// into failures, recomputes the destinations whose weights may move,
     /// and applies at most `max_changed_groups` derate/restore changes.
     pub fn decide(&self, input: Input<'_>, state: &mut PolicyState) -> Decision {
+        self.decide_in(input, state, PARALLEL_FROM)
+    }
+
+    /// `decide`, splitting the recomputation over two threads from
+    /// `parallel_from` destinations.
+    fn decide_in(&self, input: Input<'_>, state: &mut PolicyState, parallel_from: usize) -> Decision {
         let index = PortIndex::new(input.topo, input.routing);
         let steps = levels::update(
             &self.config,
@@ -117,7 +126,7 @@ impl Policy {
         for &leaf in &fresh {
             state.dirty.entry(leaf).or_default();
         }
-        let proposals = self.propose(input, &index, &fresh, state);
+        let proposals = self.propose(input, &index, (&fresh, parallel_from), state);
         let budget = self.config.max_changed_groups;
         let (changes, held) =
             decision::apply(proposals, &stale.forced, budget, (input.routing, &index), state);
@@ -144,7 +153,7 @@ impl Policy {
         &self,
         input: Input<'_>,
         index: &PortIndex,
-        fresh: &BTreeSet<SwitchId>,
+        (fresh, parallel_from): (&BTreeSet<SwitchId>, usize),
         state: &mut PolicyState,
     ) -> Vec<reweight::Proposal> {
         let factors = self.port_factors(input, index, state);
@@ -155,17 +164,38 @@ impl Policy {
             factors: &factors,
             max_weight: input.routing.options().max_weight,
         };
-        let mut work = Work::default();
         let mut proposals = Vec::new();
+        let mut todo = Vec::new();
         for (&leaf, causes) in &state.dirty {
             match state.pending.remove(&leaf) {
                 Some(held) if !fresh.contains(&leaf) && held.iter().all(|p| p.still_fits(input.routing)) => {
                     proposals.extend(held)
                 }
-                _ => {
-                    let old = state.overrides.get(&leaf);
-                    proposals.extend(reweight::destination(&ctx, leaf, causes, old, &mut work))
-                }
+                _ => todo.push((leaf, causes)),
+            }
+        }
+        let compute = |part: &[(SwitchId, &BTreeSet<PortKey>)]| {
+            let mut work = Work::default();
+            let mut out = Vec::new();
+            for &(leaf, causes) in part {
+                out.extend(reweight::destination(&ctx, leaf, causes, state.overrides.get(&leaf), &mut work));
+            }
+            out
+        };
+        // Destinations are independent: many of them are split over two
+        // threads, at a fixed point, so the result never depends on timing.
+        if todo.len() < parallel_from {
+            proposals.extend(compute(&todo));
+        } else {
+            let (first, second) = todo.split_at(todo.len() / 2);
+            let (a, b) = std::thread::scope(|scope| {
+                let worker = scope.spawn(|| compute(second));
+                (compute(first), worker.join())
+            });
+            proposals.extend(a);
+            match b {
+                Ok(b) => proposals.extend(b),
+                Err(panic) => std::panic::resume_unwind(panic),
             }
         }
         proposals
@@ -238,5 +268,37 @@ fn mark_dirty(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metaroce_telemetry::PortHeat;
+    use metaroce_topo::gen::{self, Common};
+    use metaroce_topo::units::Bandwidth;
+
+    #[test]
+    fn two_threads_decide_exactly_as_one() {
+        let t = gen::leaf_spine(&Common::new("split", Bandwidth::gbps(100)), 40, 3, 1, 1).unwrap();
+        let r = Routing::compute(&t);
+        let p = Policy::new(PolicyConfig { max_changed_groups: 5, ..Default::default() }).unwrap();
+        let mut heat = Heat::new();
+        for (i, s) in (0..t.switches.len()).enumerate().filter(|(i, _)| i % 7 == 0) {
+            let a = t.adjacency(s)[i % t.adjacency(s).len()];
+            heat.insert(
+                PortKey { switch: s, port: a.port },
+                PortHeat { congested: true, since_ns: 0, depth: 9, max_depth: 9 },
+            );
+        }
+        let (mut one, mut two) = (PolicyState::default(), PolicyState::default());
+        for ms in 0..40 {
+            let input = Input { topo: &t, routing: &r, heat: &heat, now_ns: ms * 1_000_000 };
+            let a = p.decide_in(input, &mut one, usize::MAX);
+            let b = p.decide_in(input, &mut two, 2);
+            assert_eq!(a, b, "at {ms} ms");
+            assert_eq!(one, two);
+        }
+        assert!(one.override_count() > 0);
     }
 }
