@@ -2,6 +2,7 @@
 //! the derate levels), and the rate limit that picks which proposed
 //! changes go out now.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
@@ -167,20 +168,20 @@ pub(crate) fn apply(
         if kind != ChangeKind::Failover {
             // The weights the switch ends up with: the new override's, or
             // the baseline group's it returns to.
-            let to = match &p.new {
-                Some(w) => w.clone(),
-                None => {
-                    routing.group_toward(switch, leaf).map(|(_, g)| key_of(&g.members)).unwrap_or_default()
-                }
+            let to: Cow<'_, [PortWeight]> = match &p.new {
+                Some(w) => Cow::Borrowed(w),
+                None => Cow::Owned(
+                    routing.group_toward(switch, leaf).map(|(_, g)| key_of(&g.members)).unwrap_or_default(),
+                ),
             };
-            let known = admitted.get(&switch).is_some_and(|v| v.contains(&to));
+            let known = admitted.get(&switch).is_some_and(|v| v.iter().any(|w| **w == *to));
             if !known && groups == budget {
                 held.push(p);
                 continue;
             }
             if !known {
                 groups += 1;
-                admitted.entry(switch).or_default().push(to);
+                admitted.entry(switch).or_default().push(to.into_owned());
             }
         }
         let failed = forced.get(&(leaf, switch)).copied().flatten();
