@@ -19,26 +19,40 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
     register<bit<32>>(1) digest_seq;
     counter(PORT_COUNT, CounterType.packets) ecn_marks;
 
-    // In an action of its own (a table's), so that p4c keeps the index in
-    // its field instead of recomputing it into a temporary at every use.
-    @hidden
-    action set_port_index() {
-        meta.port_index = (bit<32>)standard_metadata.egress_port;
+    HIDDEN_STEP(port_index, meta.port_index = (bit<32>)standard_metadata.egress_port;)
+    HIDDEN_STEP(new_max_depth, meta.scratch_a = QUEUE_DEPTH;)
+    // scratch_b: the next digest sequence number; scratch_8: the new state.
+    HIDDEN_STEP(digest_values, meta.scratch_b = meta.scratch_a + 1; meta.scratch_8 = meta.scratch_8 ^ 1;)
+
+    // Switch-wide egress settings: the default action of a keyless table,
+    // which the controller rewrites. It is MetaroceEgress.egress_config in
+    // the contract (hence the absolute names); it lives here so that only a
+    // packet that needs it reads it: one that crosses a threshold, or an
+    // INT packet at its sink (IntEgress runs next).
+    @name(".MetaroceEgress.configure_egress")
+    action configure_egress(bit<48> digest_interval_us, bit<48> report_period_us, bit<8> latency_shift) {
+        meta.egress_cfg = digest_interval_us ++ report_period_us ++ latency_shift;
     }
 
-    @hidden
-    table port_index {
+    @name(".MetaroceEgress.egress_config")
+    table egress_config {
+        key = {}
         actions = {
-            set_port_index;
+            configure_egress;
         }
-        const default_action = set_port_index();
+        default_action = configure_egress(1000, 1000000, 8);
     }
+
+// Crossing up from 0 or down from 1 (scratch_8: the port's state).
+#define CROSSING ((meta.scratch_8 == 0 && QUEUE_DEPTH >= PORT_QUEUE_HIGH(meta)) \
+    || (meta.scratch_8 == 1 && QUEUE_DEPTH <= PORT_QUEUE_LOW(meta)))
 
     apply {
         port_index.apply();
         port_max_depth.read(meta.scratch_a, meta.port_index);
         if (QUEUE_DEPTH > meta.scratch_a) {
-            port_max_depth.write(meta.port_index, QUEUE_DEPTH);
+            new_max_depth.apply();
+            port_max_depth.write(meta.port_index, meta.scratch_a);
         }
 
         if (PORT_ECN_THRESHOLD(meta) != 0 && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)
@@ -49,29 +63,30 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
             ecn_marks.count(meta.port_index);
         }
 
-        if (PORT_QUEUE_HIGH(meta) == 0) {
-            return;
+        if (PORT_QUEUE_HIGH(meta) != 0) {
+            port_congested.read(meta.scratch_8, meta.port_index);
+            if (CROSSING) {
+                meta.crossing = 1;
+            }
         }
-        port_congested.read(meta.scratch_8, meta.port_index);
-        // Crossing up from 0 or down from 1: the state flips.
-        if (!(meta.scratch_8 == 0 && QUEUE_DEPTH >= PORT_QUEUE_HIGH(meta))
-                && !(meta.scratch_8 == 1 && QUEUE_DEPTH <= PORT_QUEUE_LOW(meta))) {
-            return;
+        if (meta.crossing == 1 || (hdr.int_md.isValid() && PORT_EDGE(meta) == 1)) {
+            egress_config.apply();
         }
-        bit<8> next = meta.scratch_8 ^ 1;   // scratch_8: the port's state
-        bit<48> now = standard_metadata.egress_global_timestamp;
-        port_last_digest.read(meta.scratch_time, meta.port_index);
-        if (meta.scratch_time != 0 && now - meta.scratch_time < CFG_DIGEST_INTERVAL(meta)) {
-            return;
+        if (meta.crossing == 1) {
+            bit<48> now = standard_metadata.egress_global_timestamp;
+            port_last_digest.read(meta.scratch_time, meta.port_index);
+            if (meta.scratch_time == 0 || now - meta.scratch_time >= CFG_DIGEST_INTERVAL(meta)) {
+                digest_seq.read(meta.scratch_a, 0);
+                digest_values.apply();
+                digest_seq.write(0, meta.scratch_b);
+                port_congested.write(meta.port_index, meta.scratch_8);
+                port_last_digest.write(meta.port_index, now);
+                meta.copy_kind = COPY_DIGEST;
+                meta.digest_data = CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.egress_port ++ QUEUE_DEPTH
+                    ++ now ++ meta.scratch_a ++ meta.scratch_8;
+                clone_preserving_field_list(CloneType.E2E, DIGEST_SESSION, FL_DIGEST);
+            }
         }
-        digest_seq.read(meta.scratch_b, 0);
-        digest_seq.write(0, meta.scratch_b + 1);
-        port_congested.write(meta.port_index, next);
-        port_last_digest.write(meta.port_index, now);
-        meta.copy_kind = COPY_DIGEST;
-        meta.digest_data = CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.egress_port ++ QUEUE_DEPTH
-            ++ now ++ meta.scratch_b ++ next;
-        clone_preserving_field_list(CloneType.E2E, DIGEST_SESSION, FL_DIGEST);
     }
 }
 

@@ -13,18 +13,6 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
     IntEgress() int_egress;
     ReportBuilder() report_builder;
 
-    action configure_egress(bit<48> digest_interval_us, bit<48> report_period_us, bit<8> latency_shift) {
-        meta.egress_cfg = digest_interval_us ++ report_period_us ++ latency_shift;
-    }
-
-    table egress_config {
-        key = {}
-        actions = {
-            configure_egress;
-        }
-        default_action = configure_egress(1000, 1000000, 8);
-    }
-
     action set_port(bit<1> edge, bit<16> mtu, bit<32> queue_high, bit<32> queue_low, bit<32> ecn_threshold) {
         meta.port_cfg = edge ++ mtu ++ queue_high ++ queue_low ++ ecn_threshold;
     }
@@ -57,7 +45,6 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
         if (standard_metadata.egress_port == CPU_PORT || !hdr.ipv4.isValid()) {
             return;
         }
-        egress_config.apply();
         egress_port_config.apply();
         queue_sensing.apply(hdr, meta, standard_metadata);
         int_egress.apply(hdr, meta, standard_metadata);

@@ -75,19 +75,28 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
     }
 
     apply {
-        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_RECIRC && meta.copy_kind == COPY_DIGEST) {
+        // The common case, a well-formed IPv4 packet from a port, is one
+        // condition rather than one per check below.
+        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_NORMAL && !hdr.packet_out.isValid()
+                && standard_metadata.parser_error == error.NoError && standard_metadata.checksum_error == 0
+                && hdr.ipv4.isValid()) {
+            config.apply();
+            // Only UDP from a host-facing port can become an INT source.
+            if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
+                if (ingress_port_role.apply().hit) {
+                    int_watchlist.apply();
+                }
+            }
+            routing.apply(hdr, meta, standard_metadata);
+        } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_RECIRC && meta.copy_kind == COPY_DIGEST) {
             digest<queue_digest_t>(DIGEST_QUEUE, { meta.digest_data[167:136], meta.digest_data[135:120],
                                                   meta.digest_data[119:88], meta.digest_data[87:40],
                                                   meta.digest_data[39:8], meta.digest_data[7:0] });
             mark_to_drop(standard_metadata);
-            return;
-        }
-        if (hdr.packet_out.isValid()) {
+        } else if (hdr.packet_out.isValid()) {
             standard_metadata.egress_spec = (bit<9>)hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
-            return;
-        }
-        if (standard_metadata.parser_error != error.NoError) {
+        } else if (standard_metadata.parser_error != error.NoError) {
             if (standard_metadata.parser_error == error.IntUnsupported
                     || standard_metadata.parser_error == error.IntStackMalformed) {
                 drop(DROP_INT_MALFORMED);
@@ -101,17 +110,8 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
             drop(DROP_IPV4_INVALID);
         } else if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
             to_cpu(PACKET_IN_ARP);
-        } else if (!hdr.ipv4.isValid()) {
-            drop(DROP_UNSUPPORTED);
         } else {
-            config.apply();
-            // Only UDP from a host-facing port can become an INT source.
-            if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
-                if (ingress_port_role.apply().hit) {
-                    int_watchlist.apply();
-                }
-            }
-            routing.apply(hdr, meta, standard_metadata);
+            drop(DROP_UNSUPPORTED);
         }
         if (meta.drop_reason != DROP_NONE) {
             drop_reasons.count(meta.drop_reason);

@@ -106,6 +106,8 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
         hdr.int_hops.pop_front(INT_MAX_STACK_HOPS);
     }
 
+    HIDDEN_STEP(bucket_value, meta.scratch_b = meta.scratch_a >> CFG_LATENCY_SHIFT(meta);)
+
     action set_report_encap(mac_addr_t src_mac, mac_addr_t dst_mac, ipv4_addr_t src_ip, ipv4_addr_t dst_ip,
                             bit<16> dst_port) {
         meta.rep_encap = src_mac ++ dst_mac ++ src_ip ++ dst_ip ++ dst_port;
@@ -145,7 +147,8 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
             // One clone per packet: a threshold digest raised by this packet
             // wins, and the next packet of the flow is reported instead.
             if (due && REP_DST_IP(meta) != 0 && meta.copy_kind != COPY_DIGEST) {
-                report_last_bucket.write(meta.flow_slot, meta.scratch_a >> CFG_LATENCY_SHIFT(meta));
+                bucket_value.apply();
+                report_last_bucket.write(meta.flow_slot, meta.scratch_b);
                 report_last_time.write(meta.flow_slot, now);
                 save_for_report();
                 clone_preserving_field_list(CloneType.E2E, REPORT_SESSION, FL_REPORT);

@@ -13,6 +13,7 @@ const bit<8> COPY_REPORT = 1;
 const bit<8> COPY_DIGEST = 2;
 
 // standard_metadata.instance_type values of BMv2.
+const bit<32> PKT_INSTANCE_TYPE_NORMAL = 0;
 const bit<32> PKT_INSTANCE_TYPE_EGRESS_CLONE = 2;
 const bit<32> PKT_INSTANCE_TYPE_RECIRC = 4;
 
@@ -58,6 +59,7 @@ struct metadata_t {
     // `egress_port_config`: edge ++ mtu ++ queue_high ++ queue_low ++ ecn_threshold.
     bit<113> port_cfg;
     bit<32> port_index;   // egress port, as a register index
+    bit<1> crossing;      // the queue crossed a threshold of the port
     // 1 ++ the ECN field as received, when this hop marks CE.
     bit<3> ecn_received;
     // Register reads and intermediate values, shared by the controls in
@@ -88,6 +90,15 @@ struct metadata_t {
     @field_list(FL_REPORT)
     bit<176> rep_encap;
 }
+
+// A step whose results stay in their fields: p4c copy-propagates values
+// assigned in control code into every later use, and turns every use that
+// is an expression argument of an extern (a register index or value) into
+// a new temporary field, which BMv2 then resets for every packet. Values
+// assigned in the action of a table are left alone.
+#define HIDDEN_STEP(name, body) \
+    @hidden action name##_action() { body } \
+    @hidden table name { actions = { name##_action; } const default_action = name##_action(); }
 
 #define CFG_SWITCH_ID(m) m.config[79:48]
 #define CFG_FLOWLET_TIMEOUT(m) m.config[47:0]

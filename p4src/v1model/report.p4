@@ -25,6 +25,8 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
     register<bit<32>>(1) report_seq;
     counter(1, CounterType.packets) reports_sent;
 
+    HIDDEN_STEP(next_seq, meta.scratch_b = meta.scratch_a + 1;)
+
     action restore_int() {
         bit<16> bytes = 4 + ((bit<16>)meta.rep_int[111:104] << 2);
         hdr.int_shim.setValid();
@@ -63,11 +65,14 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         // The inner packet starts at IPv4 (InType 4), keeping it 4-byte aligned:
         // IPv4, UDP, shim, INT-MD and the stack, then the BTH.
         hdr.ethernet.setInvalid();
-        bit<8> report_len = 2 + REPORT_MD_WORDS + 8 + meta.rep_int[111:104];
+        // scratch_time: the report length in words (group header,
+        // individual report, sink metadata, inner packet).
+        meta.scratch_time = (bit<48>)(2 + REPORT_MD_WORDS + 8 + meta.rep_int[111:104]);
         if (hdr.bth.isValid()) {
-            report_len = report_len + 3;
+            meta.scratch_time = meta.scratch_time + 3;
         }
-        bit<16> udp_len = 8 + 8 + 4 + ((bit<16>)report_len << 2);
+#define REPORT_LEN ((bit<8>)meta.scratch_time)
+#define UDP_LEN (8 + 8 + 4 + ((bit<16>)meta.scratch_time << 2))
 
         hdr.report_ethernet.setValid();
         hdr.report_ethernet.dst_addr = meta.rep_encap[127:80];
@@ -78,7 +83,7 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report_ipv4.ihl = 5;
         hdr.report_ipv4.dscp = 0;
         hdr.report_ipv4.ecn = 0;
-        hdr.report_ipv4.total_len = 20 + udp_len;
+        hdr.report_ipv4.total_len = 20 + UDP_LEN;
         hdr.report_ipv4.identification = 0;
         hdr.report_ipv4.flags = 2; // don't fragment
         hdr.report_ipv4.frag_offset = 0;
@@ -89,11 +94,12 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report_udp.setValid();
         hdr.report_udp.src_port = REPORT_SRC_PORT;
         hdr.report_udp.dst_port = meta.rep_encap[15:0];
-        hdr.report_udp.len = udp_len;
+        hdr.report_udp.len = UDP_LEN;
         hdr.report_udp.checksum = 0;
 
         report_seq.read(meta.scratch_a, 0);
-        report_seq.write(0, meta.scratch_a + 1);
+        next_seq.apply();
+        report_seq.write(0, meta.scratch_b);
         hdr.report_group.setValid();
         hdr.report_group.version = REPORT_VERSION;
         hdr.report_group.hw_id = 0;
@@ -102,7 +108,7 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report_individual.setValid();
         hdr.report_individual.rep_type = REPORT_TYPE_INT;
         hdr.report_individual.in_type = REPORT_INNER_IPV4;
-        hdr.report_individual.report_len = report_len;
+        hdr.report_individual.report_len = REPORT_LEN;
         hdr.report_individual.md_len = REPORT_MD_WORDS;
         hdr.report_individual.dropped = 0;
         hdr.report_individual.congested = meta.rep_sink[0:0];
@@ -121,15 +127,16 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report_sink_md.occupancy = meta.rep_sink[88:65];
         hdr.report_sink_md.egress_ts = meta.rep_sink[64:1];
 
-        bit<32> frame = 14 + 20 + (bit<32>)udp_len;
+        // scratch_b: the frame's length.
+        meta.scratch_b = 14 + 20 + (bit<32>)UDP_LEN;
         if (standard_metadata.egress_port == CPU_PORT) {
             hdr.packet_in.setValid();
             hdr.packet_in.ingress_port = meta.rep_sink[152:137];
             hdr.packet_in.reason = PACKET_IN_REPORT;
             hdr.packet_in.reserved = 0;
-            frame = frame + 4;
+            meta.scratch_b = meta.scratch_b + 4;
         }
-        truncate(frame);
+        truncate(meta.scratch_b);
         reports_sent.count(0);
     }
 }

@@ -26,20 +26,10 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         mark_to_drop(standard_metadata);
     }
 
-    // In an action of its own (a table's), so that p4c keeps the slot in
-    // its field instead of recomputing it into a temporary at every use.
-    @hidden
-    action set_flow_slot() {
-        meta.flow_slot = meta.flow_hash & (FLOWLET_SLOTS - 1);
-    }
-
-    @hidden
-    table flow_slot {
-        actions = {
-            set_flow_slot;
-        }
-        const default_action = set_flow_slot();
-    }
+    HIDDEN_STEP(flow_slot, meta.flow_slot = meta.flow_hash & (FLOWLET_SLOTS - 1);)
+    HIDDEN_STEP(new_flowlet_sig, meta.scratch_16 = meta.flow_hash[31:16];)
+    HIDDEN_STEP(new_flowlet_port, meta.scratch_16 = (bit<16>)standard_metadata.egress_spec;
+                                  meta.scratch_a = (bit<32>)standard_metadata.egress_spec;)
 
     action set_group(bit<16> group_id) {
         meta.group_id = group_id;
@@ -157,7 +147,8 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
                 flowlet_id.read(meta.flowlet_id, meta.flow_slot);
                 meta.flowlet_id = meta.flowlet_id + 1;
                 nhop_group.apply();
-                flowlet_sig.write(meta.flow_slot, meta.flow_hash[31:16]);
+                new_flowlet_sig.apply();
+                flowlet_sig.write(meta.flow_slot, meta.scratch_16);
                 flowlet_nhop.write(meta.flow_slot, meta.nhop_id);
                 flowlet_id.write(meta.flow_slot, meta.flowlet_id);
             }
@@ -166,8 +157,9 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         if (nhop.apply().hit) {
             hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
             if (meta.new_flowlet == 1) {
-                flowlet_port.write(meta.flow_slot, (bit<16>)standard_metadata.egress_spec);
-                new_flowlets.count((bit<32>)standard_metadata.egress_spec);
+                new_flowlet_port.apply();
+                flowlet_port.write(meta.flow_slot, meta.scratch_16);
+                new_flowlets.count(meta.scratch_a);
             }
         }
     }
