@@ -96,16 +96,38 @@ header int_hop_t {
     bit<64> egress_ts;
 }
 
-// Telemetry Report v2.0: group header (8 bytes).
-header report_group_t {
+// A Telemetry Report v2.0 with its encapsulation, as one header: Ethernet,
+// IPv4, UDP, the group header (8 bytes), the individual report header and
+// the fixed INT main contents (12 bytes), and the sink's own metadata in
+// RepMdBits order (5 words). One header rather than six because BMv2 pays
+// for every declared header on every packet, report or not.
+header report_t {
+    mac_addr_t eth_dst;
+    mac_addr_t eth_src;
+    bit<16> eth_type;
+    bit<4> ip_version;
+    bit<4> ip_ihl;
+    bit<6> ip_dscp;
+    bit<2> ip_ecn;
+    bit<16> ip_total_len;
+    bit<16> ip_identification;
+    bit<3> ip_flags;
+    bit<13> ip_frag_offset;
+    bit<8> ip_ttl;
+    bit<8> ip_protocol;
+    bit<16> ip_checksum;
+    ipv4_addr_t ip_src;
+    ipv4_addr_t ip_dst;
+    bit<16> udp_src_port;
+    bit<16> udp_dst_port;
+    bit<16> udp_len;
+    bit<16> udp_checksum;
+    // Group header.
     bit<4> version;
     bit<6> hw_id;
     bit<22> seq_no;
     bit<32> node_id;
-}
-
-// Individual report header (4 bytes) and the fixed INT main contents (8 bytes).
-header report_individual_t {
+    // Individual report.
     bit<4> rep_type;
     bit<4> in_type;
     bit<8> report_len;
@@ -119,10 +141,7 @@ header report_individual_t {
     bit<16> domain_id;
     bit<16> ds_md_bits;
     bit<16> ds_md_status;
-}
-
-// The sink's own metadata in the report, in RepMdBits order (5 words).
-header report_sink_md_t {
+    // The sink's metadata.
     bit<16> ingress_port;
     bit<16> egress_port;
     bit<32> hop_latency;
@@ -161,13 +180,8 @@ header packet_out_t {
 struct headers_t {
     packet_out_t packet_out;
     packet_in_t packet_in;
-    // Report encapsulation, emitted in front of the reported packet.
-    ethernet_t report_ethernet;
-    ipv4_t report_ipv4;
-    udp_t report_udp;
-    report_group_t report_group;
-    report_individual_t report_individual;
-    report_sink_md_t report_sink_md;
+    // Report and its encapsulation, emitted in front of the reported packet.
+    report_t report;
     // The packet itself.
     ethernet_t ethernet;
     ipv4_t ipv4;

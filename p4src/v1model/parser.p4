@@ -164,24 +164,19 @@ control MetaroceComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
               hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
               hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
-        update_checksum(hdr.report_ipv4.isValid(),
-            { hdr.report_ipv4.version, hdr.report_ipv4.ihl, hdr.report_ipv4.dscp, hdr.report_ipv4.ecn,
-              hdr.report_ipv4.total_len, hdr.report_ipv4.identification, hdr.report_ipv4.flags,
-              hdr.report_ipv4.frag_offset, hdr.report_ipv4.ttl, hdr.report_ipv4.protocol,
-              hdr.report_ipv4.src_addr, hdr.report_ipv4.dst_addr },
-            hdr.report_ipv4.hdr_checksum, HashAlgorithm.csum16);
+        update_checksum(hdr.report.isValid(),
+            { hdr.report.ip_version, hdr.report.ip_ihl, hdr.report.ip_dscp, hdr.report.ip_ecn,
+              hdr.report.ip_total_len, hdr.report.ip_identification, hdr.report.ip_flags,
+              hdr.report.ip_frag_offset, hdr.report.ip_ttl, hdr.report.ip_protocol,
+              hdr.report.ip_src, hdr.report.ip_dst },
+            hdr.report.ip_checksum, HashAlgorithm.csum16);
     }
 }
 
 control MetaroceDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.packet_in);
-        packet.emit(hdr.report_ethernet);
-        packet.emit(hdr.report_ipv4);
-        packet.emit(hdr.report_udp);
-        packet.emit(hdr.report_group);
-        packet.emit(hdr.report_individual);
-        packet.emit(hdr.report_sink_md);
+        packet.emit(hdr.report);
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
         packet.emit(hdr.udp);

@@ -96,6 +96,7 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         standard_metadata.egress_spec = port;
         hdr.ethernet.src_addr = src_mac;
         hdr.ethernet.dst_addr = dst_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
 
     table nhop {
@@ -154,13 +155,12 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
             }
             flowlet_last_seen.write(meta.flow_slot, now);
         }
-        if (nhop.apply().hit) {
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            if (meta.new_flowlet == 1) {
-                new_flowlet_port.apply();
-                flowlet_port.write(meta.flow_slot, meta.scratch_16);
-                new_flowlets.count(meta.scratch_a);
-            }
+        nhop.apply();
+        // A new flowlet that is forwarded (the next hop exists) pins its port.
+        if (meta.new_flowlet == 1 && meta.drop_reason == DROP_NONE) {
+            new_flowlet_port.apply();
+            flowlet_port.write(meta.flow_slot, meta.scratch_16);
+            new_flowlets.count(meta.scratch_a);
         }
     }
 }
