@@ -26,6 +26,9 @@
 //! ```
 //!
 //! No clock, no I/O, no async: time is an argument, state is a value.
+//! The desired weights that differ from the baseline live in the state
+//! ([`PolicyState::overrides`]); each [`Decision`] lists what changed and
+//! why. See `README.md` for the model and the defaults.
 
 mod config;
 mod decision;
@@ -55,8 +58,10 @@ const PARALLEL_FROM: usize = 64;
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
     pub topo: &'a Topology,
-    /// The baseline routing, with every known failure already applied
-    /// (`fail_link` / `fail_switch`): the policy only re-weights its groups.
+    /// The baseline routing of `topo`, with every known failure already
+    /// applied (`fail_link` / `fail_switch`): the policy only re-weights
+    /// its groups. Keep passing the same lineage of routing: held-back
+    /// changes are checked against its groups before reuse.
     pub routing: &'a Routing,
     pub heat: &'a Heat,
     /// Nanoseconds on the controller's clock (the same clock as the heat's

@@ -268,7 +268,12 @@ fn reweigh(
     old: Option<&Override>,
     work: &mut Work,
 ) -> Option<Proposal> {
-    let (_, group) = ctx.routing.group_toward(s, leaf)?;
+    let Some((_, group)) = ctx.routing.group_toward(s, leaf) else {
+        // Not reached through a group (cannot happen for a walked switch),
+        // so count the baseline's capacity rather than a stale one.
+        work.cap[s] = ctx.routing.capacity_toward(s, leaf).unwrap_or(0);
+        return None;
+    };
     work.cap[s] = capacities(ctx, leaf, s, group, work);
     work.caps.clear();
     work.caps.extend(work.pairs.iter().map(|p| p.1));
