@@ -149,10 +149,39 @@ fn cpu_ms() -> Option<f64> {
     Some(ticks * 10.0)
 }
 
+/// The everyday case: one hot port at a time. A spine's downlink to a leaf
+/// reaches the most switches (every spine and super-spine of its plane).
+fn single() {
+    let t = fabric();
+    let r = Routing::compute(&t);
+    let p = Policy::new(PolicyConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    let up = p.config().hold_up_ns;
+    let spine = t.switch_id("p1-spine1").unwrap_or_else(|| panic!("no p1-spine1"));
+    for (what, peer) in [("spine->leaf downlink", "p1-leaf1"), ("spine->super-spine uplink", "ss1-1")] {
+        let peer = t.switch_id(peer).unwrap_or_else(|| panic!("no {peer}"));
+        let Some(a) = t.adjacency(spine).iter().find(|a| a.peer == peer) else { continue };
+        let heat: Heat = [(
+            PortKey { switch: spine, port: a.port },
+            PortHeat { congested: true, since_ns: 0, depth: 60, max_depth: 64 },
+        )]
+        .into_iter()
+        .collect();
+        let mut s = PolicyState::default();
+        let (wall, cpu, d) =
+            timed(|| p.decide(Input { topo: &t, routing: &r, heat: &heat, now_ns: up }, &mut s));
+        println!(
+            "summary: one hot {what}: first step {wall:>7.1} ms wall, {cpu:>6.0} ms CPU ({} changes, {} held back)",
+            d.changes.len(),
+            d.deferred
+        );
+    }
+}
+
 criterion_group!(benches, decide);
 
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     summary();
+    single();
 }
