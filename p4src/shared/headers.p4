@@ -154,9 +154,7 @@ header report_t {
 // the parser fills in. Hashing a header costs BMv2 nothing more than the
 // hash, where a list of fields is first copied into temporaries.
 header flow_key_t {
-    ipv4_addr_t src_addr;
-    ipv4_addr_t dst_addr;
-    bit<8> protocol;
+    bit<72> addresses;    // IPv4 source ++ destination ++ protocol: one write
     bit<16> l4_src_port;  // 0 when neither TCP nor UDP
     bit<16> l4_dst_port;
     bit<24> entropy;      // RoCEv2 BTH destination QP, else 0

@@ -38,9 +38,7 @@ parser MetaroceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
         hdr.flow_key.setValid();
-        hdr.flow_key.src_addr = hdr.ipv4.src_addr;
-        hdr.flow_key.dst_addr = hdr.ipv4.dst_addr;
-        hdr.flow_key.protocol = hdr.ipv4.protocol;
+        hdr.flow_key.addresses = hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ hdr.ipv4.protocol;
         transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.protocol) {
             (4, 5, IP_PROTO_UDP): parse_udp;
             (4, 5, IP_PROTO_TCP): parse_tcp;
