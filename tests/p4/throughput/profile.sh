@@ -47,7 +47,9 @@ PY
 
 # One run under callgrind; prints instructions per packet of the threads
 # that handle packets (receive, ingress, egress, transmit), leaving out the
-# one-time growth of BMv2's pool of packet header vectors.
+# one-time growth of BMv2's pool of packet header vectors, then the parts
+# (inclusive; the total also has queues, packet buffers, I/O). The total
+# varies by a few percent between runs with thread scheduling.
 profile() {
   local json=$1 cmds=$2 dir=$work/run.$3
   case $json in /*) ;; *) json=$PWD/$json ;; esac
@@ -73,15 +75,22 @@ for line in open(sys.argv[1]):
     m = re.match(r'\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:(.*?) \[', line)
     if m: rows.setdefault(m.group(2), int(m.group(1).replace(',', '')))
 def get(name): return sum(v for k, v in rows.items() if k.startswith(name))
+n = int(sys.argv[2])
 total = (get('SimpleSwitch::receive_(') - get('bm::PHVFactory::create()') + get('SimpleSwitch::ingress_thread(')
          + get('SimpleSwitch::egress_thread(') + get('SimpleSwitch::transmit_thread('))
-print(round(total / int(sys.argv[2])))
+parts = [('parser', 'bm::Parser::parse('), ('checksum verify', 'bm::Parser::verify_checksums('),
+         ('pipelines', 'bm::Pipeline::apply('), ('deparser', 'bm::Deparser::deparse('),
+         ('metadata reset', 'bm::PHV::reset_metadata('), ('header reset', 'bm::PHV::reset(')]
+print(round(total / n), ', '.join(f"{k} {round(get(f) / n)}" for k, f in parts))
 PY
 }
 a=$(profile "$work/l3_baseline.json" l3_baseline.cmds l3)
 b=$(profile ../../../p4src/build/main.json metaroce.cmds mr)
-python3 - "$a" "$b" <<'PY'
+echo "instructions per packet (callgrind, simple_switch, $n packets):"
+echo "  plain L3: $a"
+echo "  metaroce: $b"
+python3 - "${a%%,*}" "${b%%,*}" <<'PY'
 import sys
-a, b = int(sys.argv[1]), int(sys.argv[2])
-print(f"instructions per packet (callgrind, simple_switch): plain L3 {a}, metaroce {b}, ratio {a / b if b else 0:.2f}")
+a, b = int(sys.argv[1].split()[0]), int(sys.argv[2].split()[0])
+print(f"  ratio plain L3 / metaroce: {a / b if b else 0:.2f} (BMv2's own work only; iperf3 adds the kernel's)")
 PY
