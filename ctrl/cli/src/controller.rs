@@ -76,6 +76,14 @@ pub struct RunArgs {
     /// P4Runtime election id (higher wins primary).
     #[arg(long, default_value_t = 10)]
     pub election_id: u64,
+    /// Telemetry Reports are sent when a flow's path latency changes bucket,
+    /// a bucket being 2^SHIFT target time units (µs on BMv2, where 12 ≈ 4 ms
+    /// suits its millisecond jitter; ns on Tofino, where 8–10 is typical).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u8).range(0..=40))]
+    pub report_latency_shift: u8,
+    /// Periodic Telemetry Report per flow, milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub report_period_ms: u64,
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -176,6 +184,8 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.collector = a.collector;
     cfg.poll_interval = Duration::from_millis(a.poll_ms.max(1));
     cfg.election_id = u128::from(a.election_id);
+    cfg.core.settings.latency_shift = a.report_latency_shift;
+    cfg.core.settings.report_period_us = a.report_period_ms.saturating_mul(1000);
     let duration = a.duration.map(Duration::from_secs_f64);
     let shutdown = async move {
         match duration {

@@ -99,7 +99,10 @@ fn every_command_has_help() {
     }
     let help = text(&metaroce(&["--help"]));
     assert!(help.contains("Congestion-aware adaptive routing"), "{help}");
-    assert!(help.contains("Exit codes: 0 success; 1 the topology or scenario has problems"), "{help}");
+    assert!(
+        help.contains("Exit codes: 0 success; 1 the topology, scenario, snapshot or P4Info has problems"),
+        "{help}"
+    );
 }
 
 #[test]

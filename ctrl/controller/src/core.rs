@@ -103,6 +103,8 @@ pub struct Core {
     /// A rollback pinned the switches to a snapshot: publish no plans
     /// until the mode is set again.
     pinned: bool,
+    /// An input changed something a decision depends on.
+    dirty: bool,
 }
 
 fn links_of(topo: &Topology) -> Vec<(PortKey, PortKey)> {
@@ -136,6 +138,7 @@ impl Core {
             plans: vec![None; n],
             replan_all: true,
             pinned: false,
+            dirty: true,
         })
     }
 
@@ -180,8 +183,21 @@ impl Core {
         let n = self.topo.switches.len();
         let mut notes = Vec::new();
         match input {
-            Input::Crossing(c) if c.switch < n => self.view.on_crossing(now_ns, c),
-            Input::Snapshot(s) if s.switch < n => self.view.on_snapshot(now_ns, s),
+            Input::Crossing(c) if c.switch < n => {
+                let key = PortKey { switch: c.switch, port: c.port };
+                let before = self.view.port_heat(key).map(|h| h.congested);
+                self.view.on_crossing(now_ns, c);
+                self.dirty |= self.view.port_heat(key).map(|h| h.congested) != before;
+            }
+            Input::Snapshot(s) if s.switch < n => {
+                let keys: Vec<PortKey> =
+                    s.ports.iter().map(|p| PortKey { switch: s.switch, port: p.port }).collect();
+                let before: Vec<Option<bool>> =
+                    keys.iter().map(|k| self.view.port_heat(*k).map(|h| h.congested)).collect();
+                self.view.on_snapshot(now_ns, s);
+                self.dirty |=
+                    keys.iter().zip(before).any(|(k, b)| self.view.port_heat(*k).map(|h| h.congested) != b);
+            }
             Input::Report(r) => self.view.on_report(now_ns, r),
             Input::SwitchUp { switch } if *switch < n => {
                 self.down_since.remove(switch);
@@ -221,6 +237,9 @@ impl Core {
                 json!(format!("{other:?}")),
             )),
         }
+        if !matches!(input, Input::Crossing(_) | Input::Snapshot(_) | Input::Report(_) | Input::Tick) {
+            self.dirty = true;
+        }
         let expired: Vec<SwitchId> = self
             .down_since
             .iter()
@@ -255,8 +274,20 @@ impl Core {
         self.note(kind, Some(l.a.switch), reason, details)
     }
 
+    /// True when a decision could change something: an input changed the
+    /// heat or the fabric, or the policy has timers running (hot ports,
+    /// derated ports, held-back changes).
+    pub fn wants_decision(&self) -> bool {
+        self.dirty
+            || self.replan_all
+            || !self.view.hot_ports().is_empty()
+            || self.state.ports().next().is_some()
+            || self.state.pending().next().is_some()
+    }
+
     /// Runs the policy and re-plans the switches whose state changed.
     pub fn decide(&mut self, now_ns: u64) -> Step {
+        self.dirty = false;
         let heat = self.view.heat();
         let input = PolicyInput { topo: &self.topo, routing: &self.routing, heat: &heat, now_ns };
         let decision = self.policy.decide(input, &mut self.state);
@@ -288,6 +319,9 @@ impl Core {
         } else {
             Vec::new()
         };
+        if switches.is_empty() {
+            return step;
+        }
         let overrides = self.overrides();
         for s in switches {
             let p = plan::switch_plan(&self.topo, &self.routing, &overrides, &self.settings, s);

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use metaroce_p4rt::entity::DigestConfig;
 use metaroce_p4rt::SessionConfig;
-use metaroce_pipeline::Pipeline;
+use metaroce_pipeline::{Entry, Key, Pipeline};
 use metaroce_telemetry::view::{PortRegisters, RegisterSnapshot, ThresholdCrossing};
 use metaroce_topo::Topology;
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{info, warn, Instrument};
@@ -218,6 +218,11 @@ pub async fn run(
         last_publish: None,
         up_at: BTreeMap::new(),
         unacked_cause: vec![None; cfg.topology.switches.len()],
+        topology_json: Arc::new(serde_json::to_value(&cfg.topology).unwrap_or_default()),
+        dirty_status: false,
+        metrics_dirty: std::collections::BTreeSet::new(),
+        publishing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        names: Arc::new(cfg.topology.switches.iter().map(|s| s.name.clone()).collect()),
     };
     state.run(ev_rx, udp_rx, cmd_rx, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -245,6 +250,15 @@ struct State {
     /// Per switch: the cause of a published target the switch has not
     /// acknowledged yet; a newer target that replaces it inherits it.
     unacked_cause: Vec<Option<Instant>>,
+    /// The topology as JSON, built once.
+    topology_json: Arc<serde_json::Value>,
+    /// A change happened since the last status publication.
+    dirty_status: bool,
+    /// Switches whose group metrics are refreshed at the next publication.
+    metrics_dirty: std::collections::BTreeSet<usize>,
+    /// A status build is running on a blocking thread.
+    publishing: Arc<std::sync::atomic::AtomicBool>,
+    names: Arc<Vec<String>>,
 }
 
 impl State {
@@ -275,11 +289,20 @@ impl State {
                         match ev_rx.try_recv() { Ok(ev) => self.on_agent(ev), Err(_) => break }
                         n += 1;
                     }
-                    self.decide_and_publish(false);
+                    if self.core.wants_decision() {
+                        self.decide_and_publish(false);
+                    }
                 }
                 frame = udp_rx.recv() => if let Some(f) = frame { self.on_report(None, &f, false); self.decide_and_publish(false); },
                 cmd = cmd_rx.recv() => if let Some(c) = cmd { self.on_command(c); },
-                _ = ticker.tick() => { self.input(&Input::Tick); self.decide_and_publish(false); }
+                _ = ticker.tick() => {
+                    self.input(&Input::Tick);
+                    if self.core.wants_decision() {
+                        self.decide_and_publish(false);
+                    } else {
+                        self.maybe_publish(false);
+                    }
+                }
                 _ = &mut shutdown => return,
             }
         }
@@ -306,10 +329,14 @@ impl State {
 
     fn log(&self, notes: Vec<Note>) {
         for n in notes {
+            // Policy changes are reroutes only when they are written (act);
+            // in observe/advise they are recommendations.
+            let applied = self.core.mode().writes() && !self.core.pinned();
             let reason = match n.kind {
-                "derate" => Some("congestion"),
-                "restore" => Some("recovery"),
-                "failover" | "link_down" => Some("link_down"),
+                "derate" if applied => Some("congestion"),
+                "restore" if applied => Some("recovery"),
+                "failover" if applied => Some("link_down"),
+                "link_down" => Some("link_down"),
                 "link_up" | "switch_up" | "switch_down" => Some(n.kind),
                 _ => None,
             };
@@ -410,7 +437,7 @@ impl State {
                     "reaction_ms": reaction.map(|r| r.as_secs_f64() * 1e3)});
                 let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
                 self.events.record(kind, Some(&name), "reconciled to the desired state", details);
-                self.update_group_metrics(switch);
+                self.metrics_dirty.insert(switch);
             }
         }
     }
@@ -491,11 +518,17 @@ impl State {
         // of the same episode are the policy's pacing, not reaction time.
         let mut caused: BTreeMap<usize, Instant> = BTreeMap::new();
         if let Some(d) = &step.decision {
+            let mut used = Vec::new();
             for c in d.changes.iter().filter(|c| c.kind == metaroce_policy::ChangeKind::Derate) {
-                if let Some(t) = c.cause.and_then(|h| self.up_at.remove(&(h.switch, h.port))) {
+                let Some(h) = c.cause else { continue };
+                if let Some(&t) = self.up_at.get(&(h.switch, h.port)) {
                     let e = caused.entry(c.switch).or_insert(t);
                     *e = (*e).min(t);
+                    used.push((h.switch, h.port));
                 }
+            }
+            for k in used {
+                self.up_at.remove(&k);
             }
         }
         // Forget crossings the policy never acted on (they cooled first).
@@ -508,49 +541,86 @@ impl State {
             let wanted = Wanted { target: Target::Plan(plan), caused_at: cause };
             self.desired_tx[s].send_replace(Some(Arc::new(wanted)));
         }
-        let due = self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_millis(250));
-        if force_status || changed || due {
+        if changed {
+            self.dirty_status = true;
+        }
+        self.maybe_publish(force_status);
+    }
+
+    /// Status JSON and group metrics cover the whole fabric: refresh them
+    /// at most every 500 ms (a change shows within that) and at least every
+    /// second, or at once when forced, so a storm costs decisions, not JSON.
+    fn maybe_publish(&mut self, force_status: bool) {
+        let due = self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_millis(500));
+        if force_status
+            || (due && self.dirty_status)
+            || self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
             self.publish();
+            self.dirty_status = false;
         }
     }
 
     fn publish(&mut self) {
         self.last_publish = Some(Instant::now());
-        let topo = serde_json::to_value(self.core.topology()).unwrap_or_default();
-        let snap = Snapshot {
-            status: status::status(&self.core, &self.switches, self.decisions),
-            topology: topo,
-            congestion: status::congestion(&self.core),
-            groups: status::groups(&self.core, &self.switches),
-            recommendations: status::recommendations(&self.core),
-        };
-        self.snap_tx.send_replace(Arc::new(snap));
+        if self.publishing.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            self.dirty_status = true; // one build at a time; retry later
+            return;
+        }
+        // Cheap copies here; the JSON is built (and the old snapshot
+        // dropped) on a blocking thread, so the state task never stalls on
+        // a large fabric's status.
+        let status = status::status(&self.core, &self.switches, self.decisions);
+        let names = self.names.clone();
+        let installed: Vec<Arc<BTreeMap<Key, Entry>>> =
+            self.switches.iter().map(|s| s.installed.clone()).collect();
+        let recs = self.core.recommended();
+        let (mode, pinned) = (self.core.mode(), self.core.pinned());
+        let summary = self.core.view().summary(8);
+        let topology = self.topology_json.clone();
+        let dirty = std::mem::take(&mut self.metrics_dirty);
+        let metrics = self.metrics.clone();
+        let tx = self.snap_tx.clone();
+        let busy = self.publishing.clone();
+        tokio::task::spawn_blocking(move || {
+            for s in dirty {
+                update_group_metrics(&metrics, &names[s], &installed[s]);
+            }
+            let snap = Snapshot {
+                status,
+                topology: Value::clone(&topology),
+                congestion: status::congestion(&summary, &names),
+                groups: status::groups(&names, &installed),
+                recommendations: status::recommendations(&names, &recs, mode, pinned),
+            };
+            drop(tx.send_replace(Arc::new(snap)));
+            busy.store(false, std::sync::atomic::Ordering::Release);
+        });
     }
+}
 
-    fn update_group_metrics(&self, switch: usize) {
-        let name = self.name(switch);
-        self.metrics.clear_groups(&name);
-        self.metrics.clear_path_shares(&name);
-        let st = &self.switches[switch];
-        let port_of = |m: u32| match st.installed.get(&metaroce_pipeline::Key::Member(m)) {
-            Some(metaroce_pipeline::Entry::Member { nhop, .. }) => nhop.saturating_sub(1),
-            _ => 0,
-        };
-        let mut share: BTreeMap<u16, f64> = BTreeMap::new();
-        let mut groups = 0.0;
-        for e in st.installed.values() {
-            if let metaroce_pipeline::Entry::Group { id, members } = e {
-                let total: u32 = members.iter().map(|(_, w)| *w).sum();
-                groups += 1.0;
-                for (m, w) in members {
-                    let port = port_of(*m);
-                    self.metrics.set_group_weight(&name, *id, port, *w);
-                    *share.entry(port).or_default() += f64::from(*w) / f64::from(total.max(1));
-                }
+/// Group weights and path shares of one switch, from what it holds.
+fn update_group_metrics(metrics: &Metrics, name: &str, installed: &BTreeMap<Key, Entry>) {
+    metrics.clear_groups(name);
+    metrics.clear_path_shares(name);
+    let port_of = |m: u32| match installed.get(&Key::Member(m)) {
+        Some(Entry::Member { nhop, .. }) => nhop.saturating_sub(1),
+        _ => 0,
+    };
+    let mut share: BTreeMap<u16, f64> = BTreeMap::new();
+    let mut groups = 0.0;
+    for e in installed.values() {
+        if let Entry::Group { id, members } = e {
+            let total: u32 = members.iter().map(|(_, w)| *w).sum();
+            groups += 1.0;
+            for (m, w) in members {
+                let port = port_of(*m);
+                metrics.set_group_weight(name, *id, port, *w);
+                *share.entry(port).or_default() += f64::from(*w) / f64::from(total.max(1));
             }
         }
-        for (port, s) in share {
-            self.metrics.set_path_share(&name, port, s / f64::max(groups, 1.0));
-        }
+    }
+    for (port, s) in share {
+        metrics.set_path_share(name, port, s / f64::max(groups, 1.0));
     }
 }

@@ -8,7 +8,9 @@ use metaroce_pipeline::{Entry, Key, RouteTarget};
 use serde_json::{json, Value};
 
 use crate::core::Core;
-use crate::plan::nhop_id;
+use crate::mode::Mode;
+use crate::plan::Overrides;
+use metaroce_telemetry::view::ViewSummary;
 
 /// What the state task knows of one switch's session.
 #[derive(Debug, Clone, Default)]
@@ -47,14 +49,13 @@ pub fn status(core: &Core, switches: &[SwitchStatus], decisions: u64) -> Value {
     })
 }
 
-/// Installed groups and routes of every switch, with ports for members.
-pub fn groups(core: &Core, switches: &[SwitchStatus]) -> Value {
-    let topo = core.topology();
+/// Installed groups of every switch (members by port) and its route count.
+pub fn groups(names: &[String], installed: &[Arc<BTreeMap<Key, Entry>>]) -> Value {
     let mut out = serde_json::Map::new();
-    for (s, st) in topo.switches.iter().zip(switches) {
+    for (name, inst) in names.iter().zip(installed) {
         let port_of = |member: u32| -> Option<u16> {
-            match st.installed.get(&Key::Member(member)) {
-                Some(Entry::Member { nhop, .. }) => match st.installed.get(&Key::Nhop(*nhop)) {
+            match inst.get(&Key::Member(member)) {
+                Some(Entry::Member { nhop, .. }) => match inst.get(&Key::Nhop(*nhop)) {
                     Some(Entry::Nhop { port, .. }) => Some(*port),
                     _ => None,
                 },
@@ -62,46 +63,45 @@ pub fn groups(core: &Core, switches: &[SwitchStatus]) -> Value {
             }
         };
         let mut groups = Vec::new();
-        let mut routes = Vec::new();
-        for e in st.installed.values() {
+        let mut routes = 0usize;
+        let mut to_groups = 0usize;
+        for e in inst.values() {
             match e {
                 Entry::Group { id, members } => groups.push(json!({
                     "id": id,
                     "members": members.iter().map(|(m, w)| json!({"port": port_of(*m), "weight": w})).collect::<Vec<_>>(),
                 })),
-                Entry::Route { prefix, len, target } => routes.push(json!({
-                    "prefix": format!("{prefix}/{len}"),
-                    "target": match target { RouteTarget::Group(g) => json!({"group": g}), RouteTarget::Nhop(h) => json!({"port": h.saturating_sub(nhop_id(0))}) },
-                })),
+                Entry::Route { target, .. } => {
+                    routes += 1;
+                    to_groups += usize::from(matches!(target, RouteTarget::Group(_)));
+                }
                 _ => {}
             }
         }
-        out.insert(s.name.clone(), json!({"groups": groups, "routes": routes}));
+        out.insert(name.clone(), json!({"groups": groups, "routes": routes, "routes_to_groups": to_groups}));
     }
     Value::Object(out)
 }
 
 /// What the policy recommends (its overrides), named.
-pub fn recommendations(core: &Core) -> Value {
-    let topo = core.topology();
-    let recs: Vec<Value> = core
-        .recommended()
-        .into_iter()
+pub fn recommendations(names: &[String], recs: &Overrides, mode: Mode, pinned: bool) -> Value {
+    let name = |s: usize| names.get(s).map_or("?", String::as_str);
+    let list: Vec<Value> = recs
+        .iter()
         .map(|((s, leaf), w)| {
             json!({
-                "switch": topo.switches[s].name, "toward": topo.switches[leaf].name,
+                "switch": name(*s), "toward": name(*leaf),
                 "weights": w.iter().map(|(p, w)| json!({"port": p, "weight": w})).collect::<Vec<_>>(),
-                "applied": core.mode().writes() && !core.pinned(),
+                "applied": mode.writes() && !pinned,
             })
         })
         .collect();
-    json!({"mode": core.mode().as_str(), "recommendations": recs})
+    json!({"mode": mode.as_str(), "recommendations": list})
 }
 
 /// The congestion view, with switch names next to indices.
-pub fn congestion(core: &Core) -> Value {
-    let mut v = serde_json::to_value(core.view().summary(32)).unwrap_or(Value::Null);
-    let names: Vec<&str> = core.topology().switches.iter().map(|s| s.name.as_str()).collect();
+pub fn congestion(summary: &ViewSummary, names: &[String]) -> Value {
+    let mut v = serde_json::to_value(summary).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
         m.insert("switch_names".into(), json!(names));
     }

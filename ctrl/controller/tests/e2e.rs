@@ -203,8 +203,11 @@ async fn congestion_moves_upstream_weights_and_restores() {
     let metrics = http_get(listen, "/metrics").await;
     assert!(metrics.contains("metaroce_reroutes_total{reason=\"congestion\"}"), "{metrics}");
     assert!(metrics.contains("metaroce_digests_total{switch=\"spine1\"} 1"), "{metrics}");
-    let congestion = http_get(listen, "/api/v1/congestion").await;
-    assert!(congestion.contains("\"congested\":true"), "{congestion}");
+    // The status API refreshes at most every 500 ms.
+    wait_for("the congestion map to show the hot port", 5, || async {
+        http_get(listen, "/api/v1/congestion").await.contains("\"congested\":true")
+    })
+    .await;
 
     // It cools down: weights go back to the baseline step by step.
     assert!(switches[2].set_register_cell(congested_reg, 2, vec![0]));

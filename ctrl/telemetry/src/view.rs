@@ -237,6 +237,11 @@ impl CongestionView {
         self.ports.get_mut(&key)
     }
 
+    /// One port's heat, if the view knows the port.
+    pub fn port_heat(&self, key: PortKey) -> Option<PortHeat> {
+        self.ports.get(&key).map(|st| st.heat)
+    }
+
     /// The snapshot the policy decides on.
     pub fn heat(&self) -> Heat {
         self.ports.iter().map(|(k, st)| (*k, st.heat)).collect()
