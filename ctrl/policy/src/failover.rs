@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use metaroce_telemetry::PortKey;
-use metaroce_topo::{Routing, SwitchId};
+use metaroce_topo::{Routing, SwitchId, Topology};
 
 use crate::decision::Forced;
 use crate::state::Override;
@@ -19,6 +19,31 @@ pub(crate) struct Stale {
     pub forced: Forced,
     /// Leaves with a stale or outdated override: they are recomputed.
     pub leaves: Vec<SwitchId>,
+}
+
+/// What the baseline routing is a function of, besides the topology: its
+/// options and which links and switches are down (the incremental repair
+/// gives the same groups as a fresh computation). While it stays the same,
+/// no override can have gone stale, and checking them all is skipped:
+/// there may be hundreds of thousands.
+pub(crate) fn baseline_fingerprint(topo: &Topology, routing: &Routing) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |v: u64| {
+        for b in v.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(topo.switches.len() as u64);
+    eat(topo.links.len() as u64);
+    eat(u64::from(routing.options().max_weight));
+    for l in (0..topo.links.len()).filter(|&l| !routing.link_is_up(l)) {
+        eat(l as u64);
+    }
+    eat(u64::MAX);
+    for s in (0..topo.switches.len()).filter(|&s| !routing.switch_is_up(s)) {
+        eat(s as u64);
+    }
+    h
 }
 
 pub(crate) fn check(

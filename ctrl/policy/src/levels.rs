@@ -18,9 +18,6 @@ pub(crate) struct LevelChange {
     pub link: LinkId,
     pub from: u8,
     pub to: u8,
-    /// The port's link or switch failed and its level was dropped: the
-    /// groups it shaped can no longer be found through it.
-    pub failed: bool,
 }
 
 /// What the snapshot says about a port right now.
@@ -50,9 +47,9 @@ pub(crate) fn update(
     let mut changes = Vec::new();
     for key in keys {
         let Some(link) = index.live(routing, key) else {
-            if let Some(p) = ports.remove(&key).filter(|p| p.level > 0) {
-                changes.push(LevelChange { key, link: p.link, from: p.level, to: 0, failed: true });
-            }
+            // The baseline moved with the failure, so every leaf with
+            // overrides is rechecked anyway (see `Policy::decide`).
+            ports.remove(&key);
             continue;
         };
         let phase = phase(cfg, heat.get(&key), ports.get_mut(&key), now);
@@ -114,7 +111,7 @@ fn step(
     };
     state.level = to;
     state.last_step_ns = Some(now);
-    Some(LevelChange { key, link, from, to, failed: false })
+    Some(LevelChange { key, link, from, to })
 }
 
 #[cfg(test)]

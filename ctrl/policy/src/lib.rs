@@ -118,20 +118,24 @@ impl Policy {
             input.now_ns,
             &mut state.ports,
         );
-        let stale = failover::check(input.routing, &state.overrides);
+        let baseline = failover::baseline_fingerprint(input.topo, input.routing);
+        let moved = state.baseline != Some(baseline);
+        state.baseline = Some(baseline);
+        let stale = if moved { failover::check(input.routing, &state.overrides) } else { Default::default() };
         // Leaves whose inputs changed: recomputed. Other pending leaves
         // reuse the changes the rate limit held back last time.
         let mut fresh: BTreeSet<SwitchId> = stale.leaves.iter().copied().collect();
         mark_dirty(input.routing, &steps, &mut fresh, &mut state.dirty);
-        if steps.iter().any(|s| s.failed) {
-            // A derated port failed: the overrides it shaped may sit where
-            // the baseline did not move. Recheck every leaf with overrides.
+        if moved {
+            // The baseline moved (a failure or a repair): a port may have
+            // left the paths toward a leaf whose overrides it shaped, and
+            // its level changes would no longer find them. Recheck them all.
             fresh.extend(state.overrides.keys().copied());
         }
         for &leaf in &fresh {
             state.dirty.entry(leaf).or_default();
         }
-        let proposals = self.propose(input, &index, (&fresh, parallel_from), state);
+        let proposals = self.propose(input, &index, (&fresh, moved, parallel_from), state);
         let budget = self.config.max_changed_groups;
         let (changes, held) =
             decision::apply(proposals, &stale.forced, budget, (input.routing, &index), state);
@@ -158,7 +162,7 @@ impl Policy {
         &self,
         input: Input<'_>,
         index: &PortIndex,
-        (fresh, parallel_from): (&BTreeSet<SwitchId>, usize),
+        (fresh, moved, parallel_from): (&BTreeSet<SwitchId>, bool, usize),
         state: &mut PolicyState,
     ) -> Vec<reweight::Proposal> {
         let factors = self.port_factors(input, index, state);
@@ -173,7 +177,10 @@ impl Policy {
         let mut todo = Vec::new();
         for (&leaf, causes) in &state.dirty {
             match state.pending.remove(&leaf) {
-                Some(held) if !fresh.contains(&leaf) && held.iter().all(|p| p.still_fits(input.routing)) => {
+                Some(held)
+                    if !fresh.contains(&leaf)
+                        && (!moved || held.iter().all(|p| p.still_fits(input.routing))) =>
+                {
                     proposals.extend(held)
                 }
                 _ => todo.push((leaf, causes)),

@@ -56,6 +56,9 @@ pub struct PolicyState {
     /// their leaf, which then is recomputed instead.
     #[serde(default)]
     pub(crate) pending: BTreeMap<SwitchId, Vec<Proposal>>,
+    /// Fingerprint of the baseline the overrides were last checked against.
+    #[serde(default)]
+    pub(crate) baseline: Option<u64>,
 }
 
 impl PolicyState {

@@ -262,3 +262,41 @@ fn failures_of_derated_links_leave_no_override_behind() {
     }
     assert_eq!(w.state.override_count(), 0);
 }
+
+/// Found by the property test: after a failure elsewhere, the hot port no
+/// longer lies on the paths toward the leaf whose override it shaped; its
+/// restore must still remove that override.
+#[test]
+fn held_back_changes_after_a_failure_still_drain() {
+    let config = PolicyConfig {
+        hold_up_ns: 0,
+        hold_down_ns: 0,
+        step_interval_ns: MS,
+        derate_step_permille: 352,
+        min_factor_permille: 50,
+        max_changed_groups: 1,
+        warm_discount_permille: 1,
+    };
+    let mut w = World::new(&Shape::Clos3 { pods: 3, leaves: 1, spines: 2, supers: 1 }, config);
+    let script = [
+        Tick { dt_ms: 1, flips: vec![], fail: Some(17313559608447456322) },
+        Tick { dt_ms: 1, flips: vec![(17144686673133041837, 2, 0)], fail: None },
+        Tick { dt_ms: 1, flips: vec![], fail: None },
+        Tick { dt_ms: 1, flips: vec![(537755957504614206, 1, 48)], fail: None },
+        Tick { dt_ms: 1, flips: vec![], fail: Some(15012280631722834571) },
+    ];
+    for t in &script {
+        w.apply(t);
+        let d = w.decide();
+        w.check(&d);
+    }
+    for v in w.heat.values_mut() {
+        *v = PortHeat { congested: false, depth: 0, max_depth: 0, since_ns: w.now };
+    }
+    for _ in 0..100 {
+        w.now += 5 * MS;
+        let d = w.decide();
+        w.check(&d);
+    }
+    assert_eq!(w.state.override_count(), 0);
+}
