@@ -278,8 +278,18 @@ fn reweigh(
     work.caps.clear();
     work.caps.extend(work.pairs.iter().map(|p| p.1));
     weights(&work.caps, ctx.max_weight, &mut work.weights);
+    // Weights that split traffic as the baseline's do (64:64 against 1:1,
+    // after rounding) are the baseline: no group write for nothing.
+    let (base_sum, new_sum) = (
+        group.members.iter().map(|m| u128::from(m.weight)).sum::<u128>(),
+        work.weights.iter().map(|&w| u128::from(w)).sum::<u128>(),
+    );
     let differs = group.members.len() != work.weights.len()
-        || group.members.iter().zip(&work.weights).any(|(m, w)| m.weight != *w);
+        || group
+            .members
+            .iter()
+            .zip(&work.weights)
+            .any(|(m, &w)| u128::from(m.weight) * new_sum != u128::from(w) * base_sum);
     let same_as_old = match old {
         Some(o) => {
             differs
