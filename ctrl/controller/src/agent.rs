@@ -94,6 +94,9 @@ pub struct SyncOutcome {
     pub error: Option<String>,
     /// Arrival of the digest that caused the change, if one did.
     pub caused_at: Option<Instant>,
+    /// When the last insert/modify batch was acknowledged: from then on new
+    /// flowlets take the new weights (deletes of old groups follow).
+    pub moved_at: Option<Instant>,
 }
 
 /// How a switch task behaves.
@@ -335,6 +338,7 @@ impl Live<'_> {
         let (inserts, modifies, deletes) = reconcile::counts(&batches);
         let started = Instant::now();
         let mut error = None;
+        let mut moved_at = None;
         if self.cfg.dry_run {
             for c in batches.iter().flatten() {
                 info!(change = ?c, "dry run: would write");
@@ -342,7 +346,12 @@ impl Live<'_> {
         } else {
             for batch in &batches {
                 match self.write(batch).await {
-                    Ok(()) => reconcile::apply(&mut self.installed, batch),
+                    Ok(()) => {
+                        reconcile::apply(&mut self.installed, batch);
+                        if batch.iter().any(|c| !matches!(c, Change::Delete(_))) {
+                            moved_at = Some(Instant::now());
+                        }
+                    }
                     Err(e) => {
                         error = Some(format!("{e:#}"));
                         break;
@@ -363,8 +372,16 @@ impl Live<'_> {
             }
         }
         let caused_at = wanted.caused_at;
-        let outcome =
-            SyncOutcome { inserts, modifies, deletes, batches: batches.len(), write_time, error, caused_at };
+        let outcome = SyncOutcome {
+            inserts,
+            modifies,
+            deletes,
+            batches: batches.len(),
+            write_time,
+            error,
+            caused_at,
+            moved_at,
+        };
         let installed = Arc::new(self.installed.clone());
         let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome, installed }).await;
     }

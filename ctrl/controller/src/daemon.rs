@@ -421,7 +421,10 @@ impl State {
             AgentEvent::Synced { switch, outcome, installed } => {
                 let name = self.name(switch);
                 self.metrics.observe_write(&name, outcome.write_time.as_secs_f64());
-                let reaction = outcome.caused_at.filter(|_| outcome.error.is_none()).map(|t| t.elapsed());
+                let reaction = match (outcome.caused_at, outcome.moved_at) {
+                    (Some(c), Some(m)) if outcome.error.is_none() => Some(m.saturating_duration_since(c)),
+                    _ => None,
+                };
                 if reaction.is_some() && self.unacked_cause[switch] == outcome.caused_at {
                     self.unacked_cause[switch] = None;
                 }
