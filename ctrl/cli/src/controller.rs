@@ -73,6 +73,9 @@ pub struct RunArgs {
     /// Register poll interval in milliseconds.
     #[arg(long, default_value_t = 100)]
     pub poll_ms: u64,
+    /// Scrape interval of host exporters (`hosts[].exporter`), milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub host_scrape_ms: u64,
     /// P4Runtime election id (higher wins primary).
     #[arg(long, default_value_t = 10)]
     pub election_id: u64,
@@ -183,6 +186,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.record = a.record;
     cfg.collector = a.collector;
     cfg.poll_interval = Duration::from_millis(a.poll_ms.max(1));
+    cfg.host_scrape_interval = Duration::from_millis(a.host_scrape_ms.max(100));
     cfg.election_id = u128::from(a.election_id);
     cfg.core.settings.latency_shift = a.report_latency_shift;
     cfg.core.settings.report_period_us = a.report_period_ms.saturating_mul(1000);

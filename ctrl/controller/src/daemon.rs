@@ -23,6 +23,7 @@ use tracing::{info, warn, Instrument};
 
 use crate::agent::{self, AgentConfig, AgentEvent, Desired, Target, Wanted};
 use crate::core::{Core, CoreConfig, Input, Note};
+use crate::hosts;
 use crate::mode::Mode;
 use crate::obs::{self, Command, EventLog, Metrics, Snapshot, Tokens};
 use crate::snapshot::SnapshotDoc;
@@ -46,6 +47,8 @@ pub struct Config {
     /// UDP address that receives Telemetry Reports from a collector port.
     pub collector: Option<SocketAddr>,
     pub poll_interval: Duration,
+    /// How often host exporters (`hosts[].exporter` in the topology) are scraped.
+    pub host_scrape_interval: Duration,
     pub tick: Duration,
     pub election_id: u128,
     pub digest: DigestConfig,
@@ -65,6 +68,7 @@ impl Config {
             record: None,
             collector: None,
             poll_interval: Duration::from_millis(100),
+            host_scrape_interval: Duration::from_secs(5),
             tick: Duration::from_millis(5),
             election_id: 10,
             // Immediate delivery: BMv2 raises any non-zero timeout to 100 ms.
@@ -204,6 +208,29 @@ pub async fn run(
             }
         }));
     }
+    let (host_tx, host_rx) = mpsc::channel::<HostScrape>(4);
+    let targets: Vec<(String, String)> =
+        cfg.topology.hosts.iter().filter_map(|h| Some((h.name.clone(), h.exporter.clone()?))).collect();
+    if !targets.is_empty() {
+        info!(hosts = targets.len(), every = ?cfg.host_scrape_interval, "scraping host exporters");
+        let mut stop = stop_rx.clone();
+        let every = cfg.host_scrape_interval;
+        tasks.push(tokio::spawn(async move {
+            let opts = metaroce_host::ScrapeOptions::default();
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        let got = metaroce_host::scrape_all(&targets, &opts).await;
+                        let got = got.into_iter().map(|(h, r)| (h, r.map_err(|e| format!("{e:#}")))).collect();
+                        if host_tx.send(got).await.is_err() { return }
+                    }
+                    _ = stop.changed() => return,
+                }
+            }
+        }));
+    }
     drop(ev_tx);
     let state = State {
         core,
@@ -223,8 +250,9 @@ pub async fn run(
         metrics_dirty: std::collections::BTreeSet::new(),
         publishing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         names: Arc::new(cfg.topology.switches.iter().map(|s| s.name.clone()).collect()),
+        hosts: hosts::Hosts::default(),
     };
-    state.run(ev_rx, udp_rx, cmd_rx, cfg.tick, shutdown).await;
+    state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
     for t in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
@@ -259,6 +287,18 @@ struct State {
     /// A status build is running on a blocking thread.
     publishing: Arc<std::sync::atomic::AtomicBool>,
     names: Arc<Vec<String>>,
+    hosts: hosts::Hosts,
+}
+
+/// One scrape of every host exporter: host name → counters or error.
+type HostScrape = Vec<(String, Result<metaroce_host::HostCongestion, String>)>;
+
+/// The state task's input channels.
+struct Inputs {
+    ev_rx: mpsc::Receiver<AgentEvent>,
+    udp_rx: mpsc::Receiver<Vec<u8>>,
+    cmd_rx: mpsc::Receiver<Command>,
+    host_rx: mpsc::Receiver<HostScrape>,
 }
 
 impl State {
@@ -266,14 +306,8 @@ impl State {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    async fn run(
-        mut self,
-        mut ev_rx: mpsc::Receiver<AgentEvent>,
-        mut udp_rx: mpsc::Receiver<Vec<u8>>,
-        mut cmd_rx: mpsc::Receiver<Command>,
-        tick: Duration,
-        shutdown: impl Future<Output = ()>,
-    ) {
+    async fn run(mut self, inputs: Inputs, tick: Duration, shutdown: impl Future<Output = ()>) {
+        let Inputs { mut ev_rx, mut udp_rx, mut cmd_rx, mut host_rx } = inputs;
         let mut ticker = tokio::time::interval(tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
@@ -295,6 +329,7 @@ impl State {
                 }
                 frame = udp_rx.recv() => if let Some(f) = frame { self.on_report(None, &f, false); self.decide_and_publish(false); },
                 cmd = cmd_rx.recv() => if let Some(c) = cmd { self.on_command(c); },
+                got = host_rx.recv() => if let Some(got) = got { self.on_hosts(got); },
                 _ = ticker.tick() => {
                     self.input(&Input::Tick);
                     if self.core.wants_decision() {
@@ -445,6 +480,14 @@ impl State {
         }
     }
 
+    fn on_hosts(&mut self, got: HostScrape) {
+        let acting = self.core.mode().writes() && self.core.policy_state().override_count() > 0;
+        for note in self.hosts.update(&self.metrics, got, acting) {
+            self.events.record(note.kind, None, &note.reason, note.details);
+        }
+        self.dirty_status = true;
+    }
+
     fn on_report(&mut self, switch: Option<usize>, bytes: &[u8], frame: bool) {
         let decoded = if frame {
             metaroce_telemetry::decode_frame(bytes)
@@ -580,6 +623,7 @@ impl State {
         let recs = self.core.recommended();
         let (mode, pinned) = (self.core.mode(), self.core.pinned());
         let summary = self.core.view().summary(8);
+        let hosts = self.hosts.status();
         let topology = self.topology_json.clone();
         let dirty = std::mem::take(&mut self.metrics_dirty);
         let metrics = self.metrics.clone();
@@ -592,7 +636,7 @@ impl State {
             let snap = Snapshot {
                 status,
                 topology: Value::clone(&topology),
-                congestion: status::congestion(&summary, &names),
+                congestion: status::congestion(&summary, &names, hosts),
                 groups: status::groups(&names, &installed),
                 recommendations: status::recommendations(&names, &recs, mode, pinned),
             };

@@ -100,10 +100,11 @@ pub fn recommendations(names: &[String], recs: &Overrides, mode: Mode, pinned: b
 }
 
 /// The congestion view, with switch names next to indices.
-pub fn congestion(summary: &ViewSummary, names: &[String]) -> Value {
+pub fn congestion(summary: &ViewSummary, names: &[String], hosts: Value) -> Value {
     let mut v = serde_json::to_value(summary).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
         m.insert("switch_names".into(), json!(names));
+        m.insert("hosts".into(), hosts);
     }
     v
 }

@@ -150,7 +150,8 @@ async fn wait_for<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
 
 async fn http_get(addr: SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // Not listening yet: an empty answer, so wait_for tries again.
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
         .await
         .unwrap();
@@ -258,4 +259,55 @@ fn tempfile_path(name: &str) -> PathBuf {
     let p = dir.join(name);
     let _ = std::fs::remove_file(&p);
     p
+}
+
+/// A host that runs `metaroce host export` (here over a fixture sysfs tree)
+/// shows up in the congestion map with its devices, and in /metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_exporters_are_scraped_into_the_congestion_map() {
+    use metaroce_host::netlink::NoNicStats;
+    use metaroce_host::{exporter, fixture, Collector, Sampler, Sysfs};
+    let root = tempfile_path("sysfs");
+    let _ = std::fs::remove_dir_all(&root);
+    fixture::write_mlx5(&root, "mlx5_0", "eth0", 9000).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let exporter_addr = listener.local_addr().unwrap();
+    let collector = Collector::new(Sampler::new(Sysfs::new(&root), Arc::new(NoNicStats)), "h1");
+    let (stop_exp, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(exporter::serve(listener, Duration::from_millis(50), collector, async move {
+        let _ = stopped.await;
+    }));
+
+    let p = pipeline();
+    let (_switches, addrs, stop) = fabric().await;
+    let mut topo = topology(&addrs);
+    topo.hosts[0].exporter = Some(exporter_addr.to_string());
+    let listen = free_port();
+    let mut cfg = Config::new(topo, p);
+    cfg.listen = Some(listen);
+    cfg.host_scrape_interval = Duration::from_millis(100);
+    let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(daemon::run(cfg, async move {
+        let _ = quit_rx.await;
+    }));
+    wait_for("h1 in the congestion map", 10, || async {
+        let c = http_get(listen, "/api/v1/congestion").await;
+        c.contains("\"host\":\"h1\"") && c.contains("mlx5_0") && c.contains("\"up\":true")
+    })
+    .await;
+    let m = http_get(listen, "/metrics").await;
+    assert!(m.contains("metaroce_host_exporter_up{host=\"h1\"} 1"), "{m}");
+    assert!(
+        m.contains("metaroce_host_congestion_rate{host=\"h1\",device=\"mlx5_0\",signal=\"cnp_sent\"}"),
+        "{m}"
+    );
+    // The exporter goes away: the host is shown down, the controller goes on.
+    let _ = stop_exp.send(());
+    wait_for("h1 down", 10, || async {
+        http_get(listen, "/metrics").await.contains("metaroce_host_exporter_up{host=\"h1\"} 0")
+    })
+    .await;
+    let _ = quit.send(());
+    daemon.await.unwrap().unwrap();
+    let _ = stop.send(true);
 }

@@ -47,13 +47,15 @@ const CONNECTED: usize = 11;
 const PRIMARY: usize = 12;
 const MODE: usize = 13;
 const REACTION: usize = 14;
+const HOST_RATE: usize = 15;
+const HOST_UP: usize = 16;
 
 const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str], help: &'static str) -> Spec {
     Spec { name, help, kind, unit: None, labels, buckets: &[] }
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 15] = [
+static SPECS: [Spec; 17] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -112,7 +114,18 @@ static SPECS: [Spec; 15] = [
         labels: &[],
         buckets: LATENCY_BUCKETS,
     },
+    family(
+        "metaroce_host_congestion_rate",
+        Kind::Gauge,
+        &["host", "device", "signal"],
+        "Per-second rate of a RoCE NIC congestion counter scraped from a host exporter (signals: pfc_tx, pfc_rx, pause_tx, pause_rx, cnp_sent, cnp_handled, ecn_marked).",
+    ),
+    family("metaroce_host_exporter_up", Kind::Gauge, &["host"], "1 when the host's counter exporter answered the last scrape."),
 ];
+
+/// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
+pub const HOST_SIGNALS: [&str; 7] =
+    ["pfc_tx", "pfc_rx", "pause_tx", "pause_rx", "cnp_sent", "cnp_handled", "ecn_marked"];
 
 /// Cheap to clone, shared by every task; each method takes one short lock.
 #[derive(Clone)]
@@ -219,6 +232,21 @@ impl Metrics {
     /// Forgets a switch's path shares (e.g. when it goes away).
     pub fn clear_path_shares(&self, switch: &str) {
         self.lock().remove_where(PATH_SHARE, "switch", switch);
+    }
+
+    /// A host NIC's congestion counter rate; `signal` from [`HOST_SIGNALS`].
+    pub fn set_host_rate(&self, host: &str, device: &str, signal: &str, per_second: f64) {
+        if HOST_SIGNALS.contains(&signal) {
+            self.lock().set(
+                HOST_RATE,
+                vec![host.to_string(), device.to_string(), signal.to_string()],
+                per_second,
+            );
+        }
+    }
+
+    pub fn set_host_up(&self, host: &str, up: bool) {
+        self.lock().set(HOST_UP, sw(host), flag(up));
     }
 
     /// Digest in to write acknowledged, for a rewrite a digest caused.

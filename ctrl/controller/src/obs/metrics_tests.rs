@@ -96,6 +96,9 @@ fn full() -> Metrics {
     m.set_path_share("leaf1", 3, 0.25);
     m.observe_decision(0.0003);
     m.observe_reaction(0.0008);
+    m.set_host_rate("h1", "mlx5_0", "pfc_tx", 12.5);
+    m.set_host_rate("h1", "mlx5_0", "bogus", 1.0);
+    m.set_host_up("h1", true);
     m.observe_write("leaf1", 0.004);
     m.set_switch_connected("leaf1", true);
     m.set_switch_primary("leaf1", false);
@@ -121,6 +124,8 @@ fn obs_metrics_exposition_is_valid_openmetrics() {
         "metaroce_decision_duration_seconds_bucket{le=\"0.0005\"} 1",
         "metaroce_decision_duration_seconds_count 1",
         "metaroce_reaction_duration_seconds_bucket{le=\"0.001\"} 1",
+        "metaroce_host_congestion_rate{host=\"h1\",device=\"mlx5_0\",signal=\"pfc_tx\"} 12.5",
+        "metaroce_host_exporter_up{host=\"h1\"} 1.0",
         "metaroce_switch_write_duration_seconds_bucket{switch=\"leaf1\",le=\"0.005\"} 1",
         "metaroce_switch_connected{switch=\"leaf1\"} 1.0",
         "metaroce_switch_primary{switch=\"leaf1\"} 0.0",
