@@ -67,6 +67,8 @@ bench: p4rt-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-p4rt --bench inserts
 	$(CARGO) bench -p metaroce-sim --bench engine
 	$(CARGO) bench -p metaroce-policy --bench decide
+	$(CARGO) bench -p metaroce-telemetry --bench ingest
+	$(CARGO) bench -p metaroce-controller --bench reaction
 	@tests/p4/throughput/run.sh
 
 p4: ## Compile p4src/ into p4src/build/ (needs p4c)
