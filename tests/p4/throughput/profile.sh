@@ -8,6 +8,7 @@
 # its LPM next hop.
 #
 #   tests/p4/throughput/profile.sh [PACKETS]
+#   METAROCE_JSON=old.json tests/p4/throughput/profile.sh   (another build of ours)
 #
 # Needs p4c, simple_switch, simple_switch_CLI, valgrind. Prints figures only.
 set -u
@@ -59,34 +60,42 @@ profile() {
      simple_switch --use-files 20 -i "1@$dir/p1" -i "2@$dir/p2" --thrift-port 9490 "$json" >"$dir/sw.log" 2>&1 &
   sw=$!
   for _ in $(seq 150); do simple_switch_CLI --thrift-port 9490 <<< "show_ports" >/dev/null 2>&1 && break; sleep 0.2; done
-  simple_switch_CLI --thrift-port 9490 < "$cmds" > "$dir/cli.log" 2>&1
+  # Egress queues long enough for every packet: none may be dropped while
+  # the file is read faster than valgrind's switch drains it.
+  { cat "$cmds"; echo "set_queue_depth 1000000"; } > "$dir/cmds"
+  simple_switch_CLI --thrift-port 9490 < "$dir/cmds" > "$dir/cli.log" 2>&1
   if grep -qiE "error|invalid" "$dir/cli.log"; then cat "$dir/cli.log" >&2; echo 0; return; fi
-  # Wait until the packets are through: the output file stops growing.
-  local prev=-1 size=0
-  sleep 25
-  while :; do sleep 3; size=$(stat -c %s "$dir/p2_out.pcap" 2>/dev/null || echo 0)
-    [ "$size" = "$prev" ] && break; prev=$size; done
+  # Wait until the packets are through: the switch has used no CPU for 8 s
+  # (the output file is buffered, its size says nothing).
+  local prev=-1 now idle=0
+  sleep 20
+  while [ $idle -lt 4 ]; do sleep 2
+    now=$(awk '{print $14 + $15}' /proc/"$sw"/stat 2>/dev/null || echo 0)
+    if [ "$now" = "$prev" ]; then idle=$((idle + 1)); else idle=0; fi; prev=$now; done
   kill "$sw" 2>/dev/null; wait "$sw" 2>/dev/null; sw=
   callgrind_annotate --inclusive=yes --threshold=100 "$dir/cg.out" 2>/dev/null > "$dir/cg.txt"
-  python3 - "$dir/cg.txt" "$n" <<'PY'
+  callgrind_annotate --inclusive=yes --tree=calling --threshold=100 "$dir/cg.out" 2>/dev/null > "$dir/tree.txt"
+  python3 - "$dir/cg.txt" "$dir/tree.txt" <<'PY'
 import re, sys
 rows = {}
 for line in open(sys.argv[1]):
     m = re.match(r'\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:(.*?) \[', line)
     if m: rows.setdefault(m.group(2), int(m.group(1).replace(',', '')))
 def get(name): return sum(v for k, v in rows.items() if k.startswith(name))
-n = int(sys.argv[2])
+# Packets that made it through the deparser (calls, from the call tree).
+n = max([int(m.group(1).replace(',', '')) for m in
+         re.finditer(r'bm::Deparser::deparse\(bm::Packet\*\) const \(([\d,]+)x\)', open(sys.argv[2]).read())] or [1])
 total = (get('SimpleSwitch::receive_(') - get('bm::PHVFactory::create()') + get('SimpleSwitch::ingress_thread(')
          + get('SimpleSwitch::egress_thread(') + get('SimpleSwitch::transmit_thread('))
 parts = [('parser', 'bm::Parser::parse('), ('checksum verify', 'bm::Parser::verify_checksums('),
          ('pipelines', 'bm::Pipeline::apply('), ('deparser', 'bm::Deparser::deparse('),
          ('metadata reset', 'bm::PHV::reset_metadata('), ('header reset', 'bm::PHV::reset(')]
-print(round(total / n), ', '.join(f"{k} {round(get(f) / n)}" for k, f in parts))
+print(round(total / n), ', '.join(f"{k} {round(get(f) / n)}" for k, f in parts) + f" ({n} packets)")
 PY
 }
 a=$(profile "$work/l3_baseline.json" l3_baseline.cmds l3)
-b=$(profile ../../../p4src/build/main.json metaroce.cmds mr)
-echo "instructions per packet (callgrind, simple_switch, $n packets):"
+b=$(profile "${METAROCE_JSON:-../../../p4src/build/main.json}" metaroce.cmds mr)
+echo "instructions per packet (callgrind, simple_switch):"
 echo "  plain L3: $a"
 echo "  metaroce: $b"
 python3 - "${a%%,*}" "${b%%,*}" <<'PY'
