@@ -352,36 +352,9 @@ fn capacities(ctx: &Ctx<'_>, leaf: SwitchId, s: SwitchId, group: &Group, work: &
     total
 }
 
-/// Integer weights proportional to `caps`: divided by their gcd, scaled
-/// down (never to zero) when the largest would exceed `max_weight`. The
-/// same rule as the baseline routing's, so equal capacities give equal
-/// weights.
-pub(crate) fn weights(caps: &[u64], max_weight: u32, out: &mut Vec<u32>) {
-    out.clear();
-    if caps.windows(2).all(|w| w[0] == w[1]) {
-        out.resize(caps.len(), 1);
-        return;
-    }
-    let g = caps.iter().copied().fold(0u64, gcd).max(1);
-    let top = caps.iter().copied().max().unwrap_or(1).max(1);
-    let max_weight = u64::from(max_weight.max(1));
-    if top / g <= max_weight {
-        out.extend(caps.iter().map(|c| u32::try_from(c / g).unwrap_or(u32::MAX)));
-    } else {
-        out.extend(caps.iter().map(|&c| {
-            let w = (u128::from(c) * u128::from(max_weight) + u128::from(top) / 2) / u128::from(top);
-            u32::try_from(w.max(1)).unwrap_or(u32::MAX)
-        }));
-    }
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
+/// Integer weights proportional to capacities: the baseline routing's own
+/// rule, so that equal capacities give exactly the baseline's weights.
+pub(crate) use metaroce_topo::routing::weights;
 
 #[cfg(test)]
 mod tests {

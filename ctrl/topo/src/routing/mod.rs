@@ -24,7 +24,7 @@ mod paths;
 
 use crate::model::{Adjacency, Ipv4Net, SwitchId, Topology};
 
-pub use groups::{Group, GroupId, GroupTable, Member, NextHop};
+pub use groups::{weights, Group, GroupId, GroupTable, Member, NextHop};
 pub use incremental::RouteChange;
 pub use paths::{Path, PathHop};
 
