@@ -193,8 +193,8 @@ async fn run() {
     let log = std::fs::read_to_string(&events).unwrap();
     let mut reaction: Vec<f64> = Vec::new();
     let mut quiet: Vec<f64> = Vec::new();
-    // Per causing digest (its arrival = event time - reaction): the first
-    // switch to acknowledge, i.e. the single-write reaction time.
+    // Per causing digest: the first switch to acknowledge, i.e. the
+    // single-write reaction time.
     let mut first: std::collections::BTreeMap<u64, f64> = std::collections::BTreeMap::new();
     let mut writes = 0usize;
     let mut write_ms: Vec<f64> = Vec::new();
@@ -206,8 +206,7 @@ async fn run() {
                 write_ms.push(w);
             }
             if let Some(r) = v["details"]["reaction_ms"].as_f64() {
-                let cause =
-                    v["ts_unix_ns"].as_u64().unwrap_or(0).saturating_sub((r * 1e6) as u64) / 1_000_000;
+                let cause = v["details"]["cause_unix_us"].as_u64().unwrap_or(0) / 100;
                 let e = first.entry(cause).or_insert(r);
                 *e = e.min(r);
                 if v["ts_unix_ns"].as_u64().unwrap_or(0) >= quiet_from_ns {
@@ -244,6 +243,12 @@ async fn run() {
         percentile(&quiet, 0.5),
         percentile(&quiet, 0.99),
         quiet.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "first switch acknowledged per causing digest: n={} p50={:.3} ms p99={:.3} ms",
+        first.len(),
+        percentile(&first, 0.5),
+        percentile(&first, 0.99)
     );
     println!(
         "write pass per switch: p50={:.3} ms p99={:.3} ms",

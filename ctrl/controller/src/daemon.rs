@@ -245,6 +245,7 @@ pub async fn run(
         last_publish: None,
         up_at: BTreeMap::new(),
         unacked_cause: vec![None; cfg.topology.switches.len()],
+        reacted: vec![None; cfg.topology.switches.len()],
         topology_json: Arc::new(serde_json::to_value(&cfg.topology).unwrap_or_default()),
         dirty_status: false,
         metrics_dirty: std::collections::BTreeSet::new(),
@@ -278,6 +279,8 @@ struct State {
     /// Per switch: the cause of a published target the switch has not
     /// acknowledged yet; a newer target that replaces it inherits it.
     unacked_cause: Vec<Option<Instant>>,
+    /// Per switch: the cause whose reaction was last recorded.
+    reacted: Vec<Option<Instant>>,
     /// The topology as JSON, built once.
     topology_json: Arc<serde_json::Value>,
     /// A change happened since the last status publication.
@@ -425,9 +428,6 @@ impl State {
                         );
                         continue;
                     }
-                    if d.congested {
-                        self.up_at.entry((switch, d.port)).or_insert(received);
-                    }
                     self.metrics.digest_received(&name);
                     self.metrics.set_queue_depth(&name, d.port, u64::from(d.depth));
                     let c = ThresholdCrossing {
@@ -438,7 +438,14 @@ impl State {
                         seq: d.seq,
                         congested: d.congested,
                     };
+                    let key = metaroce_telemetry::PortKey { switch, port: d.port };
+                    let was_hot = self.core.view().port_heat(key).is_some_and(|h| h.congested);
                     self.input(&Input::Crossing(c));
+                    // Reaction time runs from the digest that made the port hot,
+                    // not from later ones that only repeat it.
+                    if !was_hot && self.core.view().port_heat(key).is_some_and(|h| h.congested) {
+                        self.up_at.insert((switch, d.port), received);
+                    }
                 }
             }
             AgentEvent::Registers { switch, ports } => {
@@ -456,8 +463,13 @@ impl State {
             AgentEvent::Synced { switch, outcome, installed } => {
                 let name = self.name(switch);
                 self.metrics.observe_write(&name, outcome.write_time.as_secs_f64());
+                // One reaction per (cause, switch): a later pass that still
+                // carries the cause (published before this ack arrived) is not one.
                 let reaction = match (outcome.caused_at, outcome.moved_at) {
-                    (Some(c), Some(m)) if outcome.error.is_none() => Some(m.saturating_duration_since(c)),
+                    (Some(c), Some(m)) if outcome.error.is_none() && self.reacted[switch] != Some(c) => {
+                        self.reacted[switch] = Some(c);
+                        Some(m.saturating_duration_since(c))
+                    }
                     _ => None,
                 };
                 if reaction.is_some() && self.unacked_cause[switch] == outcome.caused_at {
@@ -472,7 +484,9 @@ impl State {
                 st.last_error.clone_from(&outcome.error);
                 let details = json!({"inserts": outcome.inserts, "modifies": outcome.modifies, "deletes": outcome.deletes,
                     "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error,
-                    "reaction_ms": reaction.map(|r| r.as_secs_f64() * 1e3)});
+                    "reaction_ms": reaction.map(|r| r.as_secs_f64() * 1e3),
+                    // When the causing digest arrived (unix µs): groups the writes one digest caused.
+                    "cause_unix_us": outcome.caused_at.filter(|_| reaction.is_some()).map(|c| unix_us_of(c))});
                 let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
                 self.events.record(kind, Some(&name), "reconciled to the desired state", details);
                 self.metrics_dirty.insert(switch);
@@ -670,4 +684,10 @@ fn update_group_metrics(metrics: &Metrics, name: &str, installed: &BTreeMap<Key,
     for (port, s) in share {
         metrics.set_path_share(name, port, s / f64::max(groups, 1.0));
     }
+}
+
+/// The wall-clock time (unix µs) of a monotonic instant in the past.
+fn unix_us_of(t: Instant) -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(now.saturating_sub(t.elapsed()).as_micros()).unwrap_or(u64::MAX)
 }
