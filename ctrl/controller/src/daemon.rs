@@ -486,7 +486,7 @@ impl State {
                     "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error,
                     "reaction_ms": reaction.map(|r| r.as_secs_f64() * 1e3),
                     // When the causing digest arrived (unix µs): groups the writes one digest caused.
-                    "cause_unix_us": outcome.caused_at.filter(|_| reaction.is_some()).map(|c| unix_us_of(c))});
+                    "cause_unix_us": outcome.caused_at.filter(|_| reaction.is_some()).map(unix_us_of)});
                 let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
                 self.events.record(kind, Some(&name), "reconciled to the desired state", details);
                 self.metrics_dirty.insert(switch);
