@@ -1,0 +1,111 @@
+//! `metaroce sim run` as a user runs it: a small incast scenario on the
+//! Mininet-sized fabric in two modes, the files it writes, the analytic
+//! bound it must meet, determinism, and bad scenarios with their exit code.
+
+// Tests may panic on what they set up themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn metaroce(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_metaroce"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run metaroce: {e}"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("metaroce-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Three hosts send 64 KiB each to h4 over 100 Mbit/s links.
+fn scenario(name: &str, target: &str) -> PathBuf {
+    let topo = repo().join("topologies/mininet-2x2.yaml").canonicalize().unwrap();
+    let p = tmp(name);
+    std::fs::write(
+        &p,
+        format!(
+            "name: tiny-incast\ntopology: {}\nseed: 3\nmodes: [ecmp, flowlet]\n\
+             limits: {{time: 200ms, events: 10000000}}\n\
+             jobs:\n  - {{name: incast, pattern: incast, hosts: [h1, h2, h3], target: {target}, size: 64KiB}}\n",
+            topo.display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn incast_runs_in_both_modes_meets_its_bound_and_writes_report_and_plots() {
+    let s = scenario("incast.yaml", "h4");
+    let out_dir = tmp("out");
+    let out = metaroce(&[
+        "sim",
+        "run",
+        s.to_str().unwrap(),
+        "--modes",
+        "ecmp,flowlet",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    for f in
+        ["report.json", "report.md", "fct-cdf.svg", "utilization.svg", "queue-ecmp.svg", "queue-flowlet.svg"]
+    {
+        assert!(out_dir.join(f).exists(), "{f} missing");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap();
+    let modes = report["modes"].as_array().unwrap();
+    assert_eq!(modes.iter().map(|m| m["mode"].as_str().unwrap()).collect::<Vec<_>>(), ["ecmp", "flowlet"]);
+    // N·S/B: 3 × 64 KiB at 100 Mbit/s into h4 is 15.7 ms of payload.
+    let payload_us = 3.0 * 65536.0 * 8.0 / 100e6 * 1e6;
+    for m in modes {
+        let job = &m["jobs"][0];
+        let (done, ideal) = (job["completion_us"].as_f64().unwrap(), job["ideal_us"].as_f64().unwrap());
+        assert!(ideal >= payload_us && ideal < payload_us * 1.1, "ideal {ideal} µs vs payload {payload_us}");
+        assert!(
+            done >= ideal * 0.999 && done < ideal * 1.5,
+            "{}: completion {done} µs, ideal {ideal}",
+            m["mode"]
+        );
+        assert_eq!(m["drops"], 0, "the lossless fabric drops nothing");
+    }
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(md.contains("ecmp") && md.contains("flowlet"));
+}
+
+#[test]
+fn the_same_seed_gives_the_same_report() {
+    let s = scenario("again.yaml", "h4");
+    let (a, b) = (tmp("a"), tmp("b"));
+    for d in [&a, &b] {
+        let out = metaroce(&["sim", "run", s.to_str().unwrap(), "-o", d.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let read = |d: &Path| std::fs::read_to_string(d.join("report.json")).unwrap();
+    assert_eq!(read(&a), read(&b));
+}
+
+#[test]
+fn a_bad_scenario_is_refused_with_its_location_and_exit_1() {
+    let s = scenario("bad.yaml", "h9");
+    let out = metaroce(&["sim", "run", s.to_str().unwrap(), "-o", tmp("bad-out").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("bad.yaml:7:") && t.contains("h9"), "{t}");
+    let missing = metaroce(&["sim", "run", "/nonexistent/scenario.yaml"]);
+    assert_eq!(missing.status.code(), Some(3), "{}", text(&missing));
+}
