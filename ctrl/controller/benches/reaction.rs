@@ -104,6 +104,8 @@ async fn run() {
     let mut cfg = Config::new(topo.clone(), p.clone());
     cfg.mode = Mode::Act;
     cfg.events = Some(events.clone());
+    let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    cfg.listen = Some(listen);
     cfg.poll_interval = Duration::from_secs(3600); // the storm is the only input
     cfg.core.policy.hold_up_ns = 0;
     let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
@@ -186,6 +188,7 @@ async fn run() {
     let quiet_from_ns =
         quiet_from.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let metrics = http_get(listen, "/metrics").await;
     let _ = quit.send(());
     daemon.await.unwrap().unwrap();
     let _ = stop_tx.send(true);
@@ -250,9 +253,40 @@ async fn run() {
         percentile(&first, 0.5),
         percentile(&first, 0.99)
     );
+    let (n, p50, p99) = histogram_quantiles(&metrics, "metaroce_decision_duration_seconds");
+    println!("decisions: n={n} p50<={:.3} ms p99<={:.3} ms (histogram bucket bounds)", p50 * 1e3, p99 * 1e3);
     println!(
         "write pass per switch: p50={:.3} ms p99={:.3} ms",
         percentile(&write_ms, 0.5),
         percentile(&write_ms, 0.99)
     );
+}
+
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out
+}
+
+/// (count, p50 bound, p99 bound) of an OpenMetrics histogram without labels.
+fn histogram_quantiles(text: &str, name: &str) -> (u64, f64, f64) {
+    let mut buckets: Vec<(f64, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&format!("{name}_bucket{{le=\""))?;
+            let (le, v) = rest.split_once("\"} ")?;
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            Some((le, v.trim().parse().ok()?))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last().map_or(0, |b| b.1);
+    let q = |f: f64| buckets.iter().find(|b| b.1 as f64 >= f * total as f64).map_or(f64::NAN, |b| b.0);
+    (total, q(0.5), q(0.99))
 }
