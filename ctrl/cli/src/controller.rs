@@ -73,6 +73,21 @@ pub struct RunArgs {
     /// Register poll interval in milliseconds.
     #[arg(long, default_value_t = 100)]
     pub poll_ms: u64,
+    /// Policy: how long a port must stay congested before its first derate step (ms).
+    #[arg(long, default_value_t = 2.0)]
+    pub hold_up_ms: f64,
+    /// Policy: how long a derated port must stay cool before each restore step (ms).
+    #[arg(long, default_value_t = 50.0)]
+    pub hold_down_ms: f64,
+    /// Policy: least time between two level steps of one port (ms); bounds the rate of change.
+    #[arg(long, default_value_t = 10.0)]
+    pub step_interval_ms: f64,
+    /// Policy: each derate step keeps this share of a hot port's counted capacity (per mille).
+    #[arg(long, default_value_t = 500)]
+    pub derate_step_permille: u32,
+    /// Policy: a hot port keeps at least this share of its capacity (per mille).
+    #[arg(long, default_value_t = 125)]
+    pub min_factor_permille: u32,
     /// Scrape interval of host exporters (`hosts[].exporter`), milliseconds.
     #[arg(long, default_value_t = 5000)]
     pub host_scrape_ms: u64,
@@ -189,6 +204,16 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.host_scrape_interval = Duration::from_millis(a.host_scrape_ms.max(100));
     cfg.election_id = u128::from(a.election_id);
     cfg.core.settings.latency_shift = a.report_latency_shift;
+    let ms = |v: f64| (v.max(0.0) * 1e6) as u64;
+    cfg.core.policy.hold_up_ns = ms(a.hold_up_ms);
+    cfg.core.policy.hold_down_ns = ms(a.hold_down_ms);
+    cfg.core.policy.step_interval_ns = ms(a.step_interval_ms);
+    cfg.core.policy.derate_step_permille = a.derate_step_permille;
+    cfg.core.policy.min_factor_permille = a.min_factor_permille;
+    if let Err(e) = metaroce_policy_check(&cfg) {
+        eprintln!("error: {e}");
+        return Ok(Exit::Invalid);
+    }
     cfg.core.settings.report_period_us = a.report_period_ms.saturating_mul(1000);
     let duration = a.duration.map(Duration::from_secs_f64);
     let shutdown = async move {
@@ -354,4 +379,10 @@ fn replay(a: ReplayArgs) -> anyhow::Result<Exit> {
         println!("{v}");
     }
     Ok(Exit::Ok)
+}
+
+/// The policy settings must pass the policy's own validation before any
+/// switch is touched.
+fn metaroce_policy_check(cfg: &Config) -> Result<(), String> {
+    metaroce_policy::Policy::new(cfg.core.policy.clone()).map(|_| ()).map_err(|e| e.to_string())
 }

@@ -109,3 +109,22 @@ fn a_bad_scenario_is_refused_with_its_location_and_exit_1() {
     let missing = metaroce(&["sim", "run", "/nonexistent/scenario.yaml"]);
     assert_eq!(missing.status.code(), Some(3), "{}", text(&missing));
 }
+
+#[test]
+fn controller_policy_flags_are_validated_before_any_switch_is_touched() {
+    let out = metaroce(&[
+        "controller",
+        "run",
+        "topologies/mininet-2x2.yaml",
+        "--hold-up-ms",
+        "100",
+        "--hold-down-ms",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("hold_down_ns"), "{}", text(&out));
+    let out =
+        metaroce(&["controller", "run", "topologies/mininet-2x2.yaml", "--p4info", "/nonexistent.txtpb"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("--p4info"), "{}", text(&out));
+}
