@@ -280,7 +280,7 @@ impl Core {
     pub fn wants_decision(&self) -> bool {
         self.dirty
             || self.replan_all
-            || !self.view.hot_ports().is_empty()
+            || self.view.any_hot()
             || self.state.ports().next().is_some()
             || self.state.pending().next().is_some()
     }

@@ -592,8 +592,10 @@ impl State {
             }
         }
         // Forget crossings the policy never acted on (they cooled first).
-        let heat_now = self.core.view().hot_ports();
-        self.up_at.retain(|(s, p), _| heat_now.iter().any(|k| k.switch == *s && k.port == *p));
+        let view = self.core.view();
+        self.up_at.retain(|&(switch, port), _| {
+            view.port_heat(metaroce_telemetry::PortKey { switch, port }).is_some_and(|h| h.congested)
+        });
         self.log(step.notes);
         for (s, plan) in step.plans {
             let cause = caused.get(&s).copied().or(self.unacked_cause[s]);

@@ -7,17 +7,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
 use metaroce_controller::plan::{self, Overrides, Settings};
-use metaroce_p4rt::{Session, SessionConfig};
-use metaroce_pipeline::{Entry, Key, Pipeline};
 
 struct Kill(Child);
 impl Drop for Kill {
@@ -38,29 +36,13 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-async fn read_back(grpc: u16, device_id: u64, p: &Pipeline) -> BTreeMap<Key, Entry> {
-    let mut cfg = SessionConfig::new(format!("http://127.0.0.1:{grpc}"), device_id);
-    cfg.election_id = 1;
-    let s = Session::connect(cfg).await.unwrap();
-    let mut out = BTreeMap::new();
-    for req in p.read_requests() {
-        for e in s.read(vec![req]).await.unwrap_or_default() {
-            if let Ok(Some(e)) = p.parse(&e) {
-                out.insert(e.key(), e);
-            }
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_installs_a_baseline_bmv2_accepts_and_restarts_without_writes() {
     let Some(bin) = binary() else {
         println!("skipped: simple_switch_grpc not found (set SIMPLE_SWITCH_GRPC)");
         return;
     };
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");
-    let p = Arc::new(Pipeline::load(&dir.join("main.p4info.txtpb"), &dir.join("main.json")).unwrap());
+    let p = common::pipeline();
     let mut procs = vec![];
     let mut ports = vec![];
     for id in 1..=4u64 {
@@ -116,7 +98,8 @@ async fn controller_installs_a_baseline_bmv2_accepts_and_restarts_without_writes
     assert_eq!(log.matches("\"kind\":\"switch_up\"").count(), 4, "{log}");
     assert!(!log.contains("write_failed"), "BMv2 refused a write:\n{log}");
     for (i, &(grpc, _)) in ports.iter().enumerate() {
-        let got = read_back(grpc, i as u64 + 1, &p).await;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], grpc));
+        let got = common::installed(addr, i as u64 + 1, &p).await;
         let want = plan::assign(
             &plan::switch_plan(&topo, &routing, &Overrides::new(), &Settings::default(), i),
             &got,

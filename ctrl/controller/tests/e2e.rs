@@ -6,6 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{installed, pipeline};
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,13 +20,7 @@ use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::server::{Switch, SwitchOptions};
-use metaroce_p4rt::{Session, SessionConfig};
-use metaroce_pipeline::{names, Entry, Key, Pipeline, RouteTarget};
-
-fn pipeline() -> Arc<Pipeline> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");
-    Arc::new(Pipeline::load(&dir.join("main.p4info.txtpb"), &dir.join("main.json")).unwrap())
-}
+use metaroce_pipeline::{names, Entry, Key, RouteTarget};
 
 fn topology(addrs: &[SocketAddr]) -> metaroce_topo::Topology {
     let yaml = format!(
@@ -72,24 +70,6 @@ fn free_port() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
-/// Everything of ours a switch holds, read by a backup client.
-async fn installed(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeMap<Key, Entry> {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
-    // A fresh, low election id each time: a backup client that only reads.
-    cfg.election_id = u128::from(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 9 + 1);
-    let s = Session::connect(cfg).await.unwrap();
-    let mut out = BTreeMap::new();
-    for req in p.read_requests() {
-        for e in s.read(vec![req]).await.unwrap_or_default() {
-            if let Ok(Some(e)) = p.parse(&e) {
-                out.insert(e.key(), e);
-            }
-        }
-    }
-    out
-}
-
 /// Weights by port of leaf1's route toward 10.0.2.0/24.
 fn weights_toward_leaf2(state: &BTreeMap<Key, Entry>) -> Option<BTreeMap<u16, u32>> {
     let Some(Entry::Route { target: RouteTarget::Group(g), .. }) =
@@ -114,8 +94,7 @@ fn weights_toward_leaf2(state: &BTreeMap<Key, Entry>) -> Option<BTreeMap<u16, u3
     )
 }
 
-fn crossing(p: &Pipeline, switch_id: u32, port: u16, depth: u32, seq: u32, up: bool) -> p4::P4Data {
-    let _ = p;
+fn crossing(switch_id: u32, port: u16, depth: u32, seq: u32, up: bool) -> p4::P4Data {
     let bits = |v: u64, n: usize| p4::P4Data {
         data: Some(p4::p4_data::Data::Bitstring(v.to_be_bytes()[8 - n..].to_vec())),
     };
@@ -196,7 +175,7 @@ async fn congestion_moves_upstream_weights_and_restores() {
     // The data plane sets its congested register and raises the digest.
     let congested_reg = p.info().registers.id_of(names::PORT_CONGESTED).unwrap();
     assert!(switches[2].set_register_cell(congested_reg, 2, vec![1]));
-    assert!(switches[2].emit_digest(digest_id, crossing(&p, spine1_node, 2, 45, 1, true)));
+    assert!(switches[2].emit_digest(digest_id, crossing(spine1_node, 2, 45, 1, true)));
     wait_for("leaf1 to move weight to spine2", 10, || async {
         weights_toward_leaf2(&installed(addrs[0], 1, &p).await).is_some_and(|w| w[&4] > w[&3])
     })
@@ -212,7 +191,7 @@ async fn congestion_moves_upstream_weights_and_restores() {
 
     // It cools down: weights go back to the baseline step by step.
     assert!(switches[2].set_register_cell(congested_reg, 2, vec![0]));
-    assert!(switches[2].emit_digest(digest_id, crossing(&p, spine1_node, 2, 5, 2, false)));
+    assert!(switches[2].emit_digest(digest_id, crossing(spine1_node, 2, 5, 2, false)));
     wait_for("leaf1 to restore", 15, || async {
         weights_toward_leaf2(&installed(addrs[0], 1, &p).await).is_some_and(|w| w[&4] == w[&3])
     })

@@ -360,20 +360,6 @@ pub(crate) use metaroce_topo::routing::weights;
 mod tests {
     use super::*;
 
-    fn w(caps: &[u64], max: u32) -> Vec<u32> {
-        let mut out = Vec::new();
-        weights(caps, max, &mut out);
-        out
-    }
-
-    #[test]
-    fn weights_match_the_baseline_rule() {
-        assert_eq!(w(&[400, 400, 200], 64), vec![2, 2, 1]);
-        assert_eq!(w(&[1000, 1], 16), vec![16, 1]);
-        assert_eq!(w(&[97, 89], 16), vec![16, 15]);
-        assert_eq!(w(&[5], 16), vec![1]);
-    }
-
     /// Mixed bandwidths and unequal parallel links: the baseline weighs
     /// them by capacity, and so must the policy's recomputation.
     const UNEVEN: &str = r#"

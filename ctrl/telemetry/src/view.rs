@@ -237,6 +237,11 @@ impl CongestionView {
         self.ports.get_mut(&key)
     }
 
+    /// True when any port is congested (no allocation: a hot-path check).
+    pub fn any_hot(&self) -> bool {
+        self.ports.values().any(|st| st.heat.congested)
+    }
+
     /// One port's heat, if the view knows the port.
     pub fn port_heat(&self, key: PortKey) -> Option<PortHeat> {
         self.ports.get(&key).map(|st| st.heat)
