@@ -90,7 +90,7 @@ async fn run() {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut switches = Vec::new();
     for sw in &topo.switches {
-        let s = Switch::new(SwitchOptions { device_id: sw.device_id, registers_via_p4runtime: true });
+        let s = Switch::new(SwitchOptions { device_id: sw.device_id, registers_via_p4runtime: true, ..Default::default() });
         let mut rx = stop_rx.clone();
         s.bind(sw.p4rt.parse().unwrap(), async move {
             let _ = rx.wait_for(|v| *v).await;

@@ -50,6 +50,21 @@ async fn pipeline_cookie_skips_reinstall() {
 }
 
 #[tokio::test]
+async fn a_device_refuses_a_program_it_cannot_run() {
+    use metaroce_p4rt::server::PipelineCheck;
+    let check = PipelineCheck(std::sync::Arc::new(|info: &metaroce_p4rt::P4Info| {
+        info.table("no_such_table").map(|_| ()).map_err(|_| "table no_such_table is missing".to_owned())
+    }));
+    let r = common::rig(SwitchOptions { accepts: Some(check), ..Default::default() }).await;
+    let s = Session::connect(common::config(&r.addr, 10)).await.unwrap();
+    s.wait_primary().await.unwrap();
+    let err = s.set_pipeline(&r.info, &Bmv2Json(b"{}".to_vec()), None).await.unwrap_err().to_string();
+    assert!(err.contains("table no_such_table is missing"), "{err}");
+    assert_eq!(r.switch.pipeline_pushes(), 0, "nothing was committed");
+    assert!(r.switch.p4info().is_none());
+}
+
+#[tokio::test]
 async fn match_kinds_and_lookup_semantics() {
     let r = common::rig(SwitchOptions::default()).await;
     let s = common::primary(&r).await;

@@ -37,11 +37,25 @@ pub struct SwitchOptions {
     /// `false` answers UNIMPLEMENTED to RegisterEntry reads and writes, as
     /// BMv2's PI server does; the driver then falls back to Thrift.
     pub registers_via_p4runtime: bool,
+    /// What the device can run: a pushed P4Info it refuses is answered
+    /// INVALID_ARGUMENT with the check's message, as a real target refuses
+    /// a program compiled for something else.
+    pub accepts: Option<PipelineCheck>,
 }
 
 impl Default for SwitchOptions {
     fn default() -> Self {
-        SwitchOptions { device_id: 1, registers_via_p4runtime: true }
+        SwitchOptions { device_id: 1, registers_via_p4runtime: true, accepts: None }
+    }
+}
+
+/// Decides whether a device can run a P4Info; `Err` says why not.
+#[derive(Clone)]
+pub struct PipelineCheck(pub Arc<dyn Fn(&P4Info) -> Result<(), String> + Send + Sync>);
+
+impl std::fmt::Debug for PipelineCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PipelineCheck(..)")
     }
 }
 

@@ -86,6 +86,11 @@ impl Switch {
             let c = c.clone().ok_or_else(|| Status::invalid_argument("no config"))?;
             let raw = c.p4info.clone().ok_or_else(|| Status::invalid_argument("config without P4Info"))?;
             let info = P4Info::new(raw).map_err(|e| Status::invalid_argument(format!("P4Info: {e}")))?;
+            if let Some(check) = &self.inner.opts.accepts {
+                (check.0)(&info).map_err(|why| {
+                    Status::invalid_argument(format!("this device cannot run the pushed program: {why}"))
+                })?;
+            }
             Ok((c, info))
         };
         let regs = self.inner.opts.registers_via_p4runtime;
