@@ -161,6 +161,11 @@ pub struct NetConfig {
     pub mtu: u32,
     /// Lossless (PFC) or lossy (drops and go-back-N).
     pub lossless: bool,
+    /// Senders keep packets until acknowledged and recover losses with
+    /// go-back-N: always in lossy mode, and in lossless mode when links can
+    /// fail (an RNIC's transport is reliable; PFC only makes it rare that
+    /// recovery is needed).
+    pub go_back_n: bool,
     pub pfc: Pfc,
     pub ecn: Option<Ecn>,
     pub dcqcn: Option<Dcqcn>,

@@ -56,6 +56,10 @@ pub enum Ev {
     Nack { flow: FlowId, psn: u32 },
     /// Retransmission timer: no progress beyond `una` since it was set.
     Rto { flow: FlowId, una: u32 },
+    /// A wake-up the control asked for (see `crate::control`).
+    Wake { token: u64 },
+    /// Topology link `link` goes down or comes back.
+    Link { link: u32, up: bool },
 }
 
 /// Pending events, earliest first: a radix heap over the key

@@ -39,6 +39,13 @@ pub trait Forwarder: Send + std::fmt::Debug {
         pkt: &PacketInfo,
         net: &dyn NetView,
     ) -> usize;
+
+    /// True when the last `choose` began a new flowlet (forwarders without
+    /// flowlets never do). The engine asks only after a group rewrite, to
+    /// see when traffic has moved.
+    fn started_flowlet(&self) -> bool {
+        false
+    }
 }
 
 /// Builds the forwarder of a baseline mode.
@@ -94,15 +101,18 @@ impl Forwarder for Ecmp {
 pub const FLOWLET_SLOTS: usize = 4096;
 
 /// LetFlow: a packet arriving more than the flowlet timeout after the last
-/// one of its slot starts a new flowlet on a random member.
+/// one of its slot starts a new flowlet on a member drawn by weight (random
+/// among equals). A running flowlet keeps its port whatever happens to the
+/// weights; only a port that left the group (a failure) moves it.
 #[derive(Debug, Clone)]
 pub struct Flowlet {
     seed: u64,
     timeout_ps: u64,
     rng: Rng,
-    /// `[switch * FLOWLET_SLOTS + slot]` → (last seen, member).
-    table: Vec<(u64, u32)>,
+    /// `[switch * FLOWLET_SLOTS + slot]` → (last seen, port).
+    table: Vec<(u64, PortId)>,
     pub new_flowlets: u64,
+    started: bool,
 }
 
 impl Flowlet {
@@ -111,8 +121,9 @@ impl Flowlet {
             seed,
             timeout_ps,
             rng: Rng::new(seed ^ 0xF10E),
-            table: vec![(0, u32::MAX); switches * FLOWLET_SLOTS],
+            table: vec![(0, PortId::MAX); switches * FLOWLET_SLOTS],
             new_flowlets: 0,
+            started: false,
         }
     }
 }
@@ -130,12 +141,21 @@ impl Forwarder for Flowlet {
         let slot = (switch_hash(self.seed, switch, pkt.tuple_hash) as usize) & (FLOWLET_SLOTS - 1);
         let e = &mut self.table[switch as usize * FLOWLET_SLOTS + slot];
         let idle = now.saturating_sub(e.0) > self.timeout_ps;
-        if idle || e.1 as usize >= group.len() {
-            e.1 = weighted(group, self.rng.below(u64::from(total.max(1))) as u32) as u32;
-            self.new_flowlets += 1;
-        }
         e.0 = now;
-        e.1 as usize
+        // Slots shared by flows toward other destinations hold ports of
+        // other groups: those start a flowlet here too, as in hardware.
+        let kept = if idle { None } else { group.iter().position(|m| m.port == e.1) };
+        self.started = kept.is_none();
+        kept.unwrap_or_else(|| {
+            let i = weighted(group, self.rng.below(u64::from(total.max(1))) as u32);
+            e.1 = group[i].port;
+            self.new_flowlets += 1;
+            i
+        })
+    }
+
+    fn started_flowlet(&self) -> bool {
+        self.started
     }
 }
 

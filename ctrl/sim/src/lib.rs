@@ -20,6 +20,7 @@
 //! in here, so the same scenario gives the same report, byte for byte.
 
 mod config;
+pub mod control;
 mod dcqcn;
 mod decode;
 pub mod engine;
@@ -41,6 +42,7 @@ pub mod stats;
 pub use config::{
     Dcqcn, Ecn, Job, Limits, Mode, NetConfig, Pattern, Pfc, Scenario, PS_PER_NS, ROCE_HEADER_BYTES,
 };
+pub use control::{Control, ControlError, ControlSummary, Crossing, Ctx, Thresholds};
 pub use engine::{Outcome, Progress, Stop};
 pub use error::{Diagnostic, SimError};
 pub use forward::{Forwarder, NetView, PacketInfo};
@@ -70,10 +72,27 @@ pub fn run_with(
     fwd: Box<dyn Forwarder>,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ModeRun, SimError> {
-    let sim = engine::Sim::new(topo, routing, sc, fwd).map_err(|e| SimError::Invalid {
+    run_controlled(topo, routing, sc, mode, fwd, None, progress)
+}
+
+/// Runs with a forwarding policy and a control plane (see [`control`]),
+/// named `mode` in the report.
+pub fn run_controlled<'a>(
+    topo: &'a Topology,
+    routing: &Routing,
+    sc: &Scenario,
+    mode: &str,
+    fwd: Box<dyn Forwarder>,
+    control: Option<Box<dyn Control + 'a>>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<ModeRun, SimError> {
+    let mut sim = engine::Sim::new(topo, routing, sc, fwd).map_err(|e| SimError::Invalid {
         origin: sc.name.clone(),
         diagnostics: vec![Diagnostic { path: "jobs".into(), pos: None, message: e.to_string() }],
     })?;
+    if let Some(c) = control {
+        sim = sim.with_control(c);
+    }
     let span = tracing::info_span!("sim_run", scenario = %sc.name, mode);
     let _enter = span.enter();
     let outcome = sim.run(progress);

@@ -61,8 +61,14 @@ pub struct Ports {
     ndest: usize,
     /// `[switch * ndest + dest]` → range in `members`, and its total weight.
     fib: Vec<(u32, u32, u32)>,
+    /// Members each FIB range may hold (a rewrite that fits stays in place).
+    room: Vec<u32>,
     members: Vec<FibMember>,
     by_end: HashMap<(SwitchId, u16), PortId>,
+    /// Port number at the sending switch of every port (0 for host NICs).
+    pub number: Vec<u16>,
+    /// Per topology link, its two directed ports (a→b, b→a).
+    pub link_ports: Vec<(PortId, PortId)>,
 }
 
 impl Ports {
@@ -158,9 +164,21 @@ impl Ports {
             dest_of: Vec::new(),
             ndest: 0,
             fib: Vec::new(),
+            room: Vec::new(),
             members: Vec::new(),
+            number: Vec::new(),
+            link_ports: Vec::new(),
             by_end,
         };
+        ports.number = vec![0; ports.specs.len()];
+        for (&(_, no), &p) in &ports.by_end {
+            ports.number[p as usize] = no;
+        }
+        ports.link_ports = topo
+            .links
+            .iter()
+            .map(|l| (ports.by_end[&(l.a.switch, l.a.port)], ports.by_end[&(l.b.switch, l.b.port)]))
+            .collect();
         ports.build_fib(topo, routing);
         ports
     }
@@ -173,6 +191,7 @@ impl Ports {
             self.dest_of[d] = Some(i as u32);
         }
         self.fib = vec![(0, 0, 0); topo.switches.len() * dests.len()];
+        self.room = vec![0; self.fib.len()];
         for s in 0..topo.switches.len() {
             for (di, &leaf) in dests.iter().enumerate() {
                 let Some((_, group)) = routing.group_toward(s, leaf) else { continue };
@@ -186,8 +205,30 @@ impl Ports {
                 }
                 let len = self.members.len() as u32 - start;
                 self.fib[s * dests.len() + di] = (start, len, total);
+                self.room[s * dests.len() + di] = len;
             }
         }
+    }
+
+    /// Replaces the group switch `s` uses toward destination index `d`.
+    /// `members` must be non-empty with weights of at least 1 (checked by
+    /// the caller). A group that fits its range is rewritten in place, so a
+    /// packet never sees it half-written (the engine is single-threaded).
+    pub fn set_group(&mut self, s: u32, d: u32, members: &[FibMember]) {
+        let i = s as usize * self.ndest + d as usize;
+        let total = members.iter().map(|m| m.weight).sum();
+        let len = members.len() as u32;
+        let start = if len <= self.room[i] {
+            let start = self.fib[i].0;
+            self.members[start as usize..(start + len) as usize].copy_from_slice(members);
+            start
+        } else {
+            let start = self.members.len() as u32;
+            self.members.extend_from_slice(members);
+            self.room[i] = len;
+            start
+        };
+        self.fib[i] = (start, len, total);
     }
 
     /// The tier of the switch at the sending end, or None for a host NIC.

@@ -87,7 +87,13 @@ pub struct Summary {
     pub cnps: u64,
     pub drops: u64,
     pub retransmits: u64,
+    /// Packets lost because their link went down under them.
+    pub lost_on_failure: u64,
+    /// Packets routed into a dead link before routing moved off it.
+    pub blackholed: u64,
     pub max_packets_in_flight: usize,
+    /// The control plane's figures (reroutes, reaction time), if one ran.
+    pub control: Option<crate::control::ControlSummary>,
 }
 
 /// A port's queue-depth series, for plots.
@@ -207,7 +213,10 @@ pub(crate) fn summarize(
         cnps: o.stats.cnps,
         drops: o.stats.drops,
         retransmits: o.stats.retransmits,
+        lost_on_failure: o.stats.lost_on_failure,
+        blackholed: o.stats.blackholed,
         max_packets_in_flight: o.max_packets,
+        control: o.control.clone(),
     };
     let pcap = o.pcap.map(crate::pcap::Pcap::into_bytes);
     ModeRun {

@@ -124,6 +124,7 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
     if let Some((_, n)) = entries.iter().find(|(k, _)| *k == "network") {
         network(&mut d, n, &mut sc.net);
     }
+    sc.net.go_back_n = !sc.net.lossless;
     let mut saw_jobs = false;
     for (key, v) in entries {
         match key {
@@ -161,6 +162,7 @@ fn default_net(topo: &Topology) -> NetConfig {
     NetConfig {
         mtu,
         lossless: true,
+        go_back_n: false,
         pfc: Pfc { xoff_bytes: 24 * pkt, xon_bytes: 12 * pkt, headroom_bytes: None },
         ecn: Some(Ecn { kmin_bytes: kmin, kmax_bytes: kmin * 4, pmax: 0.2 }),
         dcqcn: Some(Dcqcn::default()),

@@ -168,6 +168,12 @@ pub struct Stats {
     pub retransmits: u64,
     pub pause_frames: u64,
     pub largest_tree: Tree,
+    /// Links that went down or came back.
+    pub link_events: u64,
+    /// Packets queued for, or on the wire of, a link when it went down.
+    pub lost_on_failure: u64,
+    /// Packets a switch routed into a dead link.
+    pub blackholed: u64,
 }
 
 impl Stats {
@@ -188,6 +194,9 @@ impl Stats {
             retransmits: 0,
             pause_frames: 0,
             largest_tree: Tree::default(),
+            link_events: 0,
+            lost_on_failure: 0,
+            blackholed: 0,
         }
     }
 

@@ -145,7 +145,7 @@ impl Sim<'_> {
         self.stats.packets_sent += 1;
         self.start_tx(Ports::nic(h), pkt);
         if all_sent {
-            if self.net.lossless {
+            if !self.net.go_back_n {
                 self.next_message(qp);
             } else {
                 let una = self.w.flows[fid as usize].snd_una;
@@ -183,7 +183,7 @@ impl Sim<'_> {
     pub(super) fn host_receive(&mut self, _h: usize, p: Packet) {
         self.gone();
         let fid = p.flow as usize;
-        let accepted = self.net.lossless || self.go_back_n_receive(&p);
+        let accepted = !self.net.go_back_n || self.go_back_n_receive(&p);
         if p.ce {
             self.notify_congestion(self.w.flows[fid].qp);
         }

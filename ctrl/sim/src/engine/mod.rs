@@ -4,6 +4,7 @@
 //! order they were scheduled; every random choice comes from generators
 //! seeded by the scenario. So a run is a pure function of its inputs.
 
+mod control;
 mod host;
 mod switch;
 
@@ -14,6 +15,7 @@ use metaroce_topo::{Routing, Topology};
 use serde::Serialize;
 
 use crate::config::{Limits, NetConfig, Scenario};
+use crate::control::{Control, ControlSummary, Sense, Watch};
 pub use crate::events::Packet;
 use crate::events::{Ev, FlowId, PortId, Queue};
 use crate::flows::{TooManyFlows, Workload};
@@ -40,6 +42,11 @@ pub struct PortState {
     /// Bytes that arrived over this port and still sit in the far switch.
     pub ingress: u64,
     pub pause_sent: bool,
+    /// The link is down: nothing is sent, what is queued for it is lost.
+    pub down: bool,
+    /// Arrive events still pending for packets lost on the wire when the
+    /// link went down; they find nothing.
+    pub stale_arrivals: u32,
 }
 
 struct View<'a>(&'a [PortState]);
@@ -96,6 +103,7 @@ pub struct Outcome {
     pub pcap: Option<Pcap>,
     pub max_packets: usize,
     pub max_pending_events: usize,
+    pub control: Option<ControlSummary>,
 }
 
 /// The state of one run.
@@ -125,6 +133,13 @@ pub struct Sim<'a> {
     generation: u32,
     /// Messages with a start time, by time.
     posts: Vec<(u64, FlowId)>,
+    control: Option<Box<dyn Control + 'a>>,
+    /// Per port: the control's queue thresholds and crossing state.
+    sense: Vec<Sense>,
+    /// Group rewrites waiting to move traffic, by (switch, destination).
+    watch: std::collections::HashMap<(u32, u32), Watch>,
+    /// Per topology link: up or down.
+    link_up: Vec<bool>,
 }
 
 impl std::fmt::Debug for Sim<'_> {
@@ -186,7 +201,17 @@ impl<'a> Sim<'a> {
             stamp: vec![0; nodes.max(n)],
             generation: 0,
             posts: Vec::new(),
+            control: None,
+            sense: vec![Sense::default(); n],
+            watch: std::collections::HashMap::new(),
+            link_up: vec![true; topo.links.len()],
         })
+    }
+
+    /// Attaches the control plane (see [`crate::control`]).
+    pub fn with_control(mut self, control: Box<dyn Control + 'a>) -> Self {
+        self.control = Some(control);
+        self
     }
 
     /// Runs to completion or to a limit, calling `progress` now and then.
@@ -203,6 +228,7 @@ impl<'a> Sim<'a> {
         if let Some(&(t, _)) = self.posts.first() {
             self.q.push(t, Ev::Posts { next: 0 });
         }
+        self.call_control(|c, ctx| c.start(ctx));
         let total = self.w.flows.len();
         let stop = loop {
             if self.flows_done == total {
@@ -257,6 +283,7 @@ impl<'a> Sim<'a> {
             pcap: self.pcap.map(|(p, _)| p),
             max_packets: self.max_in_flight,
             max_pending_events: self.max_pending.max(self.q.len()),
+            control: self.control.as_ref().map(|c| c.summary()),
         }
     }
 
@@ -271,8 +298,13 @@ impl<'a> Sim<'a> {
                 }
             }
             Ev::Arrive { port } => {
+                let st = &mut self.st[port as usize];
+                if st.stale_arrivals > 0 {
+                    st.stale_arrivals -= 1;
+                    return;
+                }
                 // Links deliver in order: each Arrive takes the oldest packet on the wire.
-                let Some(pkt) = self.st[port as usize].wire.pop_front() else { return };
+                let Some(pkt) = st.wire.pop_front() else { return };
                 self.arrive(port, pkt);
             }
             Ev::NicWake { host } => {
@@ -285,6 +317,8 @@ impl<'a> Sim<'a> {
             Ev::Ack { flow, psn } => self.ack(flow, psn),
             Ev::Nack { flow, psn } => self.nack(flow, psn),
             Ev::Rto { flow, una } => self.rto(flow, una),
+            Ev::Wake { token } => self.call_control(|c, ctx| c.on_wake(ctx, token)),
+            Ev::Link { link, up } => self.link_event(link as usize, up),
         }
     }
 
@@ -323,7 +357,7 @@ impl<'a> Sim<'a> {
     fn port_ready(&mut self, port: PortId) -> bool {
         let now = self.now;
         let st = &mut self.st[port as usize];
-        if st.paused {
+        if st.paused || st.down {
             return false;
         }
         if now >= st.free_at {

@@ -31,8 +31,18 @@ impl Sim<'_> {
                 bytes: p.bytes,
             };
             let i = self.fwd.choose(self.now, s, group, total, &info, &View(&self.st));
-            group[i.min(group.len() - 1)].port
+            let port = group[i.min(group.len() - 1)].port;
+            if !self.watch.is_empty() {
+                self.check_moved(s, p.dest, port);
+            }
+            port
         };
+        if self.st[egress as usize].down {
+            // Routed into a dead link: lost until routing moves off it.
+            self.stats.blackholed += 1;
+            self.gone();
+            return;
+        }
         self.enqueue(egress, in_port, p);
     }
 
@@ -89,7 +99,7 @@ impl Sim<'_> {
         }
     }
 
-    fn ingress_release(&mut self, in_port: PortId, bytes: u64) {
+    pub(super) fn ingress_release(&mut self, in_port: PortId, bytes: u64) {
         let i = in_port as usize;
         let spec = &self.ports.specs[i];
         let st = &mut self.st[i];
@@ -114,12 +124,16 @@ impl Sim<'_> {
             self.ingress_release(p.in_port, u64::from(p.bytes));
         }
         self.start_tx(port, p);
+        if self.control.is_some() {
+            self.sense_dequeue(port);
+        }
     }
 
     /// A PAUSE or RESUME frame reaches the sender of `port`.
     pub(super) fn pause(&mut self, port: PortId, on: bool) {
         let p = port as usize;
-        if self.st[p].paused == on {
+        // A dead link carries no PAUSE frames.
+        if self.st[p].paused == on || self.st[p].down {
             return;
         }
         self.st[p].paused = on;

@@ -1,0 +1,117 @@
+//! The engine's side of the control hook (`crate::control`): lending a
+//! [`Ctx`] to the control, threshold crossings at dequeue, link failures,
+//! and noticing when a group rewrite has moved traffic.
+
+use super::Sim;
+use crate::control::{Control, Crossing, Ctx};
+use crate::events::PortId;
+use crate::net::Node;
+
+impl<'a> Sim<'a> {
+    /// Runs `f` on the control, if there is one, with the engine lent out.
+    pub(super) fn call_control(&mut self, f: impl FnOnce(&mut dyn Control, &mut Ctx<'_>)) {
+        let Some(control) = self.control.as_deref_mut() else { return };
+        let mut ctx = Ctx {
+            now_ps: self.now,
+            switches: self.topo.switches.len(),
+            ports: &mut self.ports,
+            st: &self.st,
+            sense: &mut self.sense,
+            q: &mut self.q,
+            watch: &mut self.watch,
+            link_up: &self.link_up,
+        };
+        f(control, &mut ctx);
+    }
+
+    /// After a dequeue from switch port `port`: a crossing of the port's
+    /// thresholds, as the P4 program sees it (on the depth it leaves
+    /// behind, at most once per digest interval).
+    pub(super) fn sense_dequeue(&mut self, port: PortId) {
+        let p = port as usize;
+        let s = &mut self.sense[p];
+        let Some(t) = s.on else { return };
+        let depth = self.st[p].qbytes;
+        let up = if !s.congested && t.high_bytes > 0 && depth >= t.high_bytes {
+            true
+        } else if s.congested && depth <= t.low_bytes {
+            false
+        } else {
+            return;
+        };
+        if s.last_ps.is_some_and(|last| self.now.saturating_sub(last) < t.min_interval_ps) {
+            return;
+        }
+        s.congested = up;
+        s.last_ps = Some(self.now);
+        let Node::Switch(switch) = self.ports.specs[p].from else { return };
+        let c = Crossing {
+            switch: switch as usize,
+            port: self.ports.number[p],
+            depth_bytes: depth,
+            congested: up,
+        };
+        self.call_control(|control, ctx| control.on_crossing(ctx, &c));
+    }
+
+    /// After switch `s` sent a packet toward destination `dest` over
+    /// `port`: if a rewrite of that group waits to move traffic and this
+    /// packet began a new flowlet on a member whose share rose, it has.
+    pub(super) fn check_moved(&mut self, s: u32, dest: u32, port: PortId) {
+        if !self.fwd.started_flowlet() {
+            return;
+        }
+        let Some(w) = self.watch.get(&(s, dest)) else { return };
+        if !w.raised.contains(&port) {
+            return;
+        }
+        let tag = w.tag;
+        self.watch.remove(&(s, dest));
+        self.call_control(|control, ctx| control.on_moved(ctx, tag));
+    }
+
+    /// A topology link goes down or comes back.
+    pub(super) fn link_event(&mut self, link: usize, up: bool) {
+        if self.link_up.get(link).is_none_or(|&u| u == up) {
+            return;
+        }
+        self.link_up[link] = up;
+        let (a, b) = self.ports.link_ports[link];
+        for port in [a, b] {
+            self.st[port as usize].down = !up;
+            if up {
+                self.try_send(port);
+            } else {
+                self.flush(port);
+            }
+        }
+        self.stats.link_events += 1;
+        self.call_control(|control, ctx| control.on_link(ctx, link, up));
+    }
+
+    /// The link of `port` died: what waits in its queue and what is on its
+    /// wire is lost; a pause it was under no longer holds.
+    fn flush(&mut self, port: PortId) {
+        let p = port as usize;
+        let queued = std::mem::take(&mut self.st[p].queue);
+        self.st[p].qbytes = 0;
+        for pkt in &queued {
+            self.stats.lost_on_failure += 1;
+            self.gone();
+            if self.net.lossless {
+                self.ingress_release(pkt.in_port, u64::from(pkt.bytes));
+            }
+        }
+        let wire = std::mem::take(&mut self.st[p].wire);
+        for _ in &wire {
+            self.stats.lost_on_failure += 1;
+            self.gone();
+        }
+        let st = &mut self.st[p];
+        st.stale_arrivals += wire.len() as u32;
+        if st.paused {
+            st.paused = false;
+            self.stats.paused_ps[p] += self.now - self.stats.paused_since[p];
+        }
+    }
+}
