@@ -295,6 +295,9 @@ async fn counters_registers_and_replication() {
     .unwrap();
     let pre = s.read(vec![clone_session(0, &[], 0, 0), multicast_group(0, &[])]).await.unwrap();
     assert_eq!(pre.len(), 2);
+    // The data plane sees a session's replica ports; an unknown session makes no copy.
+    assert_eq!(r.switch.clone_session_ports(5), Some(vec![255]));
+    assert_eq!(r.switch.clone_session_ports(6), None);
     let dup = s
         .write(vec![p4::Update {
             r#type: p4::update::Type::Insert as i32,
@@ -302,6 +305,13 @@ async fn counters_registers_and_replication() {
         }])
         .await;
     assert!(matches!(dup, Err(SessionError::Write { failure, .. }) if failure.only_already_exists()));
+    // The owner may commit a pipeline without arbitrating; it starts empty.
+    let pushes = r.switch.pipeline_pushes();
+    let config = p4::ForwardingPipelineConfig { p4info: Some(i.raw().clone()), ..Default::default() };
+    r.switch.commit_pipeline(config).unwrap();
+    assert_eq!(r.switch.pipeline_pushes(), pushes + 1);
+    assert_eq!(r.switch.clone_session_ports(5), None);
+    assert!(r.switch.commit_pipeline(p4::ForwardingPipelineConfig::default()).is_err());
 }
 
 #[tokio::test]

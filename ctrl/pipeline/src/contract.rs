@@ -47,7 +47,11 @@ const TABLES: &[TableSpec] = &[
         fields: &[("port", MatchType::Exact, 16)],
         actions: &[n::MARK_PORT_DOWN],
     },
-    TableSpec { name: n::NHOP, fields: &[("nhop_id", MatchType::Exact, 16)], actions: &[n::FORWARD] },
+    TableSpec {
+        name: n::NHOP,
+        fields: &[("nhop_id", MatchType::Exact, 16)],
+        actions: &[n::FORWARD, n::ROUTING_DROP],
+    },
     TableSpec { name: n::EGRESS_CONFIG, fields: &[], actions: &[n::CONFIGURE_EGRESS] },
     TableSpec {
         name: n::EGRESS_PORT_CONFIG,
@@ -76,9 +80,21 @@ const ACTIONS: &[(&str, &[(&str, i32)])] = &[
 ];
 
 /// Registers: `(name, size, width)`.
+/// The controller reads the first two; the simulator's pipeline twin keeps
+/// its state in all of them, so they are part of the contract too.
 const REGISTERS: &[(&str, i32, i32)] = &[
     (n::PORT_MAX_DEPTH, n::PORT_REGISTER_SIZE as i32, 32),
     (n::PORT_CONGESTED, n::PORT_REGISTER_SIZE as i32, 8),
+    (n::FLOWLET_SIG, n::FLOW_SLOTS as i32, 16),
+    (n::FLOWLET_LAST_SEEN, n::FLOW_SLOTS as i32, 48),
+    (n::FLOWLET_NHOP, n::FLOW_SLOTS as i32, 16),
+    (n::FLOWLET_PORT, n::FLOW_SLOTS as i32, 16),
+    (n::FLOWLET_ID, n::FLOW_SLOTS as i32, 16),
+    (n::PORT_LAST_DIGEST, n::PORT_REGISTER_SIZE as i32, 48),
+    (n::DIGEST_SEQ, 1, 32),
+    (n::REPORT_LAST_BUCKET, n::FLOW_SLOTS as i32, 32),
+    (n::REPORT_LAST_TIME, n::FLOW_SLOTS as i32, 48),
+    (n::REPORT_SEQ, 1, 32),
 ];
 
 const COUNTERS: &[&str] = &[n::DROP_REASONS, n::NEW_FLOWLETS, n::ECN_MARKS, n::REPORTS_SENT];
@@ -87,7 +103,7 @@ const COUNTERS: &[&str] = &[n::DROP_REASONS, n::NEW_FLOWLETS, n::ECN_MARKS, n::R
 pub(crate) const DIGEST_FIELDS: &[(&str, i32)] =
     &[("switch_id", 32), ("port", 16), ("depth", 32), ("timestamp", 48), ("seq", 32), ("congested", 8)];
 
-const PACKET_IN_FIELDS: &[(&str, i32)] = &[("ingress_port", 16), ("reason", 8)];
+const PACKET_IN_FIELDS: &[(&str, i32)] = &[("ingress_port", 16), ("reason", 8), ("reserved", 8)];
 const PACKET_OUT_FIELDS: &[(&str, i32)] = &[("egress_port", 16), ("flags", 8)];
 
 /// Checks the P4Info against everything above; returns every problem.

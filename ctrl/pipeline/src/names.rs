@@ -28,6 +28,17 @@ pub const SET_REPORT_ENCAP: &str = "MetaroceEgress.int_egress.set_report_encap";
 
 pub const PORT_MAX_DEPTH: &str = "MetaroceEgress.queue_sensing.port_max_depth";
 pub const PORT_CONGESTED: &str = "MetaroceEgress.queue_sensing.port_congested";
+// Registers only the data plane (and the simulator's twin of it) touches.
+pub const FLOWLET_SIG: &str = "MetaroceIngress.routing.flowlet_sig";
+pub const FLOWLET_LAST_SEEN: &str = "MetaroceIngress.routing.flowlet_last_seen";
+pub const FLOWLET_NHOP: &str = "MetaroceIngress.routing.flowlet_nhop";
+pub const FLOWLET_PORT: &str = "MetaroceIngress.routing.flowlet_port";
+pub const FLOWLET_ID: &str = "MetaroceIngress.routing.flowlet_id";
+pub const PORT_LAST_DIGEST: &str = "MetaroceEgress.queue_sensing.port_last_digest";
+pub const DIGEST_SEQ: &str = "MetaroceEgress.queue_sensing.digest_seq";
+pub const REPORT_LAST_BUCKET: &str = "MetaroceEgress.int_egress.report_last_bucket";
+pub const REPORT_LAST_TIME: &str = "MetaroceEgress.int_egress.report_last_time";
+pub const REPORT_SEQ: &str = "MetaroceEgress.report_builder.report_seq";
 
 pub const DROP_REASONS: &str = "MetaroceIngress.drop_reasons";
 pub const NEW_FLOWLETS: &str = "MetaroceIngress.routing.new_flowlets";
@@ -47,3 +58,47 @@ pub const PACKET_IN_REPORT: u8 = 1;
 pub const PACKET_IN_ARP: u8 = 2;
 /// Size of the per-port register arrays.
 pub const PORT_REGISTER_SIZE: u32 = 512;
+/// Size of the flowlet and report-sampling registers (per flow slot).
+pub const FLOW_SLOTS: u32 = 8192;
+/// The CPU port (`--cpu-port` on BMv2): packet-in and packet-out.
+pub const CPU_PORT: u32 = 255;
+/// Digest receiver and packet-in reasons are above; drop reasons index
+/// `drop_reasons`, whose size is this.
+pub const DROP_REASON_COUNT: u32 = 16;
+
+/// Match field names (`@name` in p4src), as the tables above use them.
+pub mod field {
+    pub const PORT: &str = "port";
+    pub const SRC_ADDR: &str = "src_addr";
+    pub const DST_ADDR: &str = "dst_addr";
+    pub const L4_DST_PORT: &str = "l4_dst_port";
+    pub const GROUP_ID: &str = "group_id";
+    pub const NHOP_ID: &str = "nhop_id";
+}
+
+/// Action parameter and packet metadata field names.
+pub mod param {
+    pub const SWITCH_ID: &str = "switch_id";
+    pub const FLOWLET_TIMEOUT_US: &str = "flowlet_timeout_us";
+    pub const MAX_HOPS: &str = "max_hops";
+    pub const GROUP_ID: &str = "group_id";
+    pub const NHOP_ID: &str = "nhop_id";
+    pub const REASON: &str = "reason";
+    pub const PORT: &str = "port";
+    pub const SRC_MAC: &str = "src_mac";
+    pub const DST_MAC: &str = "dst_mac";
+    pub const DIGEST_INTERVAL_US: &str = "digest_interval_us";
+    pub const REPORT_PERIOD_US: &str = "report_period_us";
+    pub const LATENCY_SHIFT: &str = "latency_shift";
+    pub const EDGE: &str = "edge";
+    pub const MTU: &str = "mtu";
+    pub const QUEUE_HIGH: &str = "queue_high";
+    pub const QUEUE_LOW: &str = "queue_low";
+    pub const ECN_THRESHOLD: &str = "ecn_threshold";
+    pub const SRC_IP: &str = "src_ip";
+    pub const DST_IP: &str = "dst_ip";
+    pub const DST_PORT: &str = "dst_port";
+    pub const INGRESS_PORT: &str = "ingress_port";
+    pub const EGRESS_PORT: &str = "egress_port";
+    pub const RESERVED: &str = "reserved";
+}

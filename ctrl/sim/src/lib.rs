@@ -38,6 +38,7 @@ mod report_md;
 mod rng;
 pub mod scenario;
 pub mod stats;
+pub mod twin;
 
 pub use config::{
     Dcqcn, Ecn, Job, Limits, Mode, NetConfig, Pattern, Pfc, Scenario, PS_PER_NS, ROCE_HEADER_BYTES,

@@ -220,6 +220,24 @@ impl Switch {
         true
     }
 
+    /// The egress ports of a clone session's replicas, in order; `None`
+    /// when the session is not configured (the data plane makes no copy).
+    pub fn clone_session_ports(&self, session_id: u32) -> Option<Vec<u32>> {
+        #[allow(deprecated)] // the old port field is still a valid way to write a replica
+        fn port(r: &p4::Replica) -> u32 {
+            match &r.port_kind {
+                Some(p4::replica::PortKind::Port(b)) => {
+                    crate::codec::decode_u64(b, 32).ok().and_then(|p| u32::try_from(p).ok()).unwrap_or(0)
+                }
+                Some(p4::replica::PortKind::EgressPort(p)) => *p,
+                None => 0,
+            }
+        }
+        let core = self.core();
+        let s = core.pipeline.as_ref()?.state.clone_sessions.get(&session_id)?;
+        Some(s.replicas.iter().map(port).collect())
+    }
+
     /// Counts a packet in an indirect counter cell.
     pub fn count(&self, counter_id: u32, index: usize, bytes: u64) -> bool {
         let mut core = self.core();

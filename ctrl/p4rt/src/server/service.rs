@@ -77,6 +77,24 @@ impl Switch {
         }
     }
 
+    /// Verifies and commits a pipeline from inside the process, as the
+    /// switch's owner rather than a client (no arbitration): for a
+    /// simulator that runs a switch before, or without, a controller.
+    pub fn commit_pipeline(&self, config: p4::ForwardingPipelineConfig) -> Result<(), Status> {
+        let raw = config.p4info.clone().ok_or_else(|| Status::invalid_argument("config without P4Info"))?;
+        let info = P4Info::new(raw).map_err(|e| Status::invalid_argument(format!("P4Info: {e}")))?;
+        if let Some(check) = &self.inner.opts.accepts {
+            (check.0)(&info).map_err(|why| {
+                Status::invalid_argument(format!("this device cannot run the program: {why}"))
+            })?;
+        }
+        let mut core = self.core();
+        let regs = self.inner.opts.registers_via_p4runtime;
+        core.pipeline = Some(Pipeline { config, state: State::new(info, regs) });
+        core.pipeline_pushes += 1;
+        Ok(())
+    }
+
     fn set_pipeline(&self, r: p4::SetForwardingPipelineConfigRequest) -> Result<(), Status> {
         self.check_device(r.device_id)?;
         let mut core = self.core();
