@@ -6,7 +6,7 @@
 use metaroce_topo::HostId;
 
 use crate::config::Mode;
-use crate::events::PortId;
+use crate::events::{Packet, PortId};
 use crate::net::FibMember;
 use crate::rng::{mix64, Rng};
 
@@ -46,6 +46,35 @@ pub trait Forwarder: Send + std::fmt::Debug {
     fn started_flowlet(&self) -> bool {
         false
     }
+
+    /// True for a forwarder that is a whole switch pipeline (the served
+    /// twin): the engine then asks [`Forwarder::route`] first and calls
+    /// [`Forwarder::egress`] at every switch dequeue.
+    fn is_pipeline(&self) -> bool {
+        false
+    }
+
+    /// A whole switch pipeline routes from its own tables instead of the
+    /// simulator's groups:
+    /// `in_port` is the port number the packet arrived on at `switch`, and
+    /// the answer is the egress port number there, or a drop. `None`, the
+    /// default, means: choose from the group.
+    fn route(&mut self, _now_ps: u64, _switch: u32, _in_port: u16, _pkt: &Packet) -> Option<Route> {
+        None
+    }
+
+    /// Egress processing as a packet leaves switch `switch` on `port`,
+    /// with `depth_pkts` packets behind it; it may mark the packet CE.
+    fn egress(&mut self, _now_ps: u64, _switch: u32, _port: u16, _depth_pkts: usize, _pkt: &mut Packet) {}
+}
+
+/// What a whole switch pipeline decided (see [`Forwarder::route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Out of this port number of the switch.
+    Port(u16),
+    /// Dropped by the pipeline (it counted why).
+    Drop,
 }
 
 /// Builds the forwarder of a baseline mode.

@@ -82,6 +82,18 @@ impl Ports {
         (self.hosts + h) as PortId
     }
 
+    /// The port number at the receiving switch of a packet arriving over
+    /// `p`: the far end of a link, or the leaf port of a host NIC.
+    pub fn arrival_number(&self, p: PortId) -> u16 {
+        if (p as usize) < self.hosts {
+            return self.number[self.to_host(p as usize) as usize];
+        }
+        self.link_ports
+            .iter()
+            .find_map(|&(a, b)| (a == p).then_some(b).or((b == p).then_some(a)))
+            .map_or(0, |q| self.number[q as usize])
+    }
+
     pub fn by_end(&self, e: Endpoint) -> Option<PortId> {
         self.by_end.get(&(e.switch, e.port)).copied()
     }

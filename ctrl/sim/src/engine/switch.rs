@@ -4,7 +4,7 @@
 
 use super::{Sim, View};
 use crate::events::{Ev, Packet, PortId};
-use crate::forward::PacketInfo;
+use crate::forward::{PacketInfo, Route};
 use crate::net::Node;
 
 /// Bytes of a PAUSE frame on the wire.
@@ -12,6 +12,10 @@ const PAUSE_FRAME_BYTES: u64 = 64;
 
 impl Sim<'_> {
     pub(super) fn switch_arrive(&mut self, s: u32, in_port: PortId, p: Packet) {
+        if self.fwd.is_pipeline() {
+            self.pipeline_arrive(s, in_port, p);
+            return;
+        }
         let egress = if p.dst_leaf == s {
             self.ports.to_host(p.dst_host as usize)
         } else {
@@ -44,6 +48,26 @@ impl Sim<'_> {
             return;
         }
         self.enqueue(egress, in_port, p);
+    }
+
+    /// A switch whose forwarding is a whole pipeline (the served twin).
+    fn pipeline_arrive(&mut self, s: u32, in_port: PortId, p: Packet) {
+        let arrived_on = self.ports.arrival_number(in_port);
+        let route = self.fwd.route(self.now, s, arrived_on, &p).unwrap_or(Route::Drop);
+        let end = metaroce_topo::Endpoint { switch: s as usize, port: 0 };
+        match route {
+            Route::Port(no) => match self.ports.by_end(metaroce_topo::Endpoint { port: no, ..end }) {
+                Some(egress) if !self.st[egress as usize].down => self.enqueue(egress, in_port, p),
+                _ => {
+                    self.stats.blackholed += 1;
+                    self.gone();
+                }
+            },
+            Route::Drop => {
+                self.stats.drops += 1;
+                self.gone();
+            }
+        }
     }
 
     fn enqueue(&mut self, egress: PortId, in_port: PortId, mut p: Packet) {
@@ -118,8 +142,15 @@ impl Sim<'_> {
             return;
         }
         let st = &mut self.st[port as usize];
-        let Some(p) = st.queue.pop_front() else { return };
+        let Some(mut p) = st.queue.pop_front() else { return };
         st.qbytes -= u64::from(p.bytes);
+        if self.fwd.is_pipeline() {
+            if let Node::Switch(s) = self.ports.specs[port as usize].from {
+                let (left, was_ce) = (self.st[port as usize].queue.len(), p.ce);
+                self.fwd.egress(self.now, s, self.ports.number[port as usize], left, &mut p);
+                self.stats.ecn_marks += u64::from(p.ce && !was_ce);
+            }
+        }
         if self.net.lossless {
             self.ingress_release(p.in_port, u64::from(p.bytes));
         }
