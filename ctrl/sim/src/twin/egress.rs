@@ -144,7 +144,7 @@ impl Twin {
     }
 
     /// The digest clone: one per replica of session 501, none without it.
-    fn digest(&self, values: &[u128]) {
+    fn digest(&mut self, values: &[u128]) {
         let Some(replicas) = self.switch.clone_session_ports(DIGEST_SESSION) else { return };
         let members: Vec<p4::P4Data> = self
             .ids
@@ -155,7 +155,9 @@ impl Twin {
             .collect();
         let data = p4::P4Data { data: Some(p4::p4_data::Data::Struct(p4::P4StructLike { members })) };
         for _ in replicas {
-            self.switch.emit_digest(self.ids.digest, data.clone());
+            if self.switch.emit_digest(self.ids.digest, data.clone()) {
+                self.digests_sent += 1;
+            }
         }
     }
 

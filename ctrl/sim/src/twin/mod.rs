@@ -178,6 +178,9 @@ pub struct Twin {
     pushes_seen: u64,
     ours: bool,
     queues: Queues,
+    /// Digest items and packet-ins handed to the switch for its client.
+    digests_sent: u64,
+    packet_ins_sent: u64,
 }
 
 impl Twin {
@@ -195,6 +198,8 @@ impl Twin {
             pushes_seen: 0,
             ours: false,
             queues: Queues::default(),
+            digests_sent: 0,
+            packet_ins_sent: 0,
             switch,
         })
     }
@@ -281,8 +286,15 @@ impl Twin {
         Ok(())
     }
 
+    /// How many digest items and packet-ins the twin handed to the switch
+    /// for its primary client (a digest the server refused as a duplicate
+    /// awaiting its ack is not counted), to know when a client has them all.
+    pub fn sent_to_controller(&self) -> (u64, u64) {
+        (self.digests_sent, self.packet_ins_sent)
+    }
+
     /// Sends a packet-in to the switch's primary client.
-    fn packet_in(&self, ingress_port: u32, reason: u8, payload: Vec<u8>) -> Output {
+    fn packet_in(&mut self, ingress_port: u32, reason: u8, payload: Vec<u8>) -> Output {
         let values = [u128::from(ingress_port), u128::from(reason), 0];
         let meta = self
             .ids
@@ -291,7 +303,9 @@ impl Twin {
             .zip(values)
             .map(|((id, w), v)| p4::PacketMetadata { metadata_id: *id, value: ids::encode(v, *w) })
             .collect();
-        if !self.switch.packet_in(payload.clone(), meta) {
+        if self.switch.packet_in(payload.clone(), meta) {
+            self.packet_ins_sent += 1;
+        } else {
             tracing::debug!(device = self.switch.device_id(), reason, "packet-in without a primary client");
         }
         Output::PacketIn { ingress_port: masked(u128::from(ingress_port), 16) as u16, reason, payload }

@@ -68,9 +68,22 @@ impl Twin {
     }
 
     /// A frame arriving on `in_port` at `now_us`, after everything due
-    /// before it has left. Returns every frame that left meanwhile.
+    /// before it has left. Returns every frame that left meanwhile. On the
+    /// CPU port the frame starts with its packet_out header (P4Runtime
+    /// packet-outs come through [`Twin::packet_outs`] instead).
     pub fn process(&mut self, in_port: u32, bytes: &[u8], now_us: u64) -> Result<Vec<Output>, TwinError> {
         let mut out = self.advance(now_us)?;
+        if in_port == CPU_PORT {
+            // The CPU port's frames start with the packet_out header
+            // (egress_port 16, flags 8, reserved 8), as the parser sees them.
+            let Some((head, frame)) = bytes.split_first_chunk::<4>() else {
+                self.count_drop(super::DropReason::ParserError)?;
+                return Ok(out);
+            };
+            let port = u32::from(u16::from_be_bytes([head[0], head[1]])) & 0x1ff;
+            self.packet_out(port, frame.to_vec(), now_us, &mut out)?;
+            return Ok(out);
+        }
         let mut h = match Headers::parse(bytes) {
             Ok(h) => h,
             Err(reason) => {
@@ -106,21 +119,32 @@ impl Twin {
                 .and_then(|m| metaroce_p4rt::codec::decode_u128(&m.value, width).ok())
                 .map(|v| ids::masked(v, 9) as u32)
                 .unwrap_or(0);
-            match Headers::parse(&p.payload) {
-                Ok(mut h) => {
-                    h.meta = Bridged {
-                        ingress_port: CPU_PORT,
-                        ingress_ts: now_us & super::TIME_MASK,
-                        ..Default::default()
-                    };
-                    self.enqueue(port, h, now_us, &mut out)?;
-                }
-                // The packet-out branch comes before the parser's checks:
-                // the frame leaves as it is.
-                Err(_) => out.push(Output::Packet { port, bytes: p.payload, at_us: now_us }),
-            }
+            self.packet_out(port, p.payload, now_us, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// A frame from the controller, to leave on `port` through egress.
+    fn packet_out(
+        &mut self,
+        port: u32,
+        frame: Vec<u8>,
+        now_us: u64,
+        out: &mut Vec<Output>,
+    ) -> Result<(), TwinError> {
+        match Headers::parse(&frame) {
+            Ok(mut h) => {
+                let ingress_ts = now_us & super::TIME_MASK;
+                h.meta = Bridged { ingress_port: CPU_PORT, ingress_ts, ..Default::default() };
+                self.enqueue(port, h, now_us, out)
+            }
+            // The packet-out branch comes before the parser's checks: the
+            // frame leaves as it is.
+            Err(_) => {
+                out.push(Output::Packet { port, bytes: frame, at_us: now_us });
+                Ok(())
+            }
+        }
     }
 
     fn enqueue(

@@ -353,6 +353,14 @@ async fn queues_drain_at_their_rate_in_virtual_time() {
         r.twin.set_queue(2, Queue { rate_pps: Some(0), depth_pkts: None }),
         Err(TwinError::BadQueue { .. })
     ));
+    // A frame from the CPU port leaves on its packet_out port, untouched
+    // by routing (TTL 1, not decremented).
+    let mut h = roce([10, 0, 9, 9], 1);
+    h.ipv4.as_mut().unwrap().ttl = 1;
+    let mut frame = vec![0, 3, 0, 0];
+    frame.extend(h.deparse());
+    let out = r.twin.process(CPU_PORT, &frame, 20_000).unwrap();
+    assert_eq!(out, vec![Output::Packet { port: 3, bytes: h.deparse(), at_us: 20_000 }]);
 }
 
 #[tokio::test]

@@ -4,15 +4,18 @@
 //! switch did with what a case expects ([`check`]), and the runner on BMv2
 //! `simple_switch_grpc` ([`bmv2`], [`run`]).
 //!
-//! The simulator's pipeline twin is meant to pass the same files: it loads
-//! them with [`case::load_dir`], plays the steps, and hands its
-//! [`check::Observed`] to [`check::check`].
+//! Cases run on a [`target::Target`]: BMv2 ([`target::Bmv2`]) or the
+//! simulator's pipeline twin ([`twin::TwinTarget`], in virtual time), which
+//! must pass the same files; `cargo test` runs every target-neutral case
+//! on the twin.
 
 pub mod bmv2;
 pub mod case;
 pub mod check;
 pub mod packet;
 pub mod run;
+pub mod target;
+pub mod twin;
 pub mod yaml;
 
 pub use yaml::VectorError;

@@ -1,17 +1,22 @@
-//! `metaroce-p4-vectors [--only NAME]... [--cases DIR] [--build DIR]`: loads
-//! `tests/p4/cases/` (or DIR), and runs
-//! every case on BMv2 `simple_switch_grpc` when it, the compiled program and
-//! root are there; otherwise prints one line saying what is missing.
+//! `metaroce-p4-vectors [--target bmv2|twin] [--only NAME]... [--cases DIR] [--build DIR]`:
+//! loads `tests/p4/cases/` (or DIR) and runs every case on the target.
+//! On BMv2 (the default) it needs `simple_switch_grpc`, the compiled
+//! program and root, and otherwise prints one line saying what is missing;
+//! the simulator's pipeline twin needs only the compiled program's P4Info
+//! and skips the cases marked `target: bmv2`.
 //! Exit codes: 0 all ran cases passed (or skipped), 1 a case failed, 2 the
 //! vectors or the arguments are wrong.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use metaroce_p4_vectors::bmv2::{find_tools, PacketIo, Veths};
+use metaroce_p4_vectors::bmv2::find_tools;
 use metaroce_p4_vectors::case::load_dir;
-use metaroce_p4_vectors::check::check;
-use metaroce_p4_vectors::run::{run_case, Program};
+use metaroce_p4_vectors::target::{run_all, Bmv2, Target};
+use metaroce_p4_vectors::twin::TwinTarget;
+
+const USAGE: &str =
+    "usage: metaroce-p4-vectors [--target bmv2|twin] [--only CASE]... [--cases DIR] [--build DIR]";
 
 fn repo() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
@@ -23,14 +28,16 @@ fn main() -> ExitCode {
     let mut only = vec![];
     let mut cases_dir = repo.join("tests/p4/cases");
     let mut build = repo.join("p4src/build");
+    let mut target = "bmv2".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
             ("--only", Some(n)) => only.push(n),
             ("--cases", Some(d)) => cases_dir = d.into(),
             ("--build", Some(d)) => build = d.into(),
+            ("--target", Some(t)) if t == "bmv2" || t == "twin" => target = t,
             _ => {
-                eprintln!("usage: metaroce-p4-vectors [--only CASE]... [--cases DIR] [--build DIR]");
+                eprintln!("{USAGE}");
                 return ExitCode::from(2);
             }
         }
@@ -47,63 +54,36 @@ fn main() -> ExitCode {
         eprintln!("error: no case matches {only:?}");
         return ExitCode::from(2);
     }
-    let tools = match find_tools() {
-        Ok(t) => t,
-        Err(why) => {
-            println!("skip: P4 vectors on BMv2 ({why})");
-            return ExitCode::SUCCESS;
-        }
-    };
     if !build.join("main.json").is_file() || !build.join("main.p4info.txtpb").is_file() {
-        println!("skip: P4 vectors on BMv2 (no compiled program: p4src/build/main.json and main.p4info.txtpb; run make p4)");
+        println!(
+            "skip: P4 vectors on {target} (no compiled program: p4src/build/main.json and main.p4info.txtpb; run make p4)"
+        );
         return ExitCode::SUCCESS;
     }
-    match run_all(&cases, &tools, &build, &repo.join("target/p4-vectors")) {
-        Ok((passed, failed)) => {
-            println!("{passed} passed, {failed} failed");
-            if failed == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
+    let made: anyhow::Result<Box<dyn Target>> = if target == "twin" {
+        TwinTarget::new(&build).map(|t| Box::new(t) as Box<dyn Target>)
+    } else {
+        let tools = match find_tools() {
+            Ok(t) => t,
+            Err(why) => {
+                println!("skip: P4 vectors on BMv2 ({why})");
+                return ExitCode::SUCCESS;
             }
-        }
+        };
+        Bmv2::new(tools, &build, &repo.join("target/p4-vectors")).map(|t| Box::new(t) as Box<dyn Target>)
+    };
+    let mut t = match made {
+        Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
         }
+    };
+    let tally = run_all(t.as_mut(), &cases);
+    println!("{} passed, {} failed, {} skipped", tally.passed.len(), tally.failed.len(), tally.skipped.len());
+    if tally.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
-}
-
-fn run_all(
-    cases: &[metaroce_p4_vectors::case::Case],
-    tools: &metaroce_p4_vectors::bmv2::Tools,
-    build: &Path,
-    logs: &Path,
-) -> anyhow::Result<(usize, usize)> {
-    use anyhow::Context;
-    let prog = Program::load(build)?;
-    std::fs::create_dir_all(logs).with_context(|| format!("creating {}", logs.display()))?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
-    let veths = Veths::create(&tools.ip)?;
-    let mut io = PacketIo::open(&veths)?;
-    let (mut passed, mut failed) = (0, 0);
-    for case in cases {
-        let log = logs.join(format!("{}.log", case.name));
-        let outcome = rt.block_on(run_case(case, tools, &veths, &mut io, &prog, &log));
-        let failures = match outcome {
-            Ok(obs) => check(&case.expect, &obs),
-            Err(e) => vec![format!("could not run: {e:#}")],
-        };
-        if failures.is_empty() {
-            passed += 1;
-            println!("pass: {}", case.name);
-        } else {
-            failed += 1;
-            println!("FAIL: {} ({}; BMv2 log {})", case.name, case.file, log.display());
-            for f in failures {
-                println!("    {f}");
-            }
-        }
-    }
-    Ok((passed, failed))
 }

@@ -42,7 +42,7 @@ impl Program {
     }
 }
 
-fn bits(v: u128) -> Bits {
+pub(crate) fn bits(v: u128) -> Bits {
     Bits(v.to_be_bytes().to_vec())
 }
 
@@ -119,7 +119,7 @@ fn update(info: &P4Info, op: Op, obj: &Object) -> Result<p4::Update> {
     })
 }
 
-async fn write(s: &Session, info: &P4Info, ops: &[(Op, Object)], what: &str) -> Result<()> {
+pub(crate) async fn write(s: &Session, info: &P4Info, ops: &[(Op, Object)], what: &str) -> Result<()> {
     let updates = ops.iter().map(|(op, o)| update(info, *op, o)).collect::<Result<Vec<_>>>()?;
     if updates.is_empty() {
         return Ok(());
@@ -152,8 +152,10 @@ async fn connect(sw: &mut Switch, prog: &Program) -> Result<Session> {
     Ok(s)
 }
 
-async fn setup(s: &Session, sw: &Switch, prog: &Program, case: &Case) -> Result<()> {
-    let info = &prog.info;
+/// Installs a case's setup over P4Runtime, except its queues (a target's
+/// own knob): members, groups, entries, clone sessions, digests,
+/// registers (BMv2's over Thrift, which its P4Runtime server lacks).
+pub(crate) async fn install(s: &Session, info: &P4Info, case: &Case) -> Result<()> {
     let st = &case.setup;
     let ops: Vec<(Op, Object)> = st
         .members
@@ -187,6 +189,12 @@ async fn setup(s: &Session, sw: &Switch, prog: &Program, case: &Case) -> Result<
             .await
             .with_context(|| format!("register {}[{}]", r.name, r.index))?;
     }
+    Ok(())
+}
+
+async fn setup(s: &Session, sw: &Switch, prog: &Program, case: &Case) -> Result<()> {
+    install(s, &prog.info, case).await?;
+    let st = &case.setup;
     if !st.queues.is_empty() {
         let mut t = ThriftClient::connect(ThriftConfig::new(([127, 0, 0, 1], sw.thrift).into())).await?;
         for q in &st.queues {
@@ -205,7 +213,11 @@ async fn setup(s: &Session, sw: &Switch, prog: &Program, case: &Case) -> Result<
     Ok(())
 }
 
-async fn read_counters(s: &Session, info: &P4Info, case: &Case) -> Result<HashMap<(String, i64), u64>> {
+pub(crate) async fn read_counters(
+    s: &Session,
+    info: &P4Info,
+    case: &Case,
+) -> Result<HashMap<(String, i64), u64>> {
     let mut out = HashMap::new();
     for c in &case.expect.counters {
         for i in &c.index {
@@ -249,7 +261,7 @@ fn struct_fields(info: &P4Info, spec: Option<&cfg::P4DataTypeSpec>) -> Vec<(Stri
         .collect()
 }
 
-fn decode_event(info: &P4Info, ev: Event, obs: &mut Observed) -> Result<()> {
+pub(crate) fn decode_event(info: &P4Info, ev: Event, obs: &mut Observed) -> Result<()> {
     match ev {
         Event::PacketIn(p) => {
             let h = info.packet_metadata.by_name("packet_in")?;
