@@ -36,7 +36,7 @@ impl Twin {
             Verdict::Drop(DropReason::UnsupportedEtherType)
         };
         if let Verdict::Drop(r) = verdict {
-            self.count(self.ids.drop_reasons, u32::from(r.code()));
+            self.count_reason(r);
             tracing::trace!(device = self.switch.device_id(), in_port, reason = r.code(), "drop");
         }
         Ok(verdict)

@@ -282,8 +282,15 @@ impl Twin {
     /// Counts a drop the way ingress does (`drop_reasons[reason]`).
     pub fn count_drop(&mut self, reason: DropReason) -> Result<(), TwinError> {
         self.check_pipeline()?;
-        self.count(self.ids.drop_reasons, u32::from(reason.code()));
+        self.count_reason(reason);
         Ok(())
+    }
+
+    /// `drop_reasons[reason]`; reason 0 (DROP_NONE) is never counted.
+    fn count_reason(&self, reason: DropReason) {
+        if reason.code() != 0 {
+            self.count(self.ids.drop_reasons, u32::from(reason.code()));
+        }
     }
 
     /// How many digest items and packet-ins the twin handed to the switch

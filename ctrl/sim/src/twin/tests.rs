@@ -387,3 +387,125 @@ async fn a_switch_must_run_the_twins_program() {
     let err = Pipeline::new(P4Info::new(raw).unwrap(), vec![]).unwrap_err();
     assert!(err.to_string().contains("MetaroceIngress.routing.flowlet_sig"), "{err}");
 }
+
+/// A valid RoCEv2 frame with two INT hops.
+fn int_frame() -> Vec<u8> {
+    let mut h = roce([10, 0, 2, 1], 49152);
+    h.ipv4.as_mut().unwrap().dscp = 27;
+    h.ipv4.as_mut().unwrap().total_len += 16 + 48;
+    let hop = IntHop { node_id: 9, hop_latency: 20, ..Default::default() };
+    h.int = Some(Int {
+        shim: IntShim { int_type: 1, len: 15, original_dscp: 26, ..Default::default() },
+        md: IntMd { version: 2, hop_ml: 6, remaining_hops: 2, instructions: 0xF400, ..Default::default() },
+        hops: vec![hop, hop],
+    });
+    h.deparse()
+}
+
+#[test]
+fn the_parser_never_panics_and_deparses_what_it_accepts_byte_for_byte() {
+    let base = int_frame();
+    let mut rng = crate::Rng::new(7);
+    let mut accepted = 0;
+    for _ in 0..20_000 {
+        let mut b = base.clone();
+        for _ in 0..=rng.below(3) {
+            let i = rng.below(b.len() as u64) as usize;
+            b[i] = rng.next_u64() as u8;
+        }
+        if rng.below(4) == 0 {
+            b.truncate(rng.below(b.len() as u64) as usize);
+        }
+        // Keep the IPv4 checksum right half of the time, so mutations get
+        // past it into the layers after.
+        if b.len() >= 34 && rng.below(2) == 0 {
+            b[24..26].copy_from_slice(&[0, 0]);
+            let c = headers::csum16(&b[14..34]);
+            b[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        if let Ok(h) = Headers::parse(&b) {
+            accepted += 1;
+            assert_eq!(h.deparse(), b);
+        }
+    }
+    assert!(accepted > 1000, "only {accepted} mutants parsed: the test would not exercise deparse");
+}
+
+/// One switch of a chain: its twin and the session that programs it.
+async fn chain_switch(entries: &[Entry]) -> Rig {
+    let r = rig().await;
+    for e in entries {
+        r.insert(std::slice::from_ref(e)).await;
+    }
+    r
+}
+
+#[tokio::test]
+async fn int_over_three_switches_without_bytes() {
+    // Leaf 1 (source, host on port 1) -> spine 2 -> leaf 3 (sink, host on
+    // port 1, reports to the controller). Headers go from switch to switch
+    // as they are, as the fabric simulator carries them.
+    let edge =
+        |port| Entry::EgressPort { port, edge: true, mtu: 0, queue_high: 0, queue_low: 0, ecn_threshold: 0 };
+    let cfg = |id| Entry::Config { switch_id: id, flowlet_timeout_us: 50_000 };
+    let any = (Ipv4Addr::UNSPECIFIED, 0);
+    let watch = Entry::Watch { src: any, dst: any, l4_dst_port: (4791, 0xffff), priority: 10, max_hops: 4 };
+    let mut leaf1 = chain_switch(&[cfg(1), Entry::EdgePort { port: 1 }, watch, edge(1), nhop(2, 2)]).await;
+    leaf1.insert(&[route([10, 0, 2, 0], 24, RouteTarget::Nhop(2))]).await;
+    let mut spine = chain_switch(&[cfg(2), nhop(3, 3)]).await;
+    spine.insert(&[route([10, 0, 2, 0], 24, RouteTarget::Nhop(3))]).await;
+    let report = Entry::ReportConfig {
+        src_mac: MAC,
+        dst_mac: [2, 0, 0, 0, 0xff, 1],
+        src_ip: Ipv4Addr::new(10, 255, 0, 3),
+        dst_ip: Ipv4Addr::new(10, 255, 0, 100),
+        dst_port: 32766,
+    };
+    let sink_cfg =
+        Entry::EgressConfig { digest_interval_us: 1000, report_period_us: 1_000_000, latency_shift: 0 };
+    let to_cpu = Entry::CloneSession { id: metaroce_pipeline::names::REPORT_SESSION, port: CPU_PORT };
+    let mut leaf3 = chain_switch(&[cfg(3), edge(1), nhop(1, 1), report, sink_cfg, to_cpu]).await;
+    leaf3.insert(&[route([10, 0, 2, 1], 32, RouteTarget::Nhop(1))]).await;
+
+    let sent = wire(&roce([10, 0, 2, 1], 49152));
+    let mut h = sent.clone();
+    let t = 1_000_000;
+    assert_eq!(leaf1.twin.ingress(1, &mut h, t).unwrap(), Verdict::Forward { port: 2 });
+    assert!(leaf1.twin.egress(2, &mut h, 3, t + 5).unwrap().is_empty());
+    assert_eq!(spine.twin.ingress(1, &mut h, t + 10).unwrap(), Verdict::Forward { port: 3 });
+    assert!(spine.twin.egress(3, &mut h, 0, t + 12).unwrap().is_empty());
+    let int = h.int.clone().expect("INT on the wire");
+    let hops: Vec<(u32, u32, u32)> =
+        int.hops.iter().map(|x| (x.node_id, x.hop_latency, x.occupancy)).collect();
+    assert_eq!(hops, vec![(2, 2, 0), (1, 5, 3)], "spine on top of the source");
+    assert_eq!((int.md.remaining_hops, int.shim.len, int.shim.original_dscp), (2, 15, 0));
+    assert_eq!(leaf3.twin.ingress(1, &mut h, t + 20).unwrap(), Verdict::Forward { port: 1 });
+    let copies = leaf3.twin.egress(1, &mut h, 0, t + 21).unwrap();
+
+    // Delivered as sent, but for the hops' TTL and the MACs.
+    let ip = h.ipv4.unwrap();
+    assert_eq!(h.int, None);
+    assert_eq!((ip.dscp, ip.total_len, ip.ttl), (0, sent.ipv4.unwrap().total_len, 61));
+    assert_eq!(h.udp().map(|u| u.len), sent.udp().map(|u| u.len));
+    let [Output::PacketIn { ingress_port: 1, reason: 1, payload }] = copies.as_slice() else {
+        panic!("one report to the controller: {copies:?}")
+    };
+    // The report: 82 bytes of encapsulation and headers, then the packet
+    // as the sink received it (two hops, BTH), payload cut.
+    assert_eq!(payload.len(), 82 + 20 + 8 + 16 + 48 + 12);
+    assert_eq!(u32::from_be_bytes(payload[46..50].try_into().unwrap()), 3, "the sink's node id");
+    assert_eq!(payload[51], 2 + 5 + 8 + 15 + 3, "report length in words");
+    let inner = Headers::parse(&[&[0u8; 12][..], &0x0800u16.to_be_bytes(), &payload[82..]].concat());
+    let inner = inner.expect("the inner packet parses, checksum included");
+    assert_eq!(inner.ipv4.map(|ip| (ip.ttl, ip.dscp)), Some((62, 1)));
+    assert_eq!(inner.int.map(|i| i.hops.len()), Some(2));
+    let pi = loop {
+        match leaf3.events.recv().await {
+            Some(Event::PacketIn(p)) => break p,
+            Some(_) => continue,
+            None => panic!("no packet-in"),
+        }
+    };
+    assert_eq!(&pi.payload, payload);
+    assert_eq!(leaf3.counter(Counter::ReportsSent, 0).await, 1);
+}
