@@ -18,7 +18,7 @@ pub enum SimCommand {
     Run {
         /// Scenario YAML (it names its topology, relative to itself).
         scenario: PathBuf,
-        /// Routing modes, comma-separated: ecmp, flowlet, spray (default: the scenario's).
+        /// Routing modes, comma-separated: ecmp, flowlet, spray, metaroce (default: the scenario's).
         #[arg(long, value_delimiter = ',')]
         modes: Vec<Mode>,
         /// Directory for report.md, report.json, the SVG plots and pcaps.

@@ -28,16 +28,21 @@ pub enum Mode {
     /// Per-packet weighted round-robin: the even spreading that the
     /// analytic bound assumes, at the cost of reordering.
     Spray,
+    /// Flowlets over weighted groups, with the controller's own policy in
+    /// the loop (virtual time, modelled digest, decision and write latency)
+    /// rewriting the weights.
+    Metaroce,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::Ecmp, Mode::Flowlet, Mode::Spray];
+    pub const ALL: [Mode; 4] = [Mode::Ecmp, Mode::Flowlet, Mode::Spray, Mode::Metaroce];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Ecmp => "ecmp",
             Mode::Flowlet => "flowlet",
             Mode::Spray => "spray",
+            Mode::Metaroce => "metaroce",
         }
     }
 }
@@ -96,6 +101,11 @@ pub struct Job {
     pub start_ps: u64,
     /// Sending-rate cap per queue pair, bits per second (the NIC rate if none).
     pub rate_bps: Option<u64>,
+    /// Messages of all-to-all, incast and permutation go as chunks of this
+    /// many bytes, each posted when the previous one has arrived (as a
+    /// collective library's pipeline does); each chunk is a message, so it
+    /// takes the queue pair's next source port.
+    pub chunk: Option<u64>,
 }
 
 /// RED-style ECN marking on egress queue depth.
@@ -191,6 +201,42 @@ impl Default for Limits {
     }
 }
 
+/// The modelled control plane: the controller in the loop (mode
+/// `metaroce`) and the baselines' routing convergence after a failure.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ControlConfig {
+    /// A threshold crossing (or a port going down) reaches the controller
+    /// this long after it happened at the switch.
+    pub digest_latency_ps: u64,
+    /// One policy decision keeps the controller busy this long.
+    pub decision_ps: u64,
+    /// Written weights are in force in the switches this long after the
+    /// decision that chose them.
+    pub write_latency_ps: u64,
+    /// Egress queue thresholds of the data plane's crossing digests.
+    pub queue_high_bytes: u64,
+    pub queue_low_bytes: u64,
+    /// Least time between two crossings of one port (0: every one).
+    pub digest_interval_ps: u64,
+    /// The controller reads (and resets) every port's queue-sensing
+    /// registers this often; the snapshot reaches it `digest_latency` later.
+    pub poll_interval_ps: u64,
+    /// Baseline modes: a failed link leaves every switch's groups this
+    /// long after it failed (routing protocol convergence).
+    pub convergence_ps: u64,
+    pub policy: metaroce_policy::PolicyConfig,
+}
+
+/// A link going down or coming back at a time of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkEvent {
+    pub at_ps: u64,
+    pub link: metaroce_topo::LinkId,
+    pub up: bool,
+    /// The link end it was named by, for people.
+    pub name: String,
+}
+
 /// A validated scenario, resolved against its topology.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Scenario {
@@ -201,6 +247,9 @@ pub struct Scenario {
     pub limits: Limits,
     pub net: NetConfig,
     pub jobs: Vec<Job>,
+    pub control: ControlConfig,
+    /// Link failures and repairs, by time.
+    pub events: Vec<LinkEvent>,
     /// Link ends whose egress is written to a pcap file.
     #[serde(skip)]
     pub pcap: Vec<Endpoint>,

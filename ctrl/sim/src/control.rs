@@ -13,10 +13,10 @@
 //! latencies by scheduling wake-ups in virtual time; the baselines'
 //! routing convergence after a failure is a control too; a serve mode can
 //! pace wake-ups against the wall clock and turn P4Runtime writes into
-//! [`Ctx::set_group`]. Through [`Ctx`] a control reads queue depths and
-//! groups and acts: wake-ups, thresholds, group rewrites (applied at once
-//! and atomically: a packet never sees a half-written group) and link
-//! failures. Ports and groups are named as the topology names them
+//! [`Ctx::set_group`]. Through [`Ctx`] a control reads queue depths, the
+//! queue-sensing registers and groups, and acts: wake-ups, thresholds,
+//! group rewrites (applied at once and atomically: a packet never sees a
+//! half-written group) and link failures. Ports and groups are named as the topology names them
 //! (switch index, port number, destination leaf), never by engine indices,
 //! so a control needs nothing from the engine's insides.
 
@@ -132,6 +132,8 @@ pub struct ControlSummary {
     /// From a threshold crossing to the first packet of a new flowlet on a
     /// member whose share rose.
     pub moved: Option<Dist>,
+    /// From a link failure to routes around it in place in the switches.
+    pub failover: Option<Dist>,
     /// Crossings whose decision changed nothing.
     pub no_change: u64,
     /// Requests the engine refused (each is a bug in the control).
@@ -152,6 +154,8 @@ pub(crate) struct Sense {
     pub on: Option<Thresholds>,
     pub congested: bool,
     pub last_ps: Option<u64>,
+    /// Deepest queue left by a dequeue since the register was last read.
+    pub max_bytes: u64,
 }
 
 /// The engine's side of the hook, lent to a control for one callback.
@@ -208,6 +212,15 @@ impl Ctx<'_> {
         }
         self.sense[p as usize].on = t;
         Ok(())
+    }
+
+    /// Reads a port's queue-sensing registers as the P4 program keeps them:
+    /// the deepest queue since the last read (then reset) and whether the
+    /// port is above its high threshold.
+    pub fn read_registers(&mut self, switch: SwitchId, port: u16) -> Result<(u64, bool), ControlError> {
+        let p = self.port(switch, port)?;
+        let s = &mut self.sense[p as usize];
+        Ok((std::mem::take(&mut s.max_bytes), s.congested))
     }
 
     fn dest(&self, switch: SwitchId, leaf: SwitchId) -> Result<u32, ControlError> {

@@ -153,10 +153,11 @@ impl Workload {
 
 fn flow_count(job: &Job) -> usize {
     let n = job.ranks.len();
+    let chunks = job.chunk.map_or(1, |c| job.size.div_ceil(c.max(1))) as usize;
     match job.pattern {
-        Pattern::AllToAll => n * n.saturating_sub(1),
+        Pattern::AllToAll => n * n.saturating_sub(1) * chunks,
         Pattern::RingAllReduce => n * 2 * n.saturating_sub(1),
-        Pattern::Incast { .. } | Pattern::Permutation { .. } => n,
+        Pattern::Incast { .. } | Pattern::Permutation { .. } => n * chunks,
     }
 }
 
@@ -180,23 +181,43 @@ impl Builder<'_> {
                 for i in 0..n {
                     for j in (0..n).filter(|&j| j != i) {
                         let qp = self.qp(r[i], r[j]);
-                        self.flow(qp, job.size, at);
+                        self.message(qp, job, at);
                     }
                 }
             }
             Pattern::Incast { target } => {
                 for &h in r {
                     let qp = self.qp(h, *target);
-                    self.flow(qp, job.size, at);
+                    self.message(qp, job, at);
                 }
             }
             Pattern::Permutation { perm } => {
                 for (i, &p) in perm.iter().enumerate() {
                     let qp = self.qp(r[i], r[p]);
-                    self.flow(qp, job.size, at);
+                    self.message(qp, job, at);
                 }
             }
             Pattern::RingAllReduce => self.ring(job),
+        }
+    }
+
+    /// One message of `job.size` bytes, or its chunks, each posted when
+    /// the one before has arrived.
+    fn message(&mut self, qp: QpId, job: &Job, at: Option<u64>) {
+        let Some(chunk) = job.chunk else {
+            self.flow(qp, job.size, at);
+            return;
+        };
+        let mut left = job.size;
+        let mut prev: Option<FlowId> = None;
+        while left > 0 {
+            let bytes = left.min(chunk);
+            left -= bytes;
+            let id = self.flow(qp, bytes, if prev.is_none() { at } else { None });
+            if let Some(p) = prev {
+                self.w.flows[p as usize].dependent = id;
+            }
+            prev = Some(id);
         }
     }
 

@@ -81,7 +81,8 @@ pub enum Route {
 pub fn baseline(mode: Mode, seed: u64, switches: usize, flowlet_timeout_ps: u64) -> Box<dyn Forwarder> {
     match mode {
         Mode::Ecmp => Box::new(Ecmp { seed }),
-        Mode::Flowlet => Box::new(Flowlet::new(seed, switches, flowlet_timeout_ps)),
+        // metaroce: the same flowlets; its controller rewrites the weights.
+        Mode::Flowlet | Mode::Metaroce => Box::new(Flowlet::new(seed, switches, flowlet_timeout_ps)),
         Mode::Spray => Box::new(Spray::default()),
     }
 }

@@ -10,7 +10,7 @@ use crate::decode::Diags;
 use crate::rng::Rng;
 
 const JOB: &[&str] =
-    &["name", "pattern", "hosts", "count", "placement", "size", "start", "rate", "target", "shift"];
+    &["name", "pattern", "hosts", "count", "placement", "size", "chunk", "start", "rate", "target", "shift"];
 const PATTERNS: &[&str] = &["all-to-all", "ring-allreduce", "incast", "permutation"];
 /// Most jobs in one scenario.
 pub const MAX_JOBS: usize = 256;
@@ -47,6 +47,7 @@ struct RawJob<'n> {
     count: Option<(usize, &'n Node)>,
     shuffled: bool,
     size: Option<u64>,
+    chunk: Option<u64>,
     start_ps: u64,
     rate_bps: Option<u64>,
     target: Option<HostId>,
@@ -65,6 +66,7 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng) -> O
             "count" => r.count = d.u64(n, &p, 1, 1 << 20).map(|c| (c as usize, n)),
             "placement" => r.shuffled = placement(d, n, &p),
             "size" => r.size = size(d, n, &p),
+            "chunk" => r.chunk = size(d, n, &p),
             "start" => r.start_ps = d.duration_ps(n, &p).unwrap_or(0),
             "rate" => r.rate_bps = d.bandwidth(n, &p),
             "target" => r.target = d.str(n, &p).and_then(|s| host(d, n, &p, topo, s)),
@@ -91,7 +93,12 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng) -> O
     if d.0.len() != errors_before {
         return None;
     }
-    Some(Job { name, pattern, ranks, size, start_ps: r.start_ps, rate_bps: r.rate_bps })
+    if r.chunk.is_some() && pattern_name == "ring-allreduce" {
+        d.err(path, v.pos, "a ring AllReduce is chunked by its steps already; leave out \"chunk\"");
+        return None;
+    }
+    let chunk = r.chunk.filter(|&c| c < size);
+    Some(Job { name, pattern, ranks, size, start_ps: r.start_ps, rate_bps: r.rate_bps, chunk })
 }
 
 fn pattern<'n>(d: &mut Diags, n: &'n Node, path: &str) -> Option<&'n str> {

@@ -21,6 +21,8 @@
 
 mod config;
 pub mod control;
+mod control_yaml;
+mod converge;
 mod dcqcn;
 mod decode;
 pub mod engine;
@@ -29,6 +31,7 @@ pub mod events;
 pub mod flows;
 pub mod forward;
 pub mod ideal;
+mod inloop;
 mod jobs;
 pub mod net;
 pub mod pcap;
@@ -41,7 +44,8 @@ pub mod stats;
 pub mod twin;
 
 pub use config::{
-    Dcqcn, Ecn, Job, Limits, Mode, NetConfig, Pattern, Pfc, Scenario, PS_PER_NS, ROCE_HEADER_BYTES,
+    ControlConfig, Dcqcn, Ecn, Job, Limits, LinkEvent, Mode, NetConfig, Pattern, Pfc, Scenario, PS_PER_NS,
+    ROCE_HEADER_BYTES,
 };
 pub use control::{Control, ControlError, ControlSummary, Crossing, Ctx, Thresholds};
 pub use engine::{Outcome, Progress, Stop};
@@ -52,7 +56,9 @@ pub use rng::Rng;
 
 use metaroce_topo::{Routing, Topology};
 
-/// Runs one baseline routing mode.
+/// Runs one routing mode: a baseline, or `metaroce` with the controller
+/// in the loop. Baselines get the modelled routing convergence when the
+/// scenario fails links.
 pub fn run_mode(
     topo: &Topology,
     routing: &Routing,
@@ -61,7 +67,26 @@ pub fn run_mode(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ModeRun, SimError> {
     let fwd = forward::baseline(mode, sc.seed, topo.switches.len(), sc.net.flowlet_timeout_ps);
-    run_with(topo, routing, sc, mode.as_str(), fwd, progress)
+    let control: Option<Box<dyn Control + '_>> = match mode {
+        Mode::Metaroce => {
+            let l = inloop::PolicyLoop::new(topo, routing, &sc.control, sc.net.mtu).map_err(|e| {
+                SimError::Invalid {
+                    origin: sc.name.clone(),
+                    diagnostics: vec![Diagnostic {
+                        path: "control.policy".into(),
+                        pos: None,
+                        message: e.to_string(),
+                    }],
+                }
+            })?;
+            Some(Box::new(l))
+        }
+        _ if !sc.events.is_empty() => {
+            Some(Box::new(converge::Convergence::new(topo, routing, sc.control.convergence_ps)))
+        }
+        _ => None,
+    };
+    run_controlled(topo, routing, sc, mode.as_str(), fwd, control, progress)
 }
 
 /// Runs with any forwarding policy, named `mode` in the report.

@@ -97,7 +97,12 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
     row(&mut out, "CNPs", runs, |r| r.summary.cnps.to_string());
     row(&mut out, "drops", runs, |r| r.summary.drops.to_string());
     row(&mut out, "retransmitted packets", runs, |r| r.summary.retransmits.to_string());
+    if !sc.events.is_empty() {
+        row(&mut out, "lost when a link failed", runs, |r| r.summary.lost_on_failure.to_string());
+        row(&mut out, "routed into a dead link", runs, |r| r.summary.blackholed.to_string());
+    }
     row(&mut out, "events", runs, |r| r.summary.events.to_string());
+    control(&mut out, sc, runs);
     out.push_str("\n## Link utilization per tier: imbalance max/mean (mean utilization)\n\n");
     header(&mut out, "tier", runs);
     for (t, tier) in s.utilization.iter().enumerate() {
@@ -125,4 +130,47 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
         seen.push(tier);
     }
     out
+}
+
+fn dist(d: &Option<crate::control::Dist>) -> String {
+    d.as_ref().map_or_else(
+        || "-".to_string(),
+        |d| format!("{:.0} / {:.0} / {:.0} ({})", d.min_us, d.p50_us, d.max_us, d.count),
+    )
+}
+
+/// The control plane's figures: reroutes and reaction times.
+fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
+    if runs.iter().all(|r| r.summary.control.is_none()) {
+        return;
+    }
+    let c = &sc.control;
+    let us = |ps: u64| ps as f64 / 1e6;
+    let _ = writeln!(
+        out,
+        "\n## Control plane\n\nController in the loop (metaroce): digest {:.0} µs, decision {:.0} µs, \
+         write {:.0} µs; queue thresholds {} / {} B; policy hold-up {:.0} µs, step interval {:.0} µs, \
+         hold-down {:.0} µs. Baselines: routing converges {:.0} µs after a failure.\n",
+        us(c.digest_latency_ps),
+        us(c.decision_ps),
+        us(c.write_latency_ps),
+        c.queue_high_bytes,
+        c.queue_low_bytes,
+        c.policy.hold_up_ns as f64 / 1e3,
+        c.policy.step_interval_ns as f64 / 1e3,
+        c.policy.hold_down_ns as f64 / 1e3,
+        us(c.convergence_ps),
+    );
+    header(out, "metric (times in µs: min / p50 / max (count))", runs);
+    let get = |r: &ModeRun| r.summary.control.clone().unwrap_or_default();
+    row(out, "control", runs, |r| r.summary.control.as_ref().map_or("-".into(), |c| c.kind.clone()));
+    row(out, "threshold crossings", runs, |r| get(r).crossings.to_string());
+    row(out, "decisions", runs, |r| get(r).decisions.to_string());
+    row(out, "reroutes (group writes)", runs, |r| get(r).group_writes.to_string());
+    row(out, "crossing → new weights in place", runs, |r| dist(&get(r).reaction));
+    row(out, "crossing → first new flowlet on a raised member", runs, |r| dist(&get(r).moved));
+    row(out, "link failure → routes around it in place", runs, |r| dist(&get(r).failover));
+    if runs.iter().any(|r| get(r).refused > 0) {
+        row(out, "writes refused (bugs)", runs, |r| get(r).refused.to_string());
+    }
 }

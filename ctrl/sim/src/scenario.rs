@@ -20,6 +20,7 @@ use metaroce_topo::yaml::{self, Node, Value};
 use metaroce_topo::Topology;
 
 use crate::config::{Dcqcn, Ecn, Limits, Mode, NetConfig, Pfc, Scenario, ROCE_HEADER_BYTES};
+use crate::control_yaml;
 use crate::decode::Diags;
 use crate::error::{Diagnostic, SimError};
 use crate::jobs;
@@ -27,8 +28,19 @@ use crate::jobs;
 /// Largest scenario file read.
 pub const MAX_SCENARIO_BYTES: u64 = 4 << 20;
 
-const TOP: &[&str] =
-    &["name", "description", "topology", "seed", "modes", "limits", "network", "jobs", "pcap"];
+const TOP: &[&str] = &[
+    "name",
+    "description",
+    "topology",
+    "seed",
+    "modes",
+    "limits",
+    "network",
+    "control",
+    "events",
+    "jobs",
+    "pcap",
+];
 const NETWORK: &[&str] =
     &["mtu", "lossless", "pfc", "ecn", "dcqcn", "flowlet_timeout", "sports_per_qp", "rto", "ack_every"];
 
@@ -109,23 +121,27 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
     if !matches!(root.value, Value::Map(_)) {
         d.err("", root.pos, format!("a scenario is a mapping with \"jobs\", found {}", root.kind()));
     }
+    let net = default_net(topo);
     let mut sc = Scenario {
         name: "scenario".into(),
         description: None,
         seed: 1,
         modes: vec![Mode::Ecmp, Mode::Flowlet],
         limits: Limits::default(),
-        net: default_net(topo),
+        control: control_yaml::default_control(topo, net.mtu),
+        net,
         jobs: Vec::new(),
+        events: Vec::new(),
         pcap: Vec::new(),
     };
     let entries = d.map(root, "", TOP);
     // Network first: job checks need the MTU and rates.
     if let Some((_, n)) = entries.iter().find(|(k, _)| *k == "network") {
         network(&mut d, n, &mut sc.net);
+        sc.control = control_yaml::default_control(topo, sc.net.mtu);
     }
-    sc.net.go_back_n = !sc.net.lossless;
     let mut saw_jobs = false;
+    let mut events_at = None;
     for (key, v) in entries {
         match key {
             "name" => sc.name = d.str(v, key).unwrap_or("scenario").to_string(),
@@ -134,6 +150,11 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
             "modes" => sc.modes = modes(&mut d, v),
             "limits" => sc.limits = limits(&mut d, v),
             "pcap" => sc.pcap = pcap(&mut d, v, topo),
+            "control" => control_yaml::control(&mut d, v, sc.net.mtu, &mut sc.control),
+            "events" => {
+                events_at = Some(v.pos);
+                sc.events = control_yaml::events(&mut d, v, topo);
+            }
             "jobs" => {
                 saw_jobs = true;
                 sc.jobs = jobs::decode(&mut d, v, topo, sc.seed);
@@ -141,6 +162,15 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
             _ => {}
         }
     }
+    if let (Some(pos), Some(last)) = (events_at, sc.events.last()) {
+        if last.at_ps >= sc.limits.time_ps {
+            let msg = format!("an event at {} µs is past the time limit", last.at_ps / 1_000_000);
+            d.err("events", pos, msg);
+        }
+    }
+    // An RNIC's transport is reliable: go-back-N recovers drops in lossy
+    // mode, and what a failed link loses in lossless mode.
+    sc.net.go_back_n = !sc.net.lossless || !sc.events.is_empty();
     if !saw_jobs && matches!(root.value, Value::Map(_)) {
         d.err("jobs", root.pos, "missing field \"jobs\": a list of at least one job");
     }
@@ -186,7 +216,7 @@ fn modes(d: &mut Diags, v: &Node) -> Vec<Mode> {
         }
     }
     if out.is_empty() && matches!(v.value, Value::Seq(_)) {
-        d.err("modes", v.pos, "list at least one routing mode (ecmp, flowlet, spray)");
+        d.err("modes", v.pos, "list at least one routing mode (ecmp, flowlet, spray, metaroce)");
     }
     out
 }

@@ -30,8 +30,9 @@ impl<'a> Sim<'a> {
     pub(super) fn sense_dequeue(&mut self, port: PortId) {
         let p = port as usize;
         let s = &mut self.sense[p];
-        let Some(t) = s.on else { return };
         let depth = self.st[p].qbytes;
+        s.max_bytes = s.max_bytes.max(depth);
+        let Some(t) = s.on else { return };
         let up = if !s.congested && t.high_bytes > 0 && depth >= t.high_bytes {
             true
         } else if s.congested && depth <= t.low_bytes {

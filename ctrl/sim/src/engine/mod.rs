@@ -140,6 +140,8 @@ pub struct Sim<'a> {
     watch: std::collections::HashMap<(u32, u32), Watch>,
     /// Per topology link: up or down.
     link_up: Vec<bool>,
+    /// The scenario's link failures and repairs.
+    link_events: Vec<(u64, u32, bool)>,
 }
 
 impl std::fmt::Debug for Sim<'_> {
@@ -205,6 +207,7 @@ impl<'a> Sim<'a> {
             sense: vec![Sense::default(); n],
             watch: std::collections::HashMap::new(),
             link_up: vec![true; topo.links.len()],
+            link_events: sc.events.iter().map(|e| (e.at_ps, e.link as u32, e.up)).collect(),
         })
     }
 
@@ -227,6 +230,9 @@ impl<'a> Sim<'a> {
         self.posts = posts;
         if let Some(&(t, _)) = self.posts.first() {
             self.q.push(t, Ev::Posts { next: 0 });
+        }
+        for &(t, link, up) in &self.link_events {
+            self.q.push(t, Ev::Link { link, up });
         }
         self.call_control(|c, ctx| c.start(ctx));
         let total = self.w.flows.len();
