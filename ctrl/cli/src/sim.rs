@@ -39,11 +39,15 @@ pub enum SimCommand {
     },
     /// Check a scenario and its topology; print every problem.
     Check { scenario: PathBuf },
+    /// Serve the fabric: every switch a P4Runtime server (at its topology address, on 127.0.0.1)
+    /// forwarding with the pipeline twin, for the real controller; optionally play a scenario.
+    Serve(crate::serve::ServeArgs),
 }
 
 pub fn run(cmd: SimCommand) -> anyhow::Result<Exit> {
     match cmd {
         SimCommand::Check { scenario } => check(&scenario),
+        SimCommand::Serve(args) => crate::serve::run(args),
         SimCommand::Run { scenario, modes, out, seed, pcap, json, quiet } => {
             let opts = RunOpts { modes, out, seed, pcap, json, quiet };
             run_scenario(&scenario, &opts)
@@ -185,7 +189,7 @@ fn run_one(
     Ok(run)
 }
 
-fn write_outputs(dir: &Path, sc: &metaroce_sim::Scenario, runs: &[ModeRun]) -> anyhow::Result<()> {
+pub(crate) fn write_outputs(dir: &Path, sc: &metaroce_sim::Scenario, runs: &[ModeRun]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let write = |name: String, bytes: &[u8]| -> anyhow::Result<()> {
         let path = dir.join(name);

@@ -40,6 +40,7 @@ pub mod report;
 mod report_md;
 mod rng;
 pub mod scenario;
+pub mod serve;
 pub mod stats;
 pub mod twin;
 

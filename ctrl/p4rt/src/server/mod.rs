@@ -49,9 +49,12 @@ impl Default for SwitchOptions {
     }
 }
 
-/// Decides whether a device can run a P4Info; `Err` says why not.
+/// The test of a [`PipelineCheck`]: `Err` says why the device cannot run it.
+pub type CheckFn = dyn Fn(&P4Info) -> Result<(), String> + Send + Sync;
+
+/// Decides whether a device can run a P4Info.
 #[derive(Clone)]
-pub struct PipelineCheck(pub Arc<dyn Fn(&P4Info) -> Result<(), String> + Send + Sync>);
+pub struct PipelineCheck(pub Arc<CheckFn>);
 
 impl std::fmt::Debug for PipelineCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,6 +75,8 @@ pub(crate) struct Core {
     pub saved: Option<p4::ForwardingPipelineConfig>,
     pub streams: Streams,
     pub pipeline_pushes: u64,
+    /// Updates applied by Write RPCs since start.
+    pub writes: u64,
 }
 
 #[derive(Debug)]
@@ -179,6 +184,17 @@ impl Switch {
     /// How many times a pipeline was committed (to check cookie skipping).
     pub fn pipeline_pushes(&self) -> u64 {
         self.core().pipeline_pushes
+    }
+
+    /// Updates applied by Write RPCs since the switch started: it stays
+    /// put once a controller has finished programming.
+    pub fn writes(&self) -> u64 {
+        self.core().writes
+    }
+
+    /// Entries in a table of the installed pipeline.
+    pub fn table_len(&self, table_id: u32) -> Option<usize> {
+        Some(self.core().pipeline.as_ref()?.state.tables.get(&table_id)?.entries.len())
     }
 
     /// Looks `key` (`(match field id, value)`) up in a table the way the

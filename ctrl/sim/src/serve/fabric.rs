@@ -1,0 +1,86 @@
+//! The served switches: one in-process P4Runtime server per switch of the
+//! topology, listening on the port its YAML `p4rt` address names, so that
+//! the controller binary connects to the simulated fabric exactly as it
+//! connects to BMv2 or to hardware.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use metaroce_p4rt::server::{PipelineCheck, Switch, SwitchOptions};
+use metaroce_p4rt::P4Info;
+use metaroce_topo::Topology;
+use tokio::sync::watch;
+
+use super::ServeError;
+
+/// One switch of the fabric, served.
+#[derive(Debug, Clone)]
+pub struct ServedSwitch {
+    pub name: String,
+    pub device_id: u64,
+    /// Where its P4Runtime server listens.
+    pub addr: SocketAddr,
+    pub switch: Switch,
+}
+
+/// What a served switch accepts: the program the twin implements, checked
+/// against our pipeline contract. Anything else is refused at push time
+/// with every mismatch named, as BMv2 refuses a JSON it cannot load.
+pub fn twin_check() -> PipelineCheck {
+    PipelineCheck(Arc::new(|info: &P4Info| {
+        metaroce_pipeline::Pipeline::new(info.clone(), Vec::new()).map(|_| ()).map_err(|e| e.to_string())
+    }))
+}
+
+/// The port of a `host:port` address.
+fn port_of(addr: &str) -> Option<u16> {
+    addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok())
+}
+
+/// Binds every switch of `topo` on `ip` at the port of its `p4rt`
+/// address. Servers stop when `shutdown` turns true.
+pub async fn bind_all(
+    topo: &Topology,
+    ip: IpAddr,
+    check: &PipelineCheck,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<Vec<ServedSwitch>, ServeError> {
+    let mut out = Vec::with_capacity(topo.switches.len());
+    for sw in &topo.switches {
+        let port = port_of(&sw.p4rt)
+            .ok_or_else(|| ServeError::Address { switch: sw.name.clone(), addr: sw.p4rt.clone() })?;
+        let opts = SwitchOptions {
+            device_id: sw.device_id,
+            registers_via_p4runtime: true,
+            accepts: Some(check.clone()),
+        };
+        let switch = Switch::new(opts);
+        let mut stop = shutdown.clone();
+        let (addr, _task) = switch
+            .bind(SocketAddr::new(ip, port), async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .await
+            .map_err(|source| ServeError::Bind {
+                switch: sw.name.clone(),
+                addr: SocketAddr::new(ip, port),
+                source,
+            })?;
+        tracing::info!(switch = %sw.name, device_id = sw.device_id, %addr, "serving P4Runtime");
+        out.push(ServedSwitch { name: sw.name.clone(), device_id: sw.device_id, addr, switch });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_come_from_the_yaml_address() {
+        assert_eq!(port_of("127.0.0.1:50001"), Some(50001));
+        assert_eq!(port_of("leaf1.lab:9559"), Some(9559));
+        assert_eq!(port_of("leaf1.lab"), None);
+        assert_eq!(port_of("h:99999"), None);
+    }
+}

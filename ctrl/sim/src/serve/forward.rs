@@ -1,0 +1,257 @@
+//! The data path of a served fabric: every simulated switch forwards
+//! with its pipeline twin, on the tables, groups and registers the
+//! controller wrote over P4Runtime, and the run is paced against the wall
+//! clock so that the controller sees the fabric in (dilated) real time.
+//!
+//! The simulator's packets carry no bytes, so the headers a twin needs
+//! are built from the packet's flow at its first hop and then travel with
+//! it hop by hop (INT stacks grow, ECN marks stay) in a table keyed by
+//! (flow, PSN), until the packet leaves the fabric. The destination QP is
+//! a stable 24-bit value per (source, destination) host pair, as one
+//! reliable connection has; TTL starts at 64 at the sending host.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use metaroce_topo::Topology;
+
+use crate::events::{FlowId, Packet};
+use crate::forward::{Forwarder, NetView, PacketInfo, Route};
+use crate::net::FibMember;
+use crate::rng::mix64;
+use crate::twin::{Bth, Ethernet, Headers, Ipv4, Twin, Udp, Verdict, L4};
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const UDP_PORT_ROCEV2: u16 = 4791;
+/// Headers of packets lost inside the fabric (dropped at a full buffer,
+/// or on a dead link) stay behind in the table; past this many entries,
+/// those older than [`STALE_PS`] are swept.
+const SWEEP_AT: usize = 1 << 16;
+const STALE_PS: u64 = 1_000_000_000_000;
+/// Counters a served run shares with whoever shows its progress.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Packets a twin forwarded (one per hop).
+    pub forwarded: AtomicU64,
+    /// Packets a twin dropped, or that hit an error in the twin.
+    pub dropped: AtomicU64,
+    /// Packets a twin marked CE.
+    pub ecn_marks: AtomicU64,
+    /// Digest items and packet-ins the twins handed to the controller.
+    pub digests: AtomicU64,
+    pub packet_ins: AtomicU64,
+    /// Simulated time reached, picoseconds.
+    pub now_ps: AtomicU64,
+    /// How far the simulation lags the wall clock, microseconds (it cannot
+    /// keep up when this grows).
+    pub lag_us: AtomicU64,
+}
+
+/// Keeps simulated time from running ahead of the (dilated) wall clock.
+#[derive(Debug, Clone)]
+pub struct Pace {
+    pub start: Instant,
+    /// Wall seconds per simulated second (1: real time).
+    pub dilation: f64,
+}
+
+impl Pace {
+    fn wall_of(&self, now_ps: u64) -> Duration {
+        Duration::from_secs_f64(now_ps as f64 * 1e-12 * self.dilation)
+    }
+}
+
+/// Host addressing the twins see.
+#[derive(Debug, Clone, Copy)]
+struct HostAddr {
+    ip: u32,
+    mac: [u8; 6],
+}
+
+/// The forwarder of a served run: one twin per switch.
+pub struct TwinFabric {
+    twins: Vec<Twin>,
+    hosts: Vec<HostAddr>,
+    /// `(switch, port)` pairs that lead to a host: a packet leaving there
+    /// leaves the fabric.
+    host_ports: std::collections::HashSet<(u32, u16)>,
+    /// Headers of packets inside the fabric, and when they last moved.
+    in_flight: HashMap<(FlowId, u32), (Headers, u64)>,
+    egresses: u64,
+    last_sweep_ps: u64,
+    pace: Pace,
+    stop: Arc<AtomicBool>,
+    counters: Arc<Counters>,
+    errors_logged: u32,
+}
+
+impl std::fmt::Debug for TwinFabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TwinFabric").field("switches", &self.twins.len()).finish_non_exhaustive()
+    }
+}
+
+impl TwinFabric {
+    /// `twins[i]` plays switch `i` of `topo`.
+    pub fn new(
+        topo: &Topology,
+        twins: Vec<Twin>,
+        pace: Pace,
+        stop: Arc<AtomicBool>,
+        counters: Arc<Counters>,
+    ) -> Self {
+        let hosts = topo.hosts.iter().map(|h| HostAddr { ip: u32::from(h.ip), mac: h.mac.0 }).collect();
+        let host_ports = topo.hosts.iter().map(|h| (h.leaf as u32, h.port)).collect();
+        TwinFabric {
+            twins,
+            hosts,
+            host_ports,
+            in_flight: HashMap::new(),
+            egresses: 0,
+            last_sweep_ps: 0,
+            pace,
+            stop,
+            counters,
+            errors_logged: 0,
+        }
+    }
+
+    /// Waits until the wall clock reaches `now_ps`; false once stopped.
+    fn pace(&self, now_ps: u64) -> bool {
+        self.counters.now_ps.store(now_ps, Ordering::Relaxed);
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let due = self.pace.wall_of(now_ps);
+        let elapsed = self.pace.start.elapsed();
+        match due.checked_sub(elapsed) {
+            Some(wait) => std::thread::sleep(wait),
+            None => {
+                let lag = elapsed.saturating_sub(due).as_micros();
+                self.counters.lag_us.store(u64::try_from(lag).unwrap_or(u64::MAX), Ordering::Relaxed);
+            }
+        }
+        true
+    }
+
+    /// The headers a sending host puts on a packet.
+    fn first_hop(&self, p: &Packet) -> Headers {
+        let (src, dst) = (self.hosts[p.src_host as usize], self.hosts[p.dst_host as usize]);
+        // Ethernet (14) and FCS (4) are not in the IP length.
+        let ip_len = u16::try_from(p.bytes.saturating_sub(18)).unwrap_or(u16::MAX);
+        let mut ip = Ipv4 {
+            version: 4,
+            ihl: 5,
+            ecn: if p.ce { 3 } else { 2 },
+            total_len: ip_len,
+            ttl: 64,
+            protocol: 17,
+            src: src.ip,
+            dst: dst.ip,
+            ..Ipv4::default()
+        };
+        ip.checksum = ip.computed_checksum();
+        let qp = (mix64(u64::from(p.src_host) << 32 | u64::from(p.dst_host)) & 0xFF_FFFF) as u32;
+        Headers {
+            eth: Ethernet { dst: [0; 6], src: src.mac, ether_type: ETHERTYPE_IPV4 },
+            ipv4: Some(ip),
+            l4: Some(L4::Udp(Udp {
+                src_port: p.sport,
+                dst_port: UDP_PORT_ROCEV2,
+                len: ip_len.saturating_sub(20),
+                checksum: 0,
+            })),
+            int: None,
+            bth: Some(Bth { head: 0, reserved0: 0, dest_qp: qp, psn_word: p.psn & 0xFF_FFFF }),
+            payload: Vec::new(),
+            meta: Default::default(),
+        }
+    }
+
+    fn failed(&mut self, switch: u32, what: &str, e: &dyn std::fmt::Display) {
+        self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        // The first few are enough to see what is wrong.
+        if self.errors_logged < 10 {
+            self.errors_logged += 1;
+            tracing::warn!(switch, error = %e, "twin {what} failed; packet dropped");
+        }
+    }
+
+    fn sync_counters(&self) {
+        let (d, p) = self.twins.iter().fold((0, 0), |(d, p), t| {
+            let (a, b) = t.sent_to_controller();
+            (d + a, p + b)
+        });
+        self.counters.digests.store(d, Ordering::Relaxed);
+        self.counters.packet_ins.store(p, Ordering::Relaxed);
+    }
+}
+
+impl Forwarder for TwinFabric {
+    /// Never called: the twins route by themselves ([`Forwarder::route`]).
+    fn choose(&mut self, _: u64, _: u32, _: &[FibMember], _: u32, _: &PacketInfo, _: &dyn NetView) -> usize {
+        0
+    }
+
+    fn is_pipeline(&self) -> bool {
+        true
+    }
+
+    fn route(&mut self, now_ps: u64, switch: u32, in_port: u16, p: &Packet) -> Option<Route> {
+        let key = (p.flow, p.psn);
+        let mut h = self.in_flight.remove(&key).map_or_else(|| self.first_hop(p), |(h, _)| h);
+        if !self.pace(now_ps) {
+            return Some(Route::Drop);
+        }
+        let Some(twin) = self.twins.get_mut(switch as usize) else { return Some(Route::Drop) };
+        match twin.ingress(u32::from(in_port), &mut h, now_ps / 1_000_000) {
+            Ok(Verdict::Forward { port }) => match u16::try_from(port) {
+                Ok(port) => {
+                    self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
+                    self.in_flight.insert(key, (h, now_ps));
+                    Some(Route::Port(port))
+                }
+                Err(e) => {
+                    self.failed(switch, "ingress", &e);
+                    Some(Route::Drop)
+                }
+            },
+            Ok(Verdict::ToCpu { .. } | Verdict::Drop(_)) => {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                Some(Route::Drop)
+            }
+            Err(e) => {
+                self.failed(switch, "ingress", &e);
+                Some(Route::Drop)
+            }
+        }
+    }
+
+    fn egress(&mut self, now_ps: u64, switch: u32, port: u16, depth_pkts: usize, p: &mut Packet) {
+        let key = (p.flow, p.psn);
+        let Some((mut h, _)) = self.in_flight.remove(&key) else { return };
+        let Some(twin) = self.twins.get_mut(switch as usize) else { return };
+        let depth = u32::try_from(depth_pkts).unwrap_or(u32::MAX);
+        if let Err(e) = twin.egress(u32::from(port), &mut h, depth, now_ps / 1_000_000) {
+            self.failed(switch, "egress", &e);
+        }
+        let ce = h.ipv4.is_some_and(|ip| ip.ecn == 3);
+        if ce && !p.ce {
+            self.counters.ecn_marks.fetch_add(1, Ordering::Relaxed);
+        }
+        p.ce = ce;
+        if !self.host_ports.contains(&(switch, port)) {
+            self.in_flight.insert(key, (h, now_ps));
+        }
+        self.egresses += 1;
+        if self.egresses.is_multiple_of(256) {
+            self.sync_counters();
+        }
+        if self.in_flight.len() > SWEEP_AT && now_ps.saturating_sub(self.last_sweep_ps) > STALE_PS {
+            self.last_sweep_ps = now_ps;
+            self.in_flight.retain(|_, (_, t)| now_ps.saturating_sub(*t) < STALE_PS);
+        }
+    }
+}
