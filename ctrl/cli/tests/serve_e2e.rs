@@ -1,0 +1,279 @@
+//! The L2 end-to-end test: `metaroce sim serve` plays a hot spot on the
+//! Mininet-sized fabric while the real `metaroce controller` binary runs
+//! against it in act mode, both as users start them. Traffic builds a hot
+//! spot; digests and INT reports reach the controller; the controller
+//! derates the hot uplink in the upstream group; the served switch holds the
+//! new weights; new flowlets then follow them.
+//!
+//! The fabric is a copy of `topologies/mininet-2x2.yaml` on free ports.
+
+// Tests may panic on what they set up themselves.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use metaroce_p4rt::{Session, SessionConfig};
+use metaroce_pipeline::{Entry, Key, Pipeline, RouteTarget};
+
+/// `(port, weight)` of a group's members, by port.
+type Weights = Vec<(u16, u32)>;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Kills the child when the test ends, however it ends.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(args: &[&str], log: &Path) -> Proc {
+    let err = std::fs::File::create(log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_metaroce"))
+        .args(args)
+        .current_dir(repo())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run metaroce: {e}"));
+    Proc(child)
+}
+
+/// The 2x2 fabric and the hot-spot scenario, on free ports, in `dir`.
+fn fabric(dir: &Path) -> (PathBuf, PathBuf, Vec<SocketAddr>) {
+    let mut topo = std::fs::read_to_string(repo().join("topologies/mininet-2x2.yaml")).unwrap();
+    let mut addrs = vec![];
+    for n in 1..=4 {
+        let port = free_port();
+        topo = topo.replace(&format!("127.0.0.1:5000{n}"), &format!("127.0.0.1:{port}"));
+        addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    let topo_path = dir.join("fabric.yaml");
+    std::fs::write(&topo_path, topo).unwrap();
+    let sc = std::fs::read_to_string(repo().join("scenarios/serve-hotspot.yaml")).unwrap();
+    let sc = sc.replace("topology: ../topologies/mininet-2x2.yaml", "topology: fabric.yaml");
+    let sc_path = dir.join("hotspot.yaml");
+    std::fs::write(&sc_path, sc).unwrap();
+    (topo_path, sc_path, addrs)
+}
+
+fn pipeline() -> Pipeline {
+    let dir = repo().join("p4src/build");
+    Pipeline::load(&dir.join("main.p4info.txtpb"), &dir.join("main.json")).unwrap()
+}
+
+/// Everything of ours a served switch holds, read by a backup client.
+async fn installed(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeMap<Key, Entry> {
+    let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
+    cfg.election_id = 1;
+    let Ok(s) = Session::connect(cfg).await else { return BTreeMap::new() };
+    let mut out = BTreeMap::new();
+    for req in p.read_requests() {
+        for e in s.read(vec![req]).await.unwrap_or_default() {
+            if let Ok(Some(e)) = p.parse(&e) {
+                out.insert(e.key(), e);
+            }
+        }
+    }
+    out
+}
+
+/// New flowlets per egress port of a served switch (the program's
+/// `new_flowlets` counter).
+async fn new_flowlets(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeMap<i64, i64> {
+    use metaroce_p4rt::proto::p4::v1::entity::Entity as E;
+    let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
+    cfg.election_id = 1;
+    let Ok(s) = Session::connect(cfg).await else { return BTreeMap::new() };
+    let req = p.counter_read(metaroce_pipeline::Counter::NewFlowlets).unwrap();
+    let mut out = BTreeMap::new();
+    for e in s.read(vec![req]).await.unwrap_or_default() {
+        if let Some(E::CounterEntry(c)) = e.entity {
+            let (Some(i), Some(d)) = (c.index, c.data) else { continue };
+            out.insert(i.index, d.packet_count);
+        }
+    }
+    out
+}
+
+/// `(port, weight)` of the group a switch routes `prefix/len` through.
+fn weights_toward(st: &BTreeMap<Key, Entry>, prefix: [u8; 4], len: u8) -> Option<Vec<(u16, u32)>> {
+    let Some(Entry::Route { target: RouteTarget::Group(g), .. }) =
+        st.get(&Key::Route(u32::from_be_bytes(prefix), len))
+    else {
+        return None;
+    };
+    let Some(Entry::Group { members, .. }) = st.get(&Key::Group(u32::from(*g))) else { return None };
+    let port_of = |m: u32| match st.get(&Key::Member(m)) {
+        Some(Entry::Member { nhop, .. }) => match st.get(&Key::Nhop(*nhop)) {
+            Some(Entry::Nhop { port, .. }) => Some(*port),
+            _ => None,
+        },
+        _ => None,
+    };
+    let mut w: Vec<(u16, u32)> = members.iter().filter_map(|&(m, wt)| Some((port_of(m)?, wt))).collect();
+    w.sort_unstable();
+    Some(w)
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
+    let dir = tempfile::tempdir().unwrap();
+    let (topo, sc, addrs) = fabric(dir.path());
+    let (topo_s, sc_s) = (topo.to_str().unwrap(), sc.to_str().unwrap());
+    let out = dir.path().join("report");
+    let serve_log = dir.path().join("serve.log");
+    let _serve =
+        spawn(&["sim", "serve", topo_s, sc_s, "-o", out.to_str().unwrap(), "--wait", "120"], &serve_log);
+    let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let events = dir.path().join("events.jsonl");
+    let ctl_log = dir.path().join("controller.log");
+    // A long hold-down keeps derated weights in place long enough to be read.
+    let _ctl = spawn(
+        &[
+            "controller",
+            "run",
+            topo_s,
+            "--mode",
+            "act",
+            "--listen",
+            &api.to_string(),
+            "--events",
+            events.to_str().unwrap(),
+            "--hold-down-ms",
+            "3000",
+        ],
+        &ctl_log,
+    );
+    let p = pipeline();
+    let logs = || {
+        format!(
+            "--- serve\n{}\n--- controller\n{}",
+            std::fs::read_to_string(&serve_log).unwrap_or_default(),
+            std::fs::read_to_string(&ctl_log).unwrap_or_default()
+        )
+    };
+    // Watch leaf1's group toward leaf2 (10.0.2.0/24) and leaf2's toward leaf1.
+    let mut seen: Vec<(u64, Vec<(u16, u32)>)> = vec![];
+    // Per switch: its new-flowlet counts when it first held uneven weights.
+    let mut at_derate: BTreeMap<u64, (Weights, BTreeMap<i64, i64>)> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        assert!(Instant::now() < deadline, "traffic did not finish in time\n{}", logs());
+        for (i, prefix) in [(0usize, [10, 0, 2, 0]), (1, [10, 0, 1, 0])] {
+            let st = installed(addrs[i], i as u64 + 1, &p).await;
+            let dev = i as u64 + 1;
+            if let Some(w) = weights_toward(&st, prefix, 24) {
+                if w.iter().any(|x| x.1 != w[0].1) && !at_derate.contains_key(&dev) {
+                    at_derate.insert(dev, (w.clone(), new_flowlets(addrs[i], dev, &p).await));
+                }
+                if !seen.iter().any(|(d, x)| *d == dev && *x == w) {
+                    seen.push((dev, w));
+                }
+            }
+        }
+        if std::fs::read_to_string(&serve_log).unwrap_or_default().contains("traffic done") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let serve = std::fs::read_to_string(&serve_log).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let run = &report["modes"][0];
+    assert_eq!(run["unfinished_messages"], 0, "every message of the scenario arrives\n{}", logs());
+    assert!(serve.contains("digests"), "{serve}");
+
+    let metrics = get(api, "/metrics");
+    assert!(
+        metric(&metrics, "metaroce_digests_total") >= 1.0,
+        "threshold digests reach the controller\n{metrics}"
+    );
+    assert!(
+        metric(&metrics, "metaroce_int_reports_total") >= 1.0,
+        "INT reports reach the controller\n{metrics}"
+    );
+    assert!(
+        metric(&metrics, "metaroce_reroutes_total{reason=\"congestion\"}") >= 1.0,
+        "the controller rerouted around the hot spot\n{metrics}\n{}",
+        logs()
+    );
+    // The controller's derate events name the weights it wrote; the served
+    // switch held exactly those.
+    let derates: Vec<serde_json::Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "derate" && e["details"]["applied"] == true)
+        .collect();
+    assert!(!derates.is_empty(), "a derate event\n{}", logs());
+    let uneven: Vec<&(u64, Vec<(u16, u32)>)> =
+        seen.iter().filter(|(_, w)| w.iter().any(|x| x.1 != w[0].1)).collect();
+    assert!(!uneven.is_empty(), "a served switch held derated weights; saw {seen:?}\n{}", logs());
+    let written: Vec<Vec<(u16, u32)>> = derates
+        .iter()
+        .map(|e| {
+            let mut w: Vec<(u16, u32)> = e["details"]["new"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| (m["port"].as_u64().unwrap() as u16, m["weight"].as_u64().unwrap() as u32))
+                .collect();
+            w.sort_unstable();
+            w
+        })
+        .collect();
+    // Traffic moved: after a switch first held derated weights, new
+    // flowlets left on the member the controller raised.
+    assert!(!at_derate.is_empty());
+    for (dev, (w, before)) in &at_derate {
+        let after = new_flowlets(addrs[*dev as usize - 1], *dev, &p).await;
+        let delta = |port: u16| {
+            after.get(&i64::from(port)).unwrap_or(&0) - before.get(&i64::from(port)).unwrap_or(&0)
+        };
+        let raised = w.iter().max_by_key(|x| x.1).map(|x| x.0).unwrap();
+        let moved: Vec<(u16, i64)> = w.iter().map(|x| (x.0, delta(x.0))).collect();
+        eprintln!("switch {dev}: first derated weights {w:?}; new flowlets per port since: {moved:?}");
+        assert!(
+            delta(raised) >= 1,
+            "new flowlets took raised port {raised} of switch {dev}: {moved:?}\n{}",
+            logs()
+        );
+    }
+    assert!(
+        uneven.iter().all(|(_, w)| written.contains(w)),
+        "every uneven group the switches held is one the controller wrote: held {uneven:?}, wrote {written:?}"
+    );
+}
