@@ -129,9 +129,17 @@ impl Table {
             let k = (m, 0);
             self.entries.contains_key(&k).then_some(k)
         } else {
+            // The key padded to its fields' widths once, not per entry.
+            let key: Vec<(u32, i32, Vec<u8>)> = key
+                .iter()
+                .filter_map(|(id, v)| {
+                    let f = self.info.match_fields.iter().find(|f| f.id == *id)?;
+                    Some((*id, f.bitwidth, codec::padded(v, f.bitwidth).ok()?))
+                })
+                .collect();
             self.entries
                 .iter()
-                .filter(|(k, _)| k.0.iter().all(|m| field_hits(m, key, &self.info)))
+                .filter(|(k, _)| k.0.iter().all(|m| field_hits(m, &key)))
                 .max_by_key(|(k, _)| (k.1, prefix_len(&k.0)))
                 .map(|(k, _)| k.clone())
         };
@@ -148,22 +156,44 @@ fn prefix_len(m: &[p4::FieldMatch]) -> i32 {
         .sum()
 }
 
-fn field_hits(m: &p4::FieldMatch, key: &[(u32, Vec<u8>)], info: &cfg::Table) -> bool {
-    let Some((_, v)) = key.iter().find(|(id, _)| *id == m.field_id) else { return false };
-    let Some(f) = info.match_fields.iter().find(|f| f.id == m.field_id) else { return false };
-    let Ok(v) = codec::padded(v, f.bitwidth) else { return false };
-    let pad = |b: &[u8]| codec::padded(b, f.bitwidth).unwrap_or_default();
+/// Byte `i` of big-endian `b` left-padded with zeros to `len` bytes.
+fn byte_at(b: &[u8], len: usize, i: usize) -> u8 {
+    let off = len.saturating_sub(b.len());
+    if i < off {
+        0
+    } else {
+        b.get(i - off).copied().unwrap_or(0)
+    }
+}
+
+/// Byte `i` of the mask of a `prefix_len`-bit prefix of a `width`-bit
+/// field held in `len` bytes (as [`codec::prefix_mask`], without allocating).
+fn prefix_byte(prefix_len: i32, width: i32, len: usize, i: usize) -> u8 {
+    let lead = len as i64 * 8 - i64::from(width);
+    let (lo, hi) = (i as i64 * 8, i as i64 * 8 + 8);
+    let (s, e) = ((lead).max(lo), (lead + i64::from(prefix_len)).min(hi));
+    if s >= e {
+        return 0;
+    }
+    (((0xffu16 << (8 - (e - s))) & 0xff) as u8) >> (s - lo)
+}
+
+/// Whether one field match hits the padded key `(field id, width, value)`;
+/// per entry and field of every lookup, so it does not allocate.
+fn field_hits(m: &p4::FieldMatch, key: &[(u32, i32, Vec<u8>)]) -> bool {
+    let Some((_, w, v)) = key.iter().find(|(id, _, _)| *id == m.field_id) else { return false };
+    let n = v.len();
+    let eq = |value: &[u8], mask: &dyn Fn(usize) -> u8| {
+        (0..n).all(|i| v[i] & mask(i) == byte_at(value, n, i) & mask(i))
+    };
     match &m.field_match_type {
-        Some(Fm::Exact(e)) => v == pad(&e.value),
-        Some(Fm::Optional(o)) => v == pad(&o.value),
-        Some(Fm::Lpm(l)) => {
-            let mask = codec::prefix_mask(l.prefix_len, f.bitwidth).unwrap_or_default();
-            codec::and(&v, &mask) == pad(&l.value)
-        }
-        Some(Fm::Ternary(t)) => codec::and(&v, &pad(&t.mask)) == pad(&t.value),
+        Some(Fm::Exact(e)) => eq(&e.value, &|_| 0xff),
+        Some(Fm::Optional(o)) => eq(&o.value, &|_| 0xff),
+        Some(Fm::Lpm(l)) => eq(&l.value, &|i| prefix_byte(l.prefix_len, *w, n, i)),
+        Some(Fm::Ternary(t)) => eq(&t.value, &|i| byte_at(&t.mask, n, i)),
         Some(Fm::Range(r)) => {
-            codec::cmp(&v, &r.low) != std::cmp::Ordering::Less
-                && codec::cmp(&v, &r.high) != std::cmp::Ordering::Greater
+            codec::cmp(v, &r.low) != std::cmp::Ordering::Less
+                && codec::cmp(v, &r.high) != std::cmp::Ordering::Greater
         }
         _ => false,
     }
@@ -219,5 +249,23 @@ fn canonical_field(f: &cfg::MatchField, m: &p4::FieldMatch) -> Result<Fm, Status
         (Some(Fm::Ternary(_)), _) => Err(wrong("ternary")),
         (Some(Fm::Range(_)), _) => Err(wrong("range")),
         (Some(Fm::Other(_)), _) | (None, _) => Err(bad(format!("match field {}: unsupported match", f.name))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_bytes_are_the_codecs_prefix_mask() {
+        for width in 1..=64 {
+            for prefix in 0..=width {
+                let want = codec::prefix_mask(prefix, width).unwrap_or_default();
+                let got: Vec<u8> = (0..want.len()).map(|i| prefix_byte(prefix, width, want.len(), i)).collect();
+                assert_eq!(got, want, "width {width}, prefix {prefix}");
+            }
+        }
+        assert_eq!(byte_at(&[1, 2], 4, 2), 1);
+        assert_eq!(byte_at(&[1, 2], 4, 1), 0);
     }
 }
