@@ -261,7 +261,8 @@ mod tests {
         for width in 1..=64 {
             for prefix in 0..=width {
                 let want = codec::prefix_mask(prefix, width).unwrap_or_default();
-                let got: Vec<u8> = (0..want.len()).map(|i| prefix_byte(prefix, width, want.len(), i)).collect();
+                let got: Vec<u8> =
+                    (0..want.len()).map(|i| prefix_byte(prefix, width, want.len(), i)).collect();
                 assert_eq!(got, want, "width {width}, prefix {prefix}");
             }
         }
