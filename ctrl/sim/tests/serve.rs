@@ -52,6 +52,14 @@ fn code_of(e: &SessionError) -> Option<Code> {
 }
 
 #[tokio::test]
+async fn serving_another_program_fails_at_start_naming_the_mismatch() {
+    let other = P4Info::load(&repo().join("ctrl/p4rt/tests/data/test.p4info.txt")).unwrap();
+    let why = metaroce_sim::serve::check_program(&other).unwrap_err();
+    assert!(why.contains("MetaroceIngress"), "{why}");
+    assert!(metaroce_sim::serve::check_program(pipeline().info()).is_ok());
+}
+
+#[tokio::test]
 async fn served_switches_check_programs_and_writes_like_a_target() {
     let topo = topology();
     let p = pipeline();

@@ -27,9 +27,14 @@ pub struct ServedSwitch {
 /// against our pipeline contract. Anything else is refused at push time
 /// with every mismatch named, as BMv2 refuses a JSON it cannot load.
 pub fn twin_check() -> PipelineCheck {
-    PipelineCheck(Arc::new(|info: &P4Info| {
-        metaroce_pipeline::Pipeline::new(info.clone(), Vec::new()).map(|_| ()).map_err(|e| e.to_string())
-    }))
+    PipelineCheck(Arc::new(check_program))
+}
+
+/// Whether the twin can run `info`: our pipeline contract, and every
+/// table, register, counter and digest the twin itself resolves.
+pub fn check_program(info: &P4Info) -> Result<(), String> {
+    let p = metaroce_pipeline::Pipeline::new(info.clone(), Vec::new()).map_err(|e| e.to_string())?;
+    crate::twin::Twin::new(&p, Switch::new(SwitchOptions::default())).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// The port of a `host:port` address.

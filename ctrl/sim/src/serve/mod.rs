@@ -30,7 +30,7 @@ use crate::report::ModeRun;
 use crate::twin::{Twin, TwinError};
 use crate::{Progress, Scenario, SimError};
 
-pub use fabric::{twin_check, ServedSwitch};
+pub use fabric::{check_program, twin_check, ServedSwitch};
 pub use forward::{Counters, Pace, TwinFabric};
 
 /// Why serving failed.
@@ -47,6 +47,8 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    #[error("the program to serve is not what the pipeline twin models: {reason}")]
+    Program { reason: String },
     #[error("switch {switch}: the pipeline twin cannot run")]
     Twin {
         switch: String,
@@ -121,6 +123,7 @@ impl Fabric {
         opts: &Options,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Fabric, ServeError> {
+        fabric::check_program(pipeline.info()).map_err(|reason| ServeError::Program { reason })?;
         let switches = fabric::bind_all(topo, opts.ip, &twin_check(), shutdown).await?;
         Ok(Fabric {
             switches,
