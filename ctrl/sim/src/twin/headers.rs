@@ -329,6 +329,18 @@ impl Headers {
     /// `MetaroceVerifyChecksum` do; `Err` is the drop reason ingress gives
     /// the packet (a parser error before a checksum error).
     pub fn parse(bytes: &[u8]) -> Result<Headers, DropReason> {
+        let h = Self::parse_unverified(bytes)?;
+        if let Some(ip) = &h.ipv4 {
+            if ip.computed_checksum() != ip.checksum {
+                return Err(DropReason::Ipv4Invalid);
+            }
+        }
+        Ok(h)
+    }
+
+    /// [`Headers::parse`] without the IPv4 checksum check: what ingress
+    /// sees of a packet-out, which it does not check.
+    pub fn parse_unverified(bytes: &[u8]) -> Result<Headers, DropReason> {
         let mut r = Reader { b: bytes, at: 0 };
         let e = r.take(14)?;
         let mut h = Headers {
@@ -343,11 +355,6 @@ impl Headers {
             h.parse_ipv4(&mut r)?;
         }
         h.payload = bytes[r.at..].to_vec();
-        if let Some(ip) = &h.ipv4 {
-            if ip.computed_checksum() != ip.checksum {
-                return Err(DropReason::Ipv4Invalid);
-            }
-        }
         Ok(h)
     }
 

@@ -132,14 +132,14 @@ impl Twin {
         now_us: u64,
         out: &mut Vec<Output>,
     ) -> Result<(), TwinError> {
-        match Headers::parse(&frame) {
+        match Headers::parse_unverified(&frame) {
             Ok(mut h) => {
                 let ingress_ts = now_us & super::TIME_MASK;
                 h.meta = Bridged { ingress_port: CPU_PORT, ingress_ts, ..Default::default() };
                 self.enqueue(port, h, now_us, out)
             }
-            // The packet-out branch comes before the parser's checks: the
-            // frame leaves as it is.
+            // The packet-out branch comes before the parser's checks: a
+            // frame that does not parse leaves as it is.
             Err(_) => {
                 out.push(Output::Packet { port, bytes: frame, at_us: now_us });
                 Ok(())
