@@ -31,9 +31,13 @@
 //!
 //! twin.process(in_port, &[u8], now_us) -> Result<Vec<Output>, TwinError>
 //!     Bytes in, bytes out, through the twin's own egress queues
-//!     (twin.set_queue(port, rate_pps, depth_pkts)); twin.advance(now_us)
-//!     drains what is due; twin.packet_outs(now_us) sends what the
-//!     controller sent as packet-out.
+//!     (twin.set_queue(port, Queue { rate_pps, depth_pkts })); a parse
+//!     error is counted under its drop reason. twin.advance(now_us) drains
+//!     what is due; twin.packet_outs(now_us) sends what the controller sent
+//!     as P4Runtime packet-outs (a served switch needs this called, or
+//!     they wait); twin.count_drop(reason) counts a drop made outside.
+//! twin.sent_to_controller() -> (digest items, packet-ins) handed to the
+//!     switch for its primary client, to know when a client has them all.
 //! ```
 //!
 //! Time is always the caller's `now_us` (the contract's BMv2 units:
