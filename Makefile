@@ -74,15 +74,17 @@ bench: p4rt-deps ## Benchmarks; prints the figures
 p4: ## Compile p4src/ into p4src/build/ (needs p4c)
 	@p4src/compile.sh
 
-demo: release ## Validate the shipped fabrics, show paths, draw one, simulate ECMP collisions
+demo: release ## Validate the shipped fabrics, draw one, then ECMP, flowlet and metaroce side by side on three scenarios
 	@mkdir -p $(DEMO_OUT)
 	$(METAROCE) topo check topologies/*.yaml
 	$(METAROCE) topo show $(DEMO_TOPO)
 	$(METAROCE) topo paths $(DEMO_TOPO) h1-1 h8-2
 	$(METAROCE) topo paths $(DEMO_TOPO) h1-1 h8-2 --fail p4-spine1
 	$(METAROCE) topo render $(DEMO_TOPO) -o $(DEMO_OUT)/fabric.svg
-	$(METAROCE) sim run scenarios/ecmp-collisions.yaml --modes ecmp,flowlet,spray --pcap leaf1:5 -o $(DEMO_OUT)/sim
-	@echo "demo: picture of the fabric in $(DEMO_OUT)/fabric.svg; simulation report, plots and pcaps in $(DEMO_OUT)/sim/"
+	$(METAROCE) sim run scenarios/ecmp-collisions.yaml --modes ecmp,flowlet,metaroce --pcap leaf1:5 -o $(DEMO_OUT)/collisions
+	$(METAROCE) sim run scenarios/link-failure.yaml --modes ecmp,flowlet,metaroce -o $(DEMO_OUT)/link-failure
+	$(METAROCE) sim run scenarios/ai-fabric-failure.yaml --modes ecmp,flowlet,metaroce -o $(DEMO_OUT)/ai-fabric
+	@echo "demo: picture of the fabric in $(DEMO_OUT)/fabric.svg; reports (report.md, report.json), SVG plots and pcaps in $(DEMO_OUT)/{collisions,link-failure,ai-fabric}/"
 
 fuzz: ## Fuzz the topology loader for 60 s (needs cargo-fuzz and nightly)
 	cd fuzz && $(CARGO) +nightly fuzz run load_topology -- -max_total_time=60

@@ -138,3 +138,15 @@ fn a_link_failure_mid_collective_costs_the_baselines_their_convergence() {
         "metaroce stops routing into the dead link sooner"
     );
 }
+
+#[test]
+fn the_demo_s_heavy_scenario_loads() {
+    // Too heavy for a debug test run (6.5M events per mode): make demo runs it.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ai-fabric-failure.yaml");
+    let l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
+    let sc = &l.scenario;
+    assert_eq!(sc.jobs[0].ranks.len(), 64);
+    assert_eq!(sc.events.len(), 1);
+    assert_eq!(sc.modes.len(), 3);
+    assert!(sc.net.go_back_n);
+}

@@ -1,0 +1,100 @@
+//! Bad `control:`, `events:` and `chunk` settings get errors that say where.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use metaroce_sim::{scenario, SimError};
+
+const JOB: &str = "jobs: [{pattern: all-to-all, hosts: all, size: 1MiB}]";
+
+fn problems(yaml: &str) -> String {
+    let topo = leaf_spine(2, 2, 2, 100);
+    match scenario::load_str(&format!("{yaml}\n{JOB}"), "bad.yaml", &topo) {
+        Ok(_) => panic!("accepted:\n{yaml}"),
+        Err(e @ SimError::Invalid { .. }) => e.report(),
+        Err(other) => panic!("unexpected error kind: {other}"),
+    }
+}
+
+#[test]
+fn control_settings_are_checked_where_they_are() {
+    let r = problems("control: {queue_high: 8pkt, queue_low: 16pkt}");
+    assert!(r.contains("bad.yaml:1:") && r.contains("control:") && r.contains("below queue_high"), "{r}");
+    let r = problems("control: {write_latncy: 1ms}");
+    assert!(r.contains("unknown field \"write_latncy\"; did you mean \"write_latency\"?"), "{r}");
+    let r = problems("control: {decision_time: soon}");
+    assert!(r.contains("control.decision_time"), "{r}");
+    let r = problems("control: {poll_interval: 0us}");
+    assert!(r.contains("control.poll_interval") && r.contains("above zero"), "{r}");
+    let r = problems("control: {policy: {hold_up: 5ms, hold_down: 1ms}}");
+    assert!(r.contains("control.policy") && r.contains("hold_down_ns"), "{r}");
+    let r = problems("control: {policy: {derate_step: 150%}}");
+    assert!(r.contains("control.policy.derate_step"), "{r}");
+}
+
+#[test]
+fn link_events_name_fabric_links_inside_the_run() {
+    let r = problems("events: [{at: 1ms, link_down: \"leaf1:1\"}]");
+    assert!(r.contains("events[0].link_down") && r.contains("leads to a host"), "{r}");
+    let r = problems("events: [{at: 1ms, link_down: \"leef1:3\"}]");
+    assert!(r.contains("unknown switch \"leef1\"; did you mean \"leaf1\"?"), "{r}");
+    let r = problems("events: [{link_down: \"leaf1:3\"}]");
+    assert!(r.contains("events[0]") && r.contains("needs \"at\""), "{r}");
+    let r = problems("events: [{at: 1ms}]");
+    assert!(r.contains("needs link_down or link_up"), "{r}");
+    let r = problems("events: [{at: 1ms, link_down: \"leaf1:3\", link_up: \"leaf1:3\"}]");
+    assert!(r.contains("either link_down or link_up"), "{r}");
+    let r = problems("limits: {time: 1ms}\nevents: [{at: 2ms, link_down: \"leaf1:3\"}]");
+    assert!(r.contains("events:") && r.contains("past the time limit"), "{r}");
+}
+
+#[test]
+fn a_good_control_section_is_what_the_run_gets() {
+    let topo = leaf_spine(2, 2, 2, 100);
+    let sc = scenario(
+        &topo,
+        &format!(
+            "control: {{digest_latency: 20us, write_latency: 1ms, queue_high: 100KiB, queue_low: 10KiB, \
+             policy: {{hold_up: 300us, derate_step: 25%}}}}\n\
+             events: [{{at: 2ms, link_up: \"leaf1:3\"}}, {{at: 1ms, link_down: \"leaf1:3\"}}]\n{JOB}"
+        ),
+    );
+    let c = &sc.control;
+    assert_eq!(
+        (c.digest_latency_ps, c.decision_ps, c.write_latency_ps),
+        (20_000_000, 100_000_000, 1_000_000_000)
+    );
+    assert_eq!((c.queue_high_bytes, c.queue_low_bytes), (100 << 10, 10 << 10));
+    assert_eq!((c.policy.hold_up_ns, c.policy.derate_step_permille), (300_000, 250));
+    let ev: Vec<(u64, bool)> = sc.events.iter().map(|e| (e.at_ps, e.up)).collect();
+    assert_eq!(ev, vec![(1_000_000_000, false), (2_000_000_000, true)], "sorted by time");
+    assert!(sc.net.go_back_n, "links that fail need a reliable transport");
+    let plain = scenario(&topo, JOB);
+    assert!(!plain.net.go_back_n && plain.events.is_empty());
+}
+
+#[test]
+fn chunks_split_messages_but_not_rings() {
+    let topo = leaf_spine(2, 2, 2, 100);
+    let r = match scenario::load_str(
+        "jobs: [{pattern: ring-allreduce, hosts: all, size: 1MiB, chunk: 64KiB}]",
+        "bad.yaml",
+        &topo,
+    ) {
+        Err(e) => e.report(),
+        Ok(_) => panic!("accepted"),
+    };
+    assert!(r.contains("jobs[0]") && r.contains("chunked by its steps"), "{r}");
+    let sc = scenario(
+        &topo,
+        "jobs: [{pattern: incast, hosts: [h1-1, h1-2], target: h2-1, size: 1MiB, chunk: 300KiB}]",
+    );
+    let run = run(&topo, &sc, metaroce_sim::Mode::Ecmp);
+    assert_eq!(run.summary.fct.count, 2 * 4, "1 MiB in 300 KiB chunks is 4 messages per sender");
+    let whole = scenario(&topo, "jobs: [{pattern: incast, hosts: [h1-1, h1-2], target: h2-1, size: 1MiB}]");
+    let one = completion(&run, 0);
+    let w = completion(&common::run(&topo, &whole, metaroce_sim::Mode::Ecmp), 0);
+    assert!(one >= w && one < w * 1.1, "chunks add a little per chunk: {one:.1} vs {w:.1} µs");
+}
