@@ -4,6 +4,9 @@
 //! Time is an argument, so a recorded run replays exactly (tests/replay.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use metaroce_pipeline::Entry;
 
 use metaroce_policy::{Decision, Input as PolicyInput, Policy, PolicyConfig, PolicyState};
 use metaroce_telemetry::view::{CongestionView, RegisterSnapshot, ThresholdCrossing, ViewConfig};
@@ -98,6 +101,8 @@ pub struct Core {
     failed_switches: BTreeSet<SwitchId>,
     failed_links: BTreeSet<usize>,
     plans: Vec<Option<SwitchPlan>>,
+    /// Per switch, the part of its plan that only changes with the routing.
+    fixed: Vec<Option<Arc<Vec<Entry>>>>,
     /// Everything must be re-planned (failure, mode change, start).
     replan_all: bool,
     /// A rollback pinned the switches to a snapshot: publish no plans
@@ -136,6 +141,7 @@ impl Core {
             failed_switches: BTreeSet::new(),
             failed_links: BTreeSet::new(),
             plans: vec![None; n],
+            fixed: vec![None; n],
             replan_all: true,
             pinned: false,
             dirty: true,
@@ -274,6 +280,14 @@ impl Core {
         self.note(kind, Some(l.a.switch), reason, details)
     }
 
+    /// True when an input changed the heat or the fabric since the last
+    /// decision: a decision is due now. Policy timers alone
+    /// ([`Core::wants_decision`]) can wait for the next tick, so a storm of
+    /// digests that only repeat known state costs no decisions.
+    pub fn input_changed(&self) -> bool {
+        self.dirty || self.replan_all
+    }
+
     /// True when a decision could change something: an input changed the
     /// heat or the fabric, or the policy has timers running (hot ports,
     /// derated ports, held-back changes).
@@ -322,23 +336,43 @@ impl Core {
         if switches.is_empty() {
             return step;
         }
-        let overrides = self.overrides();
+        if all {
+            self.fixed = vec![None; self.topo.switches.len()];
+        }
+        let writes = self.mode.writes();
+        let state = &self.state;
+        // The weights in force: the policy's overrides in `act` mode, none otherwise.
+        let overrides = |s: SwitchId, leaf: SwitchId| {
+            let w = state.desired(s, leaf).filter(|_| writes)?;
+            Some(w.iter().map(|pw| (pw.port, pw.weight)).collect())
+        };
+        // Without a re-plan of everything, only the routes toward the
+        // destinations whose weights changed on a switch are recomputed.
+        let mut changed: BTreeSet<(SwitchId, SwitchId)> = BTreeSet::new();
+        if let Some(d) = step.decision.as_ref().filter(|_| !all) {
+            changed.extend(d.changes.iter().map(|c| (c.switch, c.leaf)));
+        }
         for s in switches {
-            let p = plan::switch_plan(&self.topo, &self.routing, &overrides, &self.settings, s);
+            let fixed = self.fixed[s]
+                .get_or_insert_with(|| {
+                    Arc::new(plan::fixed_entries(&self.topo, &self.routing, &self.settings, s))
+                })
+                .clone();
+            let p = match self.plans[s].as_ref().filter(|_| !all) {
+                Some(old) => {
+                    let mut routes = old.routes.clone();
+                    let leaves = |leaf| changed.contains(&(s, leaf));
+                    plan::update_routes(&self.routing, overrides, s, leaves, &mut routes);
+                    SwitchPlan { fixed, routes }
+                }
+                None => SwitchPlan { fixed, routes: plan::routes(&self.routing, overrides, s) },
+            };
             if self.plans[s].as_ref() != Some(&p) {
                 self.plans[s] = Some(p.clone());
                 step.plans.push((s, p));
             }
         }
         step
-    }
-
-    /// The weights in force: the policy's overrides in `act` mode, none otherwise.
-    fn overrides(&self) -> Overrides {
-        if !self.mode.writes() {
-            return Overrides::new();
-        }
-        self.recommended()
     }
 
     /// What the policy wants, whatever the mode (the `advise` output).

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use metaroce_pipeline::names::{DIGEST_SESSION, REPORT_SESSION};
 use metaroce_pipeline::{Entry, Key, Mac, RouteTarget};
@@ -64,10 +65,11 @@ pub type Overrides = BTreeMap<(SwitchId, SwitchId), Vec<(u16, u32)>>;
 /// One switch's desired state before group ids are assigned.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SwitchPlan {
-    /// Everything but routes and their groups.
-    pub fixed: Vec<Entry>,
+    /// Everything but routes and their groups. Shared: it only changes with
+    /// the routing's failures, so a decision that moves weights reuses it.
+    pub fixed: Arc<Vec<Entry>>,
     /// Per prefix `(addr, len)`: members `(nhop id, weight)` sorted by nhop.
-    pub routes: BTreeMap<(Ipv4Addr, u8), Vec<(u16, u32)>>,
+    pub routes: Routes,
 }
 
 fn depth(q: QueueDepth, settings: &Settings) -> u32 {
@@ -91,6 +93,18 @@ pub fn switch_plan(
     settings: &Settings,
     s: SwitchId,
 ) -> SwitchPlan {
+    let fixed = Arc::new(fixed_entries(topo, routing, settings, s));
+    let routes = routes(routing, |s, leaf| overrides.get(&(s, leaf)).cloned(), s);
+    SwitchPlan { fixed, routes }
+}
+
+/// Weighted routes of a plan: per prefix `(addr, len)`, members
+/// `(nhop id, weight)` sorted by nhop.
+pub type Routes = BTreeMap<(Ipv4Addr, u8), Vec<(u16, u32)>>;
+
+/// Everything switch `s` holds but routes and their groups: settings,
+/// ports, next hops and one member per next hop a route may use.
+pub fn fixed_entries(topo: &Topology, routing: &Routing, settings: &Settings, s: SwitchId) -> Vec<Entry> {
     let sw = &topo.switches[s];
     let mac = switch_mac(sw.device_id);
     let f = &topo.fabric;
@@ -160,33 +174,75 @@ pub fn switch_plan(
             max_hops: settings.int_max_hops,
         });
     }
+    fixed.extend(nhops.into_values());
+    let used = routes(routing, |_, _| None, s).into_values().flatten().map(|m| m.0);
+    let used: BTreeSet<u16> = used.collect();
+    fixed.extend(used.iter().map(|&id| Entry::Member { id: u32::from(id), nhop: id }));
+    fixed
+}
+
+/// The routes of switch `s`, with the weights `overrides(s, leaf)` gives
+/// (`(port, weight)`) in place of the baseline's where it gives some.
+/// Overrides only re-weight the baseline's members, so the next hops a
+/// plan's routes use are those of the baseline.
+pub fn routes(
+    routing: &Routing,
+    overrides: impl Fn(SwitchId, SwitchId) -> Option<Vec<(u16, u32)>>,
+    s: SwitchId,
+) -> Routes {
     let mut routes = BTreeMap::new();
-    let mut used = BTreeSet::new();
-    if routing.switch_is_up(s) {
-        for r in routing.routes(s) {
-            let Some(group) = routing.groups(s).get(r.group) else { continue };
-            let mut members: Vec<(u16, u32)> = match overrides.get(&(s, r.leaf)) {
-                Some(o) if r.leaf != s => o.iter().map(|&(port, w)| (nhop_id(port), w.max(1))).collect(),
-                _ => group.members.iter().map(|m| (nhop_id(m.port), m.weight.max(1))).collect(),
-            };
-            // A host route on its own leaf targets the host port only.
-            if r.prefix.len == 32 && r.leaf == s {
-                members.retain(|(id, _)| {
-                    group.members.iter().any(|m| nhop_id(m.port) == *id && matches!(m.next, NextHop::Host(_)))
-                });
-            }
-            members.sort_unstable();
-            members.dedup_by_key(|m| m.0);
-            if members.is_empty() {
-                continue;
-            }
-            used.extend(members.iter().map(|m| m.0));
-            routes.insert((r.prefix.addr, r.prefix.len), members);
+    update_routes(routing, overrides, s, |_| true, &mut routes);
+    routes
+}
+
+/// Recomputes the routes of `s` toward the destination leaves `leaves`
+/// selects, leaving the others as they are: a decision that re-weights a
+/// few destinations re-plans only their routes.
+pub fn update_routes(
+    routing: &Routing,
+    overrides: impl Fn(SwitchId, SwitchId) -> Option<Vec<(u16, u32)>>,
+    s: SwitchId,
+    leaves: impl Fn(SwitchId) -> bool,
+    routes: &mut Routes,
+) {
+    if !routing.switch_is_up(s) {
+        routes.clear();
+        return;
+    }
+    for r in routing.routes(s) {
+        if !leaves(r.leaf) {
+            continue;
+        }
+        let key = (r.prefix.addr, r.prefix.len);
+        let Some(group) = routing.groups(s).get(r.group) else {
+            routes.remove(&key);
+            continue;
+        };
+        let baseline = |port: u16| group.members.iter().any(|m| m.port == port);
+        let mut members: Vec<(u16, u32)> = match overrides(s, r.leaf) {
+            // Only the baseline's members (an override never adds one,
+            // and a stale one must not point into a failure).
+            Some(o) if r.leaf != s && o.iter().any(|&(port, _)| baseline(port)) => o
+                .iter()
+                .filter(|&&(port, _)| baseline(port))
+                .map(|&(port, w)| (nhop_id(port), w.max(1)))
+                .collect(),
+            _ => group.members.iter().map(|m| (nhop_id(m.port), m.weight.max(1))).collect(),
+        };
+        // A host route on its own leaf targets the host port only.
+        if r.prefix.len == 32 && r.leaf == s {
+            members.retain(|(id, _)| {
+                group.members.iter().any(|m| nhop_id(m.port) == *id && matches!(m.next, NextHop::Host(_)))
+            });
+        }
+        members.sort_unstable();
+        members.dedup_by_key(|m| m.0);
+        if members.is_empty() {
+            routes.remove(&key);
+        } else {
+            routes.insert(key, members);
         }
     }
-    fixed.extend(nhops.into_values());
-    fixed.extend(used.iter().map(|&id| Entry::Member { id: u32::from(id), nhop: id }));
-    SwitchPlan { fixed, routes }
 }
 
 /// Turns a plan into entries, reusing the ids of installed groups with the
@@ -248,4 +304,38 @@ pub fn assign(
 pub enum PlanError {
     #[error("the switch needs more than 65535 next-hop groups (group ids are 16 bits)")]
     TooManyGroups,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metaroce_topo::gen::{self, Common};
+    use metaroce_topo::units::Bandwidth;
+
+    /// Re-planning only the destinations whose weights changed gives the
+    /// plan a full re-plan gives; an override naming a port that is not a
+    /// baseline member (stale, or into a failure) never reaches a route.
+    #[test]
+    fn updating_some_destinations_equals_a_full_replan() {
+        let t = gen::leaf_spine(&Common::new("t", Bandwidth::gbps(100)), 4, 3, 2, 1).unwrap();
+        let r = Routing::compute(&t);
+        let s = 0;
+        let ports: Vec<u16> = t.adjacency(s).iter().map(|a| a.port).collect();
+        let mut o: Overrides = Overrides::new();
+        o.insert((s, 1), ports.iter().enumerate().map(|(i, &p)| (p, 1 + i as u32)).collect());
+        // Leaf 2: one real member re-weighted, plus a port the group never had.
+        o.insert((s, 2), vec![(ports[0], 5), (999, 7)]);
+        let lookup = |sw: SwitchId, leaf: SwitchId| o.get(&(sw, leaf)).cloned();
+        let full = routes(&r, lookup, s);
+        let mut updated = routes(&r, |_, _| None, s);
+        update_routes(&r, lookup, s, |leaf| leaf == 1 || leaf == 2, &mut updated);
+        assert_eq!(updated, full);
+        assert_ne!(full, routes(&r, |_, _| None, s), "the overrides changed something");
+        for members in full.values() {
+            assert!(members.iter().all(|&(nhop, _)| nhop != nhop_id(999)), "{members:?}");
+        }
+        // Back to the baseline: updating with no overrides restores it.
+        update_routes(&r, |_, _| None, s, |_| true, &mut updated);
+        assert_eq!(updated, routes(&r, |_, _| None, s));
+    }
 }
