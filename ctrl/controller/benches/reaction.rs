@@ -90,7 +90,11 @@ async fn run() {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut switches = Vec::new();
     for sw in &topo.switches {
-        let s = Switch::new(SwitchOptions { device_id: sw.device_id, registers_via_p4runtime: true, ..Default::default() });
+        let s = Switch::new(SwitchOptions {
+            device_id: sw.device_id,
+            registers_via_p4runtime: true,
+            ..Default::default()
+        });
         let mut rx = stop_rx.clone();
         s.bind(sw.p4rt.parse().unwrap(), async move {
             let _ = rx.wait_for(|v| *v).await;
@@ -137,6 +141,7 @@ async fn run() {
     // makes the 47 other leaves move weight away from it.
     let mut hot = vec![false; downlinks.len()];
     let mut seq = vec![0u32; topo.switches.len()];
+    let cpu_before = cpu_seconds();
     let start = Instant::now();
     let total = RATE * SECONDS;
     let mut sent = 0u64;
@@ -169,6 +174,7 @@ async fn run() {
         }
     }
     let storm = start.elapsed();
+    let storm_cpu = cpu_seconds() - cpu_before;
     // Then quiet probes: one new hot downlink every 200 ms and nothing else,
     // to separate the loop's own latency from queueing behind the storm.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -191,6 +197,7 @@ async fn run() {
     let metrics = http_get(listen, "/metrics").await;
     let _ = quit.send(());
     daemon.await.unwrap().unwrap();
+    let floor = rpc_floor(&topo, &p).await;
     let _ = stop_tx.send(true);
 
     let log = std::fs::read_to_string(&events).unwrap();
@@ -201,6 +208,8 @@ async fn run() {
     let mut first: std::collections::BTreeMap<u64, f64> = std::collections::BTreeMap::new();
     let mut writes = 0usize;
     let mut write_ms: Vec<f64> = Vec::new();
+    // Per stage of a reaction, under the storm and without it.
+    let mut stages: std::collections::BTreeMap<(bool, String), Vec<f64>> = std::collections::BTreeMap::new();
     for line in log.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         if v["kind"] == "write" {
@@ -212,10 +221,16 @@ async fn run() {
                 let cause = v["details"]["cause_unix_us"].as_u64().unwrap_or(0) / 100;
                 let e = first.entry(cause).or_insert(r);
                 *e = e.min(r);
-                if v["ts_unix_ns"].as_u64().unwrap_or(0) >= quiet_from_ns {
+                let is_quiet = v["ts_unix_ns"].as_u64().unwrap_or(0) >= quiet_from_ns;
+                if is_quiet {
                     quiet.push(r);
                 } else {
                     reaction.push(r);
+                }
+                if let Some(st) = v["details"]["reaction_stages_ms"].as_object() {
+                    for (k, x) in st {
+                        stages.entry((is_quiet, k.clone())).or_default().extend(x.as_f64());
+                    }
                 }
             }
         }
@@ -233,6 +248,11 @@ async fn run() {
         downlinks.len()
     );
     println!("derate changes: {derates}; switch writes: {writes}");
+    println!(
+        "process CPU during the storm: {storm_cpu:.2} s in {:.2} s ({:.0}% of 2 cores; controller, 64 servers and the storm itself)",
+        storm.as_secs_f64(),
+        100.0 * storm_cpu / storm.as_secs_f64() / 2.0
+    );
     println!(
         "reaction digest→write acked, every upstream switch, under the storm: n={} p50={:.3} ms p99={:.3} ms max={:.3} ms (target p99 <= 1 ms)",
         reaction.len(),
@@ -253,6 +273,15 @@ async fn run() {
         percentile(&first, 0.5),
         percentile(&first, 0.99)
     );
+    for ((is_quiet, stage), v) in &mut stages {
+        v.sort_by(f64::total_cmp);
+        println!(
+            "  stage {stage:>8} ({}): p50={:.3} ms p99={:.3} ms",
+            if *is_quiet { "quiet" } else { "storm" },
+            percentile(v, 0.5),
+            percentile(v, 0.99)
+        );
+    }
     let (n, p50, p99) = histogram_quantiles(&metrics, "metaroce_decision_duration_seconds");
     println!("decisions: n={n} p50<={:.3} ms p99<={:.3} ms (histogram bucket bounds)", p50 * 1e3, p99 * 1e3);
     println!(
@@ -260,6 +289,101 @@ async fn run() {
         percentile(&write_ms, 0.5),
         percentile(&write_ms, 0.99)
     );
+    println!(
+        "floor, one acked Write on an idle switch: p50={:.3} ms p99={:.3} ms",
+        percentile(&floor.single, 0.5),
+        percentile(&floor.single, 0.99)
+    );
+    println!(
+        "floor, {} switches each doing {} sequential acked Writes at once (no controller): switch done p50={:.3} ms p99={:.3} ms, wave done p50={:.3} ms",
+        floor.switches,
+        FLOOR_PHASES,
+        percentile(&floor.per_switch, 0.5),
+        percentile(&floor.per_switch, 0.99),
+        percentile(&floor.wave, 0.5)
+    );
+}
+
+/// Sequential acknowledged Writes per switch in a make-before-break
+/// rewrite up to the routes: group, group entry, routes.
+const FLOOR_PHASES: usize = 3;
+
+/// What the loopback P4Runtime writes alone cost on this machine.
+struct Floor {
+    switches: usize,
+    single: Vec<f64>,
+    per_switch: Vec<f64>,
+    wave: Vec<f64>,
+}
+
+/// The reaction's floor without the controller: the leaves (the switches a
+/// probe rewrites) each write `FLOOR_PHASES` acknowledged Writes one after
+/// the other, all at once, as the agents do; and one switch alone.
+async fn rpc_floor(topo: &metaroce_topo::Topology, p: &Pipeline) -> Floor {
+    use metaroce_p4rt::{Session, SessionConfig};
+    use metaroce_pipeline::Entry;
+    let leaves: Vec<usize> = (0..47).collect();
+    let mut sessions = Vec::new();
+    for &s in &leaves {
+        let sw = &topo.switches[s];
+        let mut cfg = SessionConfig::new(format!("http://{}", sw.p4rt), sw.device_id);
+        cfg.election_id = 1000;
+        let session = Session::connect(cfg).await.unwrap();
+        let _events = session.subscribe().unwrap();
+        session.wait_primary().await.unwrap();
+        sessions.push((Arc::new(session), _events));
+    }
+    // A keyless default rewritten: a real Write the server applies (the
+    // controller is stopped, so what it holds no longer matters).
+    let updates: Vec<Arc<p4::Update>> = leaves
+        .iter()
+        .map(|&s| {
+            let e = Entry::Config { switch_id: topo.switches[s].int_node_id, flowlet_timeout_us: 100 };
+            Arc::new(p.update(p4::update::Type::Modify, &e).unwrap())
+        })
+        .collect();
+    let mut single = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        sessions[0].0.write(vec![(*updates[0]).clone()]).await.unwrap();
+        single.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let (mut per_switch, mut wave) = (Vec::new(), Vec::new());
+    for _ in 0..20 {
+        let t = Instant::now();
+        let tasks: Vec<_> = sessions
+            .iter()
+            .zip(&updates)
+            .map(|((s, _), u)| {
+                let (s, u) = (s.clone(), u.clone());
+                tokio::spawn(async move {
+                    for _ in 0..FLOOR_PHASES {
+                        s.write(vec![(*u).clone()]).await.unwrap();
+                    }
+                    t.elapsed().as_secs_f64() * 1e3
+                })
+            })
+            .collect();
+        for task in tasks {
+            per_switch.push(task.await.unwrap());
+        }
+        wave.push(t.elapsed().as_secs_f64() * 1e3);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for v in [&mut single, &mut per_switch, &mut wave] {
+        v.sort_by(f64::total_cmp);
+    }
+    Floor { switches: leaves.len(), single, per_switch, wave }
+}
+
+/// User and system CPU time of this process so far (from /proc; 0 elsewhere).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    // Fields after the command name (which may hold spaces): utime is the 12th, stime the 13th.
+    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    // Clock ticks are 100 per second on Linux.
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {

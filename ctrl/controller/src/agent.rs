@@ -37,7 +37,19 @@ pub enum Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wanted {
     pub target: Target,
-    pub caused_at: Option<Instant>,
+    pub caused_at: Option<Cause>,
+}
+
+/// The digest behind a target, with the times of the stages a reaction
+/// goes through before the switch writes (to see where its time goes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cause {
+    /// The agent received the digest that made the port hot.
+    pub received: Instant,
+    /// The state task applied it.
+    pub handled: Instant,
+    /// The first target it caused was published to the switch's agent.
+    pub published: Instant,
 }
 
 /// The desired state of one switch; `None` until the core has computed it.
@@ -68,6 +80,7 @@ pub enum AgentEvent {
     Registers {
         switch: usize,
         ports: Vec<(u16, u32, bool)>,
+        received: Instant,
     },
     /// A Telemetry Report frame received as packet-in.
     Report {
@@ -92,8 +105,10 @@ pub struct SyncOutcome {
     /// Wall time of all writes of the pass.
     pub write_time: Duration,
     pub error: Option<String>,
-    /// Arrival of the digest that caused the change, if one did.
-    pub caused_at: Option<Instant>,
+    /// The digest that caused the change, if one did.
+    pub caused_at: Option<Cause>,
+    /// When the pass began (its diff and writes).
+    pub started_at: Instant,
     /// When the last insert/modify batch was acknowledged: from then on new
     /// flowlets take the new weights (deletes of old groups follow).
     pub moved_at: Option<Instant>,
@@ -114,6 +129,10 @@ pub struct AgentConfig {
     pub dry_run: bool,
     pub retry_initial: Duration,
     pub retry_max: Duration,
+    /// How long the deletes of a pass (old groups no route points at any
+    /// more) wait after its writes: meanwhile the switches' writes that
+    /// move traffic go first, and a pass that follows soon takes them along.
+    pub cleanup_delay: Duration,
 }
 
 /// Runs until `shutdown` fires. Never returns an error: failures are
@@ -131,11 +150,9 @@ pub async fn run(
         if *shutdown.borrow() {
             return;
         }
-        let mut stop = shutdown.clone();
-        let result = tokio::select! {
-            r = connected(&cfg, &pipeline, &mut desired, &events, &mut shutdown) => r,
-            _ = stop.changed() => return,
-        };
+        // `connected` watches the shutdown itself, so that it can take
+        // pending deletes along before it returns.
+        let result = connected(&cfg, &pipeline, &mut desired, &events, &mut shutdown).await;
         let reason = match result {
             Ok(()) => return, // shutdown
             Err(e) => format!("{e:#}"),
@@ -220,6 +237,8 @@ struct Live<'a> {
     installed: BTreeMap<Key, Entry>,
     events: &'a mpsc::Sender<AgentEvent>,
     retry_at: Option<Instant>,
+    /// Deletes are pending until then.
+    cleanup_at: Option<Instant>,
     backoff: Duration,
 }
 
@@ -230,18 +249,35 @@ async fn connected(
     events: &mpsc::Sender<AgentEvent>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
-    let (session, mut stream) = open(cfg, pipeline).await?;
-    let installed = read_installed(&session, pipeline).await?;
+    let mut stop = shutdown.clone();
+    let opening = async {
+        let (session, stream) = open(cfg, pipeline).await?;
+        let installed = read_installed(&session, pipeline).await?;
+        Ok::<_, AgentError>((session, stream, installed))
+    };
+    let (session, mut stream, installed) = tokio::select! {
+        r = opening => r?,
+        _ = stop.changed() => return Ok(()),
+    };
     info!(entries = installed.len(), "switch up; installed state read back");
     let _ = events.send(AgentEvent::Up { switch: cfg.switch, installed: Arc::new(installed.clone()) }).await;
-    let mut live =
-        Live { cfg, pipeline, session, installed, events, retry_at: None, backoff: cfg.retry_initial };
+    let mut live = Live {
+        cfg,
+        pipeline,
+        session,
+        installed,
+        events,
+        retry_at: None,
+        cleanup_at: None,
+        backoff: cfg.retry_initial,
+    };
     let first = desired.borrow_and_update().clone();
-    live.sync(&first).await;
+    live.sync(&first, true).await;
     let mut poll = tokio::time::interval(cfg.poll_interval);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let retry = live.retry_at;
+        let cleanup = live.cleanup_at.filter(|_| retry.is_none());
         tokio::select! {
             ev = stream.recv() => {
                 let Some(ev) = ev else { return Err(AgentError::StreamEnded) };
@@ -250,7 +286,7 @@ async fn connected(
             changed = desired.changed() => {
                 if changed.is_err() { return Ok(()) }
                 let d = desired.borrow_and_update().clone();
-                live.sync(&d).await;
+                live.sync(&d, true).await;
             }
             _ = poll.tick() => live.poll_registers().await,
             _ = async { match retry { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
@@ -260,9 +296,21 @@ async fn connected(
                     Err(e) => warn!(error = %e, "re-reading installed state failed"),
                 }
                 let d = desired.borrow().clone();
-                live.sync(&d).await;
+                live.sync(&d, true).await;
             }
-            _ = shutdown.changed() => return Ok(()),
+            _ = async { match cleanup { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                live.cleanup_at = None;
+                let d = desired.borrow().clone();
+                live.sync(&d, true).await;
+            }
+            _ = shutdown.changed() => {
+                // Leave no unused groups behind.
+                if live.cleanup_at.take().is_some() && live.retry_at.is_none() {
+                    let d = desired.borrow().clone();
+                    live.sync(&d, false).await;
+                }
+                return Ok(());
+            }
         }
     }
 }
@@ -310,7 +358,7 @@ impl Live<'_> {
                     .send(AgentEvent::Up { switch, installed: Arc::new(self.installed.clone()) })
                     .await;
                 let d = desired.borrow().clone();
-                self.sync(&d).await;
+                self.sync(&d, true).await;
             }
             SessionEvent::StreamError(e) => {
                 warn!(code = e.canonical_code, message = %e.message, "stream error from the switch")
@@ -321,9 +369,11 @@ impl Live<'_> {
     }
 
     /// One reconcile pass: write the difference in phase order, stop at
-    /// the first failed batch and retry later with backoff.
-    async fn sync(&mut self, desired: &Desired) {
+    /// the first failed batch and retry later with backoff. With
+    /// `defer_deletes`, deletes that follow writes wait for `cleanup_delay`.
+    async fn sync(&mut self, desired: &Desired, defer_deletes: bool) {
         let Some(wanted) = desired else { return };
+        let started_at = Instant::now();
         let desired = match &wanted.target {
             Target::Plan(p) => match plan::assign(p, &self.installed) {
                 Ok(d) => d,
@@ -331,7 +381,16 @@ impl Live<'_> {
             },
             Target::Exact(m) => m.clone(),
         };
-        let batches = reconcile::diff(&desired, &self.installed);
+        let mut batches = reconcile::diff(&desired, &self.installed);
+        // Deletes wait while traffic-moving writes go (see `cleanup_delay`),
+        // unless they are all there is to do.
+        let moves = batches.iter().take_while(|b| b.iter().any(|c| !matches!(c, Change::Delete(_)))).count();
+        if defer_deletes && moves > 0 && moves < batches.len() && !self.cfg.cleanup_delay.is_zero() {
+            batches.truncate(moves);
+            self.cleanup_at.get_or_insert(started_at + self.cfg.cleanup_delay);
+        } else if moves < batches.len() {
+            self.cleanup_at = None;
+        }
         if batches.is_empty() {
             return;
         }
@@ -380,6 +439,7 @@ impl Live<'_> {
             write_time,
             error,
             caused_at,
+            started_at,
             moved_at,
         };
         let installed = Arc::new(self.installed.clone());
@@ -439,6 +499,7 @@ impl Live<'_> {
                 }
             }
         }
-        let _ = self.events.send(AgentEvent::Registers { switch: self.cfg.switch, ports }).await;
+        let received = Instant::now();
+        let _ = self.events.send(AgentEvent::Registers { switch: self.cfg.switch, ports, received }).await;
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use crate::core::Core;
 use crate::mode::Mode;
+use crate::obs::Metrics;
 use crate::plan::Overrides;
 use metaroce_telemetry::view::ViewSummary;
 
@@ -107,4 +108,30 @@ pub fn congestion(summary: &ViewSummary, names: &[String], hosts: Value) -> Valu
         m.insert("hosts".into(), hosts);
     }
     v
+}
+
+/// Group weights and path shares of one switch, from what it holds.
+pub fn update_group_metrics(metrics: &Metrics, name: &str, installed: &BTreeMap<Key, Entry>) {
+    metrics.clear_groups(name);
+    metrics.clear_path_shares(name);
+    let port_of = |m: u32| match installed.get(&Key::Member(m)) {
+        Some(Entry::Member { nhop, .. }) => nhop.saturating_sub(1),
+        _ => 0,
+    };
+    let mut share: BTreeMap<u16, f64> = BTreeMap::new();
+    let mut groups = 0.0;
+    for e in installed.values() {
+        if let Entry::Group { id, members } = e {
+            let total: u32 = members.iter().map(|(_, w)| *w).sum();
+            groups += 1.0;
+            for (m, w) in members {
+                let port = port_of(*m);
+                metrics.set_group_weight(name, *id, port, *w);
+                *share.entry(port).or_default() += f64::from(*w) / f64::from(total.max(1));
+            }
+        }
+    }
+    for (port, s) in share {
+        metrics.set_path_share(name, port, s / f64::max(groups, 1.0));
+    }
 }

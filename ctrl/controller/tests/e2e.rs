@@ -52,7 +52,8 @@ async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<b
     let mut switches = vec![];
     let mut addrs = vec![];
     for id in 1..=4u64 {
-        let sw = Switch::new(SwitchOptions { device_id: id, registers_via_p4runtime: true, ..Default::default() });
+        let sw =
+            Switch::new(SwitchOptions { device_id: id, registers_via_p4runtime: true, ..Default::default() });
         let mut rx = rx.clone();
         let (addr, _task) = sw
             .bind("127.0.0.1:0".parse().unwrap(), async move {

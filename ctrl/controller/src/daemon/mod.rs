@@ -14,9 +14,8 @@ use std::time::Duration;
 use metaroce_p4rt::entity::DigestConfig;
 use metaroce_p4rt::SessionConfig;
 use metaroce_pipeline::{Entry, Key, Pipeline};
-use metaroce_telemetry::view::{PortRegisters, RegisterSnapshot, ThresholdCrossing};
 use metaroce_topo::Topology;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{info, warn, Instrument};
@@ -25,9 +24,12 @@ use crate::agent::{self, AgentConfig, AgentEvent, Desired, Target, Wanted};
 use crate::core::{Core, CoreConfig, Input, Note};
 use crate::hosts;
 use crate::mode::Mode;
-use crate::obs::{self, Command, EventLog, Metrics, Snapshot, Tokens};
+use crate::obs::{self, Command, EventLog, LazyJson, Metrics, Snapshot, Tokens};
+use crate::reaction::Reactions;
 use crate::snapshot::SnapshotDoc;
 use crate::status::{self, SwitchStatus};
+
+mod agent_events;
 
 /// Everything `run` needs.
 #[derive(Debug, Clone)]
@@ -139,6 +141,7 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         dry_run: cfg.dry_run,
         retry_initial: Duration::from_millis(100),
         retry_max: Duration::from_secs(5),
+        cleanup_delay: Duration::from_millis(20),
     })
 }
 
@@ -243,9 +246,7 @@ pub async fn run(
         start: Instant::now(),
         decisions: 0,
         last_publish: None,
-        up_at: BTreeMap::new(),
-        unacked_cause: vec![None; cfg.topology.switches.len()],
-        reacted: vec![None; cfg.topology.switches.len()],
+        reactions: Reactions::new(cfg.topology.switches.len()),
         topology_json: Arc::new(serde_json::to_value(&cfg.topology).unwrap_or_default()),
         dirty_status: false,
         metrics_dirty: std::collections::BTreeSet::new(),
@@ -274,13 +275,7 @@ struct State {
     start: Instant,
     decisions: u64,
     last_publish: Option<Instant>,
-    /// Arrival of the latest up-crossing per (switch, port) not yet acted on.
-    up_at: BTreeMap<(usize, u16), Instant>,
-    /// Per switch: the cause of a published target the switch has not
-    /// acknowledged yet; a newer target that replaces it inherits it.
-    unacked_cause: Vec<Option<Instant>>,
-    /// Per switch: the cause whose reaction was last recorded.
-    reacted: Vec<Option<Instant>>,
+    reactions: Reactions,
     /// The topology as JSON, built once.
     topology_json: Arc<serde_json::Value>,
     /// A change happened since the last status publication.
@@ -326,7 +321,7 @@ impl State {
                         match ev_rx.try_recv() { Ok(ev) => self.on_agent(ev), Err(_) => break }
                         n += 1;
                     }
-                    if self.core.wants_decision() {
+                    if self.core.input_changed() {
                         self.decide_and_publish(false);
                     }
                 }
@@ -382,115 +377,6 @@ impl State {
                 self.metrics.reroute(r);
             }
             self.events.record(n.kind, n.switch.as_deref(), &n.reason, n.details);
-        }
-    }
-
-    fn on_agent(&mut self, ev: AgentEvent) {
-        match ev {
-            AgentEvent::Up { switch, installed } => {
-                let name = self.name(switch);
-                self.metrics.set_switch_connected(&name, true);
-                let st = &mut self.switches[switch];
-                st.connected = true;
-                st.installed = installed;
-                self.events.record(
-                    "switch_up",
-                    Some(&name),
-                    "connected, pipeline in place",
-                    json!({"installed_entries": st.installed.len()}),
-                );
-                self.input(&Input::SwitchUp { switch });
-            }
-            AgentEvent::Down { switch, reason } => {
-                let name = self.name(switch);
-                self.metrics.set_switch_connected(&name, false);
-                self.metrics.set_switch_primary(&name, false);
-                self.switches[switch].connected = false;
-                self.switches[switch].last_error = Some(reason.clone());
-                self.events.record("switch_down", Some(&name), &reason, json!({}));
-                self.input(&Input::SwitchDown { switch });
-            }
-            AgentEvent::Primary { switch, primary } => {
-                self.metrics.set_switch_primary(&self.name(switch), primary);
-                self.switches[switch].primary = primary;
-            }
-            AgentEvent::Digests { switch, digests, received } => {
-                let name = self.name(switch);
-                let node = self.core.topology().switches[switch].int_node_id;
-                for d in digests {
-                    if d.switch_id != node || !self.core.topology_has_port(switch, d.port) {
-                        warn!(switch = %name, digest_switch_id = d.switch_id, port = d.port, "digest for another switch or an unknown port dropped");
-                        self.events.record(
-                            "input_rejected",
-                            Some(&name),
-                            "digest names another switch id or an unknown port",
-                            json!({"switch_id": d.switch_id, "port": d.port}),
-                        );
-                        continue;
-                    }
-                    self.metrics.digest_received(&name);
-                    self.metrics.set_queue_depth(&name, d.port, u64::from(d.depth));
-                    let c = ThresholdCrossing {
-                        switch,
-                        port: d.port,
-                        depth: d.depth,
-                        switch_ts: d.timestamp,
-                        seq: d.seq,
-                        congested: d.congested,
-                    };
-                    let key = metaroce_telemetry::PortKey { switch, port: d.port };
-                    let was_hot = self.core.view().port_heat(key).is_some_and(|h| h.congested);
-                    self.input(&Input::Crossing(c));
-                    // Reaction time runs from the digest that made the port hot,
-                    // not from later ones that only repeat it.
-                    if !was_hot && self.core.view().port_heat(key).is_some_and(|h| h.congested) {
-                        self.up_at.insert((switch, d.port), received);
-                    }
-                }
-            }
-            AgentEvent::Registers { switch, ports } => {
-                let name = self.name(switch);
-                for &(p, depth, _) in &ports {
-                    self.metrics.set_queue_depth(&name, p, u64::from(depth));
-                }
-                let ports = ports
-                    .into_iter()
-                    .map(|(port, max_depth, congested)| PortRegisters { port, max_depth, congested })
-                    .collect();
-                self.input(&Input::Snapshot(RegisterSnapshot { switch, ports }));
-            }
-            AgentEvent::Report { switch, frame } => self.on_report(Some(switch), &frame, true),
-            AgentEvent::Synced { switch, outcome, installed } => {
-                let name = self.name(switch);
-                self.metrics.observe_write(&name, outcome.write_time.as_secs_f64());
-                // One reaction per (cause, switch): a later pass that still
-                // carries the cause (published before this ack arrived) is not one.
-                let reaction = match (outcome.caused_at, outcome.moved_at) {
-                    (Some(c), Some(m)) if outcome.error.is_none() && self.reacted[switch] != Some(c) => {
-                        self.reacted[switch] = Some(c);
-                        Some(m.saturating_duration_since(c))
-                    }
-                    _ => None,
-                };
-                if reaction.is_some() && self.unacked_cause[switch] == outcome.caused_at {
-                    self.unacked_cause[switch] = None;
-                }
-                if let Some(r) = reaction {
-                    self.metrics.observe_reaction(r.as_secs_f64());
-                }
-                let st = &mut self.switches[switch];
-                st.installed = installed;
-                st.syncs += 1;
-                st.last_error.clone_from(&outcome.error);
-                let details = json!({"inserts": outcome.inserts, "modifies": outcome.modifies, "deletes": outcome.deletes,
-                    "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error,
-                    "reaction_ms": reaction.map(|r| r.as_secs_f64() * 1e3),
-                    // When the causing digest arrived (unix µs): groups the writes one digest caused.
-                    "cause_unix_us": outcome.caused_at.filter(|_| reaction.is_some()).map(unix_us_of)});
-                let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
-                self.events.record(kind, Some(&name), "reconciled to the desired state", details);
-                self.metrics_dirty.insert(switch);
-            }
         }
     }
 
@@ -574,35 +460,15 @@ impl State {
         self.metrics.observe_decision(started.elapsed().as_secs_f64());
         self.decisions += 1;
         let changed = !step.plans.is_empty() || !step.notes.is_empty();
-        // The first rewrite a hot port causes is its reaction; later steps
-        // of the same episode are the policy's pacing, not reaction time.
-        let mut caused: BTreeMap<usize, Instant> = BTreeMap::new();
-        if let Some(d) = &step.decision {
-            let mut used = Vec::new();
-            for c in d.changes.iter().filter(|c| c.kind == metaroce_policy::ChangeKind::Derate) {
-                let Some(h) = c.cause else { continue };
-                if let Some(&t) = self.up_at.get(&(h.switch, h.port)) {
-                    let e = caused.entry(c.switch).or_insert(t);
-                    *e = (*e).min(t);
-                    used.push((h.switch, h.port));
-                }
-            }
-            for k in used {
-                self.up_at.remove(&k);
-            }
-        }
-        // Forget crossings the policy never acted on (they cooled first).
-        let view = self.core.view();
-        self.up_at.retain(|&(switch, port), _| {
-            view.port_heat(metaroce_telemetry::PortKey { switch, port }).is_some_and(|h| h.congested)
-        });
-        self.log(step.notes);
+        let caused = self.reactions.causes(step.decision.as_ref(), self.core.view(), Instant::now());
+        // Plans go out before the notes are logged: the agents write while
+        // the event log does its file I/O.
         for (s, plan) in step.plans {
-            let cause = caused.get(&s).copied().or(self.unacked_cause[s]);
-            self.unacked_cause[s] = cause;
+            let cause = self.reactions.carry(s, caused.get(&s).copied());
             let wanted = Wanted { target: Target::Plan(plan), caused_at: cause };
             self.desired_tx[s].send_replace(Some(Arc::new(wanted)));
         }
+        self.log(step.notes);
         if changed {
             self.dirty_status = true;
         }
@@ -625,66 +491,50 @@ impl State {
 
     fn publish(&mut self) {
         self.last_publish = Some(Instant::now());
-        if self.publishing.swap(true, std::sync::atomic::Ordering::AcqRel) {
-            self.dirty_status = true; // one build at a time; retry later
-            return;
-        }
-        // Cheap copies here; the JSON is built (and the old snapshot
-        // dropped) on a blocking thread, so the state task never stalls on
-        // a large fabric's status.
+        // Cheap copies here. The fabric-wide documents are built when the
+        // API is first asked for them, off the state task; group metrics
+        // (the scrape must see them) on a blocking thread, one at a time.
         let status = status::status(&self.core, &self.switches, self.decisions);
         let names = self.names.clone();
-        let installed: Vec<Arc<BTreeMap<Key, Entry>>> =
-            self.switches.iter().map(|s| s.installed.clone()).collect();
+        let installed: Arc<Vec<Arc<BTreeMap<Key, Entry>>>> =
+            Arc::new(self.switches.iter().map(|s| s.installed.clone()).collect());
         let recs = self.core.recommended();
         let (mode, pinned) = (self.core.mode(), self.core.pinned());
         let summary = self.core.view().summary(8);
         let hosts = self.hosts.status();
-        let topology = self.topology_json.clone();
+        let snap = Snapshot {
+            status,
+            topology: self.topology_json.clone(),
+            congestion: LazyJson::later({
+                let names = names.clone();
+                move || status::congestion(&summary, &names, hosts)
+            }),
+            groups: LazyJson::later({
+                let (names, installed) = (names.clone(), installed.clone());
+                move || status::groups(&names, &installed)
+            }),
+            recommendations: LazyJson::later({
+                let names = names.clone();
+                move || status::recommendations(&names, &recs, mode, pinned)
+            }),
+        };
+        let old = self.snap_tx.send_replace(Arc::new(snap));
+        if self.metrics_dirty.is_empty() || self.publishing.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            // Nothing to refresh, or a refresh still runs: the switches
+            // stay marked for the next publication.
+            tokio::task::spawn_blocking(move || drop(old));
+            return;
+        }
         let dirty = std::mem::take(&mut self.metrics_dirty);
         let metrics = self.metrics.clone();
-        let tx = self.snap_tx.clone();
         let busy = self.publishing.clone();
         tokio::task::spawn_blocking(move || {
+            drop(old);
             for s in dirty {
-                update_group_metrics(&metrics, &names[s], &installed[s]);
+                status::update_group_metrics(&metrics, &names[s], &installed[s]);
             }
-            let snap = Snapshot {
-                status,
-                topology: Value::clone(&topology),
-                congestion: status::congestion(&summary, &names, hosts),
-                groups: status::groups(&names, &installed),
-                recommendations: status::recommendations(&names, &recs, mode, pinned),
-            };
-            drop(tx.send_replace(Arc::new(snap)));
             busy.store(false, std::sync::atomic::Ordering::Release);
         });
-    }
-}
-
-/// Group weights and path shares of one switch, from what it holds.
-fn update_group_metrics(metrics: &Metrics, name: &str, installed: &BTreeMap<Key, Entry>) {
-    metrics.clear_groups(name);
-    metrics.clear_path_shares(name);
-    let port_of = |m: u32| match installed.get(&Key::Member(m)) {
-        Some(Entry::Member { nhop, .. }) => nhop.saturating_sub(1),
-        _ => 0,
-    };
-    let mut share: BTreeMap<u16, f64> = BTreeMap::new();
-    let mut groups = 0.0;
-    for e in installed.values() {
-        if let Entry::Group { id, members } = e {
-            let total: u32 = members.iter().map(|(_, w)| *w).sum();
-            groups += 1.0;
-            for (m, w) in members {
-                let port = port_of(*m);
-                metrics.set_group_weight(name, *id, port, *w);
-                *share.entry(port).or_default() += f64::from(*w) / f64::from(total.max(1));
-            }
-        }
-    }
-    for (port, s) in share {
-        metrics.set_path_share(name, port, s / f64::max(groups, 1.0));
     }
 }
 

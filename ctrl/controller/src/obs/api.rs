@@ -175,8 +175,9 @@ async fn metrics(State(state): State<ApiState>, headers: HeaderMap) -> Result<Re
     Ok((StatusCode::OK, [(CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], state.metrics.encode()).into_response())
 }
 
-/// Serves one field of the latest snapshot.
-fn resource(
+/// Serves one field of the latest snapshot. A field built on demand may
+/// cover the whole fabric, so it is built (and serialized) off the runtime.
+async fn resource(
     state: &ApiState,
     headers: &HeaderMap,
     what: &str,
@@ -185,27 +186,29 @@ fn resource(
     authorize(state, headers, Role::Viewer, what)?;
     // Clone the Arc so the watch lock is not held while serializing.
     let snapshot = Arc::clone(&state.snapshot.borrow());
-    Ok(json_response(StatusCode::OK, field(&snapshot)))
+    tokio::task::spawn_blocking(move || json_response(StatusCode::OK, field(&snapshot)))
+        .await
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "building the answer failed"))
 }
 
 async fn status(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
-    resource(&s, &h, "status", |snap| &snap.status)
+    resource(&s, &h, "status", |snap| &snap.status).await
 }
 
 async fn topology(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
-    resource(&s, &h, "topology", |snap| &snap.topology)
+    resource(&s, &h, "topology", |snap| &snap.topology).await
 }
 
 async fn congestion(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
-    resource(&s, &h, "congestion", |snap| &snap.congestion)
+    resource(&s, &h, "congestion", |snap| snap.congestion.get()).await
 }
 
 async fn groups(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
-    resource(&s, &h, "groups", |snap| &snap.groups)
+    resource(&s, &h, "groups", |snap| snap.groups.get()).await
 }
 
 async fn recommendations(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
-    resource(&s, &h, "recommendations", |snap| &snap.recommendations)
+    resource(&s, &h, "recommendations", |snap| snap.recommendations.get()).await
 }
 
 async fn events(

@@ -12,6 +12,7 @@ use tower::ServiceExt;
 use super::*;
 use crate::obs::metrics::tests::check_openmetrics;
 use crate::obs::testutil::capture_logs;
+use crate::obs::LazyJson;
 
 const VIEW: &str = "viewer-secret-0123456789";
 const OPER: &str = "operator-secret-0123456789";
@@ -34,10 +35,10 @@ fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
     });
     let snapshot = Snapshot {
         status: json!({ "mode": "observe" }),
-        topology: json!({ "switches": ["leaf1"] }),
-        congestion: json!({ "leaf1": { "3": 40 } }),
-        groups: json!([{ "switch": "leaf1", "group": 1 }]),
-        recommendations: json!([]),
+        topology: Arc::new(json!({ "switches": ["leaf1"] })),
+        congestion: LazyJson::ready(json!({ "leaf1": { "3": 40 } })),
+        groups: LazyJson::later(|| json!([{ "switch": "leaf1", "group": 1 }])),
+        recommendations: LazyJson::ready(json!([])),
     };
     let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot));
     let (cmd_tx, mut cmd_rx) = mpsc::channel(4);

@@ -21,8 +21,8 @@ mod testutil;
 mod tokens;
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::oneshot;
@@ -36,13 +36,58 @@ use crate::mode::Mode;
 
 /// The read-only view the core publishes after each change; each field is
 /// served as is by its `GET /api/v1/<field>` endpoint.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Default)]
 pub struct Snapshot {
     pub status: Value,
-    pub topology: Value,
-    pub congestion: Value,
-    pub groups: Value,
-    pub recommendations: Value,
+    pub topology: Arc<Value>,
+    pub congestion: LazyJson,
+    pub groups: LazyJson,
+    pub recommendations: LazyJson,
+}
+
+type Build = Box<dyn FnOnce() -> Value + Send>;
+
+/// A JSON document built when it is first asked for. The state task hands
+/// over cheap copies of what the document needs; a fabric-wide document
+/// that nobody reads before the next publication costs nothing.
+pub struct LazyJson {
+    value: OnceLock<Value>,
+    build: Mutex<Option<Build>>,
+}
+
+impl LazyJson {
+    /// A document that is already built.
+    pub fn ready(value: Value) -> Self {
+        LazyJson { value: OnceLock::from(value), build: Mutex::new(None) }
+    }
+
+    /// A document `build` makes on first use.
+    pub fn later(build: impl FnOnce() -> Value + Send + 'static) -> Self {
+        LazyJson { value: OnceLock::new(), build: Mutex::new(Some(Box::new(build))) }
+    }
+
+    /// The document, built now if it was not yet.
+    pub fn get(&self) -> &Value {
+        self.value.get_or_init(|| {
+            let build = self.build.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+            build.map_or(Value::Null, |b| b())
+        })
+    }
+}
+
+impl Default for LazyJson {
+    fn default() -> Self {
+        LazyJson::ready(Value::Null)
+    }
+}
+
+impl std::fmt::Debug for LazyJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.value.get() {
+            Some(v) => f.debug_tuple("LazyJson").field(v).finish(),
+            None => f.write_str("LazyJson(<not built>)"),
+        }
+    }
 }
 
 /// The controller's answer to a command: `Err` carries a message for the

@@ -1,0 +1,137 @@
+//! The state task's handling of what the switch agents report: sessions
+//! coming and going, digests and register reads (the sensing inputs, with
+//! the reaction bookkeeping of ports they make hot), and finished passes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use metaroce_pipeline::{Entry, Key, QueueDigest};
+use metaroce_telemetry::view::{PortRegisters, RegisterSnapshot, ThresholdCrossing};
+use metaroce_telemetry::PortKey;
+use serde_json::json;
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::{unix_us_of, State};
+use crate::agent::{AgentEvent, SyncOutcome};
+use crate::core::Input;
+
+impl State {
+    pub(super) fn on_agent(&mut self, ev: AgentEvent) {
+        match ev {
+            AgentEvent::Up { switch, installed } => {
+                let name = self.name(switch);
+                self.metrics.set_switch_connected(&name, true);
+                let st = &mut self.switches[switch];
+                st.connected = true;
+                st.installed = installed;
+                self.events.record(
+                    "switch_up",
+                    Some(&name),
+                    "connected, pipeline in place",
+                    json!({"installed_entries": st.installed.len()}),
+                );
+                self.input(&Input::SwitchUp { switch });
+            }
+            AgentEvent::Down { switch, reason } => {
+                let name = self.name(switch);
+                self.metrics.set_switch_connected(&name, false);
+                self.metrics.set_switch_primary(&name, false);
+                self.switches[switch].connected = false;
+                self.switches[switch].last_error = Some(reason.clone());
+                self.events.record("switch_down", Some(&name), &reason, json!({}));
+                self.input(&Input::SwitchDown { switch });
+            }
+            AgentEvent::Primary { switch, primary } => {
+                self.metrics.set_switch_primary(&self.name(switch), primary);
+                self.switches[switch].primary = primary;
+            }
+            AgentEvent::Digests { switch, digests, received } => self.on_digests(switch, digests, received),
+            AgentEvent::Registers { switch, ports, received } => self.on_registers(switch, &ports, received),
+            AgentEvent::Report { switch, frame } => self.on_report(Some(switch), &frame, true),
+            AgentEvent::Synced { switch, outcome, installed } => self.on_synced(switch, &outcome, installed),
+        }
+    }
+
+    fn is_hot(&self, key: PortKey) -> bool {
+        self.core.view().port_heat(key).is_some_and(|h| h.congested)
+    }
+
+    fn on_digests(&mut self, switch: usize, digests: Vec<QueueDigest>, received: Instant) {
+        let name = self.name(switch);
+        let node = self.core.topology().switches[switch].int_node_id;
+        for d in digests {
+            if d.switch_id != node || !self.core.topology_has_port(switch, d.port) {
+                warn!(switch = %name, digest_switch_id = d.switch_id, port = d.port, "digest for another switch or an unknown port dropped");
+                self.events.record(
+                    "input_rejected",
+                    Some(&name),
+                    "digest names another switch id or an unknown port",
+                    json!({"switch_id": d.switch_id, "port": d.port}),
+                );
+                continue;
+            }
+            self.metrics.digest_received(&name);
+            self.metrics.set_queue_depth(&name, d.port, u64::from(d.depth));
+            let c = ThresholdCrossing {
+                switch,
+                port: d.port,
+                depth: d.depth,
+                switch_ts: d.timestamp,
+                seq: d.seq,
+                congested: d.congested,
+            };
+            let key = PortKey { switch, port: d.port };
+            let was_hot = self.is_hot(key);
+            self.input(&Input::Crossing(c));
+            // Reaction time runs from the digest that made the port hot,
+            // not from later ones that only repeat it.
+            if !was_hot && self.is_hot(key) {
+                self.reactions.port_hot(key, received, Instant::now());
+            }
+        }
+    }
+
+    /// Per port: (max depth since the last read, congested).
+    fn on_registers(&mut self, switch: usize, ports: &[(u16, u32, bool)], received: Instant) {
+        let name = self.name(switch);
+        for &(p, depth, _) in ports {
+            self.metrics.set_queue_depth(&name, p, u64::from(depth));
+        }
+        let was_hot: Vec<bool> = ports.iter().map(|p| self.is_hot(PortKey { switch, port: p.0 })).collect();
+        let regs = ports
+            .iter()
+            .map(|&(port, max_depth, congested)| PortRegisters { port, max_depth, congested })
+            .collect();
+        self.input(&Input::Snapshot(RegisterSnapshot { switch, ports: regs }));
+        // A port that a register read finds hot first: the read is the cause.
+        for (p, was) in ports.iter().zip(was_hot) {
+            let key = PortKey { switch, port: p.0 };
+            if !was && self.is_hot(key) {
+                self.reactions.port_hot(key, received, Instant::now());
+            }
+        }
+    }
+
+    fn on_synced(&mut self, switch: usize, outcome: &SyncOutcome, installed: Arc<BTreeMap<Key, Entry>>) {
+        let name = self.name(switch);
+        self.metrics.observe_write(&name, outcome.write_time.as_secs_f64());
+        let reaction = self.reactions.on_synced(switch, outcome);
+        if let Some(r) = &reaction {
+            self.metrics.observe_reaction(r.total().as_secs_f64());
+        }
+        let st = &mut self.switches[switch];
+        st.installed = installed;
+        st.syncs += 1;
+        st.last_error.clone_from(&outcome.error);
+        let details = json!({"inserts": outcome.inserts, "modifies": outcome.modifies, "deletes": outcome.deletes,
+            "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error,
+            "reaction_ms": reaction.map(|r| r.total().as_secs_f64() * 1e3),
+            "reaction_stages_ms": reaction.map(|r| r.stages_json()),
+            // When the causing digest arrived (unix µs): groups the writes one digest caused.
+            "cause_unix_us": reaction.map(|r| unix_us_of(r.cause.received))});
+        let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
+        self.events.record(kind, Some(&name), "reconciled to the desired state", details);
+        self.metrics_dirty.insert(switch);
+    }
+}

@@ -1,0 +1,179 @@
+//! Reaction-time bookkeeping for the state task: which digest made a port
+//! hot, which switch rewrites it caused, and when each switch acknowledged
+//! the first of them. A reaction counts once per (cause, switch); later
+//! steps of the same episode are the policy's pacing, not reaction time.
+//! Each reaction is split into stages (queue, decide, dispatch, write) so
+//! that a benchmark can say where the time went.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use metaroce_policy::{ChangeKind, Decision};
+use metaroce_telemetry::view::CongestionView;
+use metaroce_telemetry::PortKey;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::agent::{Cause, SyncOutcome};
+
+/// One measured reaction of one switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reaction {
+    pub cause: Cause,
+    /// The pass that moved the routes began.
+    pub started: Instant,
+    /// Its last insert/modify batch was acknowledged.
+    pub moved: Instant,
+}
+
+impl Reaction {
+    /// Digest received → routes on the new groups acknowledged.
+    pub fn total(&self) -> Duration {
+        self.moved.saturating_duration_since(self.cause.received)
+    }
+
+    /// The stages in milliseconds: waiting for the state task, deciding and
+    /// planning, waiting for the agent (and any pass it was still in), and
+    /// the agent's pass up to the acknowledgement.
+    pub fn stages_json(&self) -> Value {
+        let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1e3;
+        let c = &self.cause;
+        json!({
+            "queue": ms(c.received, c.handled),
+            "decide": ms(c.handled, c.published),
+            "dispatch": ms(c.published, self.started),
+            "write": ms(self.started, self.moved),
+        })
+    }
+}
+
+/// The state task's reaction bookkeeping.
+#[derive(Debug)]
+pub struct Reactions {
+    /// (received, handled) of the latest up-crossing per (switch, port) not yet acted on.
+    up_at: BTreeMap<(usize, u16), (Instant, Instant)>,
+    /// Per switch: the cause of a published target the switch has not
+    /// acknowledged yet; a newer target that replaces it inherits it.
+    unacked: Vec<Option<Cause>>,
+    /// Per switch: the cause whose reaction was last recorded.
+    reacted: Vec<Option<Cause>>,
+}
+
+impl Reactions {
+    pub fn new(switches: usize) -> Self {
+        Reactions { up_at: BTreeMap::new(), unacked: vec![None; switches], reacted: vec![None; switches] }
+    }
+
+    /// A digest received at `received` and applied at `handled` made the port hot.
+    pub fn port_hot(&mut self, key: PortKey, received: Instant, handled: Instant) {
+        self.up_at.insert((key.switch, key.port), (received, handled));
+    }
+
+    /// The cause of each switch's rewrite in `decision` (the earliest digest
+    /// that made a port it derates around hot), published at `published`.
+    /// Crossings the policy never acted on and that cooled are forgotten.
+    pub fn causes(
+        &mut self,
+        decision: Option<&Decision>,
+        view: &CongestionView,
+        published: Instant,
+    ) -> BTreeMap<usize, Cause> {
+        let mut caused: BTreeMap<usize, Cause> = BTreeMap::new();
+        if let Some(d) = decision {
+            let mut used = Vec::new();
+            for c in d.changes.iter().filter(|c| c.kind == ChangeKind::Derate) {
+                let Some(h) = c.cause else { continue };
+                let Some(&(received, handled)) = self.up_at.get(&(h.switch, h.port)) else { continue };
+                let new = Cause { received, handled, published };
+                caused.entry(c.switch).and_modify(|e| *e = (*e).min_by_received(new)).or_insert(new);
+                used.push((h.switch, h.port));
+            }
+            for k in used {
+                self.up_at.remove(&k);
+            }
+        }
+        if !self.up_at.is_empty() {
+            self.up_at.retain(|&(switch, port), _| {
+                view.port_heat(PortKey { switch, port }).is_some_and(|h| h.congested)
+            });
+        }
+        caused
+    }
+
+    /// The cause a new target of switch `s` carries: its own, or the one of
+    /// a target it replaces before the switch acknowledged it.
+    pub fn carry(&mut self, s: usize, fresh: Option<Cause>) -> Option<Cause> {
+        let cause = fresh.or(self.unacked.get(s).copied().flatten());
+        if let Some(u) = self.unacked.get_mut(s) {
+            *u = cause;
+        }
+        cause
+    }
+
+    /// A pass of switch `s` ended: its reaction, when it is the first
+    /// successful pass that moved routes for its cause.
+    pub fn on_synced(&mut self, s: usize, outcome: &SyncOutcome) -> Option<Reaction> {
+        let (Some(cause), Some(moved)) = (outcome.caused_at, outcome.moved_at) else { return None };
+        if outcome.error.is_some() || self.reacted.get(s).copied().flatten() == Some(cause) {
+            return None;
+        }
+        if let Some(r) = self.reacted.get_mut(s) {
+            *r = Some(cause);
+        }
+        if let Some(u) = self.unacked.get_mut(s).filter(|u| **u == Some(cause)) {
+            *u = None;
+        }
+        Some(Reaction { cause, started: outcome.started_at, moved })
+    }
+}
+
+impl Cause {
+    fn min_by_received(self, other: Cause) -> Cause {
+        if other.received < self.received {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(cause: Option<Cause>, started: Instant, moved: Option<Instant>) -> SyncOutcome {
+        SyncOutcome {
+            inserts: 1,
+            modifies: 1,
+            deletes: 0,
+            batches: 2,
+            write_time: Duration::ZERO,
+            error: None,
+            caused_at: cause,
+            started_at: started,
+            moved_at: moved,
+        }
+    }
+
+    #[test]
+    fn one_reaction_per_cause_and_switch_with_its_stages() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let cause = Cause { received: ms(0), handled: ms(1), published: ms(3) };
+        let mut r = Reactions::new(2);
+        assert_eq!(r.carry(1, Some(cause)), Some(cause));
+        // A newer target before the ack inherits the cause.
+        assert_eq!(r.carry(1, None), Some(cause));
+        let first = r.on_synced(1, &outcome(Some(cause), ms(6), Some(ms(10)))).unwrap();
+        assert_eq!(first.total(), Duration::from_millis(10));
+        let st = first.stages_json();
+        assert_eq!((st["queue"].as_f64(), st["decide"].as_f64()), (Some(1.0), Some(2.0)));
+        assert_eq!((st["dispatch"].as_f64(), st["write"].as_f64()), (Some(3.0), Some(4.0)));
+        // The same cause again (a pass published before the ack) is not a reaction.
+        assert_eq!(r.on_synced(1, &outcome(Some(cause), ms(11), Some(ms(12)))), None);
+        // Acknowledged: a later target carries no cause.
+        assert_eq!(r.carry(1, None), None);
+        // A pass that moved nothing is not a reaction either.
+        assert_eq!(r.on_synced(0, &outcome(Some(cause), ms(11), None)), None);
+    }
+}
