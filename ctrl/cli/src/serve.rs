@@ -201,6 +201,9 @@ async fn play(
         s.digests,
         s.packet_ins
     );
+    if s.dropped > 0 {
+        eprintln!("serve: drops by reason: {}", s.drops_by_reason());
+    }
     let runs = [run];
     crate::sim::write_outputs(&a.out, &loaded.scenario, &runs)?;
     print!("{}", report::markdown(&loaded.scenario, &runs));

@@ -37,11 +37,18 @@ pub struct Counters {
     pub forwarded: AtomicU64,
     /// Packets a twin dropped, or that hit an error in the twin.
     pub dropped: AtomicU64,
+    /// Of those, by the program's drop reason code (0: an error in the
+    /// twin, or a code past 7).
+    pub drop_reasons: [AtomicU64; 8],
     /// Packets a twin marked CE.
     pub ecn_marks: AtomicU64,
     /// Digest items and packet-ins the twins handed to the controller.
     pub digests: AtomicU64,
     pub packet_ins: AtomicU64,
+    /// Frames the controller sent as packet-out: the twin runs them
+    /// through egress, but the simulator cannot carry bytes, so they end
+    /// there (our controller sends none).
+    pub packet_outs: AtomicU64,
     /// Simulated time reached, picoseconds.
     pub now_ps: AtomicU64,
     /// How far the simulation lags the wall clock, microseconds (it cannot
@@ -172,10 +179,24 @@ impl TwinFabric {
 
     fn failed(&mut self, switch: u32, what: &str, e: &dyn std::fmt::Display) {
         self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        self.counters.drop_reasons[0].fetch_add(1, Ordering::Relaxed);
         // The first few are enough to see what is wrong.
         if self.errors_logged < 10 {
             self.errors_logged += 1;
             tracing::warn!(switch, error = %e, "twin {what} failed; packet dropped");
+        }
+    }
+
+    fn drain_packet_outs(&mut self, now_ps: u64) {
+        let mut n = 0;
+        for t in &mut self.twins {
+            n += t.packet_outs(now_ps / 1_000_000).map_or(0, |o| o.len() as u64);
+        }
+        if n > 0 && self.counters.packet_outs.fetch_add(n, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                frames = n,
+                "packet-outs reach a served switch's egress but not the simulated wire"
+            );
         }
     }
 
@@ -218,8 +239,14 @@ impl Forwarder for TwinFabric {
                     Some(Route::Drop)
                 }
             },
-            Ok(Verdict::ToCpu { .. } | Verdict::Drop(_)) => {
+            Ok(Verdict::Drop(reason)) => {
                 self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                let i = usize::from(reason.code()).min(7);
+                self.counters.drop_reasons[i].fetch_add(1, Ordering::Relaxed);
+                Some(Route::Drop)
+            }
+            Ok(Verdict::ToCpu { .. }) => {
+                // The twin has handed it to the controller.
                 Some(Route::Drop)
             }
             Err(e) => {
@@ -248,6 +275,7 @@ impl Forwarder for TwinFabric {
         self.egresses += 1;
         if self.egresses.is_multiple_of(256) {
             self.sync_counters();
+            self.drain_packet_outs(now_ps);
         }
         if self.in_flight.len() > SWEEP_AT && now_ps.saturating_sub(self.last_sweep_ps) > STALE_PS {
             self.last_sweep_ps = now_ps;

@@ -97,6 +97,8 @@ pub struct Status {
     pub digests: u64,
     pub packet_ins: u64,
     pub lag_us: u64,
+    /// Drops by the program's reason code (0: errors in the twin).
+    pub drop_reasons: [u64; 8],
 }
 
 impl Status {
@@ -110,6 +112,7 @@ impl Status {
             digests: c.digests.load(Relaxed),
             packet_ins: c.packet_ins.load(Relaxed),
             lag_us: c.lag_us.load(Relaxed),
+            drop_reasons: std::array::from_fn(|i| c.drop_reasons[i].load(Relaxed)),
         }
     }
 }
@@ -217,5 +220,29 @@ impl Fabric {
         let pace = Pace { start: Instant::now(), dilation: opts.dilation };
         let fwd = TwinFabric::new(topo, twins, pace, self.stop.clone(), self.counters.clone());
         Ok(crate::run_with(topo, routing, &sc, "served", Box::new(fwd), progress)?)
+    }
+}
+
+impl Status {
+    /// "no_route 12, ttl_expired 1": the drops by reason, for people.
+    pub fn drops_by_reason(&self) -> String {
+        const NAMES: [&str; 8] = [
+            "twin_error",
+            "parser_error",
+            "no_route",
+            "ttl_expired",
+            "no_next_hop",
+            "int_malformed",
+            "ipv4_invalid",
+            "unsupported_ether_type",
+        ];
+        let parts: Vec<String> = self
+            .drop_reasons
+            .iter()
+            .zip(NAMES)
+            .filter(|(n, _)| **n > 0)
+            .map(|(n, name)| format!("{name} {n}"))
+            .collect();
+        parts.join(", ")
     }
 }
