@@ -106,6 +106,9 @@ pub struct Job {
     /// collective library's pipeline does); each chunk is a message, so it
     /// takes the queue pair's next source port.
     pub chunk: Option<u64>,
+    /// 802.1p priority (0..=7) of the job's packets; whether it is lossless
+    /// is the network's [`NetConfig::lossless_priorities`].
+    pub priority: u8,
 }
 
 /// RED-style ECN marking on egress queue depth.
@@ -152,7 +155,12 @@ impl Default for Dcqcn {
     }
 }
 
-/// Priority flow control on the lossless class.
+/// Priorities of 802.1Q (PCP values 0..=7).
+pub const PRIORITIES: u8 = 8;
+/// The priority jobs use unless they name one: RoCE's usual lossless one.
+pub const DEFAULT_PRIORITY: u8 = 3;
+
+/// Priority flow control (802.1Qbb), per (ingress port, lossless priority).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Pfc {
     /// Bytes buffered from one ingress port that send PAUSE upstream.
@@ -169,12 +177,17 @@ pub struct Pfc {
 pub struct NetConfig {
     /// Payload bytes per packet.
     pub mtu: u32,
-    /// Lossless (PFC) or lossy (drops and go-back-N).
+    /// Some priority is lossless (PFC runs); false: every priority is lossy
+    /// (drops at the egress buffer, go-back-N).
     pub lossless: bool,
-    /// Senders keep packets until acknowledged and recover losses with
-    /// go-back-N: always in lossy mode, and in lossless mode when links can
-    /// fail (an RNIC's transport is reliable; PFC only makes it rare that
-    /// recovery is needed).
+    /// The lossless priorities, ascending; the others drop and recover.
+    pub lossless_priorities: Vec<u8>,
+    /// The priority of jobs that name none.
+    pub priority: u8,
+    /// Senders on every priority keep packets until acknowledged and
+    /// recover losses with go-back-N: when nothing is lossless, or when
+    /// links can fail (an RNIC's transport is reliable; PFC only makes it
+    /// rare that recovery is needed). Senders on a lossy priority always do.
     pub go_back_n: bool,
     pub pfc: Pfc,
     pub ecn: Option<Ecn>,
@@ -182,10 +195,16 @@ pub struct NetConfig {
     pub flowlet_timeout_ps: u64,
     /// UDP source ports a queue pair uses (messages rotate through them).
     pub sports_per_qp: u16,
-    /// Go-back-N retransmission timeout (lossy mode).
+    /// Go-back-N retransmission timeout (lossy priorities).
     pub rto_ps: u64,
     /// The receiver acknowledges every this many packets (lossy mode).
     pub ack_every: u32,
+}
+
+impl NetConfig {
+    pub fn is_lossless(&self, priority: u8) -> bool {
+        self.lossless_priorities.contains(&priority)
+    }
 }
 
 /// Where a run stops at the latest, so runaway scenarios end.
@@ -253,4 +272,18 @@ pub struct Scenario {
     /// Link ends whose egress is written to a pcap file.
     #[serde(skip)]
     pub pcap: Vec<Endpoint>,
+}
+
+impl Scenario {
+    /// The priorities the jobs use, ascending (the network's default if
+    /// there are no jobs): the engine keeps one traffic class per entry.
+    pub fn priorities(&self) -> Vec<u8> {
+        let mut p: Vec<u8> = self.jobs.iter().map(|j| j.priority).collect();
+        if p.is_empty() {
+            p.push(self.net.priority);
+        }
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
 }

@@ -88,6 +88,22 @@ impl Diags {
         }
     }
 
+    /// An 802.1p priority, 0..=7.
+    pub fn priority(&mut self, node: &Node, path: &str) -> Option<u8> {
+        let v = node.as_str().and_then(|s| s.parse::<u64>().ok());
+        match v {
+            Some(p) if p < u64::from(crate::config::PRIORITIES) => Some(p as u8),
+            Some(p) => {
+                self.err(path, node.pos, format!("priority {p} does not exist; 802.1Q priorities are 0..=7"));
+                None
+            }
+            None => {
+                self.err(path, node.pos, "expected a priority, a whole number in 0..=7");
+                None
+            }
+        }
+    }
+
     /// A fraction in `[min, max]`, written `0.2` or `20%`.
     pub fn fraction(&mut self, node: &Node, path: &str, min: f64, max: f64) -> Option<f64> {
         let text = node.as_str().unwrap_or("");

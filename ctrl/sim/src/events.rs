@@ -31,6 +31,8 @@ pub struct Packet {
     pub src_host: u32,
     pub sport: u16,
     pub ce: bool,
+    /// Traffic class: index into the run's priorities.
+    pub tc: u8,
 }
 
 /// Something that happens at an instant.
@@ -42,8 +44,9 @@ pub enum Ev {
     Arrive { port: PortId },
     /// A host NIC may have a rate-limited queue pair ready to send.
     NicWake { host: u32 },
-    /// A PAUSE (`on`) or RESUME frame reaches the upstream end of `port`.
-    Pause { port: PortId, on: bool },
+    /// A PAUSE (`on`) or RESUME frame for traffic class `tc` reaches the
+    /// upstream end of `port`.
+    Pause { port: PortId, tc: u8, on: bool },
     /// The messages posted at this instant (the next run of the schedule
     /// sorted by post time, from index `next`): one event for a whole
     /// collective's start instead of one per message.

@@ -36,6 +36,8 @@ pub struct Qp {
     /// DCQCN holds the rate below line rate (mirrors `rate.limited()` in
     /// the hot line, so a QP at line rate never touches its DCQCN state).
     pub rate_limited: bool,
+    /// Traffic class: index into the run's priorities (`Scenario::priorities`).
+    pub tc: u8,
     // ---- cold ----
     /// Last queued message.
     pub tail: u32,
@@ -125,8 +127,10 @@ impl Workload {
             jobs: Vec::new(),
             rcv_left: Vec::new(),
         };
+        let prios = sc.priorities();
         for (j, job) in sc.jobs.iter().enumerate() {
             let first = w.flows.len();
+            let tc = prios.iter().position(|&p| p == job.priority).unwrap_or(0) as u8;
             let mut b = Builder {
                 w: &mut w,
                 topo,
@@ -135,6 +139,7 @@ impl Workload {
                 seed: sc.seed,
                 job: j as u32,
                 rate: job.rate_bps,
+                tc,
             };
             b.job(job);
             let flows = first..w.flows.len();
@@ -169,6 +174,7 @@ struct Builder<'a> {
     seed: u64,
     job: u32,
     rate: Option<u64>,
+    tc: u8,
 }
 
 impl Builder<'_> {
@@ -259,6 +265,7 @@ impl Builder<'_> {
             next_ok_ps: 0,
             in_sched: false,
             rate_limited: false,
+            tc: self.tc,
             rate: RateState::new(self.rate.unwrap_or(line).min(line)),
             last_cnp_ps: None,
             msgs: 0,

@@ -9,14 +9,27 @@ use crate::config::{Job, Pattern};
 use crate::decode::Diags;
 use crate::rng::Rng;
 
-const JOB: &[&str] =
-    &["name", "pattern", "hosts", "count", "placement", "size", "chunk", "start", "rate", "target", "shift"];
+const JOB: &[&str] = &[
+    "name",
+    "pattern",
+    "hosts",
+    "count",
+    "placement",
+    "size",
+    "chunk",
+    "start",
+    "rate",
+    "target",
+    "shift",
+    "priority",
+];
 const PATTERNS: &[&str] = &["all-to-all", "ring-allreduce", "incast", "permutation"];
 /// Most jobs in one scenario.
 pub const MAX_JOBS: usize = 256;
 
-/// Decodes every job; problems go to `d`.
-pub(crate) fn decode(d: &mut Diags, v: &Node, topo: &Topology, seed: u64) -> Vec<Job> {
+/// Decodes every job; problems go to `d`. Jobs without a priority get
+/// `priority`.
+pub(crate) fn decode(d: &mut Diags, v: &Node, topo: &Topology, seed: u64, priority: u8) -> Vec<Job> {
     let items = d.list(v, "jobs");
     if items.is_empty() && matches!(v.value, Value::Seq(_)) {
         d.err("jobs", v.pos, "list at least one job");
@@ -29,7 +42,7 @@ pub(crate) fn decode(d: &mut Diags, v: &Node, topo: &Topology, seed: u64) -> Vec
     for (i, item) in items.iter().enumerate() {
         let path = format!("jobs[{i}]");
         let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x51_7CC1_B727_220A));
-        if let Some(job) = job(d, item, &path, topo, &mut rng) {
+        if let Some(job) = job(d, item, &path, topo, &mut rng, priority) {
             if out.iter().any(|j| j.name == job.name) {
                 d.err(&format!("{path}.name"), item.pos, format!("job name \"{}\" is used twice", job.name));
             }
@@ -52,9 +65,10 @@ struct RawJob<'n> {
     rate_bps: Option<u64>,
     target: Option<HostId>,
     shift: Option<(usize, &'n Node)>,
+    priority: Option<u8>,
 }
 
-fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng) -> Option<Job> {
+fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, priority: u8) -> Option<Job> {
     let errors_before = d.0.len();
     let mut r = RawJob::default();
     for (key, n) in d.map(v, path, JOB) {
@@ -70,6 +84,7 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng) -> O
             "start" => r.start_ps = d.duration_ps(n, &p).unwrap_or(0),
             "rate" => r.rate_bps = d.bandwidth(n, &p),
             "target" => r.target = d.str(n, &p).and_then(|s| host(d, n, &p, topo, s)),
+            "priority" => r.priority = d.priority(n, &p),
             _ => r.shift = d.u64(n, &p, 1, 1 << 20).map(|c| (c as usize, n)),
         }
     }
@@ -98,7 +113,8 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng) -> O
         return None;
     }
     let chunk = r.chunk.filter(|&c| c < size);
-    Some(Job { name, pattern, ranks, size, start_ps: r.start_ps, rate_bps: r.rate_bps, chunk })
+    let priority = r.priority.unwrap_or(priority);
+    Some(Job { name, pattern, ranks, size, start_ps: r.start_ps, rate_bps: r.rate_bps, chunk, priority })
 }
 
 fn pattern<'n>(d: &mut Diags, n: &'n Node, path: &str) -> Option<&'n str> {

@@ -64,6 +64,8 @@ pub struct PfcSummary {
     pub paused_time_us: f64,
     pub largest_tree: Tree,
     pub headroom_overflows: u64,
+    /// The same figures (and drops) per priority the jobs use.
+    pub by_priority: Vec<crate::stats::PriorityFigures>,
 }
 
 /// The figures of one mode's run.
@@ -189,10 +191,11 @@ pub(crate) fn summarize(
     let pfc = PfcSummary {
         frames: o.stats.pause_frames,
         pauses: o.stats.pauses.iter().map(|&p| u64::from(p)).sum(),
-        paused_links: o.stats.pauses.iter().filter(|&&p| p > 0).count(),
+        paused_links: o.stats.paused_links(),
         paused_time_us: us(o.stats.paused_ps.iter().sum()),
         largest_tree: o.stats.largest_tree,
         headroom_overflows: o.stats.headroom_overflows,
+        by_priority: o.stats.by_priority(|p| sc.net.is_lossless(p)),
     };
     let summary = Summary {
         scenario: sc.name.clone(),

@@ -14,6 +14,18 @@ fn row(out: &mut String, name: &str, runs: &[ModeRun], cell: impl Fn(&ModeRun) -
     out.push('\n');
 }
 
+/// Pauses, paused time and drops of each priority, when jobs use several.
+fn priorities(out: &mut String, runs: &[ModeRun]) {
+    for (i, p) in runs[0].summary.pfc.by_priority.iter().enumerate() {
+        let kind = if p.lossless { "lossless" } else { "lossy" };
+        let name = format!("priority {} ({kind}): pauses / paused µs / drops", p.priority);
+        row(out, &name, runs, |r| {
+            let f = r.summary.pfc.by_priority[i];
+            format!("{} / {:.1} / {}", f.pauses, f.paused_time_us, f.drops)
+        });
+    }
+}
+
 fn header(out: &mut String, first: &str, runs: &[ModeRun]) {
     let _ = write!(out, "| {first} |");
     for r in runs {
@@ -93,6 +105,9 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
         let t = r.summary.pfc.largest_tree;
         format!("{} / {} / {}", t.links, t.switches, t.hosts)
     });
+    if s.pfc.by_priority.len() > 1 {
+        priorities(&mut out, runs);
+    }
     row(&mut out, "ECN marks", runs, |r| r.summary.ecn_marks.to_string());
     row(&mut out, "CNPs", runs, |r| r.summary.cnps.to_string());
     row(&mut out, "drops", runs, |r| r.summary.drops.to_string());

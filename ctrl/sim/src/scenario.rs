@@ -8,10 +8,10 @@
 //! seed: 7
 //! modes: [ecmp, flowlet]
 //! limits: {time: 50ms, events: 200000000}
-//! network: {mtu: 4096B, lossless: true, dcqcn: true}
+//! network: {mtu: 4096B, lossless: [3], priority: 3, dcqcn: true}
 //! jobs:
 //!   - {name: train, pattern: all-to-all, hosts: "h*-1", size: 1MiB}
-//!   - {name: bg, pattern: incast, hosts: [h1-2, h2-2], target: h4-4, size: 4MiB, start: 20us}
+//!   - {name: bg, pattern: incast, hosts: [h1-2, h2-2], target: h4-4, size: 4MiB, start: 20us, priority: 0}
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use metaroce_topo::yaml::{self, Node, Value};
 use metaroce_topo::Topology;
 
-use crate::config::{Dcqcn, Ecn, Limits, Mode, NetConfig, Pfc, Scenario, ROCE_HEADER_BYTES};
+use crate::config::{
+    Dcqcn, Ecn, Limits, Mode, NetConfig, Pfc, Scenario, DEFAULT_PRIORITY, ROCE_HEADER_BYTES,
+};
 use crate::control_yaml;
 use crate::decode::Diags;
 use crate::error::{Diagnostic, SimError};
@@ -41,8 +43,18 @@ const TOP: &[&str] = &[
     "jobs",
     "pcap",
 ];
-const NETWORK: &[&str] =
-    &["mtu", "lossless", "pfc", "ecn", "dcqcn", "flowlet_timeout", "sports_per_qp", "rto", "ack_every"];
+const NETWORK: &[&str] = &[
+    "mtu",
+    "lossless",
+    "priority",
+    "pfc",
+    "ecn",
+    "dcqcn",
+    "flowlet_timeout",
+    "sports_per_qp",
+    "rto",
+    "ack_every",
+];
 
 /// A scenario and the topology it runs on.
 #[derive(Debug, Clone)]
@@ -157,7 +169,7 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
             }
             "jobs" => {
                 saw_jobs = true;
-                sc.jobs = jobs::decode(&mut d, v, topo, sc.seed);
+                sc.jobs = jobs::decode(&mut d, v, topo, sc.seed, sc.net.priority);
             }
             _ => {}
         }
@@ -192,6 +204,8 @@ fn default_net(topo: &Topology) -> NetConfig {
     NetConfig {
         mtu,
         lossless: true,
+        lossless_priorities: vec![DEFAULT_PRIORITY],
+        priority: DEFAULT_PRIORITY,
         go_back_n: false,
         pfc: Pfc { xoff_bytes: 24 * pkt, xon_bytes: 12 * pkt, headroom_bytes: None },
         ecn: Some(Ecn { kmin_bytes: kmin, kmax_bytes: kmin * 4, pmax: 0.2 }),
@@ -261,11 +275,16 @@ fn network(d: &mut Diags, v: &Node, net: &mut NetConfig) {
             None => {}
         }
     }
+    if let Some((_, n)) = entries.iter().find(|(k, _)| *k == "priority") {
+        net.priority = d.priority(n, "network.priority").unwrap_or(net.priority);
+    }
+    // `lossless: true` (the default) makes the default priority lossless.
+    net.lossless_priorities = vec![net.priority];
     let pkt = u64::from(net.mtu + ROCE_HEADER_BYTES);
     for (key, n) in entries {
         let path = format!("network.{key}");
         match key {
-            "lossless" => net.lossless = d.bool(n, &path).unwrap_or(net.lossless),
+            "lossless" => net.lossless_priorities = lossless(d, n, net.priority),
             "pfc" => pfc(d, n, pkt, &mut net.pfc),
             "ecn" => net.ecn = ecn(d, n, pkt, net.ecn),
             "dcqcn" => net.dcqcn = dcqcn(d, n),
@@ -282,6 +301,34 @@ fn network(d: &mut Diags, v: &Node, net: &mut NetConfig) {
             _ => {}
         }
     }
+    net.lossless = !net.lossless_priorities.is_empty();
+}
+
+/// `true` (the default priority is lossless), `false` (none is), or the
+/// list of lossless priorities.
+fn lossless(d: &mut Diags, v: &Node, default: u8) -> Vec<u8> {
+    let Value::Seq(items) = &v.value else {
+        return match v.as_str() {
+            Some("true" | "on" | "yes") => vec![default],
+            Some("false" | "off" | "no") => Vec::new(),
+            _ => {
+                let msg = "expected true, false, or a list of lossless priorities like [3]";
+                d.err("network.lossless", v.pos, msg);
+                vec![default]
+            }
+        };
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("network.lossless[{i}]");
+        match d.priority(item, &path) {
+            Some(p) if out.contains(&p) => d.err(&path, item.pos, format!("priority {p} is listed twice")),
+            Some(p) => out.push(p),
+            None => {}
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 fn pfc(d: &mut Diags, v: &Node, pkt: u64, p: &mut Pfc) {

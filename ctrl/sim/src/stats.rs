@@ -149,11 +149,28 @@ pub struct Tree {
     pub at_ps: u64,
 }
 
+/// PFC and loss figures of one priority.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PriorityFigures {
+    pub priority: u8,
+    pub lossless: bool,
+    /// Times a link went from sending to paused in this priority.
+    pub pauses: u64,
+    pub paused_links: usize,
+    pub paused_time_us: f64,
+    pub largest_tree: Tree,
+    pub drops: u64,
+    pub retransmits: u64,
+}
+
 /// Counters and samples of one run.
 #[derive(Debug, Clone)]
 pub struct Stats {
     pub tx_bytes: Vec<u64>,
     pub max_queue: Vec<u64>,
+    /// The run's priorities, one traffic class each, ascending.
+    pub prios: Vec<u8>,
+    /// Per (port, class), `[port * prios.len() + class]`.
     pub pauses: Vec<u32>,
     pub paused_ps: Vec<u64>,
     pub paused_since: Vec<u64>,
@@ -167,7 +184,11 @@ pub struct Stats {
     pub packets_sent: u64,
     pub retransmits: u64,
     pub pause_frames: u64,
+    /// The largest congestion tree of any class, and of each.
     pub largest_tree: Tree,
+    pub trees_by_tc: Vec<Tree>,
+    pub drops_by_tc: Vec<u64>,
+    pub retransmits_by_tc: Vec<u64>,
     /// Links that went down or came back.
     pub link_events: u64,
     /// Packets queued for, or on the wire of, a link when it went down.
@@ -177,13 +198,19 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn new(ports: usize, classes: usize, series_interval_ps: u64) -> Self {
+    /// `classes` are port classes (tiers); `prios` the traffic classes.
+    pub fn new(ports: usize, classes: usize, series_interval_ps: u64, prios: Vec<u8>) -> Self {
+        let ntc = prios.len();
         Stats {
             tx_bytes: vec![0; ports],
             max_queue: vec![0; ports],
-            pauses: vec![0; ports],
-            paused_ps: vec![0; ports],
-            paused_since: vec![0; ports],
+            pauses: vec![0; ports * ntc],
+            paused_ps: vec![0; ports * ntc],
+            paused_since: vec![0; ports * ntc],
+            trees_by_tc: vec![Tree::default(); ntc],
+            drops_by_tc: vec![0; ntc],
+            retransmits_by_tc: vec![0; ntc],
+            prios,
             queue_hist: vec![LogHist::default(); classes],
             series: Series::new(ports, series_interval_ps),
             ecn_marks: 0,
@@ -198,6 +225,35 @@ impl Stats {
             lost_on_failure: 0,
             blackholed: 0,
         }
+    }
+
+    /// Ports paused at least once, in any priority.
+    pub fn paused_links(&self) -> usize {
+        self.pauses.chunks(self.prios.len().max(1)).filter(|c| c.iter().any(|&p| p > 0)).count()
+    }
+
+    /// PFC and loss figures per priority; `lossless` says which are.
+    pub fn by_priority(&self, lossless: impl Fn(u8) -> bool) -> Vec<PriorityFigures> {
+        let ntc = self.prios.len();
+        self.prios
+            .iter()
+            .enumerate()
+            .map(|(c, &priority)| {
+                let of_class = |v: &[u32]| v.iter().skip(c).step_by(ntc).copied().collect::<Vec<u32>>();
+                let pauses = of_class(&self.pauses);
+                let paused_ps: u64 = self.paused_ps.iter().skip(c).step_by(ntc).sum();
+                PriorityFigures {
+                    priority,
+                    lossless: lossless(priority),
+                    pauses: pauses.iter().map(|&p| u64::from(p)).sum(),
+                    paused_links: pauses.iter().filter(|&&p| p > 0).count(),
+                    paused_time_us: paused_ps as f64 / 1e6,
+                    largest_tree: self.trees_by_tc[c],
+                    drops: self.drops_by_tc[c],
+                    retransmits: self.retransmits_by_tc[c],
+                }
+            })
+            .collect()
     }
 
     /// A packet joins a queue that holds `depth` bytes before it.

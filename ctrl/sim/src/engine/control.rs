@@ -94,25 +94,25 @@ impl<'a> Sim<'a> {
     /// wire is lost; a pause it was under no longer holds.
     fn flush(&mut self, port: PortId) {
         let p = port as usize;
-        let queued = std::mem::take(&mut self.st[p].queue);
-        self.st[p].qbytes = 0;
-        for pkt in &queued {
-            self.stats.lost_on_failure += 1;
-            self.gone();
-            if self.net.lossless {
-                self.ingress_release(pkt.in_port, u64::from(pkt.bytes));
+        for c in 0..self.ntc {
+            let queued = std::mem::take(&mut self.tcs[p * self.ntc + c].queue);
+            self.tcs[p * self.ntc + c].qbytes = 0;
+            for pkt in &queued {
+                self.stats.lost_on_failure += 1;
+                self.gone();
+                if self.tc_lossless[c] {
+                    self.ingress_release(pkt.in_port, pkt.tc, u64::from(pkt.bytes));
+                }
             }
         }
+        self.st[p].qbytes = 0;
+        self.st[p].backlog = 0;
         let wire = std::mem::take(&mut self.st[p].wire);
         for _ in &wire {
             self.stats.lost_on_failure += 1;
             self.gone();
         }
-        let st = &mut self.st[p];
-        st.stale_arrivals += wire.len() as u32;
-        if st.paused {
-            st.paused = false;
-            self.stats.paused_ps[p] += self.now - self.stats.paused_since[p];
-        }
+        self.st[p].stale_arrivals += wire.len() as u32;
+        self.unpause_all(port);
     }
 }

@@ -55,47 +55,66 @@ impl Sim<'_> {
             return;
         }
         q.in_sched = true;
-        let h = q.src as usize;
-        self.nics[h].ready.push_back(qp);
+        let (h, tc) = (q.src as usize, q.tc);
+        self.nics[h].ready[usize::from(tc)].push_back(qp);
         self.nic_kick(h);
     }
 
-    /// The NIC of host `h` sends its next packet if it is free.
+    /// The NIC of host `h` sends its next packet if it is free: from the
+    /// next class round-robin that has a queue pair ready and is not
+    /// paused, the next queue pair of that class.
     pub(super) fn nic_kick(&mut self, h: usize) {
         let port = Ports::nic(h) as usize;
         let st = &self.st[port];
-        if st.paused || self.now < st.free_at || st.txdone_pending {
+        let all = ((1u16 << self.ntc) - 1) as u8;
+        if st.paused == all || self.now < st.free_at || st.txdone_pending {
             return;
         }
+        let paused = st.paused;
         loop {
             let nic = &mut self.nics[h];
-            while let Some(&Reverse((t, qp))) = nic.waiting.peek() {
+            while let Some(&Reverse((t, qp, tc))) = nic.waiting.peek() {
                 if t > self.now {
                     break;
                 }
                 nic.waiting.pop();
-                nic.ready.push_back(qp);
+                nic.ready[usize::from(tc)].push_back(qp);
             }
-            let Some(qp) = nic.ready.pop_front() else { break };
+            let Some(c) = self.nic_class(h, paused) else { break };
+            let Some(qp) = self.nics[h].ready[c].pop_front() else { break };
             if !self.active(qp) {
                 self.w.qps[qp as usize].in_sched = false;
                 continue;
             }
             let next_ok = self.w.qps[qp as usize].next_ok_ps;
             if next_ok > self.now {
-                self.nics[h].waiting.push(Reverse((next_ok, qp)));
+                self.nics[h].waiting.push(Reverse((next_ok, qp, c as u8)));
                 continue;
             }
+            self.nics[h].rr = c as u8;
             self.send_one(h, qp);
             return;
         }
         let nic = &mut self.nics[h];
-        if let Some(&Reverse((t, _))) = nic.waiting.peek() {
+        if let Some(&Reverse((t, _, _))) = nic.waiting.peek() {
             if t < nic.wake_at {
                 nic.wake_at = t;
                 self.q.push(t, Ev::NicWake { host: h as u32 });
             }
         }
+    }
+
+    /// The class host `h` sends from next: round-robin after the one served
+    /// last, among those with a queue pair ready and not paused.
+    fn nic_class(&self, h: usize, paused: u8) -> Option<usize> {
+        let nic = &self.nics[h];
+        if self.ntc == 1 {
+            return (paused == 0 && !nic.ready[0].is_empty()).then_some(0);
+        }
+        let last = usize::from(nic.rr);
+        (1..=self.ntc)
+            .map(|k| (last + k) % self.ntc)
+            .find(|&c| paused & (1 << c) == 0 && !nic.ready[c].is_empty())
     }
 
     fn send_one(&mut self, h: usize, qp: QpId) {
@@ -107,12 +126,13 @@ impl Sim<'_> {
         let payload = (f.bytes - u64::from(psn) * mtu).min(mtu) as u32;
         if psn < f.snd_max {
             self.stats.retransmits += 1;
+            self.stats.retransmits_by_tc[usize::from(q.tc)] += 1;
         }
         f.snd_next += 1;
         f.snd_max = f.snd_max.max(f.snd_next);
         let all_sent = f.snd_next == f.npkts;
         let (tuple_hash, sport) = (f.tuple_hash, f.sport);
-        let (src, dst) = (q.src, q.dst);
+        let (src, dst, tc) = (q.src, q.dst, q.tc);
         let bytes = payload + ROCE_HEADER_BYTES;
         let rate = match &self.net.dcqcn {
             // At line rate the DCQCN state stays cold: its timers are
@@ -140,12 +160,13 @@ impl Sim<'_> {
             src_host: src,
             sport,
             ce: false,
+            tc,
         };
         self.born();
         self.stats.packets_sent += 1;
         self.start_tx(Ports::nic(h), pkt);
         if all_sent {
-            if !self.net.go_back_n {
+            if !self.tc_go_back_n[usize::from(tc)] {
                 self.next_message(qp);
             } else {
                 let una = self.w.flows[fid as usize].snd_una;
@@ -161,12 +182,13 @@ impl Sim<'_> {
             self.w.qps[qp as usize].in_sched = false;
             return;
         }
-        let next_ok = self.w.qps[qp as usize].next_ok_ps;
+        let q = &self.w.qps[qp as usize];
+        let (next_ok, tc) = (q.next_ok_ps, q.tc);
         let ser = self.ports.specs[h].ser_ps(u64::from(self.net.mtu + ROCE_HEADER_BYTES));
         if next_ok <= self.now + ser {
-            self.nics[h].ready.push_back(qp);
+            self.nics[h].ready[usize::from(tc)].push_back(qp);
         } else {
-            self.nics[h].waiting.push(Reverse((next_ok, qp)));
+            self.nics[h].waiting.push(Reverse((next_ok, qp, tc)));
         }
     }
 
@@ -183,7 +205,7 @@ impl Sim<'_> {
     pub(super) fn host_receive(&mut self, _h: usize, p: Packet) {
         self.gone();
         let fid = p.flow as usize;
-        let accepted = !self.net.go_back_n || self.go_back_n_receive(&p);
+        let accepted = !self.tc_go_back_n[usize::from(p.tc)] || self.go_back_n_receive(&p);
         if p.ce {
             self.notify_congestion(self.w.flows[fid].qp);
         }

@@ -6,6 +6,7 @@
 
 mod control;
 mod host;
+mod pfc;
 mod switch;
 
 use std::cmp::Reverse;
@@ -24,13 +25,15 @@ use crate::net::{Node, Ports};
 use crate::pcap::Pcap;
 use crate::rng::Rng;
 use crate::stats::Stats;
+pub use pfc::TcState;
 
-/// Dynamic state of one port.
+/// Dynamic state of one port (its queues are per traffic class, in
+/// [`TcState`]).
 #[derive(Debug, Clone, Default)]
 pub struct PortState {
-    pub queue: VecDeque<Packet>,
     /// Packets serialized onto the link and not yet arrived, oldest first.
     pub wire: VecDeque<Packet>,
+    /// Bytes queued, all classes.
     pub qbytes: u64,
     /// The port is serializing until then.
     pub free_at: u64,
@@ -38,10 +41,12 @@ pub struct PortState {
     /// packets wait behind the one it sends, which saves an event per hop
     /// on uncongested links.
     pub txdone_pending: bool,
-    pub paused: bool,
-    /// Bytes that arrived over this port and still sit in the far switch.
-    pub ingress: u64,
-    pub pause_sent: bool,
+    /// Bit c: traffic class c is paused (PFC) at this port's sender.
+    pub paused: u8,
+    /// Bit c: class c has packets queued.
+    pub backlog: u8,
+    /// The class the scheduler served last.
+    pub rr: u8,
     /// The link is down: nothing is sent, what is queued for it is lost.
     pub down: bool,
     /// Arrive events still pending for packets lost on the wire when the
@@ -61,9 +66,13 @@ impl NetView for View<'_> {
 /// the time they may send again.
 #[derive(Debug, Clone, Default)]
 struct Nic {
-    ready: VecDeque<u32>,
-    waiting: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Per traffic class.
+    ready: [VecDeque<u32>; 8],
+    /// (when, queue pair, its class).
+    waiting: BinaryHeap<Reverse<(u64, u32, u8)>>,
     wake_at: u64,
+    /// The class served last.
+    rr: u8,
 }
 
 /// Why a run ended before every message completed.
@@ -113,6 +122,16 @@ pub struct Sim<'a> {
     limits: Limits,
     ports: Ports,
     st: Vec<PortState>,
+    /// Traffic classes per port (the scenario's priorities).
+    ntc: usize,
+    /// Per (port, class): `[port * ntc + class]`.
+    tcs: Vec<TcState>,
+    /// Per class: lossless (PFC) or lossy.
+    tc_lossless: [bool; 8],
+    /// Per class: senders recover with go-back-N.
+    tc_go_back_n: [bool; 8],
+    /// DWRR quantum: one full packet.
+    quantum: u32,
     in_flight: usize,
     max_in_flight: usize,
     w: Workload,
@@ -178,13 +197,25 @@ impl<'a> Sim<'a> {
             }
             (Pcap::new(), on)
         });
-        let stats = Stats::new(n, ports.classes.len(), 100_000);
+        let prios = sc.priorities();
+        let ntc = prios.len();
+        let (mut tc_lossless, mut tc_go_back_n) = ([false; 8], [false; 8]);
+        for (c, &p) in prios.iter().enumerate() {
+            tc_lossless[c] = sc.net.is_lossless(p);
+            tc_go_back_n[c] = sc.net.go_back_n || !tc_lossless[c];
+        }
+        let stats = Stats::new(n, ports.classes.len(), 100_000, prios);
         let nodes = node_ports.len();
         Ok(Sim {
             topo,
             net: sc.net.clone(),
             limits: sc.limits,
             st: vec![PortState::default(); n],
+            ntc,
+            tcs: vec![TcState::default(); n * ntc],
+            tc_lossless,
+            tc_go_back_n,
+            quantum: sc.net.mtu + crate::config::ROCE_HEADER_BYTES,
             ports,
             in_flight: 0,
             max_in_flight: 0,
@@ -273,8 +304,9 @@ impl<'a> Sim<'a> {
             self.now
         };
         for (p, st) in self.st.iter().enumerate() {
-            if st.paused {
-                self.stats.paused_ps[p] += end_ps.saturating_sub(self.stats.paused_since[p]);
+            for c in (0..self.ntc).filter(|c| st.paused & (1 << c) != 0) {
+                let k = p * self.ntc + c;
+                self.stats.paused_ps[k] += end_ps.saturating_sub(self.stats.paused_since[k]);
             }
         }
         self.stats.series.flush();
@@ -317,7 +349,7 @@ impl<'a> Sim<'a> {
                 self.nics[host as usize].wake_at = u64::MAX;
                 self.nic_kick(host as usize);
             }
-            Ev::Pause { port, on } => self.pause(port, on),
+            Ev::Pause { port, tc, on } => self.pause(port, tc, on),
             Ev::Posts { next } => self.post_batch(next as usize),
             Ev::Cnp { qp } => self.cnp(qp),
             Ev::Ack { flow, psn } => self.ack(flow, psn),
@@ -358,12 +390,12 @@ impl<'a> Sim<'a> {
         self.in_flight -= 1;
     }
 
-    /// True when `port` may start a packet now; otherwise makes sure a
-    /// TxDone will come when it is free.
+    /// True when `port` (up; the caller knows a class may send) may start a
+    /// packet now; otherwise makes sure a TxDone will come when it is free.
     fn port_ready(&mut self, port: PortId) -> bool {
         let now = self.now;
         let st = &mut self.st[port as usize];
-        if st.paused || st.down {
+        if st.down {
             return false;
         }
         if now >= st.free_at {
@@ -387,7 +419,7 @@ impl<'a> Sim<'a> {
         st.free_at = self.now + ser;
         // Host NICs always pull their next packet; switch ports only when
         // one is waiting (see `wake_port`).
-        if (port as usize) < self.ports.hosts || !st.queue.is_empty() {
+        if (port as usize) < self.ports.hosts || st.backlog != 0 {
             st.txdone_pending = true;
             self.q.push(self.now + ser, Ev::TxDone { port });
         }

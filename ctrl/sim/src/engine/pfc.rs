@@ -1,0 +1,183 @@
+//! Priority flow control (802.1Qbb) and the scheduler between traffic
+//! classes.
+//!
+//! A run keeps one traffic class per priority its jobs use. Every switch
+//! port has a queue per class; bytes are accounted per (ingress port,
+//! class), and a lossless class past XOFF sends a PAUSE for its own
+//! priority upstream (RESUME at XON), so a paused priority stops only its
+//! own queue: other classes on the same link keep sending. Lossy classes
+//! never pause; they drop at the egress buffer instead.
+//!
+//! Between the classes of a port, deficit weighted round-robin with equal
+//! quanta of one full packet (ETS, 802.1Qaz, with equal shares — what RoCE
+//! fabrics configure so that neither the lossless class nor the lossy one
+//! starves the other). Strict priority would let a saturated lossless
+//! class starve lossy traffic and hide how the two interact.
+
+use std::collections::VecDeque;
+
+use super::Sim;
+use crate::events::{Ev, Packet, PortId};
+use crate::net::Node;
+
+/// Bytes of a PAUSE frame on the wire.
+const PAUSE_FRAME_BYTES: u64 = 64;
+
+/// One traffic class of one port: its egress queue, the DWRR deficit, and
+/// PFC accounting of what arrived over the port in this class.
+#[derive(Debug, Clone, Default)]
+pub struct TcState {
+    pub queue: VecDeque<Packet>,
+    pub qbytes: u64,
+    /// DWRR credit, bytes.
+    pub deficit: u32,
+    /// Bytes of this class that arrived over this port and still sit in
+    /// the far switch.
+    pub ingress: u64,
+    pub pause_sent: bool,
+}
+
+impl Sim<'_> {
+    /// DWRR: the class `port` sends from next, among `eligible` (a bit per
+    /// class: queued and not paused; not zero). The class served last
+    /// keeps the port while its credit lasts; then the next eligible class
+    /// gets one quantum, which always covers one packet.
+    pub(super) fn dwrr(&mut self, port: PortId, eligible: u8) -> usize {
+        let base = port as usize * self.ntc;
+        let mut c = usize::from(self.st[port as usize].rr);
+        loop {
+            if eligible & (1 << c) != 0 {
+                let t = &mut self.tcs[base + c];
+                let head = t.queue.front().map_or(0, |p| p.bytes);
+                if t.deficit >= head {
+                    t.deficit -= head;
+                    self.st[port as usize].rr = c as u8;
+                    return c;
+                }
+            }
+            c = (c + 1) % self.ntc;
+            if eligible & (1 << c) != 0 {
+                self.tcs[base + c].deficit += self.quantum;
+            }
+        }
+    }
+
+    /// Accounts bytes of class `tc` held from `in_port`; sends PAUSE for
+    /// that priority upstream past XOFF.
+    pub(super) fn ingress_add(&mut self, in_port: PortId, tc: u8, bytes: u64) {
+        let i = in_port as usize;
+        let spec = &self.ports.specs[i];
+        let t = &mut self.tcs[i * self.ntc + usize::from(tc)];
+        t.ingress += bytes;
+        if t.ingress > spec.xoff.saturating_add(spec.headroom) {
+            // Headroom too small for what was in flight: a real switch would
+            // drop here. Counted, so lossless runs can prove it never happens.
+            self.stats.headroom_overflows += 1;
+        }
+        if t.ingress >= spec.xoff && !t.pause_sent {
+            t.pause_sent = true;
+            self.stats.pause_frames += 1;
+            let at = self.now + spec.delay_ps + spec.ser_ps(PAUSE_FRAME_BYTES);
+            self.q.push(at, Ev::Pause { port: in_port, tc, on: true });
+        }
+    }
+
+    pub(super) fn ingress_release(&mut self, in_port: PortId, tc: u8, bytes: u64) {
+        let i = in_port as usize;
+        let spec = &self.ports.specs[i];
+        let t = &mut self.tcs[i * self.ntc + usize::from(tc)];
+        t.ingress = t.ingress.saturating_sub(bytes);
+        if t.pause_sent && t.ingress <= spec.xon {
+            t.pause_sent = false;
+            self.stats.pause_frames += 1;
+            let at = self.now + spec.delay_ps + spec.ser_ps(PAUSE_FRAME_BYTES);
+            self.q.push(at, Ev::Pause { port: in_port, tc, on: false });
+        }
+    }
+
+    /// A PAUSE or RESUME frame for class `tc` reaches the sender of `port`.
+    pub(super) fn pause(&mut self, port: PortId, tc: u8, on: bool) {
+        let p = port as usize;
+        let bit = 1u8 << tc;
+        // A dead link carries no PAUSE frames.
+        if (self.st[p].paused & bit != 0) == on || self.st[p].down {
+            return;
+        }
+        self.st[p].paused ^= bit;
+        let k = p * self.ntc + usize::from(tc);
+        if on {
+            self.stats.pauses[k] += 1;
+            self.stats.paused_since[k] = self.now;
+            self.measure_tree(port, tc);
+        } else {
+            self.stats.paused_ps[k] += self.now - self.stats.paused_since[k];
+            match self.ports.specs[p].from {
+                Node::Host(h) => self.nic_kick(h as usize),
+                Node::Switch(_) => self.try_send(port),
+            }
+        }
+    }
+
+    /// Ends every pause `port` is under (its link died), counting the time.
+    pub(super) fn unpause_all(&mut self, port: PortId) {
+        let p = port as usize;
+        for c in 0..self.ntc {
+            if self.st[p].paused & (1 << c) != 0 {
+                let k = p * self.ntc + c;
+                self.stats.paused_ps[k] += self.now - self.stats.paused_since[k];
+            }
+        }
+        self.st[p].paused = 0;
+    }
+
+    fn node_index(&self, n: Node) -> usize {
+        match n {
+            Node::Switch(s) => s as usize,
+            Node::Host(h) => self.topo.switches.len() + h as usize,
+        }
+    }
+
+    /// Size of the congestion tree of class `tc` that `port` now belongs
+    /// to: the links paused in that class connected to it through the
+    /// nodes they join.
+    fn measure_tree(&mut self, port: PortId, tc: u8) {
+        self.generation = self.generation.wrapping_add(1).max(1);
+        let g = self.generation;
+        let bit = 1u8 << tc;
+        let nodes = self.topo.switches.len() + self.topo.hosts.len();
+        let start = self.node_index(self.ports.specs[port as usize].from);
+        let mut stack = vec![start];
+        let mut node_seen = vec![false; nodes];
+        node_seen[start] = true;
+        let (mut links, mut switches, mut hosts) = (0u32, 0u32, 0u32);
+        while let Some(n) = stack.pop() {
+            if n < self.topo.switches.len() {
+                switches += 1;
+            } else {
+                hosts += 1;
+            }
+            for &p in &self.node_ports[n] {
+                if self.st[p as usize].paused & bit == 0 || self.stamp[p as usize] == g {
+                    continue;
+                }
+                self.stamp[p as usize] = g;
+                links += 1;
+                let spec = &self.ports.specs[p as usize];
+                for m in [self.node_index(spec.from), self.node_index(spec.to)] {
+                    if !node_seen[m] {
+                        node_seen[m] = true;
+                        stack.push(m);
+                    }
+                }
+            }
+        }
+        let tree = crate::stats::Tree { links, switches, hosts, at_ps: self.now };
+        let by_tc = &mut self.stats.trees_by_tc[usize::from(tc)];
+        if links > by_tc.links {
+            *by_tc = tree;
+        }
+        if links > self.stats.largest_tree.links {
+            self.stats.largest_tree = tree;
+        }
+    }
+}
