@@ -142,6 +142,11 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
         write!(stdout, "{}", report::markdown(sc, &runs))?;
     }
     eprintln!("sim: report, plots{} in {}", if sc.pcap.is_empty() { "" } else { ", pcaps" }, o.out.display());
+    let mut plots = vec!["fct-cdf.svg".to_string(), "utilization.svg".to_string()];
+    plots.extend(runs.iter().map(|r| format!("queue-{}.svg", r.summary.mode)));
+    for p in plots {
+        eprintln!("sim: plot {}", o.out.join(p).display());
+    }
     let stopped: Vec<&ModeRun> = runs.iter().filter(|r| r.summary.stopped.is_some()).collect();
     for r in &stopped {
         eprintln!(
@@ -160,6 +165,9 @@ fn run_one(
     quiet: bool,
 ) -> anyhow::Result<ModeRun> {
     let start = Instant::now();
+    if !quiet {
+        eprintln!("sim {mode}: running scenario {} on seed {}", sc.name, sc.seed);
+    }
     let mut last = start;
     let mut progress = |p: &Progress| {
         if quiet || last.elapsed().as_secs_f64() < 1.0 {

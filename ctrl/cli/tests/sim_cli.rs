@@ -128,3 +128,29 @@ fn controller_policy_flags_are_validated_before_any_switch_is_touched() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(text(&out).contains("--p4info"), "{}", text(&out));
 }
+
+#[test]
+fn the_link_failure_scenario_compares_three_modes_with_the_control_plane() {
+    let out_dir = tmp("link-failure");
+    let out = metaroce(&["sim", "run", "scenarios/link-failure.yaml", "-o", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for mode in ["ecmp", "flowlet", "metaroce"] {
+        assert!(err.contains(&format!("sim {mode}: running scenario link-failure")), "{err}");
+        let plot = out_dir.join(format!("queue-{mode}.svg"));
+        assert!(plot.exists() && err.contains(&format!("sim: plot {}", plot.display())), "{err}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap();
+    let modes = report["modes"].as_array().unwrap();
+    let failover = |i: usize| modes[i]["control"]["failover"]["min_us"].as_f64().unwrap();
+    assert_eq!(modes[2]["mode"], "metaroce");
+    assert_eq!(failover(0), 10_000.0, "ecmp waits for routing to converge");
+    assert!((650.0..800.0).contains(&failover(2)), "metaroce: digest + decision + write");
+    assert!(modes[2]["control"]["group_writes"].as_u64().unwrap() > 0);
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        md.contains("## Control plane") && md.contains("link failure → routes around it in place"),
+        "{md}"
+    );
+}
