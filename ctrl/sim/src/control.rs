@@ -134,7 +134,7 @@ pub struct ControlSummary {
     pub moved: Option<Dist>,
     /// From a link failure to routes around it in place in the switches.
     pub failover: Option<Dist>,
-    /// Crossings whose decision changed nothing.
+    /// Decisions that changed no group.
     pub no_change: u64,
     /// Requests the engine refused (each is a bug in the control).
     pub refused: u64,
