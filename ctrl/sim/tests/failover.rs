@@ -60,3 +60,13 @@ fn a_restored_link_carries_traffic_again_in_every_mode() {
         }
     }
 }
+
+#[test]
+fn the_controller_in_the_loop_is_deterministic() {
+    let topo = leaf_spine(2, 2, 2, 100);
+    let sc = scenario(&topo, SCENARIO);
+    let (a, b) = (run(&topo, &sc, Mode::Metaroce), run(&topo, &sc, Mode::Metaroce));
+    assert_eq!(a.fcts_ps, b.fcts_ps);
+    assert_eq!(a.summary.control, b.summary.control);
+    assert_eq!(a.summary.events, b.summary.events);
+}
