@@ -37,6 +37,15 @@ pub struct PolicyConfig {
     /// its capacity, an idle one all of it. Quantized in quarters of
     /// `queue_high` so queue noise does not move weights. Default 500.
     pub warm_discount_permille: u32,
+    /// No member's share of a group's traffic grows past this much of its
+    /// baseline share, per mille: when a port is derated, the weight it
+    /// sheds is spread so that no alternative takes more than a third more
+    /// than it had. With many alternatives this never binds; with two
+    /// uplinks it keeps the hot one at least a third of the traffic
+    /// (weights 1:2), because every flowlet moved lands on the one other
+    /// link, and moving nearly all of them there only moves the collision.
+    /// Default 1334 (a third more, rounded up so that 1:2 passes exactly).
+    pub max_share_growth_permille: u32,
 }
 
 impl Default for PolicyConfig {
@@ -49,6 +58,7 @@ impl Default for PolicyConfig {
             min_factor_permille: 125,
             max_changed_groups: 256,
             warm_discount_permille: 500,
+            max_share_growth_permille: 1334,
         }
     }
 }
@@ -86,6 +96,13 @@ impl PolicyConfig {
         }
         if self.warm_discount_permille > 999 {
             return bad("warm_discount_permille", "at most 999", self.warm_discount_permille.into());
+        }
+        if !(1001..=10_000).contains(&self.max_share_growth_permille) {
+            return bad(
+                "max_share_growth_permille",
+                "between 1001 and 10000",
+                self.max_share_growth_permille.into(),
+            );
         }
         if self.hold_down_ns < self.hold_up_ns {
             return Err(ConfigError::HoldDownShorterThanHoldUp {
@@ -143,6 +160,10 @@ mod tests {
         assert_eq!(named(PolicyConfig { min_factor_permille: 0, ..d() }), "min_factor_permille");
         assert_eq!(named(PolicyConfig { max_changed_groups: 0, ..d() }), "max_changed_groups");
         assert_eq!(named(PolicyConfig { warm_discount_permille: 1000, ..d() }), "warm_discount_permille");
+        assert_eq!(
+            named(PolicyConfig { max_share_growth_permille: 1000, ..d() }),
+            "max_share_growth_permille"
+        );
         let e = PolicyConfig { hold_up_ns: 10, hold_down_ns: 5, ..d() }.validate().unwrap_err();
         assert!(e.to_string().contains("hold_down_ns"), "{e}");
     }

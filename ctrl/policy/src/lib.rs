@@ -172,6 +172,7 @@ impl Policy {
             index,
             factors: &factors,
             max_weight: input.routing.options().max_weight,
+            max_growth_permille: self.config.max_share_growth_permille,
         };
         let mut proposals = Vec::new();
         let mut todo = Vec::new();

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use metaroce_telemetry::PortKey;
-use metaroce_topo::{Group, NextHop, Routing, SwitchId, Topology};
+use metaroce_topo::{Group, Member, NextHop, Routing, SwitchId, Topology};
 use serde::{Deserialize, Serialize};
 
 use crate::decision::{shift, ChangeKind};
@@ -37,6 +37,8 @@ pub(crate) struct Ctx<'a> {
     pub index: &'a PortIndex,
     pub factors: &'a Factors,
     pub max_weight: u32,
+    /// See [`crate::PolicyConfig::max_share_growth_permille`].
+    pub max_growth_permille: u32,
 }
 
 /// A group whose desired weights changed. Lean: a decision may weigh
@@ -277,7 +279,13 @@ fn reweigh(
     work.cap[s] = capacities(ctx, leaf, s, group, work);
     work.caps.clear();
     work.caps.extend(work.pairs.iter().map(|p| p.1));
+    let limited = limit_growth(&mut work.caps, &group.members, ctx.max_growth_permille);
     weights(&work.caps, ctx.max_weight, &mut work.weights);
+    if limited {
+        // Limited shares are rounded to the weight scale: 32:64 is 1:2.
+        let g = work.weights.iter().copied().fold(0, gcd).max(1);
+        work.weights.iter_mut().for_each(|w| *w /= g);
+    }
     // Weights that split traffic as the baseline's do (64:64 against 1:1,
     // after rounding) are the baseline: no group write for nothing.
     let (base_sum, new_sum) = (
@@ -352,6 +360,56 @@ fn capacities(ctx: &Ctx<'_>, leaf: SwitchId, s: SwitchId, group: &Group, work: &
     total
 }
 
+/// Moves `caps` (a group's members' new capacities, in member order) back
+/// toward the baseline weights, along the same direction, just far enough
+/// that no member's share grows past `max_growth_permille` of its
+/// baseline share: displaced traffic spreads, it does not herd onto the
+/// few alternatives a small group has. Exact integer arithmetic.
+/// Returns true when it moved them.
+pub(crate) fn limit_growth(caps: &mut [u64], base: &[Member], max_growth_permille: u32) -> bool {
+    if caps.len() != base.len() || caps.is_empty() {
+        return false;
+    }
+    // Keep proportions, in at most 32 bits each, so products fit in u128.
+    let top = caps.iter().copied().max().unwrap_or(0);
+    let drop = (64 - top.leading_zeros()).saturating_sub(32);
+    let c: Vec<u128> = caps.iter().map(|&x| u128::from((x >> drop).max(1))).collect();
+    let b: Vec<u128> = base.iter().map(|m| u128::from(m.weight.max(1))).collect();
+    let (cs, bs): (u128, u128) = (c.iter().sum(), b.iter().sum());
+    let g = u128::from(max_growth_permille);
+    // The largest step t = tn/td from the baseline shares toward the new
+    // ones that keeps every share c/C within g/1000 of b/B.
+    let (mut tn, mut td) = (1u128, 1u128);
+    for (&ci, &bi) in c.iter().zip(&b) {
+        if 1000 * ci * bs > g * bi * cs {
+            let num = (g - 1000) * bi * cs;
+            let den = 1000 * (ci * bs - bi * cs);
+            if num.saturating_mul(td) < tn.saturating_mul(den) {
+                (tn, td) = (num, den);
+            }
+        }
+    }
+    if tn >= td {
+        return false;
+    }
+    // Shares (1 - t)·b/B + t·c/C, over the common denominator td·B·C.
+    let mixed: Vec<u128> = c.iter().zip(&b).map(|(&ci, &bi)| (td - tn) * bi * cs + tn * ci * bs).collect();
+    let top = mixed.iter().copied().max().unwrap_or(1);
+    let shift = (128 - top.leading_zeros()).saturating_sub(48);
+    for (cap, m) in caps.iter_mut().zip(mixed) {
+        *cap = u64::try_from(m >> shift).unwrap_or(u64::MAX).max(1);
+    }
+    true
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 /// Integer weights proportional to capacities: the baseline routing's own
 /// rule, so that equal capacities give exactly the baseline's weights.
 pub(crate) use metaroce_topo::routing::weights;
@@ -424,7 +482,14 @@ links:
                 let full = Factors::new(topo.switches.len(), every);
                 for &leaf in routing.destinations() {
                     let run = |factors: &Factors| {
-                        let ctx = Ctx { topo, routing: &routing, index: &index, factors, max_weight: 64 };
+                        let ctx = Ctx {
+                            topo,
+                            routing: &routing,
+                            index: &index,
+                            factors,
+                            max_weight: 64,
+                            max_growth_permille: 1334,
+                        };
                         let mut v: Vec<_> =
                             destination(&ctx, leaf, &BTreeSet::new(), None, &mut Work::default())
                                 .into_iter()
@@ -464,7 +529,14 @@ links:
                     .map(|k| (k, 1000, Perturb::Derated))
                     .collect();
                 let factors = Factors::new(topo.switches.len(), all);
-                let ctx = Ctx { topo, routing: &routing, index: &index, factors: &factors, max_weight: 64 };
+                let ctx = Ctx {
+                    topo,
+                    routing: &routing,
+                    index: &index,
+                    factors: &factors,
+                    max_weight: 64,
+                    max_growth_permille: 1334,
+                };
                 let mut work = Work::default();
                 for &leaf in routing.destinations() {
                     let p = destination(&ctx, leaf, &BTreeSet::new(), None, &mut work);

@@ -47,8 +47,8 @@ fn shapes() -> impl Strategy<Value = Shape> {
 }
 
 fn configs() -> impl Strategy<Value = PolicyConfig> {
-    (0u64..5, 0u64..60, 1u64..20, 1usize..12, 200u32..800, 50u32..500, 0u32..900).prop_map(
-        |(up, down, step, max, derate, min, warm)| PolicyConfig {
+    (0u64..5, 0u64..60, 1u64..20, 1usize..12, 200u32..800, 50u32..500, 0u32..900, 1001u32..10_000).prop_map(
+        |(up, down, step, max, derate, min, warm, growth)| PolicyConfig {
             hold_up_ns: up * MS,
             hold_down_ns: (up + down) * MS,
             step_interval_ns: step * MS,
@@ -56,6 +56,7 @@ fn configs() -> impl Strategy<Value = PolicyConfig> {
             derate_step_permille: derate,
             min_factor_permille: min,
             warm_discount_permille: warm,
+            max_share_growth_permille: growth,
         },
     )
 }
@@ -238,6 +239,8 @@ fn failures_of_derated_links_leave_no_override_behind() {
         min_factor_permille: 50,
         max_changed_groups: 1,
         warm_discount_permille: 2,
+        // Found before shares had a growth limit: the weakest one.
+        max_share_growth_permille: 10_000,
     };
     let mut w = World::new(&Shape::FatTree4, config);
     let script = [
@@ -276,6 +279,8 @@ fn held_back_changes_after_a_failure_still_drain() {
         min_factor_permille: 50,
         max_changed_groups: 1,
         warm_discount_permille: 1,
+        // Found before shares had a growth limit: the weakest one.
+        max_share_growth_permille: 10_000,
     };
     let mut w = World::new(&Shape::Clos3 { pods: 3, leaves: 1, spines: 2, supers: 1 }, config);
     let script = [
