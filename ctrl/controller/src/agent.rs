@@ -284,7 +284,10 @@ async fn connected(
                 live.on_session_event(ev, desired).await?;
             }
             changed = desired.changed() => {
-                if changed.is_err() { return Ok(()) }
+                if changed.is_err() {
+                    live.finish(desired).await;
+                    return Ok(());
+                }
                 let d = desired.borrow_and_update().clone();
                 live.sync(&d, true).await;
             }
@@ -304,11 +307,7 @@ async fn connected(
                 live.sync(&d, true).await;
             }
             _ = shutdown.changed() => {
-                // Leave no unused groups behind.
-                if live.cleanup_at.take().is_some() && live.retry_at.is_none() {
-                    let d = desired.borrow().clone();
-                    live.sync(&d, false).await;
-                }
+                live.finish(desired).await;
                 return Ok(());
             }
         }
@@ -316,6 +315,15 @@ async fn connected(
 }
 
 impl Live<'_> {
+    /// Before the agent stops: the deferred deletes, so that no unused
+    /// groups stay behind.
+    async fn finish(&mut self, desired: &watch::Receiver<Desired>) {
+        if self.cleanup_at.take().is_some() && self.retry_at.is_none() {
+            let d = desired.borrow().clone();
+            self.sync(&d, false).await;
+        }
+    }
+
     async fn on_session_event(
         &mut self,
         ev: SessionEvent,
