@@ -28,7 +28,6 @@ const bit<16> REPORT_MD_BITS = 0x7400;
 const bit<8> REPORT_MD_WORDS = 5;
 
 // Why a packet was dropped: the index of drop_reasons.
-const bit<32> DROP_NONE = 0;
 const bit<8> DROP_PARSER_ERROR = 1;      // malformed or truncated header
 const bit<8> DROP_NO_ROUTE = 2;          // no LPM match
 const bit<8> DROP_TTL_EXPIRED = 3;       // TTL 0 or 1 on arrival

@@ -13,13 +13,39 @@
 #define QUEUE_DEPTH ((bit<32>)standard_metadata.deq_qdepth)
 
 control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
-    register<bit<32>>(PORT_COUNT) port_max_depth;
-    register<bit<8>>(PORT_COUNT) port_congested;
-    register<bit<48>>(PORT_COUNT) port_last_digest;
-    register<bit<32>>(1) digest_seq;
-    counter(PORT_COUNT, CounterType.packets) ecn_marks;
+    register<bit<32>, bit<9>>(PORT_COUNT) port_max_depth;
+    register<bit<8>, bit<9>>(PORT_COUNT) port_congested;
+    register<bit<48>, bit<9>>(PORT_COUNT) port_last_digest;
+    register<bit<32>, bit<32>>(1) digest_seq;
+    counter<bit<9>>(PORT_COUNT, CounterType.packets) ecn_marks;
 
-    HIDDEN_STEP(port_index, meta.port_index = (bit<32>)standard_metadata.egress_port;)
+    // Per egress port: host-facing or not, IP MTU, and queue thresholds
+    // (packets on BMv2). A port without an entry is a fabric port with no
+    // thresholds and no MTU check. It is MetaroceEgress.egress_port_config
+    // in the contract (hence the absolute names) and lives here so that
+    // its action also reads the port's registers: one table applied per
+    // packet instead of three (BMv2 pays per table).
+    @name(".MetaroceEgress.set_port")
+    action set_port(bit<1> edge, bit<16> mtu, bit<32> queue_high, bit<32> queue_low, bit<32> ecn_threshold) {
+        meta.port_cfg = edge ++ mtu ++ queue_high ++ queue_low ++ ecn_threshold;
+        port_max_depth.read(meta.scratch_a, standard_metadata.egress_port);
+        port_congested.read(meta.scratch_8, standard_metadata.egress_port);
+    }
+
+    @name(".MetaroceEgress.egress_port_config")
+    table egress_port_config {
+        key = {
+            standard_metadata.egress_port: exact @name("port");
+        }
+        actions = {
+            set_port;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = PORT_COUNT;
+    }
+
+    HIDDEN_STEP(read_max_depth, port_max_depth.read(meta.scratch_a, standard_metadata.egress_port);)
     HIDDEN_STEP(new_max_depth, meta.scratch_a = QUEUE_DEPTH;)
     // scratch_b: the next digest sequence number; scratch_8: the new state.
     HIDDEN_STEP(digest_values, meta.scratch_b = meta.scratch_a + 1; meta.scratch_8 = meta.scratch_8 ^ 1;)
@@ -48,11 +74,13 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
     || (meta.scratch_8 == 1 && QUEUE_DEPTH <= PORT_QUEUE_LOW(meta)))
 
     apply {
-        port_index.apply();
-        port_max_depth.read(meta.scratch_a, meta.port_index);
+        // scratch_a: the port's maximum depth; scratch_8: its state.
+        if (!egress_port_config.apply().hit) {
+            read_max_depth.apply();
+        }
         if (QUEUE_DEPTH > meta.scratch_a) {
             new_max_depth.apply();
-            port_max_depth.write(meta.port_index, meta.scratch_a);
+            port_max_depth.write(standard_metadata.egress_port, meta.scratch_a);
         }
 
         if (PORT_ECN_THRESHOLD(meta) != 0 && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)
@@ -60,31 +88,31 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
             // A Telemetry Report shows the packet as this hop received it.
             meta.ecn_received = 1w1 ++ hdr.ipv4.ecn;
             hdr.ipv4.ecn = 3;
-            ecn_marks.count(meta.port_index);
+            ecn_marks.count(standard_metadata.egress_port);
         }
 
-        if (PORT_QUEUE_HIGH(meta) != 0) {
-            port_congested.read(meta.scratch_8, meta.port_index);
-            if (CROSSING) {
-                meta.crossing = 1;
+        if (PORT_QUEUE_HIGH(meta) != 0 && CROSSING) {
+            meta.crossing = 1;
+        }
+        // One condition for a packet that neither crosses nor carries INT.
+        if (meta.crossing == 1 || hdr.int_md.isValid()) {
+            if (meta.crossing == 1 || PORT_EDGE(meta) == 1) {
+                egress_config.apply();
             }
-        }
-        if (meta.crossing == 1 || (hdr.int_md.isValid() && PORT_EDGE(meta) == 1)) {
-            egress_config.apply();
-        }
-        if (meta.crossing == 1) {
-            bit<48> now = standard_metadata.egress_global_timestamp;
-            port_last_digest.read(meta.scratch_time, meta.port_index);
-            if (meta.scratch_time == 0 || now - meta.scratch_time >= CFG_DIGEST_INTERVAL(meta)) {
-                digest_seq.read(meta.scratch_a, 0);
-                digest_values.apply();
-                digest_seq.write(0, meta.scratch_b);
-                port_congested.write(meta.port_index, meta.scratch_8);
-                port_last_digest.write(meta.port_index, now);
-                meta.copy_kind = COPY_DIGEST;
-                meta.digest_data = CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.egress_port ++ QUEUE_DEPTH
-                    ++ now ++ meta.scratch_a ++ meta.scratch_8;
-                clone_preserving_field_list(CloneType.E2E, DIGEST_SESSION, FL_DIGEST);
+            if (meta.crossing == 1) {
+                bit<48> now = standard_metadata.egress_global_timestamp;
+                port_last_digest.read(meta.scratch_time, standard_metadata.egress_port);
+                if (meta.scratch_time == 0 || now - meta.scratch_time >= CFG_DIGEST_INTERVAL(meta)) {
+                    digest_seq.read(meta.scratch_a, 0);
+                    digest_values.apply();
+                    digest_seq.write(0, meta.scratch_b);
+                    port_congested.write(standard_metadata.egress_port, meta.scratch_8);
+                    port_last_digest.write(standard_metadata.egress_port, now);
+                    meta.copy_kind = COPY_DIGEST;
+                    meta.digest_data = CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.egress_port ++ QUEUE_DEPTH
+                        ++ now ++ meta.scratch_a ++ meta.scratch_8;
+                    clone_preserving_field_list(CloneType.E2E, DIGEST_SESSION, FL_DIGEST);
+                }
             }
         }
     }

@@ -1,4 +1,4 @@
-// Egress: per-port settings, queue sensing and ECN, INT, and the clone
+// Egress: per-port settings and queue sensing (congestion.p4) and ECN, INT, and the clone
 // copies (Telemetry Reports, and threshold digests that go back to ingress).
 #ifndef METAROCE_V1MODEL_EGRESS_P4
 #define METAROCE_V1MODEL_EGRESS_P4
@@ -13,25 +13,6 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
     IntEgress() int_egress;
     ReportBuilder() report_builder;
 
-    action set_port(bit<1> edge, bit<16> mtu, bit<32> queue_high, bit<32> queue_low, bit<32> ecn_threshold) {
-        meta.port_cfg = edge ++ mtu ++ queue_high ++ queue_low ++ ecn_threshold;
-    }
-
-    // Per egress port: host-facing or not, IP MTU, and queue thresholds
-    // (packets on BMv2). A port without an entry is a fabric port with no
-    // thresholds and no MTU check.
-    table egress_port_config {
-        key = {
-            standard_metadata.egress_port: exact @name("port");
-        }
-        actions = {
-            set_port;
-            @defaultonly NoAction;
-        }
-        const default_action = NoAction();
-        size = PORT_COUNT;
-    }
-
     apply {
         if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE) {
             if (meta.copy_kind == COPY_DIGEST) {
@@ -45,9 +26,11 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
         if (standard_metadata.egress_port == CPU_PORT || !hdr.ipv4.isValid()) {
             return;
         }
-        egress_port_config.apply();
         queue_sensing.apply(hdr, meta, standard_metadata);
-        int_egress.apply(hdr, meta, standard_metadata);
+        // INT work: a packet that carries INT, or this hop is its source.
+        if (hdr.int_md.isValid() || meta.int_source != 0) {
+            int_egress.apply(hdr, meta, standard_metadata);
+        }
     }
 }
 

@@ -5,10 +5,17 @@
 #define METAROCE_V1MODEL_INGRESS_P4
 
 #include "metadata.p4"
+
+// Dropped packets by reason. Every drop action counts its own reason, so
+// a forwarded packet pays nothing for it; the counter is declared outside
+// the controls so that Routing's drops count in it too, under its name in
+// the contract.
+@name(".MetaroceIngress.drop_reasons")
+counter<bit<8>>(DROP_REASON_COUNT, CounterType.packets) drop_reasons;
+
 #include "routing.p4"
 
 control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
-    counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;
     Routing() routing;
 
     // Switch-wide settings: the default action of a keyless table, which the
@@ -62,8 +69,8 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
     }
 
     action drop(bit<8> reason) {
-        meta.drop_reason = (bit<32>)reason;
         mark_to_drop(standard_metadata);
+        drop_reasons.count(reason);
     }
 
     action to_cpu(bit<8> reason) {
@@ -112,9 +119,6 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
             to_cpu(PACKET_IN_ARP);
         } else {
             drop(DROP_UNSUPPORTED);
-        }
-        if (meta.drop_reason != DROP_NONE) {
-            drop_reasons.count(meta.drop_reason);
         }
     }
 }

@@ -29,8 +29,8 @@
     }
 
 control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
-    register<bit<32>>(INT_REPORT_SLOTS) report_last_bucket;
-    register<bit<48>>(INT_REPORT_SLOTS) report_last_time;
+    register<bit<32>, bit<32>>(INT_REPORT_SLOTS) report_last_bucket;
+    register<bit<48>, bit<32>>(INT_REPORT_SLOTS) report_last_time;
 
     action add_int_bytes(bit<16> bytes) {
         hdr.ipv4.total_len = hdr.ipv4.total_len + bytes;

@@ -41,7 +41,6 @@ struct queue_digest_t {
 // (one write) and read back through the slices below, and locals that would
 // become one temporary per use are kept here once.
 struct metadata_t {
-    bit<32> drop_reason;  // a counter index
     // `config`: switch_id ++ flowlet_timeout_us.
     bit<80> config;
     // Flow identity (the key itself is hdr.flow_key).
@@ -58,7 +57,6 @@ struct metadata_t {
     bit<104> egress_cfg;
     // `egress_port_config`: edge ++ mtu ++ queue_high ++ queue_low ++ ecn_threshold.
     bit<113> port_cfg;
-    bit<32> port_index;   // egress port, as a register index
     bit<1> crossing;      // the queue crossed a threshold of the port
     // 1 ++ the ECN field as received, when this hop marks CE.
     bit<3> ecn_received;

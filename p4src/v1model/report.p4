@@ -22,8 +22,8 @@
 const bit<16> REPORT_SRC_PORT = 50000;
 
 control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
-    register<bit<32>>(1) report_seq;
-    counter(1, CounterType.packets) reports_sent;
+    register<bit<32>, bit<32>>(1) report_seq;
+    counter<bit<32>>(1, CounterType.packets) reports_sent;
 
     HIDDEN_STEP(next_seq, meta.scratch_b = meta.scratch_a + 1;)
 

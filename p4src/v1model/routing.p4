@@ -12,27 +12,48 @@
 #include "metadata.p4"
 
 control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
-    register<bit<16>>(FLOWLET_SLOTS) flowlet_sig;
-    register<bit<48>>(FLOWLET_SLOTS) flowlet_last_seen;
-    register<bit<16>>(FLOWLET_SLOTS) flowlet_nhop;
-    register<bit<16>>(FLOWLET_SLOTS) flowlet_port;
-    register<bit<16>>(FLOWLET_SLOTS) flowlet_id;
-    counter(PORT_COUNT, CounterType.packets) new_flowlets;
+    register<bit<16>, bit<32>>(FLOWLET_SLOTS) flowlet_sig;
+    register<bit<48>, bit<32>>(FLOWLET_SLOTS) flowlet_last_seen;
+    register<bit<16>, bit<32>>(FLOWLET_SLOTS) flowlet_nhop;
+    register<bit<16>, bit<32>>(FLOWLET_SLOTS) flowlet_port;
+    register<bit<16>, bit<32>>(FLOWLET_SLOTS) flowlet_id;
+    counter<bit<9>>(PORT_COUNT, CounterType.packets) new_flowlets;
     action_selector(HashAlgorithm.crc16, GROUP_SELECTOR_SIZE, GROUP_SELECTOR_HASH_BITS) nhop_selector;
 
 
+    // Counted by reason, and the end of ingress for the packet.
     action drop(bit<8> reason) {
-        meta.drop_reason = (bit<32>)reason;
         mark_to_drop(standard_metadata);
+        drop_reasons.count(reason);
+        exit;
     }
 
-    HIDDEN_STEP(flow_slot, meta.flow_slot = meta.flow_hash & (FLOWLET_SLOTS - 1);)
     HIDDEN_STEP(new_flowlet_sig, meta.scratch_16 = meta.flow_hash[31:16];)
-    HIDDEN_STEP(new_flowlet_port, meta.scratch_16 = (bit<16>)standard_metadata.egress_spec;
-                                  meta.scratch_a = (bit<32>)standard_metadata.egress_spec;)
+    HIDDEN_STEP(new_flowlet_port, meta.scratch_16 = (bit<16>)standard_metadata.egress_spec;)
 
+    // One hash: its low bits index the flowlet slot, its high 16 bits are
+    // the slot's signature.
+    @hidden action flow_hash() {
+        hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, hdr.flow_key, 32w0xffffffff);
+        meta.flow_slot = meta.flow_hash & (FLOWLET_SLOTS - 1);
+    }
+
+    // What the flowlet check needs from the flow's slot, in one step (BMv2
+    // pays per table applied): its signature (into flowlet_id, until a new
+    // flowlet reads the number), last packet time, pinned port and next
+    // hop; and the slot is stamped with this packet's time, as every packet
+    // of a group does.
+    HIDDEN_STEP(read_slot,
+        flowlet_sig.read(meta.flowlet_id, meta.flow_slot);
+        flowlet_last_seen.read(meta.scratch_time, meta.flow_slot);
+        flowlet_last_seen.write(meta.flow_slot, standard_metadata.ingress_global_timestamp);
+        flowlet_port.read(meta.scratch_16, meta.flow_slot);
+        flowlet_nhop.read(meta.nhop_id, meta.flow_slot);)
+
+    // The flow hash, in the route's own action.
     action set_group(bit<16> group_id) {
         meta.group_id = group_id;
+        flow_hash();
     }
 
     // Directly attached hosts: no group, no flowlet.
@@ -114,53 +135,51 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
     apply {
         if (hdr.ipv4.ttl <= 1) {
             drop(DROP_TTL_EXPIRED);
-            return;
-        }
-        if (!ipv4_lpm.apply().hit) {
-            return;
-        }
-        // The flow hash serves flowlets and the INT sink's report sampling;
-        // packets routed straight to a next hop without INT skip it.
-        if (meta.group_id != 0 || hdr.int_md.isValid()) {
-            // One hash: its low bits index the flowlet slot, its high 16
-            // bits are the slot's signature.
-            hash(meta.flow_hash, HashAlgorithm.crc32, 32w0, hdr.flow_key, 32w0xffffffff);
-            flow_slot.apply();
-        }
-        if (meta.group_id != 0) {
-            bit<48> now = standard_metadata.ingress_global_timestamp;
-            // scratch_16: the slot's signature, then its pinned port.
-            flowlet_sig.read(meta.scratch_16, meta.flow_slot);
-            flowlet_last_seen.read(meta.scratch_time, meta.flow_slot);
-            // Same flow (signature), within the timeout and its port in
-            // service: the flowlet goes on. Otherwise a new one starts.
-            if (meta.scratch_16 == meta.flow_hash[31:16] && now - meta.scratch_time <= CFG_FLOWLET_TIMEOUT(meta)) {
-                flowlet_port.read(meta.scratch_16, meta.flow_slot);
-                if (port_down.apply().hit) {
-                    meta.new_flowlet = 1;
-                } else {
-                    flowlet_nhop.read(meta.nhop_id, meta.flow_slot);
+        } else {
+            // No route: the default action drops and ends ingress (exit).
+            switch (ipv4_lpm.apply().action_run) {
+                set_group: {
+                    read_slot.apply();
+                    // Same flow (signature), within the timeout and its port
+                    // in service: the flowlet goes on. Otherwise a new one
+                    // starts.
+                    if (meta.flowlet_id == meta.flow_hash[31:16]
+                            && standard_metadata.ingress_global_timestamp - meta.scratch_time
+                               <= CFG_FLOWLET_TIMEOUT(meta)) {
+                        if (port_down.apply().hit) {  // key: the pinned port
+                            meta.new_flowlet = 1;
+                        }
+                    } else {
+                        meta.new_flowlet = 1;
+                    }
+                    if (meta.new_flowlet == 1) {
+                        flowlet_id.read(meta.flowlet_id, meta.flow_slot);
+                        meta.flowlet_id = meta.flowlet_id + 1;
+                        nhop_group.apply();
+                        new_flowlet_sig.apply();
+                        flowlet_sig.write(meta.flow_slot, meta.scratch_16);
+                        flowlet_nhop.write(meta.flow_slot, meta.nhop_id);
+                        flowlet_id.write(meta.flow_slot, meta.flowlet_id);
+                    }
                 }
-            } else {
-                meta.new_flowlet = 1;
+                set_nhop: {
+                    // The flow hash serves flowlets and the INT sink's report
+                    // sampling; packets routed straight to a next hop
+                    // without INT skip it.
+                    if (hdr.int_md.isValid()) {
+                        flow_hash();
+                    }
+                }
             }
-            if (meta.new_flowlet == 1) {
-                flowlet_id.read(meta.flowlet_id, meta.flow_slot);
-                meta.flowlet_id = meta.flowlet_id + 1;
-                nhop_group.apply();
-                new_flowlet_sig.apply();
-                flowlet_sig.write(meta.flow_slot, meta.scratch_16);
-                flowlet_nhop.write(meta.flow_slot, meta.nhop_id);
-                flowlet_id.write(meta.flow_slot, meta.flowlet_id);
+            // A new flowlet that is forwarded (the next hop exists) pins its
+            // port.
+            if (nhop.apply().hit) {
+                if (meta.new_flowlet == 1) {
+                    new_flowlet_port.apply();
+                    flowlet_port.write(meta.flow_slot, meta.scratch_16);
+                    new_flowlets.count(standard_metadata.egress_spec);
+                }
             }
-            flowlet_last_seen.write(meta.flow_slot, now);
-        }
-        nhop.apply();
-        // A new flowlet that is forwarded (the next hop exists) pins its port.
-        if (meta.new_flowlet == 1 && meta.drop_reason == DROP_NONE) {
-            new_flowlet_port.apply();
-            flowlet_port.write(meta.flow_slot, meta.scratch_16);
-            new_flowlets.count(meta.scratch_a);
         }
     }
 }
