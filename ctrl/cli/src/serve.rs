@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::Args;
 use metaroce_pipeline::Pipeline;
 use metaroce_sim::serve::{Counters, Fabric, Options, ServeError, Status};
-use metaroce_sim::{report, scenario, Progress};
+use metaroce_sim::{report, scenario, Progress, SimError};
 use metaroce_topo::{Routing, Topology};
 use tokio::sync::watch;
 
@@ -58,22 +58,31 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Exit> {
         eprintln!("error: --dilation must be a positive number of wall seconds per simulated second");
         return Ok(Exit::Usage);
     }
+    // Invalid files print every problem and exit 1; unreadable ones exit 3.
     let topo = match metaroce_topo::load_file(&a.topology) {
         Ok(t) => t,
-        Err(e) => {
+        Err(e @ metaroce_topo::TopoError::Invalid { .. }) => {
             eprint!("{}", e.report());
-            eprintln!("error: {e}");
+            eprintln!("error: {e}; fix them and run `metaroce topo check {}`", a.topology.display());
             return Ok(Exit::Invalid);
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(Exit::Failure);
         }
     };
     let loaded = match &a.scenario {
         None => None,
         Some(p) => match scenario::load_file(p) {
             Ok(l) => Some(l),
-            Err(e) => {
+            Err(e @ (SimError::Invalid { .. } | SimError::Topology { .. })) => {
                 eprint!("{}", e.report());
                 eprintln!("error: {e}");
                 return Ok(Exit::Invalid);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(Exit::Failure);
             }
         },
     };

@@ -277,3 +277,32 @@ async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
         "every uneven group the switches held is one the controller wrote: held {uneven:?}, wrote {written:?}"
     );
 }
+
+/// Bad input: an exit code that says what kind, and a message that says what.
+#[test]
+fn serve_refuses_bad_input_before_listening() {
+    let run = |args: &[&str]| {
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_metaroce")).args(args).current_dir(repo()).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["sim", "serve", "no/such/fabric.yaml"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("cannot read topology file"), "{err}");
+    let (code, err) = run(&["sim", "serve", "topologies/mininet-2x2.yaml", "--dilation", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--dilation"), "{err}");
+    let (code, err) =
+        run(&["sim", "serve", "topologies/leaf-spine-4x4.yaml", "scenarios/serve-hotspot.yaml"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("serve the scenario's topology"), "{err}");
+    let (code, err) = run(&[
+        "sim",
+        "serve",
+        "topologies/mininet-2x2.yaml",
+        "--p4info",
+        "ctrl/p4rt/tests/data/test.p4info.txt",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no table named \"MetaroceIngress.routing.ipv4_lpm\""), "{err}");
+}
