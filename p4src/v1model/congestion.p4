@@ -78,21 +78,25 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
         if (!egress_port_config.apply().hit) {
             read_max_depth.apply();
         }
-        if (QUEUE_DEPTH > meta.scratch_a) {
-            new_max_depth.apply();
-            port_max_depth.write(standard_metadata.egress_port, meta.scratch_a);
-        }
+        // An empty queue on a port that is not congested changes nothing
+        // below (no new maximum, no CE mark, no crossing): one condition.
+        if (standard_metadata.deq_qdepth != 0 || meta.scratch_8 != 0) {
+            if (QUEUE_DEPTH > meta.scratch_a) {
+                new_max_depth.apply();
+                port_max_depth.write(standard_metadata.egress_port, meta.scratch_a);
+            }
 
-        if (PORT_ECN_THRESHOLD(meta) != 0 && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)
-                && QUEUE_DEPTH >= PORT_ECN_THRESHOLD(meta)) {
-            // A Telemetry Report shows the packet as this hop received it.
-            meta.ecn_received = 1w1 ++ hdr.ipv4.ecn;
-            hdr.ipv4.ecn = 3;
-            ecn_marks.count(standard_metadata.egress_port);
-        }
+            if (PORT_ECN_THRESHOLD(meta) != 0 && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)
+                    && QUEUE_DEPTH >= PORT_ECN_THRESHOLD(meta)) {
+                // A Telemetry Report shows the packet as this hop received it.
+                meta.ecn_received = 1w1 ++ hdr.ipv4.ecn;
+                hdr.ipv4.ecn = 3;
+                ecn_marks.count(standard_metadata.egress_port);
+            }
 
-        if (PORT_QUEUE_HIGH(meta) != 0 && CROSSING) {
-            meta.crossing = 1;
+            if (PORT_QUEUE_HIGH(meta) != 0 && CROSSING) {
+                meta.crossing = 1;
+            }
         }
         // One condition for a packet that neither crosses nor carries INT.
         if (meta.crossing == 1 || hdr.int_md.isValid()) {

@@ -14,22 +14,22 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
     ReportBuilder() report_builder;
 
     apply {
-        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE) {
+        // The common case, a packet of this switch's own towards a port, is
+        // one condition.
+        if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_EGRESS_CLONE
+                && standard_metadata.egress_port != CPU_PORT && hdr.ipv4.isValid()) {
+            queue_sensing.apply(hdr, meta, standard_metadata);
+            // INT work: a packet that carries INT, or this hop is its source.
+            if (hdr.int_md.isValid() || meta.int_source != 0) {
+                int_egress.apply(hdr, meta, standard_metadata);
+            }
+        } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE) {
             if (meta.copy_kind == COPY_DIGEST) {
                 truncate(64);
                 recirculate_preserving_field_list(FL_DIGEST);
             } else if (meta.copy_kind == COPY_REPORT) {
                 report_builder.apply(hdr, meta, standard_metadata);
             }
-            return;
-        }
-        if (standard_metadata.egress_port == CPU_PORT || !hdr.ipv4.isValid()) {
-            return;
-        }
-        queue_sensing.apply(hdr, meta, standard_metadata);
-        // INT work: a packet that carries INT, or this hop is its source.
-        if (hdr.int_md.isValid() || meta.int_source != 0) {
-            int_egress.apply(hdr, meta, standard_metadata);
         }
     }
 }

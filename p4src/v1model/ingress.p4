@@ -82,11 +82,11 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
     }
 
     apply {
-        // The common case, a well-formed IPv4 packet from a port, is one
-        // condition rather than one per check below.
+        // The common case, a well-formed IPv4 packet from a port with TTL
+        // to spare, is one condition rather than one per check below.
         if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_NORMAL && !hdr.packet_out.isValid()
                 && standard_metadata.parser_error == error.NoError && standard_metadata.checksum_error == 0
-                && hdr.ipv4.isValid()) {
+                && hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
             config.apply();
             // Only UDP from a host-facing port can become an INT source.
             if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
@@ -115,6 +115,9 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
             }
         } else if (standard_metadata.checksum_error == 1) {
             drop(DROP_IPV4_INVALID);
+        } else if (hdr.ipv4.isValid() && standard_metadata.instance_type == PKT_INSTANCE_TYPE_NORMAL) {
+            // Well-formed IPv4 that failed only the common case's TTL test.
+            drop(DROP_TTL_EXPIRED);
         } else if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
             to_cpu(PACKET_IN_ARP);
         } else {

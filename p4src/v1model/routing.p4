@@ -133,52 +133,49 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
     }
 
     apply {
-        if (hdr.ipv4.ttl <= 1) {
-            drop(DROP_TTL_EXPIRED);
-        } else {
-            // No route: the default action drops and ends ingress (exit).
-            switch (ipv4_lpm.apply().action_run) {
-                set_group: {
-                    read_slot.apply();
-                    // Same flow (signature), within the timeout and its port
-                    // in service: the flowlet goes on. Otherwise a new one
-                    // starts.
-                    if (meta.flowlet_id == meta.flow_hash[31:16]
-                            && standard_metadata.ingress_global_timestamp - meta.scratch_time
-                               <= CFG_FLOWLET_TIMEOUT(meta)) {
-                        if (port_down.apply().hit) {  // key: the pinned port
-                            meta.new_flowlet = 1;
-                        }
-                    } else {
+        // TTL expiry is dropped by the caller (its common-case test).
+        // No route: the default action drops and ends ingress (exit).
+        switch (ipv4_lpm.apply().action_run) {
+            set_group: {
+                read_slot.apply();
+                // Same flow (signature), within the timeout and its port
+                // in service: the flowlet goes on. Otherwise a new one
+                // starts.
+                if (meta.flowlet_id == meta.flow_hash[31:16]
+                        && standard_metadata.ingress_global_timestamp - meta.scratch_time
+                           <= CFG_FLOWLET_TIMEOUT(meta)) {
+                    if (port_down.apply().hit) {  // key: the pinned port
                         meta.new_flowlet = 1;
                     }
-                    if (meta.new_flowlet == 1) {
-                        flowlet_id.read(meta.flowlet_id, meta.flow_slot);
-                        meta.flowlet_id = meta.flowlet_id + 1;
-                        nhop_group.apply();
-                        new_flowlet_sig.apply();
-                        flowlet_sig.write(meta.flow_slot, meta.scratch_16);
-                        flowlet_nhop.write(meta.flow_slot, meta.nhop_id);
-                        flowlet_id.write(meta.flow_slot, meta.flowlet_id);
-                    }
+                } else {
+                    meta.new_flowlet = 1;
                 }
-                set_nhop: {
-                    // The flow hash serves flowlets and the INT sink's report
-                    // sampling; packets routed straight to a next hop
-                    // without INT skip it.
-                    if (hdr.int_md.isValid()) {
-                        flow_hash();
-                    }
+                if (meta.new_flowlet == 1) {
+                    flowlet_id.read(meta.flowlet_id, meta.flow_slot);
+                    meta.flowlet_id = meta.flowlet_id + 1;
+                    nhop_group.apply();
+                    new_flowlet_sig.apply();
+                    flowlet_sig.write(meta.flow_slot, meta.scratch_16);
+                    flowlet_nhop.write(meta.flow_slot, meta.nhop_id);
+                    flowlet_id.write(meta.flow_slot, meta.flowlet_id);
                 }
             }
-            // A new flowlet that is forwarded (the next hop exists) pins its
-            // port.
-            if (nhop.apply().hit) {
-                if (meta.new_flowlet == 1) {
-                    new_flowlet_port.apply();
-                    flowlet_port.write(meta.flow_slot, meta.scratch_16);
-                    new_flowlets.count(standard_metadata.egress_spec);
+            set_nhop: {
+                // The flow hash serves flowlets and the INT sink's report
+                // sampling; packets routed straight to a next hop
+                // without INT skip it.
+                if (hdr.int_md.isValid()) {
+                    flow_hash();
                 }
+            }
+        }
+        // A new flowlet that is forwarded (the next hop exists) pins its
+        // port.
+        if (nhop.apply().hit) {
+            if (meta.new_flowlet == 1) {
+                new_flowlet_port.apply();
+                flowlet_port.write(meta.flow_slot, meta.scratch_16);
+                new_flowlets.count(standard_metadata.egress_spec);
             }
         }
     }
