@@ -86,19 +86,35 @@ pub struct Series {
     /// Per port, the bucket being filled and its maximum so far: a small,
     /// hot array, written through to `data` only when the bucket changes.
     open: Vec<(u32, u32)>,
+    /// The bucket of the last time recorded and where it ends: time only
+    /// moves forward, so most records skip the division.
+    bucket: u32,
+    bucket_end: u64,
 }
 
 impl Series {
     fn new(ports: usize, interval_ps: u64) -> Self {
-        Series { interval_ps: interval_ps.max(1), data: vec![Vec::new(); ports], open: vec![(0, 0); ports] }
+        let interval_ps = interval_ps.max(1);
+        Series {
+            interval_ps,
+            data: vec![Vec::new(); ports],
+            open: vec![(0, 0); ports],
+            bucket: 0,
+            bucket_end: interval_ps,
+        }
     }
 
     fn record(&mut self, port: usize, now: u64, bytes: u64) {
-        let mut b = (now / self.interval_ps) as usize;
-        while b >= SERIES_POINTS {
-            self.halve();
-            b = (now / self.interval_ps) as usize;
+        if now >= self.bucket_end || now < self.bucket_end - self.interval_ps {
+            let mut b = (now / self.interval_ps) as usize;
+            while b >= SERIES_POINTS {
+                self.halve();
+                b = (now / self.interval_ps) as usize;
+            }
+            self.bucket = b as u32;
+            self.bucket_end = (b as u64 + 1) * self.interval_ps;
         }
+        let b = self.bucket as usize;
         let v = u32::try_from(bytes).unwrap_or(u32::MAX);
         let open = &mut self.open[port];
         if open.0 as usize != b {

@@ -147,9 +147,15 @@ pub struct Sim<'a> {
     max_pending: usize,
     /// Per node (switches, then hosts): its ports, both directions, for
     /// walking congestion trees.
-    node_ports: Vec<Vec<PortId>>,
+    /// Per (node, class), `[node * ntc + class]`: the ports paused in that
+    /// class that touch the node, for walking congestion trees.
+    paused_at: Vec<Vec<PortId>>,
+    /// Per port and per node: the walk that last saw it.
     stamp: Vec<u32>,
+    node_stamp: Vec<u32>,
     generation: u32,
+    /// The tree walk's stack, kept to save an allocation per pause.
+    tree_stack: Vec<usize>,
     /// Messages with a start time, by time.
     posts: Vec<(u64, FlowId)>,
     control: Option<Box<dyn Control + 'a>>,
@@ -179,15 +185,7 @@ impl<'a> Sim<'a> {
         let ports = Ports::build(topo, routing, &sc.net);
         let w = Workload::build(topo, routing, sc)?;
         let n = ports.specs.len();
-        let mut node_ports = vec![Vec::new(); topo.switches.len() + topo.hosts.len()];
-        let node = |x: Node| match x {
-            Node::Switch(s) => s as usize,
-            Node::Host(h) => topo.switches.len() + h as usize,
-        };
-        for (i, p) in ports.specs.iter().enumerate() {
-            node_ports[node(p.from)].push(i as PortId);
-            node_ports[node(p.to)].push(i as PortId);
-        }
+        let nodes = topo.switches.len() + topo.hosts.len();
         let pcap = (!sc.pcap.is_empty()).then(|| {
             let mut on = vec![false; n];
             for e in &sc.pcap {
@@ -205,7 +203,6 @@ impl<'a> Sim<'a> {
             tc_go_back_n[c] = sc.net.go_back_n || !tc_lossless[c];
         }
         let stats = Stats::new(n, ports.classes.len(), 100_000, prios);
-        let nodes = node_ports.len();
         Ok(Sim {
             topo,
             net: sc.net.clone(),
@@ -230,8 +227,10 @@ impl<'a> Sim<'a> {
             flows_done: 0,
             events: 0,
             max_pending: 0,
-            node_ports,
-            stamp: vec![0; nodes.max(n)],
+            paused_at: vec![Vec::new(); nodes * ntc],
+            stamp: vec![0; n],
+            node_stamp: vec![0; nodes],
+            tree_stack: Vec::new(),
             generation: 0,
             posts: Vec::new(),
             control: None,

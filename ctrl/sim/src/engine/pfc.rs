@@ -105,6 +105,7 @@ impl Sim<'_> {
         }
         self.st[p].paused ^= bit;
         let k = p * self.ntc + usize::from(tc);
+        self.track_paused(port, tc, on);
         if on {
             self.stats.pauses[k] += 1;
             self.stats.paused_since[k] = self.now;
@@ -125,6 +126,7 @@ impl Sim<'_> {
             if self.st[p].paused & (1 << c) != 0 {
                 let k = p * self.ntc + c;
                 self.stats.paused_ps[k] += self.now - self.stats.paused_since[k];
+                self.track_paused(port, c as u8, false);
             }
         }
         self.st[p].paused = 0;
@@ -137,18 +139,33 @@ impl Sim<'_> {
         }
     }
 
+    /// Keeps [`Sim::paused_at`] in step with a pause of `port` in class
+    /// `tc` starting or ending.
+    fn track_paused(&mut self, port: PortId, tc: u8, on: bool) {
+        let spec = &self.ports.specs[port as usize];
+        let ends = [self.node_index(spec.from), self.node_index(spec.to)];
+        for n in ends {
+            let list = &mut self.paused_at[n * self.ntc + usize::from(tc)];
+            if on {
+                list.push(port);
+            } else if let Some(i) = list.iter().position(|&p| p == port) {
+                list.swap_remove(i);
+            }
+        }
+    }
+
     /// Size of the congestion tree of class `tc` that `port` now belongs
     /// to: the links paused in that class connected to it through the
-    /// nodes they join.
+    /// nodes they join. Walks paused links only, so a pause costs the size
+    /// of its tree, not the degree of every node in it.
     fn measure_tree(&mut self, port: PortId, tc: u8) {
         self.generation = self.generation.wrapping_add(1).max(1);
         let g = self.generation;
-        let bit = 1u8 << tc;
-        let nodes = self.topo.switches.len() + self.topo.hosts.len();
+        let (ntc, c) = (self.ntc, usize::from(tc));
         let start = self.node_index(self.ports.specs[port as usize].from);
-        let mut stack = vec![start];
-        let mut node_seen = vec![false; nodes];
-        node_seen[start] = true;
+        let mut stack = std::mem::take(&mut self.tree_stack);
+        stack.push(start);
+        self.node_stamp[start] = g;
         let (mut links, mut switches, mut hosts) = (0u32, 0u32, 0u32);
         while let Some(n) = stack.pop() {
             if n < self.topo.switches.len() {
@@ -156,23 +173,25 @@ impl Sim<'_> {
             } else {
                 hosts += 1;
             }
-            for &p in &self.node_ports[n] {
-                if self.st[p as usize].paused & bit == 0 || self.stamp[p as usize] == g {
+            for k in 0..self.paused_at[n * ntc + c].len() {
+                let p = self.paused_at[n * ntc + c][k] as usize;
+                if self.stamp[p] == g {
                     continue;
                 }
-                self.stamp[p as usize] = g;
+                self.stamp[p] = g;
                 links += 1;
-                let spec = &self.ports.specs[p as usize];
+                let spec = &self.ports.specs[p];
                 for m in [self.node_index(spec.from), self.node_index(spec.to)] {
-                    if !node_seen[m] {
-                        node_seen[m] = true;
+                    if self.node_stamp[m] != g {
+                        self.node_stamp[m] = g;
                         stack.push(m);
                     }
                 }
             }
         }
+        self.tree_stack = stack;
         let tree = crate::stats::Tree { links, switches, hosts, at_ps: self.now };
-        let by_tc = &mut self.stats.trees_by_tc[usize::from(tc)];
+        let by_tc = &mut self.stats.trees_by_tc[c];
         if links > by_tc.links {
             *by_tc = tree;
         }
