@@ -58,8 +58,11 @@ fn low_entropy_all_to_all_collides_under_ecmp() {
     within(slowdown(f, 0), 1.1, 1.3, "flowlet slowdown");
     within(slowdown(m, 0), 1.1, 1.3, "metaroce slowdown");
     assert!(slowdown(m, 0) < slowdown(e, 0) * 0.9, "ECMP's collisions cost at least 10%");
-    let imb = |s: &Summary| s.utilization.iter().find(|u| u.tier == "leaf→spine").unwrap().imbalance;
-    assert!(imb(e) > imb(m), "ECMP loads its uplinks less evenly");
+    // Utilization imbalance (max/mean) of the spine downlinks: measured ecmp
+    // 1.67, flowlet and metaroce 1.50 (the leaf uplinks are 1.42 in all three).
+    let imb = |s: &Summary| s.utilization.iter().find(|u| u.tier == "spine→leaf").unwrap().imbalance;
+    within(imb(e), 1.55, 1.8, "ecmp spine→leaf imbalance");
+    assert!(imb(e) > imb(m) * 1.05, "ECMP loads the spine downlinks less evenly");
     // Not better than flowlet: the weights land after most flowlets started,
     // and a running flowlet never moves.
     within(slowdown(m, 0) / slowdown(f, 0), 0.95, 1.05, "metaroce vs flowlet");
