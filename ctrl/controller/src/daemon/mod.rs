@@ -310,24 +310,30 @@ impl State {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
         self.decide_and_publish(true);
+        // Events are written to the file once per round of the loop.
+        self.events.defer_flush(true);
         loop {
-            tokio::select! {
-                ev = ev_rx.recv() => {
-                    let Some(ev) = ev else { return };
-                    self.on_agent(ev);
-                    // Coalesce: take whatever else is queued before deciding once.
-                    let mut n = 0;
-                    while n < 10_000 {
-                        match ev_rx.try_recv() { Ok(ev) => self.on_agent(ev), Err(_) => break }
-                        n += 1;
+            let go_on = tokio::select! {
+                ev = ev_rx.recv() => match ev {
+                    Some(ev) => {
+                        self.on_agent(ev);
+                        // Coalesce: take whatever else is queued before deciding once.
+                        let mut n = 0;
+                        while n < 10_000 {
+                            match ev_rx.try_recv() { Ok(ev) => self.on_agent(ev), Err(_) => break }
+                            n += 1;
+                        }
+                        if self.core.input_changed() {
+                            self.decide_and_publish(false);
+                        }
+                        true
                     }
-                    if self.core.input_changed() {
-                        self.decide_and_publish(false);
-                    }
-                }
-                frame = udp_rx.recv() => if let Some(f) = frame { self.on_report(None, &f, false); self.decide_and_publish(false); },
-                cmd = cmd_rx.recv() => if let Some(c) = cmd { self.on_command(c); },
-                got = host_rx.recv() => if let Some(got) = got { self.on_hosts(got); },
+                    None => false,
+                },
+                // Reports feed the view, not the heat decisions read: the tick decides.
+                frame = udp_rx.recv() => { if let Some(f) = frame { self.on_report(None, &f, false) } true }
+                cmd = cmd_rx.recv() => { if let Some(c) = cmd { self.on_command(c) } true }
+                got = host_rx.recv() => { if let Some(got) = got { self.on_hosts(got) } true }
                 _ = ticker.tick() => {
                     self.input(&Input::Tick);
                     if self.core.wants_decision() {
@@ -335,8 +341,14 @@ impl State {
                     } else {
                         self.maybe_publish(false);
                     }
+                    true
                 }
-                _ = &mut shutdown => return,
+                _ = &mut shutdown => false,
+            };
+            self.events.flush();
+            if !go_on {
+                self.events.defer_flush(false);
+                return;
             }
         }
     }

@@ -51,6 +51,9 @@ struct Sink {
     out: BufWriter<File>,
     /// True after a failure was reported, until a write succeeds again.
     failing: bool,
+    /// Leave flushing to [`EventLog::flush`] (a busy writer flushes once
+    /// per batch of events instead of once per event).
+    deferred: bool,
 }
 
 struct Inner {
@@ -92,12 +95,34 @@ impl EventLog {
             .open(path)
             .map_err(|source| ObsError::EventFile { path: path.to_path_buf(), source })?;
         let log = Self::new(capacity);
-        log.lock().sink = Some(Sink { path: path.to_path_buf(), out: BufWriter::new(file), failing: false });
+        log.lock().sink = Some(Sink {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+            failing: false,
+            deferred: false,
+        });
         Ok(log)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// With `deferred`, events reach the file when [`EventLog::flush`] is
+    /// called (or the buffer fills), not one write per event: for a writer
+    /// that records events in bursts and flushes after each.
+    pub fn defer_flush(&self, deferred: bool) {
+        if let Some(sink) = self.lock().sink.as_mut() {
+            sink.deferred = deferred;
+        }
+    }
+
+    /// Writes buffered events to the file.
+    pub fn flush(&self) {
+        if let Some(sink) = self.lock().sink.as_mut() {
+            let result = sink.out.flush();
+            sink.report(result);
+        }
     }
 
     /// Records an event stamped now; returns its id.
@@ -153,10 +178,15 @@ impl EventLog {
 
 impl Sink {
     fn append(&mut self, event: &Event) {
+        let deferred = self.deferred;
         let result = serde_json::to_writer(&mut self.out, event)
             .map_err(std::io::Error::from)
             .and_then(|()| self.out.write_all(b"\n"))
-            .and_then(|()| self.out.flush());
+            .and_then(|()| if deferred { Ok(()) } else { self.out.flush() });
+        self.report(result);
+    }
+
+    fn report(&mut self, result: std::io::Result<()>) {
         match result {
             Err(error) if !self.failing => {
                 self.failing = true;
@@ -246,6 +276,21 @@ mod tests {
         assert_eq!(lines[0]["details"]["to"], "act");
         assert!(lines[0].get("switch").is_none());
         assert_eq!(lines[1]["switch"], "spine1");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn obs_deferred_events_reach_the_file_when_flushed() {
+        let dir = std::env::temp_dir().join(format!("metaroce-obs-defer-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("events.jsonl");
+        let _ = std::fs::remove_file(&path);
+        let log = EventLog::with_file(4, &path).unwrap();
+        log.defer_flush(true);
+        log.record("mode", None, "operator request", json!({}));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "", "held until flushed");
+        log.flush();
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

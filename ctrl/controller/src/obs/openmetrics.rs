@@ -130,7 +130,24 @@ impl Registry {
     pub fn remove_where(&mut self, id: usize, label: &str, value: &str) {
         let Some(fam) = self.family(id) else { return };
         let Some(i) = fam.spec.labels.iter().position(|l| *l == label) else { return };
-        fam.series.retain(|k, _| k.get(i).map(String::as_str) != Some(value));
+        if i > 0 {
+            fam.series.retain(|k, _| k.get(i).map(String::as_str) != Some(value));
+            return;
+        }
+        // Series are sorted by their first label: those with this value
+        // are one run, found without scanning the others (a fabric has
+        // thousands of group-weight series, cleared per switch).
+        let from = vec![value.to_string()];
+        let run: Vec<Vec<String>> = fam
+            .series
+            .range(from..)
+            .map(|(k, _)| k)
+            .take_while(|k| k.first().map(String::as_str) == Some(value))
+            .cloned()
+            .collect();
+        for k in run {
+            fam.series.remove(&k);
+        }
     }
 
     /// The OpenMetrics text exposition, ending with `# EOF`.
@@ -255,6 +272,14 @@ mod tests {
         r.remove_where(1, "b", "q");
         let text = r.encode();
         assert!(!text.contains("b=\"q\"") && text.contains("b=\"r\""));
+        // By the first label: only that value's run goes ("p1" and "p10" stay).
+        for a in ["p1", "p10", "o"] {
+            r.set(1, vec![a.into(), "z".into()], 1.0);
+        }
+        r.remove_where(1, "a", "p");
+        let text = r.encode();
+        assert!(!text.contains("a=\"p\","), "{text}");
+        assert!(["p1", "p10", "o"].iter().all(|a| text.contains(&format!("a=\"{a}\",b=\"z\""))), "{text}");
     }
 
     #[test]
