@@ -112,8 +112,7 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
                     digest_seq.write(0, meta.scratch_b);
                     port_congested.write(standard_metadata.egress_port, meta.scratch_8);
                     port_last_digest.write(standard_metadata.egress_port, now);
-                    meta.copy_kind = COPY_DIGEST;
-                    meta.digest_data = CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.egress_port ++ QUEUE_DEPTH
+                    meta.digest_copy = 1w1 ++ CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.egress_port ++ QUEUE_DEPTH
                         ++ now ++ meta.scratch_a ++ meta.scratch_8;
                     clone_preserving_field_list(CloneType.E2E, DIGEST_SESSION, FL_DIGEST);
                 }

@@ -24,10 +24,10 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
                 int_egress.apply(hdr, meta, standard_metadata);
             }
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE) {
-            if (meta.copy_kind == COPY_DIGEST) {
+            if (IS_DIGEST_COPY(meta)) {
                 truncate(64);
                 recirculate_preserving_field_list(FL_DIGEST);
-            } else if (meta.copy_kind == COPY_REPORT) {
+            } else if (IS_REPORT_COPY(meta)) {
                 report_builder.apply(hdr, meta, standard_metadata);
             }
         }

@@ -95,10 +95,10 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
                 }
             }
             routing.apply(hdr, meta, standard_metadata);
-        } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_RECIRC && meta.copy_kind == COPY_DIGEST) {
-            digest<queue_digest_t>(DIGEST_QUEUE, { meta.digest_data[167:136], meta.digest_data[135:120],
-                                                  meta.digest_data[119:88], meta.digest_data[87:40],
-                                                  meta.digest_data[39:8], meta.digest_data[7:0] });
+        } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_RECIRC && IS_DIGEST_COPY(meta)) {
+            digest<queue_digest_t>(DIGEST_QUEUE, { DIGEST_DATA(meta, 167, 136), DIGEST_DATA(meta, 135, 120),
+                                                  DIGEST_DATA(meta, 119, 88), DIGEST_DATA(meta, 87, 40),
+                                                  DIGEST_DATA(meta, 39, 8), DIGEST_DATA(meta, 7, 0) });
             mark_to_drop(standard_metadata);
         } else if (hdr.packet_out.isValid()) {
             standard_metadata.egress_spec = (bit<9>)hdr.packet_out.egress_port;

@@ -79,20 +79,20 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     }
 
     action save_for_report() {
-        meta.copy_kind = COPY_REPORT;
-        meta.rep_sink = CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.ingress_port
+        // 1 (a report copy) ++ the sink's own metadata ++ the INT headers
+        // as received, the ECN before queue sensing may have marked CE ++
+        // the hops (words of hops not received are never restored).
+        meta.report_copy = 1w1 ++ CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.ingress_port
             ++ (bit<16>)standard_metadata.egress_port ++ THIS_HOP_LATENCY ++ (bit<24>)standard_metadata.deq_qdepth
             ++ (bit<64>)standard_metadata.egress_global_timestamp
             ++ (PORT_QUEUE_HIGH(meta) != 0 && (bit<32>)standard_metadata.deq_qdepth >= PORT_QUEUE_HIGH(meta)
-                ? 1w1 : 1w0);
-        // ECN as received: queue sensing may have marked CE already.
-        meta.rep_int = hdr.int_shim.len ++ hdr.int_shim.original_dscp
+                ? 1w1 : 1w0)
+            ++ hdr.int_shim.len ++ hdr.int_shim.original_dscp
             ++ (meta.ecn_received[2:2] == 1 ? meta.ecn_received[1:0] : hdr.ipv4.ecn)
             ++ hdr.int_md.version ++ hdr.int_md.discard ++ hdr.int_md.hop_exceeded ++ hdr.int_md.mtu_exceeded
             ++ hdr.int_md.reserved ++ hdr.int_md.hop_ml ++ hdr.int_md.remaining_hops ++ hdr.int_md.instructions
-            ++ hdr.int_md.domain_id ++ hdr.int_md.ds_instructions ++ hdr.int_md.ds_flags;
-        // Words of hops not received are never restored.
-        meta.rep_hops = HOP_BITS(0) ++ HOP_BITS(1) ++ HOP_BITS(2) ++ HOP_BITS(3);
+            ++ hdr.int_md.domain_id ++ hdr.int_md.ds_instructions ++ hdr.int_md.ds_flags
+            ++ HOP_BITS(0) ++ HOP_BITS(1) ++ HOP_BITS(2) ++ HOP_BITS(3);
     }
 
     action strip_int() {
@@ -146,7 +146,7 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
                 || now - meta.scratch_time >= CFG_REPORT_PERIOD(meta);
             // One clone per packet: a threshold digest raised by this packet
             // wins, and the next packet of the flow is reported instead.
-            if (due && REP_DST_IP(meta) != 0 && meta.copy_kind != COPY_DIGEST) {
+            if (due && REP_DST_IP(meta) != 0 && !IS_DIGEST_COPY(meta)) {
                 bucket_value.apply();
                 report_last_bucket.write(meta.flow_slot, meta.scratch_b);
                 report_last_time.write(meta.flow_slot, now);

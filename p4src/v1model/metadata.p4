@@ -8,9 +8,6 @@
 #define FL_REPORT 1
 #define FL_DIGEST 2
 
-// What an egress clone copy is for.
-const bit<8> COPY_REPORT = 1;
-const bit<8> COPY_DIGEST = 2;
 
 // standard_metadata.instance_type values of BMv2.
 const bit<32> PKT_INSTANCE_TYPE_NORMAL = 0;
@@ -67,22 +64,21 @@ struct metadata_t {
     bit<32> scratch_b;
     bit<16> scratch_16;
     bit<8> scratch_8;
-    // Preserved into egress clone copies.
-    @field_list(FL_REPORT, FL_DIGEST)
-    bit<8> copy_kind;
-    // Digest copy: switch_id ++ port ++ depth ++ timestamp ++ seq ++ congested.
+    // Preserved into egress clone copies. BMv2 resets every field of every
+    // packet and a clone copies its list field by field, so each copy's
+    // values are one field, written at once, whose top bit says that the
+    // copy is for it (see the macros below).
+    // Digest copy: 1 ++ switch_id ++ port ++ depth ++ timestamp ++ seq ++
+    // congested.
     @field_list(FL_DIGEST)
-    bit<168> digest_data;
-    // Report copy: the sink's own metadata (switch_id ++ ingress port ++
-    // egress port ++ hop latency ++ occupancy ++ egress ts ++ congested) ...
+    bit<169> digest_copy;
+    // Report copy: 1 ++ the sink's own metadata (185: switch_id ++ ingress
+    // port ++ egress port ++ hop latency ++ occupancy ++ egress ts ++
+    // congested) ++ the INT headers as the sink received them (112: shim
+    // length ++ original DSCP ++ ECN ++ the 96-bit INT-MD header) ++ the
+    // hops (768) ...
     @field_list(FL_REPORT)
-    bit<185> rep_sink;
-    // ... the INT headers as the sink received them (shim length ++
-    // original DSCP ++ ECN ++ the 96-bit INT-MD header; the hops) ...
-    @field_list(FL_REPORT)
-    bit<112> rep_int;
-    @field_list(FL_REPORT)
-    bit<768> rep_hops;
+    bit<1066> report_copy;
     // ... and where to send it (`report_config`: src_mac ++ dst_mac ++
     // src_ip ++ dst_ip ++ dst_port).
     @field_list(FL_REPORT)
@@ -109,5 +105,11 @@ struct metadata_t {
 #define PORT_QUEUE_LOW(m) m.port_cfg[63:32]
 #define PORT_ECN_THRESHOLD(m) m.port_cfg[31:0]
 #define REP_DST_IP(m) m.rep_encap[47:16]
+#define IS_DIGEST_COPY(m) (m.digest_copy[168:168] == 1)
+#define IS_REPORT_COPY(m) (m.report_copy[1065:1065] == 1)
+#define DIGEST_DATA(m, hi, lo) m.digest_copy[(hi):(lo)]
+#define REP_SINK(m, hi, lo) m.report_copy[880 + (hi):880 + (lo)]
+#define REP_INT(m, hi, lo) m.report_copy[768 + (hi):768 + (lo)]
+#define REP_HOPS(m, hi, lo) m.report_copy[(hi):(lo)]
 
 #endif

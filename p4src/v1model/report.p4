@@ -8,16 +8,16 @@
 #include "metadata.p4"
 
 // Hop i of the saved stack (HOP_ML 6 words): bits B (its top) down to
-// B - 191 of rep_hops.
-#define RESTORE_HOP(i, B) if (meta.rep_int[111:104] >= 3 + 6 * (i + 1)) { \
+// B - 191 of the saved hops (REP_HOPS).
+#define RESTORE_HOP(i, B) if (REP_INT(meta, 111, 104) >= 3 + 6 * (i + 1)) { \
     hdr.int_hops[i].setValid(); \
-    hdr.int_hops[i].node_id = meta.rep_hops[B:B - 31]; \
-    hdr.int_hops[i].ingress_port = meta.rep_hops[B - 32:B - 47]; \
-    hdr.int_hops[i].egress_port = meta.rep_hops[B - 48:B - 63]; \
-    hdr.int_hops[i].hop_latency = meta.rep_hops[B - 64:B - 95]; \
-    hdr.int_hops[i].queue_id = meta.rep_hops[B - 96:B - 103]; \
-    hdr.int_hops[i].occupancy = meta.rep_hops[B - 104:B - 127]; \
-    hdr.int_hops[i].egress_ts = meta.rep_hops[B - 128:B - 191]; }
+    hdr.int_hops[i].node_id = REP_HOPS(meta, B, B - 31); \
+    hdr.int_hops[i].ingress_port = REP_HOPS(meta, B - 32, B - 47); \
+    hdr.int_hops[i].egress_port = REP_HOPS(meta, B - 48, B - 63); \
+    hdr.int_hops[i].hop_latency = REP_HOPS(meta, B - 64, B - 95); \
+    hdr.int_hops[i].queue_id = REP_HOPS(meta, B - 96, B - 103); \
+    hdr.int_hops[i].occupancy = REP_HOPS(meta, B - 104, B - 127); \
+    hdr.int_hops[i].egress_ts = REP_HOPS(meta, B - 128, B - 191); }
 
 const bit<16> REPORT_SRC_PORT = 50000;
 
@@ -28,34 +28,34 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
     HIDDEN_STEP(next_seq, meta.scratch_b = meta.scratch_a + 1;)
 
     action restore_int() {
-        bit<16> bytes = 4 + ((bit<16>)meta.rep_int[111:104] << 2);
+        bit<16> bytes = 4 + ((bit<16>)REP_INT(meta, 111, 104) << 2);
         hdr.int_shim.setValid();
         hdr.int_shim.int_type = INT_TYPE_MD;
         hdr.int_shim.npt = 0;
         hdr.int_shim.reserved0 = 0;
-        hdr.int_shim.len = meta.rep_int[111:104];
+        hdr.int_shim.len = REP_INT(meta, 111, 104);
         hdr.int_shim.reserved1 = 0;
-        hdr.int_shim.original_dscp = meta.rep_int[103:98];
+        hdr.int_shim.original_dscp = REP_INT(meta, 103, 98);
         hdr.int_shim.reserved2 = 0;
         hdr.int_md.setValid();
-        hdr.int_md.version = meta.rep_int[95:92];
-        hdr.int_md.discard = meta.rep_int[91:91];
-        hdr.int_md.hop_exceeded = meta.rep_int[90:90];
-        hdr.int_md.mtu_exceeded = meta.rep_int[89:89];
-        hdr.int_md.reserved = meta.rep_int[88:77];
-        hdr.int_md.hop_ml = meta.rep_int[76:72];
-        hdr.int_md.remaining_hops = meta.rep_int[71:64];
-        hdr.int_md.instructions = meta.rep_int[63:48];
-        hdr.int_md.domain_id = meta.rep_int[47:32];
-        hdr.int_md.ds_instructions = meta.rep_int[31:16];
-        hdr.int_md.ds_flags = meta.rep_int[15:0];
+        hdr.int_md.version = REP_INT(meta, 95, 92);
+        hdr.int_md.discard = REP_INT(meta, 91, 91);
+        hdr.int_md.hop_exceeded = REP_INT(meta, 90, 90);
+        hdr.int_md.mtu_exceeded = REP_INT(meta, 89, 89);
+        hdr.int_md.reserved = REP_INT(meta, 88, 77);
+        hdr.int_md.hop_ml = REP_INT(meta, 76, 72);
+        hdr.int_md.remaining_hops = REP_INT(meta, 71, 64);
+        hdr.int_md.instructions = REP_INT(meta, 63, 48);
+        hdr.int_md.domain_id = REP_INT(meta, 47, 32);
+        hdr.int_md.ds_instructions = REP_INT(meta, 31, 16);
+        hdr.int_md.ds_flags = REP_INT(meta, 15, 0);
         hdr.ipv4.total_len = hdr.ipv4.total_len + bytes;
-        hdr.ipv4.dscp = meta.rep_int[103:98] | INT_DSCP_BIT;
+        hdr.ipv4.dscp = REP_INT(meta, 103, 98) | INT_DSCP_BIT;
         // The header as the sink received it: routing decremented the TTL
         // of every packet that reaches a sink, and queue sensing may have
         // marked CE.
         hdr.ipv4.ttl = hdr.ipv4.ttl + 1;
-        hdr.ipv4.ecn = meta.rep_int[97:96];
+        hdr.ipv4.ecn = REP_INT(meta, 97, 96);
         hdr.udp.len = hdr.udp.len + bytes;
     }
 
@@ -67,7 +67,7 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.ethernet.setInvalid();
         // scratch_time: the report length in words (group header,
         // individual report, sink metadata, inner packet).
-        meta.scratch_time = (bit<48>)(2 + REPORT_MD_WORDS + 8 + meta.rep_int[111:104]);
+        meta.scratch_time = (bit<48>)(2 + REPORT_MD_WORDS + 8 + REP_INT(meta, 111, 104));
         if (hdr.bth.isValid()) {
             meta.scratch_time = meta.scratch_time + 3;
         }
@@ -101,13 +101,13 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report.version = REPORT_VERSION;
         hdr.report.hw_id = 0;
         hdr.report.seq_no = meta.scratch_a[21:0];
-        hdr.report.node_id = meta.rep_sink[184:153];
+        hdr.report.node_id = REP_SINK(meta, 184, 153);
         hdr.report.rep_type = REPORT_TYPE_INT;
         hdr.report.in_type = REPORT_INNER_IPV4;
         hdr.report.report_len = REPORT_LEN;
         hdr.report.md_len = REPORT_MD_WORDS;
         hdr.report.dropped = 0;
-        hdr.report.congested = meta.rep_sink[0:0];
+        hdr.report.congested = REP_SINK(meta, 0, 0);
         hdr.report.tracked = 1;
         hdr.report.intermediate = 0;
         hdr.report.reserved = 0;
@@ -115,18 +115,18 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report.domain_id = 0;
         hdr.report.ds_md_bits = 0;
         hdr.report.ds_md_status = 0;
-        hdr.report.ingress_port = meta.rep_sink[152:137];
-        hdr.report.egress_port = meta.rep_sink[136:121];
-        hdr.report.hop_latency = meta.rep_sink[120:89];
+        hdr.report.ingress_port = REP_SINK(meta, 152, 137);
+        hdr.report.egress_port = REP_SINK(meta, 136, 121);
+        hdr.report.hop_latency = REP_SINK(meta, 120, 89);
         hdr.report.queue_id = 0;
-        hdr.report.occupancy = meta.rep_sink[88:65];
-        hdr.report.egress_ts = meta.rep_sink[64:1];
+        hdr.report.occupancy = REP_SINK(meta, 88, 65);
+        hdr.report.egress_ts = REP_SINK(meta, 64, 1);
 
         // scratch_b: the frame's length.
         meta.scratch_b = 14 + 20 + (bit<32>)UDP_LEN;
         if (standard_metadata.egress_port == CPU_PORT) {
             hdr.packet_in.setValid();
-            hdr.packet_in.ingress_port = meta.rep_sink[152:137];
+            hdr.packet_in.ingress_port = REP_SINK(meta, 152, 137);
             hdr.packet_in.reason = PACKET_IN_REPORT;
             hdr.packet_in.reserved = 0;
             meta.scratch_b = meta.scratch_b + 4;
