@@ -81,7 +81,8 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     action save_for_report() {
         // 1 (a report copy) ++ the sink's own metadata ++ the INT headers
         // as received, the ECN before queue sensing may have marked CE ++
-        // the hops (words of hops not received are never restored).
+        // the hops (words of hops not received are never restored) ++ where
+        // report_config sends it.
         meta.report_copy = 1w1 ++ CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.ingress_port
             ++ (bit<16>)standard_metadata.egress_port ++ THIS_HOP_LATENCY ++ (bit<24>)standard_metadata.deq_qdepth
             ++ (bit<64>)standard_metadata.egress_global_timestamp
@@ -92,7 +93,7 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
             ++ hdr.int_md.version ++ hdr.int_md.discard ++ hdr.int_md.hop_exceeded ++ hdr.int_md.mtu_exceeded
             ++ hdr.int_md.reserved ++ hdr.int_md.hop_ml ++ hdr.int_md.remaining_hops ++ hdr.int_md.instructions
             ++ hdr.int_md.domain_id ++ hdr.int_md.ds_instructions ++ hdr.int_md.ds_flags
-            ++ HOP_BITS(0) ++ HOP_BITS(1) ++ HOP_BITS(2) ++ HOP_BITS(3);
+            ++ HOP_BITS(0) ++ HOP_BITS(1) ++ HOP_BITS(2) ++ HOP_BITS(3) ++ REP_ENCAP(meta, 175, 0);
     }
 
     action strip_int() {
@@ -110,7 +111,7 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
 
     action set_report_encap(mac_addr_t src_mac, mac_addr_t dst_mac, ipv4_addr_t src_ip, ipv4_addr_t dst_ip,
                             bit<16> dst_port) {
-        meta.rep_encap = src_mac ++ dst_mac ++ src_ip ++ dst_ip ++ dst_port;
+        meta.report_copy = (bit<1242>)(src_mac ++ dst_mac ++ src_ip ++ dst_ip ++ dst_port);
     }
 
     // Where Telemetry Reports go; a zero destination address turns them off.

@@ -47,7 +47,9 @@ struct metadata_t {
     bit<16> group_id;
     bit<16> nhop_id;
     bit<16> flowlet_id;
-    bit<1> new_flowlet;
+    // 7 bits where 1 would do: the struct's widths then add up to whole
+    // bytes, and p4c pads it with no extra field (one more to reset).
+    bit<7> new_flowlet;
     // INT source: 1 ++ max_hops when the watchlist matched.
     bit<9> int_source;
     // `egress_config`: digest_interval_us ++ report_period_us ++ latency_shift.
@@ -76,13 +78,10 @@ struct metadata_t {
     // port ++ egress port ++ hop latency ++ occupancy ++ egress ts ++
     // congested) ++ the INT headers as the sink received them (112: shim
     // length ++ original DSCP ++ ECN ++ the 96-bit INT-MD header) ++ the
-    // hops (768) ...
+    // hops (768) ++ where to send it (176: `report_config`'s src_mac ++
+    // dst_mac ++ src_ip ++ dst_ip ++ dst_port, which it writes first).
     @field_list(FL_REPORT)
-    bit<1066> report_copy;
-    // ... and where to send it (`report_config`: src_mac ++ dst_mac ++
-    // src_ip ++ dst_ip ++ dst_port).
-    @field_list(FL_REPORT)
-    bit<176> rep_encap;
+    bit<1242> report_copy;
 }
 
 // A step whose results stay in their fields: p4c copy-propagates values
@@ -104,12 +103,13 @@ struct metadata_t {
 #define PORT_QUEUE_HIGH(m) m.port_cfg[95:64]
 #define PORT_QUEUE_LOW(m) m.port_cfg[63:32]
 #define PORT_ECN_THRESHOLD(m) m.port_cfg[31:0]
-#define REP_DST_IP(m) m.rep_encap[47:16]
 #define IS_DIGEST_COPY(m) (m.digest_copy[168:168] == 1)
-#define IS_REPORT_COPY(m) (m.report_copy[1065:1065] == 1)
+#define IS_REPORT_COPY(m) (m.report_copy[1241:1241] == 1)
 #define DIGEST_DATA(m, hi, lo) m.digest_copy[(hi):(lo)]
-#define REP_SINK(m, hi, lo) m.report_copy[880 + (hi):880 + (lo)]
-#define REP_INT(m, hi, lo) m.report_copy[768 + (hi):768 + (lo)]
-#define REP_HOPS(m, hi, lo) m.report_copy[(hi):(lo)]
+#define REP_SINK(m, hi, lo) m.report_copy[1056 + (hi):1056 + (lo)]
+#define REP_INT(m, hi, lo) m.report_copy[944 + (hi):944 + (lo)]
+#define REP_HOPS(m, hi, lo) m.report_copy[176 + (hi):176 + (lo)]
+#define REP_ENCAP(m, hi, lo) m.report_copy[(hi):(lo)]
+#define REP_DST_IP(m) REP_ENCAP(m, 47, 16)
 
 #endif

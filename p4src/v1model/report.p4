@@ -75,8 +75,8 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
 #define UDP_LEN (8 + 8 + 4 + ((bit<16>)meta.scratch_time << 2))
 
         hdr.report.setValid();
-        hdr.report.eth_dst = meta.rep_encap[127:80];
-        hdr.report.eth_src = meta.rep_encap[175:128];
+        hdr.report.eth_dst = REP_ENCAP(meta, 127, 80);
+        hdr.report.eth_src = REP_ENCAP(meta, 175, 128);
         hdr.report.eth_type = ETHERTYPE_IPV4;
         hdr.report.ip_version = 4;
         hdr.report.ip_ihl = 5;
@@ -88,10 +88,10 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report.ip_frag_offset = 0;
         hdr.report.ip_ttl = 64;
         hdr.report.ip_protocol = IP_PROTO_UDP;
-        hdr.report.ip_src = meta.rep_encap[79:48];
-        hdr.report.ip_dst = meta.rep_encap[47:16];
+        hdr.report.ip_src = REP_ENCAP(meta, 79, 48);
+        hdr.report.ip_dst = REP_ENCAP(meta, 47, 16);
         hdr.report.udp_src_port = REPORT_SRC_PORT;
-        hdr.report.udp_dst_port = meta.rep_encap[15:0];
+        hdr.report.udp_dst_port = REP_ENCAP(meta, 15, 0);
         hdr.report.udp_len = UDP_LEN;
         hdr.report.udp_checksum = 0;
 
