@@ -84,7 +84,7 @@ fn main() {
         std::mem::size_of::<metaroce_sim::engine::Packet>(),
     );
     println!(
-        "sim: state per message: {} bytes per queue pair + {} per message + 8 receive counter",
+        "sim: state per message: {} bytes per queue pair + {} per message + 4 receive counter",
         std::mem::size_of::<metaroce_sim::flows::Qp>(),
         std::mem::size_of::<metaroce_sim::flows::Flow>(),
     );

@@ -11,20 +11,17 @@ pub type QpId = u32;
 /// A packet in flight or in a queue. Packets travel by value, in port
 /// FIFOs and on the wire of a port (a FIFO too, since a link delivers in
 /// order): on big runs an indirection through a packet table costs a cache
-/// miss per hop.
+/// miss per hop. 40 bytes: what can be looked up in a small table (the
+/// destination's leaf) or computed is not carried.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Packet {
     pub flow: FlowId,
     pub psn: u32,
     /// Bytes on the wire, headers included.
     pub bytes: u32,
-    pub payload: u32,
     /// Port it arrived over at the current switch (for PFC accounting).
     pub in_port: PortId,
     pub dst_host: u32,
-    pub dst_leaf: u32,
-    /// Destination-leaf index into the forwarding table.
-    pub dest: u32,
     /// What a switch hashes, carried along so forwarding touches no
     /// per-flow state (that state is cold in cache on big runs).
     pub tuple_hash: u64,

@@ -101,10 +101,10 @@ pub struct Workload {
     pub qps: Vec<Qp>,
     pub flows: Vec<Flow>,
     pub jobs: Vec<JobRun>,
-    /// Bytes each message's receiver still waits for. Kept apart from
-    /// [`Flow`] so that the per-packet receive path touches 8 bytes, not a
+    /// Packets each message's receiver still waits for. Kept apart from
+    /// [`Flow`] so that the per-packet receive path touches 4 bytes, not a
     /// whole cold record.
-    pub rcv_left: Vec<u64>,
+    pub rcv_left: Vec<u32>,
 }
 
 /// Why the workload could not be built.
@@ -151,7 +151,7 @@ impl Workload {
                 flows,
             });
         }
-        w.rcv_left = w.flows.iter().map(|f| f.bytes).collect();
+        w.rcv_left = w.flows.iter().map(|f| f.npkts).collect();
         Ok(w)
     }
 }

@@ -146,16 +146,12 @@ impl Sim<'_> {
             _ => q.rate_cap_bps as f64,
         };
         q.next_ok_ps = self.now + (f64::from(bytes) * 8e12 / rate.max(1.0)) as u64;
-        let dst_leaf = self.topo.hosts[dst as usize].leaf;
         let pkt = Packet {
             flow: fid,
             psn,
             bytes,
-            payload,
             in_port: PortId::MAX,
             dst_host: dst,
-            dst_leaf: dst_leaf as u32,
-            dest: self.ports.dest_of[dst_leaf].unwrap_or(0),
             tuple_hash,
             src_host: src,
             sport,
@@ -210,9 +206,11 @@ impl Sim<'_> {
             self.notify_congestion(self.w.flows[fid].qp);
         }
         if accepted {
+            // Each packet is accepted once (no retransmission without
+            // go-back-N, which accepts in order only).
             let left = &mut self.w.rcv_left[fid];
             let before = *left;
-            *left = left.saturating_sub(u64::from(p.payload));
+            *left = left.saturating_sub(1);
             if before > 0 && *left == 0 {
                 self.complete(p.flow);
             }

@@ -132,6 +132,8 @@ pub struct Sim<'a> {
     tc_go_back_n: [bool; 8],
     /// DWRR quantum: one full packet.
     quantum: u32,
+    /// Per host: its leaf, and that leaf's destination index in the FIB.
+    host_dest: Vec<(u32, u32)>,
     in_flight: usize,
     max_in_flight: usize,
     w: Workload,
@@ -213,6 +215,11 @@ impl<'a> Sim<'a> {
             tc_lossless,
             tc_go_back_n,
             quantum: sc.net.mtu + crate::config::ROCE_HEADER_BYTES,
+            host_dest: topo
+                .hosts
+                .iter()
+                .map(|h| (h.leaf as u32, ports.dest_of[h.leaf].unwrap_or(0)))
+                .collect(),
             ports,
             in_flight: 0,
             max_in_flight: 0,

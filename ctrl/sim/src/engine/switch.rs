@@ -13,10 +13,11 @@ impl Sim<'_> {
             self.pipeline_arrive(s, in_port, p);
             return;
         }
-        let egress = if p.dst_leaf == s {
+        let (dst_leaf, dest) = self.host_dest[p.dst_host as usize];
+        let egress = if dst_leaf == s {
             self.ports.to_host(p.dst_host as usize)
         } else {
-            let (group, total) = self.ports.group(s, p.dest);
+            let (group, total) = self.ports.group(s, dest);
             if group.is_empty() {
                 // No route: the topology's validation makes this rare, but a
                 // partitioned fabric must not crash the run.
@@ -33,7 +34,7 @@ impl Sim<'_> {
             let i = self.fwd.choose(self.now, s, group, total, &info, &View(&self.st));
             let port = group[i.min(group.len() - 1)].port;
             if !self.watch.is_empty() {
-                self.check_moved(s, p.dest, port);
+                self.check_moved(s, dest, port);
             }
             port
         };
