@@ -55,10 +55,13 @@ header bth_t {
     bit<32> psn_word; // AckReq, reserved, PSN
 }
 
-// INT shim for TCP/UDP (INT v2.1). `len` counts the INT-MD header and the
-// stack in 4-byte words, not the shim itself. With DSCP signalling (NPT=0)
-// the last byte carries the original DSCP in its top six bits.
-header int_shim_t {
+// INT shim for TCP/UDP (INT v2.1) and the INT-MD metadata header that
+// always follows it, as one header (BMv2 pays for every declared header on
+// every packet). Shim: `len` counts the INT-MD header and the stack in
+// 4-byte words, not the shim itself; with DSCP signalling (NPT=0) the last
+// byte carries the original DSCP in its top six bits. INT-MD: 12 bytes.
+header int_t {
+    // Shim (4 bytes).
     bit<4> int_type;
     bit<2> npt;
     bit<2> reserved0;
@@ -66,10 +69,7 @@ header int_shim_t {
     bit<8> reserved1;
     bit<6> original_dscp;
     bit<2> reserved2;
-}
-
-// INT-MD metadata header (12 bytes).
-header int_md_t {
+    // INT-MD header (12 bytes).
     bit<4> version;
     bit<1> discard;
     bit<1> hop_exceeded;
@@ -185,8 +185,7 @@ struct headers_t {
     ipv4_t ipv4;
     udp_t udp;
     tcp_t tcp;
-    int_shim_t int_shim;
-    int_md_t int_md;
+    int_t int_hdr;  // shim and INT-MD
     int_hop_t int_local;
     int_hop_t[INT_MAX_STACK_HOPS] int_hops;
     bth_t bth;

@@ -47,8 +47,8 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
 
     HIDDEN_STEP(read_max_depth, port_max_depth.read(meta.scratch_a, standard_metadata.egress_port);)
     HIDDEN_STEP(new_max_depth, meta.scratch_a = QUEUE_DEPTH;)
-    // scratch_b: the next digest sequence number; scratch_8: the new state.
-    HIDDEN_STEP(digest_values, meta.scratch_b = meta.scratch_a + 1; meta.scratch_8 = meta.scratch_8 ^ 1;)
+    // SCRATCH_B: the next digest sequence number; scratch_8: the new state.
+    HIDDEN_STEP(digest_values, SCRATCH_B(meta) = meta.scratch_a + 1; meta.scratch_8 = meta.scratch_8 ^ 1;)
 
     // Switch-wide egress settings: the default action of a keyless table,
     // which the controller rewrites. It is MetaroceEgress.egress_config in
@@ -99,7 +99,7 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
             }
         }
         // One condition for a packet that neither crosses nor carries INT.
-        if (meta.crossing == 1 || hdr.int_md.isValid()) {
+        if (meta.crossing == 1 || hdr.int_hdr.isValid()) {
             if (meta.crossing == 1 || PORT_EDGE(meta) == 1) {
                 egress_config.apply();
             }
@@ -109,7 +109,7 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
                 if (meta.scratch_time == 0 || now - meta.scratch_time >= CFG_DIGEST_INTERVAL(meta)) {
                     digest_seq.read(meta.scratch_a, 0);
                     digest_values.apply();
-                    digest_seq.write(0, meta.scratch_b);
+                    digest_seq.write(0, SCRATCH_B(meta));
                     port_congested.write(standard_metadata.egress_port, meta.scratch_8);
                     port_last_digest.write(standard_metadata.egress_port, now);
                     meta.digest_copy = 1w1 ++ CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.egress_port ++ QUEUE_DEPTH

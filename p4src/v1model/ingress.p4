@@ -89,7 +89,7 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
                 && hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
             config.apply();
             // Only UDP from a host-facing port can become an INT source.
-            if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
+            if (hdr.udp.isValid() && !hdr.int_hdr.isValid()) {
                 if (ingress_port_role.apply().hit) {
                     int_watchlist.apply();
                 }

@@ -20,10 +20,10 @@
 // A hop towards the fabric pushes its metadata, or sets E (hop limit or
 // full stack) or M (MTU).
 #define TRANSIT_HOP \
-    if (hdr.int_md.remaining_hops == 0 || hdr.int_shim.len + (bit<8>)INT_HOP_ML > INT_MAX_STACK_WORDS + 3) { \
-        hdr.int_md.hop_exceeded = 1; \
+    if (hdr.int_hdr.remaining_hops == 0 || hdr.int_hdr.len + (bit<8>)INT_HOP_ML > INT_MAX_STACK_WORDS + 3) { \
+        hdr.int_hdr.hop_exceeded = 1; \
     } else if (PORT_MTU(meta) != 0 && hdr.ipv4.total_len + 24 > PORT_MTU(meta)) { \
-        hdr.int_md.mtu_exceeded = 1; \
+        hdr.int_hdr.mtu_exceeded = 1; \
     } else { \
         push_hop_metadata(); \
     }
@@ -40,26 +40,25 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     }
 
     action insert_int_headers() {
-        hdr.int_shim.setValid();
-        hdr.int_shim.int_type = INT_TYPE_MD;
-        hdr.int_shim.npt = 0;
-        hdr.int_shim.reserved0 = 0;
-        hdr.int_shim.len = 3;
-        hdr.int_shim.reserved1 = 0;
-        hdr.int_shim.original_dscp = hdr.ipv4.dscp;
-        hdr.int_shim.reserved2 = 0;
-        hdr.int_md.setValid();
-        hdr.int_md.version = INT_VERSION;
-        hdr.int_md.discard = 0;
-        hdr.int_md.hop_exceeded = 0;
-        hdr.int_md.mtu_exceeded = 0;
-        hdr.int_md.reserved = 0;
-        hdr.int_md.hop_ml = INT_HOP_ML;
-        hdr.int_md.remaining_hops = meta.int_source[7:0];
-        hdr.int_md.instructions = INT_INSTRUCTIONS;
-        hdr.int_md.domain_id = 0;
-        hdr.int_md.ds_instructions = 0;
-        hdr.int_md.ds_flags = 0;
+        hdr.int_hdr.setValid();
+        hdr.int_hdr.int_type = INT_TYPE_MD;
+        hdr.int_hdr.npt = 0;
+        hdr.int_hdr.reserved0 = 0;
+        hdr.int_hdr.len = 3;
+        hdr.int_hdr.reserved1 = 0;
+        hdr.int_hdr.original_dscp = hdr.ipv4.dscp;
+        hdr.int_hdr.reserved2 = 0;
+        hdr.int_hdr.version = INT_VERSION;
+        hdr.int_hdr.discard = 0;
+        hdr.int_hdr.hop_exceeded = 0;
+        hdr.int_hdr.mtu_exceeded = 0;
+        hdr.int_hdr.reserved = 0;
+        hdr.int_hdr.hop_ml = INT_HOP_ML;
+        hdr.int_hdr.remaining_hops = meta.int_source[7:0];
+        hdr.int_hdr.instructions = INT_INSTRUCTIONS;
+        hdr.int_hdr.domain_id = 0;
+        hdr.int_hdr.ds_instructions = 0;
+        hdr.int_hdr.ds_flags = 0;
         hdr.ipv4.dscp = hdr.ipv4.dscp | INT_DSCP_BIT;
         add_int_bytes(16);
     }
@@ -73,8 +72,8 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
         hdr.int_local.queue_id = 0;
         hdr.int_local.occupancy = (bit<24>)standard_metadata.deq_qdepth;
         hdr.int_local.egress_ts = (bit<64>)standard_metadata.egress_global_timestamp;
-        hdr.int_md.remaining_hops = hdr.int_md.remaining_hops - 1;
-        hdr.int_shim.len = hdr.int_shim.len + (bit<8>)INT_HOP_ML;
+        hdr.int_hdr.remaining_hops = hdr.int_hdr.remaining_hops - 1;
+        hdr.int_hdr.len = hdr.int_hdr.len + (bit<8>)INT_HOP_ML;
         add_int_bytes(24);
     }
 
@@ -88,26 +87,25 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
             ++ (bit<64>)standard_metadata.egress_global_timestamp
             ++ (PORT_QUEUE_HIGH(meta) != 0 && (bit<32>)standard_metadata.deq_qdepth >= PORT_QUEUE_HIGH(meta)
                 ? 1w1 : 1w0)
-            ++ hdr.int_shim.len ++ hdr.int_shim.original_dscp
+            ++ hdr.int_hdr.len ++ hdr.int_hdr.original_dscp
             ++ (meta.ecn_received[2:2] == 1 ? meta.ecn_received[1:0] : hdr.ipv4.ecn)
-            ++ hdr.int_md.version ++ hdr.int_md.discard ++ hdr.int_md.hop_exceeded ++ hdr.int_md.mtu_exceeded
-            ++ hdr.int_md.reserved ++ hdr.int_md.hop_ml ++ hdr.int_md.remaining_hops ++ hdr.int_md.instructions
-            ++ hdr.int_md.domain_id ++ hdr.int_md.ds_instructions ++ hdr.int_md.ds_flags
+            ++ hdr.int_hdr.version ++ hdr.int_hdr.discard ++ hdr.int_hdr.hop_exceeded ++ hdr.int_hdr.mtu_exceeded
+            ++ hdr.int_hdr.reserved ++ hdr.int_hdr.hop_ml ++ hdr.int_hdr.remaining_hops ++ hdr.int_hdr.instructions
+            ++ hdr.int_hdr.domain_id ++ hdr.int_hdr.ds_instructions ++ hdr.int_hdr.ds_flags
             ++ HOP_BITS(0) ++ HOP_BITS(1) ++ HOP_BITS(2) ++ HOP_BITS(3) ++ REP_ENCAP(meta, 175, 0);
     }
 
     action strip_int() {
-        bit<16> bytes = 4 + ((bit<16>)hdr.int_shim.len << 2);
+        bit<16> bytes = 4 + ((bit<16>)hdr.int_hdr.len << 2);
         hdr.ipv4.total_len = hdr.ipv4.total_len - bytes;
         hdr.udp.len = hdr.udp.len - bytes;
         hdr.udp.checksum = 0;
-        hdr.ipv4.dscp = hdr.int_shim.original_dscp;
-        hdr.int_shim.setInvalid();
-        hdr.int_md.setInvalid();
+        hdr.ipv4.dscp = hdr.int_hdr.original_dscp;
+        hdr.int_hdr.setInvalid();
         hdr.int_hops.pop_front(INT_MAX_STACK_HOPS);
     }
 
-    HIDDEN_STEP(bucket_value, meta.scratch_b = meta.scratch_a >> CFG_LATENCY_SHIFT(meta);)
+    HIDDEN_STEP(bucket_value, SCRATCH_B(meta) = meta.scratch_a >> CFG_LATENCY_SHIFT(meta);)
 
     action set_report_encap(mac_addr_t src_mac, mac_addr_t dst_mac, ipv4_addr_t src_ip, ipv4_addr_t dst_ip,
                             bit<16> dst_port) {
@@ -124,7 +122,7 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     }
 
     apply {
-        if (!hdr.int_md.isValid()) {
+        if (!hdr.int_hdr.isValid()) {
             // Not instrumented, unless this is the source.
             if (meta.int_source[8:8] == 1 && PORT_EDGE(meta) == 0) {
                 insert_int_headers();
@@ -138,18 +136,18 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
             // report_period.
             meta.scratch_a = THIS_HOP_LATENCY;
             ADD_HOP_LATENCY(0) ADD_HOP_LATENCY(1) ADD_HOP_LATENCY(2) ADD_HOP_LATENCY(3)
-            // scratch_b, scratch_time: the flow's last reported bucket and time.
-            report_last_bucket.read(meta.scratch_b, meta.flow_slot);
+            // SCRATCH_B, scratch_time: the flow's last reported bucket and time.
+            report_last_bucket.read(SCRATCH_B(meta), meta.flow_slot);
             report_last_time.read(meta.scratch_time, meta.flow_slot);
             bit<48> now = standard_metadata.egress_global_timestamp;
             report_config.apply();
-            bool due = meta.scratch_time == 0 || meta.scratch_a >> CFG_LATENCY_SHIFT(meta) != meta.scratch_b
+            bool due = meta.scratch_time == 0 || meta.scratch_a >> CFG_LATENCY_SHIFT(meta) != SCRATCH_B(meta)
                 || now - meta.scratch_time >= CFG_REPORT_PERIOD(meta);
             // One clone per packet: a threshold digest raised by this packet
             // wins, and the next packet of the flow is reported instead.
             if (due && REP_DST_IP(meta) != 0 && !IS_DIGEST_COPY(meta)) {
                 bucket_value.apply();
-                report_last_bucket.write(meta.flow_slot, meta.scratch_b);
+                report_last_bucket.write(meta.flow_slot, SCRATCH_B(meta));
                 report_last_time.write(meta.flow_slot, now);
                 save_for_report();
                 clone_preserving_field_list(CloneType.E2E, REPORT_SESSION, FL_REPORT);

@@ -41,7 +41,10 @@ struct metadata_t {
     // `config`: switch_id ++ flowlet_timeout_us.
     bit<80> config;
     // Flow identity (the key itself is hdr.flow_key).
-    bit<32> flow_hash;    // crc32: slot in the low bits, signature in the high 16
+    // crc32: slot in the low bits, signature in the high 16. Egress, which
+    // needs it no more, uses the field as scratch (SCRATCH_B): one field
+    // less to reset.
+    bit<32> flow_hash;
     bit<32> flow_slot;    // flow_hash mod FLOWLET_SLOTS (register index)
     // Routing and flowlets.
     bit<16> group_id;
@@ -63,7 +66,6 @@ struct metadata_t {
     // turn instead of one field per local variable (see above).
     bit<48> scratch_time;
     bit<32> scratch_a;
-    bit<32> scratch_b;
     bit<16> scratch_16;
     bit<8> scratch_8;
     // Preserved into egress clone copies. BMv2 resets every field of every
@@ -103,6 +105,7 @@ struct metadata_t {
 #define PORT_QUEUE_HIGH(m) m.port_cfg[95:64]
 #define PORT_QUEUE_LOW(m) m.port_cfg[63:32]
 #define PORT_ECN_THRESHOLD(m) m.port_cfg[31:0]
+#define SCRATCH_B(m) m.flow_hash
 #define IS_DIGEST_COPY(m) (m.digest_copy[168:168] == 1)
 #define IS_REPORT_COPY(m) (m.report_copy[1241:1241] == 1)
 #define DIGEST_DATA(m, hi, lo) m.digest_copy[(hi):(lo)]

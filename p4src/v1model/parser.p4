@@ -88,9 +88,8 @@ parser MetaroceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
     // The shim length counts the 3 words of INT-MD and the stack, which
     // must hold whole hops of HOP_ML words, at most INT_MAX_STACK_HOPS.
     state parse_int_shim {
-        packet.extract(hdr.int_shim);
-        packet.extract(hdr.int_md);
-        transition select(hdr.int_shim.int_type, hdr.int_md.version, hdr.int_shim.len) {
+        packet.extract(hdr.int_hdr);
+        transition select(hdr.int_hdr.int_type, hdr.int_hdr.version, hdr.int_hdr.len) {
             (INT_TYPE_MD, INT_VERSION, 3): parse_after_int;
             (INT_TYPE_MD, INT_VERSION, 9): parse_int_hops_1;
             (INT_TYPE_MD, INT_VERSION, 15): parse_int_hops_2;
@@ -179,8 +178,7 @@ control MetaroceDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ipv4);
         packet.emit(hdr.udp);
         packet.emit(hdr.tcp);
-        packet.emit(hdr.int_shim);
-        packet.emit(hdr.int_md);
+        packet.emit(hdr.int_hdr);
         packet.emit(hdr.int_local);
         packet.emit(hdr.int_hops);
         packet.emit(hdr.bth);

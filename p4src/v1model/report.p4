@@ -25,30 +25,29 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
     register<bit<32>, bit<32>>(1) report_seq;
     counter<bit<32>>(1, CounterType.packets) reports_sent;
 
-    HIDDEN_STEP(next_seq, meta.scratch_b = meta.scratch_a + 1;)
+    HIDDEN_STEP(next_seq, SCRATCH_B(meta) = meta.scratch_a + 1;)
 
     action restore_int() {
         bit<16> bytes = 4 + ((bit<16>)REP_INT(meta, 111, 104) << 2);
-        hdr.int_shim.setValid();
-        hdr.int_shim.int_type = INT_TYPE_MD;
-        hdr.int_shim.npt = 0;
-        hdr.int_shim.reserved0 = 0;
-        hdr.int_shim.len = REP_INT(meta, 111, 104);
-        hdr.int_shim.reserved1 = 0;
-        hdr.int_shim.original_dscp = REP_INT(meta, 103, 98);
-        hdr.int_shim.reserved2 = 0;
-        hdr.int_md.setValid();
-        hdr.int_md.version = REP_INT(meta, 95, 92);
-        hdr.int_md.discard = REP_INT(meta, 91, 91);
-        hdr.int_md.hop_exceeded = REP_INT(meta, 90, 90);
-        hdr.int_md.mtu_exceeded = REP_INT(meta, 89, 89);
-        hdr.int_md.reserved = REP_INT(meta, 88, 77);
-        hdr.int_md.hop_ml = REP_INT(meta, 76, 72);
-        hdr.int_md.remaining_hops = REP_INT(meta, 71, 64);
-        hdr.int_md.instructions = REP_INT(meta, 63, 48);
-        hdr.int_md.domain_id = REP_INT(meta, 47, 32);
-        hdr.int_md.ds_instructions = REP_INT(meta, 31, 16);
-        hdr.int_md.ds_flags = REP_INT(meta, 15, 0);
+        hdr.int_hdr.setValid();
+        hdr.int_hdr.int_type = INT_TYPE_MD;
+        hdr.int_hdr.npt = 0;
+        hdr.int_hdr.reserved0 = 0;
+        hdr.int_hdr.len = REP_INT(meta, 111, 104);
+        hdr.int_hdr.reserved1 = 0;
+        hdr.int_hdr.original_dscp = REP_INT(meta, 103, 98);
+        hdr.int_hdr.reserved2 = 0;
+        hdr.int_hdr.version = REP_INT(meta, 95, 92);
+        hdr.int_hdr.discard = REP_INT(meta, 91, 91);
+        hdr.int_hdr.hop_exceeded = REP_INT(meta, 90, 90);
+        hdr.int_hdr.mtu_exceeded = REP_INT(meta, 89, 89);
+        hdr.int_hdr.reserved = REP_INT(meta, 88, 77);
+        hdr.int_hdr.hop_ml = REP_INT(meta, 76, 72);
+        hdr.int_hdr.remaining_hops = REP_INT(meta, 71, 64);
+        hdr.int_hdr.instructions = REP_INT(meta, 63, 48);
+        hdr.int_hdr.domain_id = REP_INT(meta, 47, 32);
+        hdr.int_hdr.ds_instructions = REP_INT(meta, 31, 16);
+        hdr.int_hdr.ds_flags = REP_INT(meta, 15, 0);
         hdr.ipv4.total_len = hdr.ipv4.total_len + bytes;
         hdr.ipv4.dscp = REP_INT(meta, 103, 98) | INT_DSCP_BIT;
         // The header as the sink received it: routing decremented the TTL
@@ -97,7 +96,7 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
 
         report_seq.read(meta.scratch_a, 0);
         next_seq.apply();
-        report_seq.write(0, meta.scratch_b);
+        report_seq.write(0, SCRATCH_B(meta));
         hdr.report.version = REPORT_VERSION;
         hdr.report.hw_id = 0;
         hdr.report.seq_no = meta.scratch_a[21:0];
@@ -122,16 +121,16 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report.occupancy = REP_SINK(meta, 88, 65);
         hdr.report.egress_ts = REP_SINK(meta, 64, 1);
 
-        // scratch_b: the frame's length.
-        meta.scratch_b = 14 + 20 + (bit<32>)UDP_LEN;
+        // SCRATCH_B: the frame's length.
+        SCRATCH_B(meta) = 14 + 20 + (bit<32>)UDP_LEN;
         if (standard_metadata.egress_port == CPU_PORT) {
             hdr.packet_in.setValid();
             hdr.packet_in.ingress_port = REP_SINK(meta, 152, 137);
             hdr.packet_in.reason = PACKET_IN_REPORT;
             hdr.packet_in.reserved = 0;
-            meta.scratch_b = meta.scratch_b + 4;
+            SCRATCH_B(meta) = SCRATCH_B(meta) + 4;
         }
-        truncate(meta.scratch_b);
+        truncate(SCRATCH_B(meta));
         reports_sent.count(0);
     }
 }

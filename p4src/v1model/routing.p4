@@ -164,7 +164,7 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
                 // The flow hash serves flowlets and the INT sink's report
                 // sampling; packets routed straight to a next hop
                 // without INT skip it.
-                if (hdr.int_md.isValid()) {
+                if (hdr.int_hdr.isValid()) {
                     flow_hash();
                 }
             }
