@@ -8,6 +8,7 @@
 # that does not depend on load; PROFILE_PACKETS=0 skips it.
 #
 #   tests/p4/throughput/run.sh [SECONDS] [ROUNDS]
+#   METAROCE_JSON=old.json tests/p4/throughput/run.sh   (another build of ours)
 #
 # Needs root, p4c, simple_switch_grpc, simple_switch_CLI, iperf3, ethtool.
 # Prints each run with the load average, and the ratio of the medians
@@ -21,7 +22,9 @@ for tool in p4c simple_switch_grpc simple_switch_CLI iperf3 ethtool ip; do
   command -v "$tool" >/dev/null || { echo "skip: BMv2 throughput ($tool not installed)"; exit 0; }
 done
 [ "$(id -u)" = 0 ] || { echo "skip: BMv2 throughput (needs root for network namespaces)"; exit 0; }
-[ -f ../../../p4src/build/main.json ] || { echo "no p4src/build/main.json: run 'make p4' first" >&2; exit 1; }
+ours=${METAROCE_JSON:-../../../p4src/build/main.json}
+case $ours in /*) ;; *) ours=$PWD/$ours ;; esac
+[ -f "$ours" ] || { echo "no $ours: run 'make p4' first" >&2; exit 1; }
 work=$(mktemp -d)
 sw=
 cleanup() {
@@ -75,9 +78,9 @@ l3=(); mr=()
 for r in $(seq "$rounds"); do
   if [ $((r % 2)) = 1 ]; then
     la=$(load); a=$(measure "$work/l3_baseline.json" l3_baseline.cmds)
-    lb=$(load); b=$(measure ../../../p4src/build/main.json metaroce.cmds)
+    lb=$(load); b=$(measure "$ours" metaroce.cmds)
   else
-    lb=$(load); b=$(measure ../../../p4src/build/main.json metaroce.cmds)
+    lb=$(load); b=$(measure "$ours" metaroce.cmds)
     la=$(load); a=$(measure "$work/l3_baseline.json" l3_baseline.cmds)
   fi
   echo "round $r: plain L3 $a Mbit/s (load $la), metaroce $b Mbit/s (load $lb)"
