@@ -36,12 +36,12 @@ header udp_t {
     bit<16> checksum;
 }
 
-// Only the ports are read; the rest of the 20-byte header is parsed (a
-// truncated TCP header is dropped) as one opaque field, since a field
-// costs per packet on BMv2 and nothing here reads or writes the others.
+// Only the ports are read, together (the flow key); the rest of the
+// 20-byte header is parsed (a truncated TCP header is dropped) as one
+// opaque field, since a field costs per packet on BMv2 and nothing here
+// reads or writes the others.
 header tcp_t {
-    bit<16> src_port;
-    bit<16> dst_port;
+    bit<32> ports;    // source port ++ destination port
     bit<128> rest;    // seq, ack, data offset, flags, window, checksum, urgent
 }
 
@@ -155,8 +155,7 @@ header report_t {
 // hash, where a list of fields is first copied into temporaries.
 header flow_key_t {
     bit<72> addresses;    // IPv4 source ++ destination ++ protocol: one write
-    bit<16> l4_src_port;  // 0 when neither TCP nor UDP
-    bit<16> l4_dst_port;
+    bit<32> l4_ports;     // L4 source ++ destination port, 0 when neither TCP nor UDP
     bit<24> entropy;      // RoCEv2 BTH destination QP, else 0
 }
 

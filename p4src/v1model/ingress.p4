@@ -58,7 +58,7 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
         key = {
             hdr.ipv4.src_addr: ternary @name("src_addr");
             hdr.ipv4.dst_addr: ternary @name("dst_addr");
-            hdr.flow_key.l4_dst_port: ternary @name("l4_dst_port");
+            hdr.udp.dst_port: ternary @name("l4_dst_port");  // applied to UDP only
         }
         actions = {
             int_source;

@@ -49,8 +49,7 @@ parser MetaroceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
     }
 
     state no_l4_ports {
-        hdr.flow_key.l4_src_port = 0;
-        hdr.flow_key.l4_dst_port = 0;
+        hdr.flow_key.l4_ports = 0;
         hdr.flow_key.entropy = 0;
         transition accept;
     }
@@ -67,16 +66,14 @@ parser MetaroceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
 
     state parse_tcp {
         packet.extract(hdr.tcp);
-        hdr.flow_key.l4_src_port = hdr.tcp.src_port;
-        hdr.flow_key.l4_dst_port = hdr.tcp.dst_port;
+        hdr.flow_key.l4_ports = hdr.tcp.ports;
         hdr.flow_key.entropy = 0;
         transition accept;
     }
 
     state parse_udp {
         packet.extract(hdr.udp);
-        hdr.flow_key.l4_src_port = hdr.udp.src_port;
-        hdr.flow_key.l4_dst_port = hdr.udp.dst_port;
+        hdr.flow_key.l4_ports = hdr.udp.src_port ++ hdr.udp.dst_port;
         hdr.flow_key.entropy = 0;
         transition select(hdr.ipv4.dscp, hdr.udp.dst_port) {
             (INT_DSCP_BIT &&& INT_DSCP_BIT, _): parse_int_shim;

@@ -84,8 +84,7 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
             hdr.ipv4.src_addr: selector @name("src_addr");
             hdr.ipv4.dst_addr: selector @name("dst_addr");
             hdr.ipv4.protocol: selector @name("protocol");
-            hdr.flow_key.l4_src_port: selector @name("l4_src_port");
-            hdr.flow_key.l4_dst_port: selector @name("l4_dst_port");
+            hdr.flow_key.l4_ports: selector @name("l4_ports");  // source ++ destination
             hdr.flow_key.entropy: selector @name("dest_qp");
             meta.flowlet_id: selector @name("flowlet_id");
         }
