@@ -89,21 +89,21 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
             if (PORT_ECN_THRESHOLD(meta) != 0 && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)
                     && QUEUE_DEPTH >= PORT_ECN_THRESHOLD(meta)) {
                 // A Telemetry Report shows the packet as this hop received it.
-                meta.ecn_received = 1w1 ++ hdr.ipv4.ecn;
+                FLAG_ECN_RECEIVED(meta) = 1w1 ++ hdr.ipv4.ecn;
                 hdr.ipv4.ecn = 3;
                 ecn_marks.count(standard_metadata.egress_port);
             }
 
             if (PORT_QUEUE_HIGH(meta) != 0 && CROSSING) {
-                meta.crossing = 1;
+                FLAG_CROSSING(meta) = 1;
             }
         }
         // One condition for a packet that neither crosses nor carries INT.
-        if (meta.crossing == 1 || hdr.int_hdr.isValid()) {
-            if (meta.crossing == 1 || PORT_EDGE(meta) == 1) {
+        if (FLAG_CROSSING(meta) == 1 || hdr.int_hdr.isValid()) {
+            if (FLAG_CROSSING(meta) == 1 || PORT_EDGE(meta) == 1) {
                 egress_config.apply();
             }
-            if (meta.crossing == 1) {
+            if (FLAG_CROSSING(meta) == 1) {
                 bit<48> now = standard_metadata.egress_global_timestamp;
                 port_last_digest.read(meta.scratch_time, standard_metadata.egress_port);
                 if (meta.scratch_time == 0 || now - meta.scratch_time >= CFG_DIGEST_INTERVAL(meta)) {

@@ -20,7 +20,7 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
                 && standard_metadata.egress_port != CPU_PORT && hdr.ipv4.isValid()) {
             queue_sensing.apply(hdr, meta, standard_metadata);
             // INT work: a packet that carries INT, or this hop is its source.
-            if (hdr.int_hdr.isValid() || meta.int_source != 0) {
+            if (hdr.int_hdr.isValid() || FLAG_INT_SOURCE(meta) != 0) {
                 int_egress.apply(hdr, meta, standard_metadata);
             }
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE) {

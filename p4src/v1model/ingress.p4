@@ -50,7 +50,7 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
     }
 
     action int_source(bit<8> max_hops) {
-        meta.int_source = 1w1 ++ max_hops;
+        FLAG_INT_SOURCE(meta) = 1w1 ++ max_hops;
     }
 
     // Flows to instrument with INT-MD at the source leaf (UDP only).

@@ -54,7 +54,7 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
         hdr.int_hdr.mtu_exceeded = 0;
         hdr.int_hdr.reserved = 0;
         hdr.int_hdr.hop_ml = INT_HOP_ML;
-        hdr.int_hdr.remaining_hops = meta.int_source[7:0];
+        hdr.int_hdr.remaining_hops = FLAG_INT_SOURCE(meta)[7:0];
         hdr.int_hdr.instructions = INT_INSTRUCTIONS;
         hdr.int_hdr.domain_id = 0;
         hdr.int_hdr.ds_instructions = 0;
@@ -88,7 +88,7 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
             ++ (PORT_QUEUE_HIGH(meta) != 0 && (bit<32>)standard_metadata.deq_qdepth >= PORT_QUEUE_HIGH(meta)
                 ? 1w1 : 1w0)
             ++ hdr.int_hdr.len ++ hdr.int_hdr.original_dscp
-            ++ (meta.ecn_received[2:2] == 1 ? meta.ecn_received[1:0] : hdr.ipv4.ecn)
+            ++ (FLAG_ECN_RECEIVED(meta)[2:2] == 1 ? FLAG_ECN_RECEIVED(meta)[1:0] : hdr.ipv4.ecn)
             ++ hdr.int_hdr.version ++ hdr.int_hdr.discard ++ hdr.int_hdr.hop_exceeded ++ hdr.int_hdr.mtu_exceeded
             ++ hdr.int_hdr.reserved ++ hdr.int_hdr.hop_ml ++ hdr.int_hdr.remaining_hops ++ hdr.int_hdr.instructions
             ++ hdr.int_hdr.domain_id ++ hdr.int_hdr.ds_instructions ++ hdr.int_hdr.ds_flags
@@ -124,7 +124,7 @@ control IntEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     apply {
         if (!hdr.int_hdr.isValid()) {
             // Not instrumented, unless this is the source.
-            if (meta.int_source[8:8] == 1 && PORT_EDGE(meta) == 0) {
+            if (FLAG_INT_SOURCE(meta)[8:8] == 1 && PORT_EDGE(meta) == 0) {
                 insert_int_headers();
                 TRANSIT_HOP
             }

@@ -50,18 +50,18 @@ struct metadata_t {
     bit<16> group_id;
     bit<16> nhop_id;
     bit<16> flowlet_id;
-    // 7 bits where 1 would do: the struct's widths then add up to whole
-    // bytes, and p4c pads it with no extra field (one more to reset).
-    bit<7> new_flowlet;
-    // INT source: 1 ++ max_hops when the watchlist matched.
-    bit<9> int_source;
+    // Rare per-packet flags, zero for most packets, in one field (one
+    // reset instead of four), read through the FLAG_ macros below:
+    // new flowlet (bit 0), threshold crossing (1), ECN as received when
+    // this hop marks CE (1 ++ ECN, bits 4:2), INT source (1 ++ max_hops
+    // when the watchlist matched, bits 13:5). 20 bits where 14 would do:
+    // the struct's widths then add up to whole bytes, and p4c pads it with
+    // no extra field (one more to reset).
+    bit<20> flags;
     // `egress_config`: digest_interval_us ++ report_period_us ++ latency_shift.
     bit<104> egress_cfg;
     // `egress_port_config`: edge ++ mtu ++ queue_high ++ queue_low ++ ecn_threshold.
     bit<113> port_cfg;
-    bit<1> crossing;      // the queue crossed a threshold of the port
-    // 1 ++ the ECN field as received, when this hop marks CE.
-    bit<3> ecn_received;
     // Register reads and intermediate values, shared by the controls in
     // turn instead of one field per local variable (see above).
     bit<48> scratch_time;
@@ -106,6 +106,10 @@ struct metadata_t {
 #define PORT_QUEUE_LOW(m) m.port_cfg[63:32]
 #define PORT_ECN_THRESHOLD(m) m.port_cfg[31:0]
 #define SCRATCH_B(m) m.flow_hash
+#define FLAG_NEW_FLOWLET(m) m.flags[0:0]
+#define FLAG_CROSSING(m) m.flags[1:1]
+#define FLAG_ECN_RECEIVED(m) m.flags[4:2]
+#define FLAG_INT_SOURCE(m) m.flags[13:5]
 #define IS_DIGEST_COPY(m) (m.digest_copy[168:168] == 1)
 #define IS_REPORT_COPY(m) (m.report_copy[1241:1241] == 1)
 #define DIGEST_DATA(m, hi, lo) m.digest_copy[(hi):(lo)]

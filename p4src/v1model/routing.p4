@@ -144,12 +144,12 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
                         && standard_metadata.ingress_global_timestamp - meta.scratch_time
                            <= CFG_FLOWLET_TIMEOUT(meta)) {
                     if (port_down.apply().hit) {  // key: the pinned port
-                        meta.new_flowlet = 1;
+                        FLAG_NEW_FLOWLET(meta) = 1;
                     }
                 } else {
-                    meta.new_flowlet = 1;
+                    FLAG_NEW_FLOWLET(meta) = 1;
                 }
-                if (meta.new_flowlet == 1) {
+                if (FLAG_NEW_FLOWLET(meta) == 1) {
                     flowlet_id.read(meta.flowlet_id, meta.flow_slot);
                     meta.flowlet_id = meta.flowlet_id + 1;
                     nhop_group.apply();
@@ -171,7 +171,7 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         // A new flowlet that is forwarded (the next hop exists) pins its
         // port.
         if (nhop.apply().hit) {
-            if (meta.new_flowlet == 1) {
+            if (FLAG_NEW_FLOWLET(meta) == 1) {
                 new_flowlet_port.apply();
                 flowlet_port.write(meta.flow_slot, meta.scratch_16);
                 new_flowlets.count(standard_metadata.egress_spec);
