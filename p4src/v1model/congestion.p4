@@ -9,6 +9,7 @@
 #define METAROCE_V1MODEL_CONGESTION_P4
 
 #include "metadata.p4"
+#include "int_egress.p4"
 
 #define QUEUE_DEPTH ((bit<32>)standard_metadata.deq_qdepth)
 
@@ -18,6 +19,10 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
     register<bit<48>, bit<9>>(PORT_COUNT) port_last_digest;
     register<bit<32>, bit<32>>(1) digest_seq;
     counter<bit<9>>(PORT_COUNT, CounterType.packets) ecn_marks;
+    // MetaroceEgress.int_egress in the contract; applied from here so that
+    // one condition keeps a packet without INT and without a crossing out
+    // of both.
+    @name(".MetaroceEgress.int_egress") IntEgress() int_egress;
 
     // Per egress port: host-facing or not, IP MTU, and queue thresholds
     // (packets on BMv2). A port without an entry is a fabric port with no
@@ -98,9 +103,10 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
                 FLAG_CROSSING(meta) = 1;
             }
         }
-        // One condition for a packet that neither crosses nor carries INT.
-        if (FLAG_CROSSING(meta) == 1 || hdr.int_hdr.isValid()) {
-            if (FLAG_CROSSING(meta) == 1 || PORT_EDGE(meta) == 1) {
+        // One condition for a packet that neither crosses nor carries INT
+        // nor starts it (most packets have no flag set at all).
+        if (meta.flags != 0 || hdr.int_hdr.isValid()) {
+            if (FLAG_CROSSING(meta) == 1 || (hdr.int_hdr.isValid() && PORT_EDGE(meta) == 1)) {
                 egress_config.apply();
             }
             if (FLAG_CROSSING(meta) == 1) {
@@ -117,6 +123,8 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
                     clone_preserving_field_list(CloneType.E2E, DIGEST_SESSION, FL_DIGEST);
                 }
             }
+            // INT: a packet that carries it, or this hop is its source.
+            int_egress.apply(hdr, meta, standard_metadata);
         }
     }
 }

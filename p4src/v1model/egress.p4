@@ -1,16 +1,15 @@
-// Egress: per-port settings and queue sensing (congestion.p4) and ECN, INT, and the clone
+// Egress: per-port settings, queue sensing, ECN and INT (congestion.p4, which
+// applies IntEgress), and the clone
 // copies (Telemetry Reports, and threshold digests that go back to ingress).
 #ifndef METAROCE_V1MODEL_EGRESS_P4
 #define METAROCE_V1MODEL_EGRESS_P4
 
 #include "metadata.p4"
 #include "congestion.p4"
-#include "int_egress.p4"
 #include "report.p4"
 
 control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
     QueueSensing() queue_sensing;
-    IntEgress() int_egress;
     ReportBuilder() report_builder;
 
     apply {
@@ -18,11 +17,8 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
         // one condition.
         if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_EGRESS_CLONE
                 && standard_metadata.egress_port != CPU_PORT && hdr.ipv4.isValid()) {
-            queue_sensing.apply(hdr, meta, standard_metadata);
-            // INT work: a packet that carries INT, or this hop is its source.
-            if (hdr.int_hdr.isValid() || FLAG_INT_SOURCE(meta) != 0) {
-                int_egress.apply(hdr, meta, standard_metadata);
-            }
+            queue_sensing.apply(hdr, meta, standard_metadata);  // and INT
+
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE) {
             if (IS_DIGEST_COPY(meta)) {
                 truncate(64);
