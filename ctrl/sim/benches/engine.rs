@@ -95,6 +95,21 @@ fn main() {
             let yaml = "network: {dcqcn: true}\nlimits: {events: 1000000000}\n\
                         jobs: [{name: p, pattern: permutation, hosts: all, shift: 4, size: 512MiB}]";
             bench("permutation 16 hosts, 512 MiB each", &t, yaml, Mode::Ecmp);
+            // Four permutations, on one priority and then on two (half of
+            // them lossy): what a queue per (port, priority) and DWRR cost.
+            for (label, lossy) in [("one priority", 3), ("priorities 3 and 0", 0)] {
+                let jobs: Vec<String> = (1..=4)
+                    .map(|i| {
+                        let p = if i > 2 { lossy } else { 3 };
+                        format!("{{name: p{i}, pattern: permutation, hosts: \"h*-{i}\", shift: 1, size: 256MiB, priority: {p}}}")
+                    })
+                    .collect();
+                let yaml = format!(
+                    "network: {{dcqcn: true, lossless: [3]}}\nlimits: {{events: 1000000000}}\njobs: [{}]",
+                    jobs.join(", ")
+                );
+                bench(&format!("4 permutations 16 hosts, 256 MiB each, {label}"), &t, &yaml, Mode::Ecmp);
+            }
         }
         if let Some(t) = fabric(16, 8, 16) {
             let yaml = "network: {dcqcn: true}\nlimits: {events: 1000000000}\n\

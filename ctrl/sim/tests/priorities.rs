@@ -47,6 +47,10 @@ fn a_lossless_incast_never_drops_while_a_lossy_job_beside_it_drops_and_recovers(
     assert_eq!(lossy.paused_time_us, 0.0);
     assert_eq!(s.drops, lossy.drops);
     assert_eq!(s.pfc.pauses, lossless.pauses);
+    let again = common::run(&topo, &sc, Mode::Ecmp);
+    let json = |r: &ModeRun| serde_json::to_string(&r.summary).unwrap();
+    assert_eq!(json(&run), json(&again), "two priorities run deterministically");
+    assert_eq!(run.fcts_ps, again.fcts_ps);
 }
 
 /// Completion of job `j` in multiples of S/B for `bytes` at 100 Gbps.
