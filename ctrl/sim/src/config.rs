@@ -163,12 +163,14 @@ pub const DEFAULT_PRIORITY: u8 = 3;
 /// Priority flow control (802.1Qbb), per (ingress port, lossless priority).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Pfc {
-    /// Bytes buffered from one ingress port that send PAUSE upstream.
+    /// Bytes buffered from one ingress port in one priority that send a
+    /// PAUSE for that priority upstream.
     pub xoff_bytes: u64,
     /// Bytes below which RESUME is sent.
     pub xon_bytes: u64,
-    /// Extra bytes reserved per ingress for what is in flight when PAUSE is
-    /// sent; `None` computes it per link from bandwidth, delay and MTU.
+    /// Extra bytes reserved per (ingress, priority) for what is in flight
+    /// when PAUSE is sent; `None` computes it per link from bandwidth,
+    /// delay and MTU.
     pub headroom_bytes: Option<u64>,
 }
 
