@@ -139,6 +139,12 @@ pub(crate) type Forced = BTreeMap<(SwitchId, SwitchId), Option<PortKey>>;
 /// The budget counts groups as the switch holds them: the controller
 /// dedups by `(switch, weights)`, so routes of one switch that move to the
 /// same weights are one group write and count once.
+///
+/// Only the most urgent proposals need an order: they are taken in sorted
+/// chunks until the failovers and the budget are spent. Of the rest (on a
+/// fabric with many hot ports, nearly all of the millions proposed), only
+/// those whose weights a switch already takes go out, after the others,
+/// in order; the rest wait unsorted (the next decision sorts again).
 pub(crate) fn apply(
     proposals: Vec<Proposal>,
     forced: &Forced,
@@ -156,38 +162,96 @@ pub(crate) fn apply(
     // Sort keys, not the proposals: there may be millions.
     let mut order: Vec<_> =
         proposals.iter().enumerate().map(|(i, p)| (kind(p), Reverse(p.shift), p.leaf, p.switch, i)).collect();
-    order.sort_unstable();
+    let failovers = order.iter().filter(|o| o.0 == ChangeKind::Failover).count();
     let mut proposals: Vec<Option<Proposal>> = proposals.into_iter().map(Some).collect();
+    let mut gate = Gate { budget, groups: 0, admitted: BTreeMap::new() };
     let mut changes = Vec::new();
     let mut held = Vec::new();
-    // Per switch, the weights admitted so far (a switch has few).
-    let mut admitted: BTreeMap<SwitchId, Vec<Vec<PortWeight>>> = BTreeMap::new();
-    let mut groups = 0;
-    for (kind, _, leaf, switch, i) in order {
-        let Some(p) = proposals[i].take() else { continue };
-        if kind != ChangeKind::Failover {
-            // The weights the switch ends up with: the new override's, or
-            // the baseline group's it returns to.
-            let to: Cow<'_, [PortWeight]> = match &p.new {
-                Some(w) => Cow::Borrowed(w),
-                None => Cow::Owned(
-                    routing.group_toward(switch, leaf).map(|(_, g)| key_of(&g.members)).unwrap_or_default(),
-                ),
-            };
-            let known = admitted.get(&switch).is_some_and(|v| v.iter().any(|w| **w == *to));
-            if !known && groups == budget {
+    let mut done = 0;
+    // Chunks grow: many urgent proposals may share weights already taken
+    // (they cost no budget), and each partition walks all that is left.
+    let mut least = 1024;
+    while done < order.len() && (done < failovers || gate.groups < gate.budget) {
+        let chunk = failovers.saturating_sub(done).max(4 * (gate.budget - gate.groups)).max(least);
+        least = least.saturating_mul(4);
+        let rest = &mut order[done..];
+        if chunk < rest.len() {
+            rest.select_nth_unstable(chunk - 1);
+        }
+        let chunk = chunk.min(rest.len());
+        rest[..chunk].sort_unstable();
+        for &(kind, _, leaf, switch, i) in &rest[..chunk] {
+            let Some(p) = proposals[i].take() else { continue };
+            if kind != ChangeKind::Failover && !gate.admit(&p, routing) {
                 held.push(p);
                 continue;
             }
-            if !known {
-                groups += 1;
-                admitted.entry(switch).or_default().push(to.into_owned());
-            }
+            let failed = forced.get(&(leaf, switch)).copied().flatten();
+            changes.push(commit(p, kind, failed, (routing, index), state));
         }
-        let failed = forced.get(&(leaf, switch)).copied().flatten();
-        changes.push(commit(p, kind, failed, (routing, index), state));
+        done += chunk;
+    }
+    // The budget is spent: only weights a switch already takes still go.
+    let mut late = Vec::new();
+    held.reserve(order.len() - done);
+    for &key in &order[done..] {
+        let Some(p) = proposals[key.4].take() else { continue };
+        if gate.known(&p, routing) {
+            late.push(key);
+            proposals[key.4] = Some(p);
+        } else {
+            held.push(p);
+        }
+    }
+    late.sort_unstable();
+    for (kind, _, _, _, i) in late {
+        if let Some(p) = proposals[i].take() {
+            changes.push(commit(p, kind, None, (routing, index), state));
+        }
     }
     (changes, held)
+}
+
+/// The rate limit's count: groups admitted so far, per switch by weights.
+struct Gate {
+    budget: usize,
+    groups: usize,
+    /// Per switch, the weights admitted so far (a switch has few).
+    admitted: BTreeMap<SwitchId, Vec<Vec<PortWeight>>>,
+}
+
+impl Gate {
+    /// The weights the switch ends up with: the new override's, or the
+    /// baseline group's it returns to.
+    fn target<'a>(p: &'a Proposal, routing: &Routing) -> Cow<'a, [PortWeight]> {
+        match &p.new {
+            Some(w) => Cow::Borrowed(w),
+            None => Cow::Owned(
+                routing.group_toward(p.switch, p.leaf).map(|(_, g)| key_of(&g.members)).unwrap_or_default(),
+            ),
+        }
+    }
+
+    /// True when the switch already takes these weights (no new group).
+    fn known(&self, p: &Proposal, routing: &Routing) -> bool {
+        let to = Self::target(p, routing);
+        self.admitted.get(&p.switch).is_some_and(|v| v.iter().any(|w| **w == *to))
+    }
+
+    /// Admits `p` if its weights are known or the budget allows one more group.
+    fn admit(&mut self, p: &Proposal, routing: &Routing) -> bool {
+        let to = Self::target(p, routing);
+        let known = self.admitted.get(&p.switch).is_some_and(|v| v.iter().any(|w| **w == *to));
+        if known {
+            return true;
+        }
+        if self.groups == self.budget {
+            return false;
+        }
+        self.groups += 1;
+        self.admitted.entry(p.switch).or_default().push(to.into_owned());
+        true
+    }
 }
 
 /// Writes one proposal into the overrides and says what changed.
@@ -229,6 +293,85 @@ mod tests {
 
     fn pw(v: &[(u16, u32)]) -> Vec<PortWeight> {
         v.iter().map(|&(port, weight)| PortWeight { port, weight }).collect()
+    }
+
+    /// The rate limit as it was: every key sorted, then one pass.
+    fn apply_full_sort(
+        proposals: Vec<Proposal>,
+        forced: &Forced,
+        budget: usize,
+        (routing, index): (&Routing, &PortIndex),
+        state: &mut PolicyState,
+    ) -> (Vec<Change>, Vec<Proposal>) {
+        let kind = |p: &Proposal| {
+            if forced.contains_key(&(p.leaf, p.switch)) {
+                ChangeKind::Failover
+            } else {
+                p.kind
+            }
+        };
+        let mut order: Vec<_> = proposals
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (kind(p), Reverse(p.shift), p.leaf, p.switch, i))
+            .collect();
+        order.sort_unstable();
+        let mut proposals: Vec<Option<Proposal>> = proposals.into_iter().map(Some).collect();
+        let mut gate = Gate { budget, groups: 0, admitted: BTreeMap::new() };
+        let (mut changes, mut held) = (Vec::new(), Vec::new());
+        for (kind, _, leaf, switch, i) in order {
+            let Some(p) = proposals[i].take() else { continue };
+            if kind != ChangeKind::Failover && !gate.admit(&p, routing) {
+                held.push(p);
+                continue;
+            }
+            let failed = forced.get(&(leaf, switch)).copied().flatten();
+            changes.push(commit(p, kind, failed, (routing, index), state));
+        }
+        (changes, held)
+    }
+
+    #[test]
+    fn sorting_only_the_urgent_chunks_applies_what_a_full_sort_does() {
+        use metaroce_topo::gen::{self, Common};
+        use metaroce_topo::units::Bandwidth;
+        let t = gen::leaf_spine(&Common::new("t", Bandwidth::gbps(100)), 2, 2, 1, 1).unwrap();
+        let r = Routing::compute(&t);
+        let index = PortIndex::new(&t, &r);
+        let mut x: u64 = 99;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..60 {
+            let n = [5, 70, 300, 2000][round % 4];
+            let proposals: Vec<Proposal> = (0..n)
+                .map(|i| Proposal {
+                    // Unknown switches and leaves: no baseline group, as if stale.
+                    switch: 100 + rand(12) as usize,
+                    leaf: 200 + i,
+                    new: (rand(5) > 0).then(|| pw(&[(1, 1 + rand(3) as u32), (2, 1 + rand(2) as u32)])),
+                    cause: None,
+                    kind: if rand(2) == 0 { ChangeKind::Derate } else { ChangeKind::Restore },
+                    shift: rand(40) as u32,
+                    base_hash: 0,
+                })
+                .collect();
+            let forced: Forced =
+                proposals.iter().filter(|_| rand(10) == 0).map(|p| ((p.leaf, p.switch), None)).collect();
+            let budget = 1 + rand(80) as usize;
+            let (mut a, mut b) = (PolicyState::default(), PolicyState::default());
+            let (ca, mut ha) = apply(proposals.clone(), &forced, budget, (&r, &index), &mut a);
+            let (cb, mut hb) = apply_full_sort(proposals, &forced, budget, (&r, &index), &mut b);
+            assert_eq!(ca, cb, "round {round}: the same changes in the same order");
+            let key = |p: &Proposal| (p.leaf, p.switch);
+            ha.sort_by_key(key);
+            hb.sort_by_key(key);
+            assert_eq!(ha, hb, "round {round}: the same proposals held back");
+            assert_eq!(a, b, "round {round}");
+        }
     }
 
     #[test]
