@@ -66,6 +66,7 @@ bench: p4rt-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-topo --bench routing
 	$(CARGO) bench -p metaroce-p4rt --bench inserts
 	$(CARGO) bench -p metaroce-sim --bench engine
+	$(CARGO) bench -p metaroce-sim --bench twin
 	$(CARGO) bench -p metaroce-policy --bench decide
 	$(CARGO) bench -p metaroce-telemetry --bench ingest
 	$(CARGO) bench -p metaroce-controller --bench reaction
