@@ -95,8 +95,9 @@ impl<'a> Sim<'a> {
     fn flush(&mut self, port: PortId) {
         let p = port as usize;
         for c in 0..self.ntc {
-            let queued = std::mem::take(&mut self.tcs[p * self.ntc + c].queue);
-            self.tcs[p * self.ntc + c].qbytes = 0;
+            let t = &mut self.tcs[p * self.ntc + c];
+            let queued = std::mem::take(&mut t.queue);
+            (t.qbytes, t.deficit) = (0, 0);
             for pkt in &queued {
                 self.stats.lost_on_failure += 1;
                 self.gone();
