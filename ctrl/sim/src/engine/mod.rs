@@ -198,12 +198,7 @@ impl<'a> Sim<'a> {
             (Pcap::new(), on)
         });
         let prios = sc.priorities();
-        let ntc = prios.len();
-        let (mut tc_lossless, mut tc_go_back_n) = ([false; 8], [false; 8]);
-        for (c, &p) in prios.iter().enumerate() {
-            tc_lossless[c] = sc.net.is_lossless(p);
-            tc_go_back_n[c] = sc.net.go_back_n || !tc_lossless[c];
-        }
+        let (ntc, (tc_lossless, tc_go_back_n)) = (prios.len(), class_modes(sc, &prios));
         let stats = Stats::new(n, ports.classes.len(), 100_000, prios);
         Ok(Sim {
             topo,
@@ -461,6 +456,16 @@ impl<'a> Sim<'a> {
             pcap.record(&frame);
         }
     }
+}
+
+/// Per traffic class: lossless, and recovering with go-back-N.
+fn class_modes(sc: &Scenario, prios: &[u8]) -> ([bool; 8], [bool; 8]) {
+    let (mut lossless, mut go_back_n) = ([false; 8], [false; 8]);
+    for (c, &p) in prios.iter().enumerate() {
+        lossless[c] = sc.net.is_lossless(p);
+        go_back_n[c] = sc.net.go_back_n || !lossless[c];
+    }
+    (lossless, go_back_n)
 }
 
 /// Bytes of simulator state per packet in flight: on a link, its wire
