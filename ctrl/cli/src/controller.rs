@@ -88,6 +88,10 @@ pub struct RunArgs {
     /// Policy: a hot port keeps at least this share of its capacity (per mille).
     #[arg(long, default_value_t = 125)]
     pub min_factor_permille: u32,
+    /// Policy: no member's share of a group grows past this much of its baseline share (per mille;
+    /// 1334 keeps a two-uplink leaf at 1:2, so moved flowlets do not herd onto the other uplink).
+    #[arg(long, default_value_t = 1334)]
+    pub max_share_growth_permille: u32,
     /// Scrape interval of host exporters (`hosts[].exporter`), milliseconds.
     #[arg(long, default_value_t = 5000)]
     pub host_scrape_ms: u64,
@@ -210,6 +214,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.core.policy.step_interval_ns = ms(a.step_interval_ms);
     cfg.core.policy.derate_step_permille = a.derate_step_permille;
     cfg.core.policy.min_factor_permille = a.min_factor_permille;
+    cfg.core.policy.max_share_growth_permille = a.max_share_growth_permille;
     if let Err(e) = metaroce_policy_check(&cfg) {
         eprintln!("error: {e}");
         return Ok(Exit::Invalid);

@@ -124,6 +124,10 @@ fn controller_policy_flags_are_validated_before_any_switch_is_touched() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("hold_down_ns"), "{}", text(&out));
     let out =
+        metaroce(&["controller", "run", "topologies/mininet-2x2.yaml", "--max-share-growth-permille", "900"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("max_share_growth_permille"), "{}", text(&out));
+    let out =
         metaroce(&["controller", "run", "topologies/mininet-2x2.yaml", "--p4info", "/nonexistent.txtpb"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(text(&out).contains("--p4info"), "{}", text(&out));
