@@ -44,6 +44,7 @@ const POLICY: &[&str] = &[
     "derate_step",
     "min_factor",
     "warm_discount",
+    "max_share_growth",
     "max_changed_groups",
 ];
 
@@ -129,6 +130,12 @@ fn policy(d: &mut Diags, v: &Node, p: &mut PolicyConfig) {
             "derate_step" => p.derate_step_permille = permille(d, n, &path, p.derate_step_permille),
             "min_factor" => p.min_factor_permille = permille(d, n, &path, p.min_factor_permille),
             "warm_discount" => p.warm_discount_permille = permille(d, n, &path, p.warm_discount_permille),
+            // A growth factor: 1.334 (or 133.4%) lets a member's share grow by a third.
+            "max_share_growth" => {
+                p.max_share_growth_permille = d
+                    .fraction(n, &path, 1.0, 10.0)
+                    .map_or(p.max_share_growth_permille, |f| (f * 1000.0).round() as u32)
+            }
             _ => {
                 p.max_changed_groups =
                     d.u64(n, &path, 1, 1 << 20).map_or(p.max_changed_groups, |v| v as usize)

@@ -32,6 +32,10 @@ fn control_settings_are_checked_where_they_are() {
     assert!(r.contains("control.policy") && r.contains("hold_down_ns"), "{r}");
     let r = problems("control: {policy: {derate_step: 150%}}");
     assert!(r.contains("control.policy.derate_step"), "{r}");
+    let r = problems("control: {policy: {max_share_growth: 0.9}}");
+    assert!(r.contains("control.policy.max_share_growth"), "{r}");
+    let r = problems("control: {policy: {max_share_growth: 1.0}}");
+    assert!(r.contains("max_share_growth_permille"), "1.0 lets nothing move: {r}");
 }
 
 #[test]
