@@ -36,7 +36,10 @@ cleanup() {
 trap cleanup EXIT
 p4c --target bmv2 --arch v1model -o "$work" l3_baseline.p4 2>/dev/null || { echo "p4c failed on l3_baseline.p4" >&2; exit 1; }
 
-# One run: start the switch on JSON, load CMDS, measure, tear down. Prints Mbit/s.
+# One run: start the switch on JSON, load CMDS, measure, tear down. Prints
+# Mbit/s and the switch's CPU seconds (user + system, all its threads) per
+# GB received while iperf3 ran: a figure that depends far less on the
+# machine's load than the throughput does.
 measure() {
   local json=$1 cmds=$2
   cleanup_run
@@ -63,8 +66,17 @@ measure() {
   if grep -qiE "error|invalid" "$work/cli.log"; then cat "$work/cli.log" >&2; echo 0; return; fi
   ip netns exec mrtp2 iperf3 -s -1 -D -B 10.0.2.1 >/dev/null 2>&1
   sleep 0.5
+  local t0 t1
+  t0=$(awk '{print $14 + $15}' /proc/"$sw"/stat)
   ip netns exec mrtp1 iperf3 -c 10.0.2.1 -t "$secs" -O 1 -J > "$work/iperf.json" 2>&1
-  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%.1f' % (d['end']['sum_received']['bits_per_second']/1e6))" "$work/iperf.json" 2>/dev/null || echo 0
+  t1=$(awk '{print $14 + $15}' /proc/"$sw"/stat)
+  python3 -c "
+import json, os, sys
+d = json.load(open(sys.argv[1]))['end']['sum_received']
+# The omitted first second is in the CPU time but not in the bytes: the
+# same share for both programs, so their ratio holds.
+cpu = (int(sys.argv[3]) - int(sys.argv[2])) / os.sysconf('SC_CLK_TCK')
+print('%.1f %.2f' % (d['bits_per_second'] / 1e6, cpu / (d['bytes'] / 1e9)))" "$work/iperf.json" "$t0" "$t1" 2>/dev/null || echo "0 0"
   kill "$sw" 2>/dev/null; wait "$sw" 2>/dev/null; sw=
 }
 cleanup_run() {
@@ -74,7 +86,7 @@ cleanup_run() {
 }
 
 load() { cut -d' ' -f1 /proc/loadavg; }
-l3=(); mr=()
+l3=(); mr=(); l3cpu=(); mrcpu=()
 for r in $(seq "$rounds"); do
   if [ $((r % 2)) = 1 ]; then
     la=$(load); a=$(measure "$work/l3_baseline.json" l3_baseline.cmds)
@@ -83,16 +95,17 @@ for r in $(seq "$rounds"); do
     lb=$(load); b=$(measure "$ours" metaroce.cmds)
     la=$(load); a=$(measure "$work/l3_baseline.json" l3_baseline.cmds)
   fi
-  echo "round $r: plain L3 $a Mbit/s (load $la), metaroce $b Mbit/s (load $lb)"
-  l3+=("$a"); mr+=("$b")
+  echo "round $r: plain L3 ${a% *} Mbit/s, ${a#* } CPU s/GB (load $la), metaroce ${b% *} Mbit/s, ${b#* } CPU s/GB (load $lb)"
+  l3+=("${a% *}"); mr+=("${b% *}"); l3cpu+=("${a#* }"); mrcpu+=("${b#* }")
 done
-python3 - "${l3[*]}" "${mr[*]}" <<'PY'
+python3 - "${l3[*]}" "${mr[*]}" "${l3cpu[*]}" "${mrcpu[*]}" <<'PY'
 import statistics, sys
-l3 = [float(x) for x in sys.argv[1].split()]
-mr = [float(x) for x in sys.argv[2].split()]
+l3, mr, l3cpu, mrcpu = ([float(x) for x in arg.split()] for arg in sys.argv[1:5])
 a, b = statistics.median(l3), statistics.median(mr)
 print(f"median: plain L3 {a:.1f} Mbit/s, metaroce {b:.1f} Mbit/s, ratio {b / a if a else 0:.2f} (target >= 0.8)")
 print("per round: " + ", ".join(f"{y / x:.2f}" if x else "-" for x, y in zip(l3, mr)))
+c, d = statistics.median(l3cpu), statistics.median(mrcpu)
+print(f"switch CPU per GB, median: plain L3 {c:.2f} s, metaroce {d:.2f} s, ratio plain L3 / metaroce {c / d if d else 0:.2f}")
 PY
 if [ "${PROFILE_PACKETS:-2000}" != 0 ]; then
   ./profile.sh "${PROFILE_PACKETS:-2000}"
