@@ -107,7 +107,7 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
         sc.modes = o.modes.clone();
     }
     for text in &o.pcap {
-        match metaroce_sim::net::link_end(&l.topology, text) {
+        match l.topology.link_end(text) {
             Ok(e) => sc.pcap.push(e),
             Err(msg) => {
                 eprintln!("error: --pcap {text}: {msg}");

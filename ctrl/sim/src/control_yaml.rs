@@ -178,16 +178,9 @@ pub(crate) fn events(d: &mut Diags, v: &Node, topo: &Topology) -> Vec<LinkEvent>
             continue;
         };
         let Some(name) = d.str(n, &p) else { continue };
-        let end = match crate::net::link_end(topo, name) {
-            Ok(e) => e,
-            Err(msg) => {
-                d.err(&p, n.pos, msg);
-                continue;
-            }
-        };
-        match topo.links.iter().position(|l| l.a == end || l.b == end) {
-            Some(link) => out.push(LinkEvent { at_ps, link, up, name: name.to_string() }),
-            None => d.err(&p, n.pos, format!("{name} leads to a host; only switch-to-switch links can fail")),
+        match topo.fabric_link(name) {
+            Ok(link) => out.push(LinkEvent { at_ps, link, up, name: name.to_string() }),
+            Err(msg) => d.err(&p, n.pos, msg),
         }
     }
     out.sort_by_key(|e| e.at_ps);

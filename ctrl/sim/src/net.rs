@@ -277,25 +277,3 @@ fn spec(
         label,
     }
 }
-
-/// Parses `switch:port` naming one end of a switch-to-switch or host link.
-pub fn link_end(topo: &Topology, text: &str) -> Result<Endpoint, String> {
-    let Some((name, port)) = text.rsplit_once(':') else {
-        return Err(format!("\"{text}\" is not a link end; write it as switch:port, like \"leaf1:5\""));
-    };
-    let Some(switch) = topo.switch_id(name) else {
-        let hint = metaroce_topo::spec::did_you_mean(name, topo.switches.iter().map(|s| s.name.as_str()))
-            .map(|k| format!("; did you mean \"{k}\"?"))
-            .unwrap_or_default();
-        return Err(format!("unknown switch \"{name}\"{hint}"));
-    };
-    let Ok(port) = port.parse::<u16>() else {
-        return Err(format!("\"{port}\" is not a port number"));
-    };
-    let used = topo.adjacency(switch).iter().any(|a| a.port == port)
-        || topo.hosts_of(switch).iter().any(|&h| topo.hosts[h].port == port);
-    if !used {
-        return Err(format!("switch {name} has no link on port {port}"));
-    }
-    Ok(Endpoint { switch, port })
-}

@@ -256,7 +256,7 @@ fn pcap(d: &mut Diags, v: &Node, topo: &Topology) -> Vec<metaroce_topo::Endpoint
     for (i, item) in d.list(v, "pcap").iter().enumerate() {
         let path = format!("pcap[{i}]");
         let Some(text) = d.str(item, &path) else { continue };
-        match crate::net::link_end(topo, text) {
+        match topo.link_end(text) {
             Ok(e) => out.push(e),
             Err(msg) => d.err(&path, item.pos, msg),
         }

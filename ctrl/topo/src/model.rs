@@ -362,11 +362,66 @@ impl Topology {
     pub fn endpoint_name(&self, e: Endpoint) -> String {
         format!("{}:{}", self.switches[e.switch].name, e.port)
     }
+
+    /// Parses `switch:port` naming one end of a switch-to-switch or host
+    /// link; the error says what is wrong, with a did-you-mean.
+    pub fn link_end(&self, text: &str) -> Result<Endpoint, String> {
+        let Some((name, port)) = text.rsplit_once(':') else {
+            return Err(format!("\"{text}\" is not a link end; write it as switch:port, like \"leaf1:5\""));
+        };
+        let Some(switch) = self.switch_id(name) else {
+            let hint = crate::spec::did_you_mean(name, self.switches.iter().map(|s| s.name.as_str()))
+                .map(|k| format!("; did you mean \"{k}\"?"))
+                .unwrap_or_default();
+            return Err(format!("unknown switch \"{name}\"{hint}"));
+        };
+        let Ok(port) = port.parse::<u16>() else {
+            return Err(format!("\"{port}\" is not a port number"));
+        };
+        let used = self.adjacency(switch).iter().any(|a| a.port == port)
+            || self.hosts_of(switch).iter().any(|&h| self.hosts[h].port == port);
+        if !used {
+            return Err(format!("switch {name} has no link on port {port}"));
+        }
+        Ok(Endpoint { switch, port })
+    }
+
+    /// The switch-to-switch link one of whose ends `text` names.
+    pub fn fabric_link(&self, text: &str) -> Result<LinkId, String> {
+        let end = self.link_end(text)?;
+        self.links
+            .iter()
+            .position(|l| l.a == end || l.b == end)
+            .ok_or_else(|| format!("{text} leads to a host; only switch-to-switch links are in the fabric"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_ends_are_parsed_with_a_reason_for_every_mistake() {
+        let t = crate::load_file(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../topologies/mininet-2x2.yaml"
+        )))
+        .unwrap();
+        let leaf1 = t.switch_id("leaf1").unwrap();
+        assert_eq!(t.link_end("leaf1:3"), Ok(Endpoint { switch: leaf1, port: 3 }));
+        assert_eq!(
+            t.link_end("leaf1:1"),
+            Ok(Endpoint { switch: leaf1, port: 1 }),
+            "host links have ends too"
+        );
+        assert!(t.link_end("leaf1").unwrap_err().contains("switch:port"));
+        assert!(t.link_end("leef1:3").unwrap_err().contains("did you mean \"leaf1\""));
+        assert!(t.link_end("leaf1:x").unwrap_err().contains("not a port number"));
+        assert!(t.link_end("leaf1:9").unwrap_err().contains("no link on port 9"));
+        let l = t.fabric_link("spine1:1").unwrap();
+        assert_eq!(t.fabric_link("leaf1:3"), Ok(l), "either end names the link");
+        assert!(t.fabric_link("leaf1:1").unwrap_err().contains("leads to a host"));
+    }
 
     #[test]
     fn prefixes() {
