@@ -1,9 +1,15 @@
-//! Test helpers: capture everything `tracing` prints while a guard lives.
+//! Test helpers: capture everything `tracing` prints on this thread while a
+//! guard lives.
+//!
+//! One global subscriber, installed once, writes into the buffer of the
+//! thread that logs, if that thread is capturing. A per-thread default
+//! subscriber would be simpler, but `tracing` caches whether a callsite is
+//! enabled across threads: a callsite first hit by a test that captures
+//! nothing could stay off for one that does, now and then.
 
+use std::cell::RefCell;
 use std::io;
-use std::sync::{Arc, Mutex};
-
-use tracing::subscriber::DefaultGuard;
+use std::sync::{Arc, Mutex, Once};
 
 #[derive(Clone, Default)]
 pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -15,9 +21,20 @@ impl Captured {
     }
 }
 
-impl io::Write for Captured {
+thread_local! {
+    static CURRENT: RefCell<Option<Captured>> = const { RefCell::new(None) };
+}
+
+/// Writes into the capturing buffer of the calling thread, if any.
+struct ThisThread;
+
+impl io::Write for ThisThread {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(data);
+        CURRENT.with(|c| {
+            if let Some(buf) = c.borrow().as_ref() {
+                buf.0.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(data);
+            }
+        });
         Ok(data.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -25,14 +42,29 @@ impl io::Write for Captured {
     }
 }
 
+/// Stops this thread's capture when dropped.
+pub(crate) struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.borrow_mut().take());
+    }
+}
+
 /// Routes this thread's `tracing` output, at every level, into the buffer.
-pub(crate) fn capture_logs() -> (Captured, DefaultGuard) {
+pub(crate) fn capture_logs() -> (Captured, CaptureGuard) {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(|| ThisThread)
+            .finish();
+        // Another global subscriber (none in this crate's tests) would win;
+        // then captures stay empty and the tests that read them say so.
+        let _ = tracing::subscriber::set_global_default(subscriber);
+    });
     let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    (captured, tracing::subscriber::set_default(subscriber))
+    CURRENT.with(|c| *c.borrow_mut() = Some(captured.clone()));
+    (captured, CaptureGuard)
 }
