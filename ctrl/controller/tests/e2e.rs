@@ -291,3 +291,77 @@ async fn host_exporters_are_scraped_into_the_congestion_map() {
     daemon.await.unwrap().unwrap();
     let _ = stop.send(true);
 }
+
+async fn http_post(addr: SocketAddr, path: &str, token: &str, body: &str) -> String {
+    http_send(addr, "POST", path, token, body).await
+}
+
+async fn http_send(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// A link monitor reports spine1–leaf1 down through the API: leaf1 routes
+/// everything toward leaf2 over spine2 at once; reported up, both spines
+/// carry it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reported_link_failure_is_routed_around_at_once() {
+    let p = pipeline();
+    let (_switches, addrs, stop) = fabric().await;
+    let topo = topology(&addrs);
+    let listen = free_port();
+    let tokens = tempfile_path("links-tokens");
+    let token = "operator-token-for-the-link-test";
+    std::fs::write(&tokens, format!("operator {token}\n")).unwrap();
+    let mut cfg = Config::new(topo.clone(), p.clone());
+    cfg.mode = Mode::Act;
+    cfg.listen = Some(listen);
+    cfg.tokens = Some(tokens);
+    let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(daemon::run(cfg, async move {
+        let _ = quit_rx.await;
+    }));
+    wait_for("baseline on leaf1", 10, || async {
+        weights_toward_leaf2(&installed(addrs[0], 1, &p).await).is_some_and(|w| w.len() == 2)
+    })
+    .await;
+    wait_for("the API", 5, || async { http_get(listen, "/healthz").await.contains("200") }).await;
+
+    let answer = http_post(listen, "/api/v1/links", token, r#"{"link":"spine1:1","state":"down"}"#).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // One next hop left: the route points at it directly, or at a group of one.
+    wait_for("leaf1 to leave spine1 out", 5, || async {
+        let st = installed(addrs[0], 1, &p).await;
+        let direct = match st.get(&Key::Route(u32::from(std::net::Ipv4Addr::new(10, 0, 2, 0)), 24)) {
+            Some(Entry::Route { target: RouteTarget::Nhop(n), .. }) => {
+                matches!(st.get(&Key::Nhop(*n)), Some(Entry::Nhop { port: 4, .. }))
+            }
+            _ => false,
+        };
+        direct || weights_toward_leaf2(&st).is_some_and(|w| w.keys().eq([&4]))
+    })
+    .await;
+    let metrics = http_send(listen, "GET", "/metrics", token, "").await;
+    assert!(metrics.contains("metaroce_reroutes_total{reason=\"link_down\"} 1"), "{metrics}");
+
+    let answer = http_post(listen, "/api/v1/links", token, r#"{"link":"leaf1:3","state":"up"}"#).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    wait_for("leaf1 to use both spines again", 5, || async {
+        weights_toward_leaf2(&installed(addrs[0], 1, &p).await)
+            .is_some_and(|w| w.len() == 2 && w[&3] == w[&4])
+    })
+    .await;
+    let bad = http_post(listen, "/api/v1/links", token, r#"{"link":"leaf1:1","state":"down"}"#).await;
+    assert!(bad.starts_with("HTTP/1.1 400") && bad.contains("leads to a host"), "{bad}");
+    let _ = quit.send(());
+    daemon.await.unwrap().unwrap();
+    let _ = stop.send(true);
+}

@@ -172,7 +172,8 @@ pub async fn run(
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| DaemonError::Listen { addr, source })?;
-        let state = obs::ApiState::new(metrics.clone(), events.clone(), tokens, snap_rx, cmd_tx.clone());
+        let state = obs::ApiState::new(metrics.clone(), events.clone(), tokens, snap_rx, cmd_tx.clone())
+            .with_fabric(Arc::new(cfg.topology.clone()));
         let mut stop = stop_rx.clone();
         tasks.push(tokio::spawn(async move {
             let until = async move {
@@ -434,6 +435,11 @@ impl State {
                     json!({"from": old, "to": mode}),
                 );
                 let _ = reply.send(Ok(()));
+                self.decide_and_publish(true);
+            }
+            Command::SetLink { link, up, reply } => {
+                let _ = reply.send(Ok(()));
+                self.input(&if up { Input::LinkUp { link } } else { Input::LinkDown { link } });
                 self.decide_and_publish(true);
             }
             Command::Rollback { snapshot, reply } => {

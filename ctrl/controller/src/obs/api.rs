@@ -3,8 +3,8 @@
 //! Without a token file the API is read-only: reads are open and mutating
 //! endpoints answer 403 saying how to enable them. With one, every endpoint
 //! but `/healthz` needs a bearer token: `viewer` to read (including
-//! `/metrics`), `operator` to change the mode or roll back. Errors are JSON
-//! `{"error": "..."}`.
+//! `/metrics`), `operator` to change the mode, roll back or report a link
+//! down or up. Errors are JSON `{"error": "..."}`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -43,6 +43,9 @@ pub struct ApiState {
     pub commands: mpsc::Sender<Command>,
     /// How long a mutating request waits for the state task (then 503).
     pub command_timeout: Duration,
+    /// The fabric, to check the links a client names before asking the
+    /// state task (`None`: link reports are refused).
+    pub fabric: Option<Arc<metaroce_topo::Topology>>,
 }
 
 impl ApiState {
@@ -53,7 +56,21 @@ impl ApiState {
         snapshot: watch::Receiver<Arc<Snapshot>>,
         commands: mpsc::Sender<Command>,
     ) -> Self {
-        ApiState { metrics, events, tokens, snapshot, commands, command_timeout: Duration::from_secs(5) }
+        ApiState {
+            metrics,
+            events,
+            tokens,
+            snapshot,
+            commands,
+            command_timeout: Duration::from_secs(5),
+            fabric: None,
+        }
+    }
+
+    /// Lets clients report links of `fabric` down or up.
+    pub fn with_fabric(mut self, fabric: Arc<metaroce_topo::Topology>) -> Self {
+        self.fabric = Some(fabric);
+        self
     }
 }
 
@@ -70,6 +87,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/events", get(events))
         .route("/api/v1/mode", post(set_mode))
         .route("/api/v1/rollback", post(rollback))
+        .route("/api/v1/links", post(set_link))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
@@ -245,7 +263,7 @@ fn events_query(query: &str) -> Result<(u64, usize), ApiError> {
 
 #[path = "api_commands.rs"]
 mod commands;
-use commands::{rollback, set_mode};
+use commands::{rollback, set_link, set_mode};
 
 #[cfg(test)]
 #[path = "api_tests.rs"]

@@ -52,6 +52,44 @@ pub(super) async fn rollback(
     Ok(json_response(StatusCode::OK, &json!({ "ok": true })))
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkBody {
+    /// Either end of the link, `switch:port`.
+    link: String,
+    state: LinkState,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum LinkState {
+    Down,
+    Up,
+}
+
+/// `POST /api/v1/links` with `{"link": "leaf1:3", "state": "down" | "up"}`:
+/// a link monitor (or an operator) reports a fabric link; the controller
+/// routes around it at once, or puts it back.
+pub(super) async fn set_link(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let role = authorize(&state, &headers, Role::Operator, "links")?;
+    let LinkBody { link: name, state: link_state } = parse_body(body)?;
+    let fabric = state
+        .fabric
+        .as_ref()
+        .ok_or_else(|| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "this controller takes no link reports"))?;
+    let link = fabric.fabric_link(&name).map_err(|why| ApiError::new(StatusCode::BAD_REQUEST, why))?;
+    let up = matches!(link_state, LinkState::Up);
+    let outcome = ask(&state, |reply| Command::SetLink { link, up, reply }).await;
+    let what = if up { "up" } else { "down" };
+    audit(&state, role, "links", &format!("link {name} {what}"), json!({ "link": name, "state": what }), &outcome);
+    outcome?;
+    Ok(json_response(StatusCode::OK, &json!({ "ok": true, "link": name, "state": what })))
+}
+
 fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
     let bytes = body.map_err(|rejection| {
         ApiError::new(rejection.status(), format!("cannot read the request body: {}", rejection.body_text()))

@@ -55,6 +55,10 @@ fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
                     log.lock().unwrap().push(format!("rollback {snapshot}"));
                     reply
                 }
+                Command::SetLink { link, up, reply } => {
+                    log.lock().unwrap().push(format!("link {link} up {up}"));
+                    reply
+                }
             };
             let _ = reply.send(answer.clone());
         }
@@ -64,7 +68,12 @@ fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
     let events = EventLog::new(16);
     events.record("reroute", Some("leaf1"), "congestion", json!({ "port": 3 }));
     events.record("reroute", Some("leaf1"), "recovery", json!({ "port": 3 }));
-    let state = ApiState::new(metrics, events, tokens, snap_rx, cmd_tx);
+    let fabric = metaroce_topo::load_file(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../topologies/mininet-2x2.yaml"
+    )))
+    .unwrap();
+    let state = ApiState::new(metrics, events, tokens, snap_rx, cmd_tx).with_fabric(Arc::new(fabric));
     Fixture { state, seen, _snap_tx: snap_tx }
 }
 
@@ -192,6 +201,33 @@ async fn obs_api_bad_bodies_are_400_naming_the_problem() {
     assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert!(a.error().contains("request body"));
     assert!(f.seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn obs_api_links_are_reported_by_operators_and_checked_against_the_fabric() {
+    let f = fixture(true, Ok(()));
+    let down = r#"{"link":"spine1:1","state":"down"}"#;
+    let v = call(&f.state, "POST", "/api/v1/links", Some(VIEW), down).await;
+    assert_eq!(v.status, StatusCode::FORBIDDEN, "{}", v.text);
+    let a = call(&f.state, "POST", "/api/v1/links", Some(OPER), down).await;
+    assert_eq!((a.status, a.json()), (StatusCode::OK, json!({ "ok": true, "link": "spine1:1", "state": "down" })));
+    let up = r#"{"link":"leaf1:3","state":"up"}"#;
+    assert_eq!(call(&f.state, "POST", "/api/v1/links", Some(ADMIN), up).await.status, StatusCode::OK);
+    // Either end names the same link (leaf1:3 is spine1:1's peer).
+    assert_eq!(*f.seen.lock().unwrap(), vec!["link 0 up false", "link 0 up true"]);
+    let cases = [
+        (r#"{"link":"leef1:3","state":"down"}"#, "did you mean \"leaf1\""),
+        (r#"{"link":"leaf1:1","state":"down"}"#, "leads to a host"),
+        (r#"{"link":"leaf1:9","state":"down"}"#, "no link on port 9"),
+        (r#"{"link":"leaf1:3","state":"sideways"}"#, "unknown variant `sideways`"),
+        (r#"{"link":"leaf1:3"}"#, "missing field `state`"),
+    ];
+    for (body, want) in cases {
+        let a = call(&f.state, "POST", "/api/v1/links", Some(OPER), body).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(a.error().contains(want), "{body}: {}", a.text);
+    }
+    assert_eq!(f.seen.lock().unwrap().len(), 2, "nothing bad reaches the controller");
 }
 
 #[tokio::test]

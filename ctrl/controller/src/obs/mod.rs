@@ -106,6 +106,14 @@ pub enum Command {
         snapshot: Value,
         reply: Reply,
     },
+    /// A fabric link went down (`up` false) or came back, as an outside
+    /// monitor (BFD, LLDP, the switch OS, an operator) reports it: P4Runtime
+    /// has no port status of its own.
+    SetLink {
+        link: metaroce_topo::LinkId,
+        up: bool,
+        reply: Reply,
+    },
 }
 
 /// Errors of this module; each names what it concerns.
