@@ -77,15 +77,21 @@ pub(super) async fn set_link(
 ) -> Result<Response, ApiError> {
     let role = authorize(&state, &headers, Role::Operator, "links")?;
     let LinkBody { link: name, state: link_state } = parse_body(body)?;
-    let fabric = state
-        .fabric
-        .as_ref()
-        .ok_or_else(|| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "this controller takes no link reports"))?;
+    let fabric = state.fabric.as_ref().ok_or_else(|| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "this controller takes no link reports")
+    })?;
     let link = fabric.fabric_link(&name).map_err(|why| ApiError::new(StatusCode::BAD_REQUEST, why))?;
     let up = matches!(link_state, LinkState::Up);
     let outcome = ask(&state, |reply| Command::SetLink { link, up, reply }).await;
     let what = if up { "up" } else { "down" };
-    audit(&state, role, "links", &format!("link {name} {what}"), json!({ "link": name, "state": what }), &outcome);
+    audit(
+        &state,
+        role,
+        "links",
+        &format!("link {name} {what}"),
+        json!({ "link": name, "state": what }),
+        &outcome,
+    );
     outcome?;
     Ok(json_response(StatusCode::OK, &json!({ "ok": true, "link": name, "state": what })))
 }

@@ -210,7 +210,10 @@ async fn obs_api_links_are_reported_by_operators_and_checked_against_the_fabric(
     let v = call(&f.state, "POST", "/api/v1/links", Some(VIEW), down).await;
     assert_eq!(v.status, StatusCode::FORBIDDEN, "{}", v.text);
     let a = call(&f.state, "POST", "/api/v1/links", Some(OPER), down).await;
-    assert_eq!((a.status, a.json()), (StatusCode::OK, json!({ "ok": true, "link": "spine1:1", "state": "down" })));
+    assert_eq!(
+        (a.status, a.json()),
+        (StatusCode::OK, json!({ "ok": true, "link": "spine1:1", "state": "down" }))
+    );
     let up = r#"{"link":"leaf1:3","state":"up"}"#;
     assert_eq!(call(&f.state, "POST", "/api/v1/links", Some(ADMIN), up).await.status, StatusCode::OK);
     // Either end names the same link (leaf1:3 is spine1:1's peer).
