@@ -80,15 +80,7 @@ async fn installed(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeMap<K
     let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
     cfg.election_id = 1;
     let Ok(s) = Session::connect(cfg).await else { return BTreeMap::new() };
-    let mut out = BTreeMap::new();
-    for req in p.read_requests() {
-        for e in s.read(vec![req]).await.unwrap_or_default() {
-            if let Ok(Some(e)) = p.parse(&e) {
-                out.insert(e.key(), e);
-            }
-        }
-    }
-    out
+    p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default()
 }
 
 /// New flowlets per egress port of a served switch (the program's

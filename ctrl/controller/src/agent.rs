@@ -204,30 +204,14 @@ async fn open(
     Ok((session, rx))
 }
 
-/// Reads back every entry of ours the switch holds.
+/// Reads back every entry of ours the switch holds; entries it cannot
+/// parse are reported and left alone.
 async fn read_installed(session: &Session, pipeline: &Pipeline) -> Result<BTreeMap<Key, Entry>, AgentError> {
-    let mut out = BTreeMap::new();
-    for req in pipeline.read_requests() {
-        let entities = match session.read(vec![req]).await {
-            Ok(e) => e,
-            // A server that cannot read some kind (e.g. keyless defaults)
-            // just means we write those again, which changes nothing.
-            Err(e) if e.code() == Some(tonic::Code::Unimplemented) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        for entity in entities {
-            match pipeline.parse(&entity) {
-                Ok(Some(e)) => {
-                    out.insert(e.key(), e);
-                }
-                Ok(None) => {}
-                Err(err) => {
-                    warn!(error = %err, "entry on the switch that the controller cannot read; it will be left alone")
-                }
-            }
-        }
+    let got = pipeline.read_installed(session).await?;
+    for err in &got.unreadable {
+        warn!(error = %err, "entry on the switch that the controller cannot read; it will be left alone");
     }
-    Ok(out)
+    Ok(got.entries)
 }
 
 struct Live<'a> {

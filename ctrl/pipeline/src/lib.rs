@@ -96,6 +96,14 @@ pub enum Counter {
     ReportsSent,
 }
 
+/// What a switch holds of ours ([`Pipeline::read_installed`]).
+#[derive(Debug, Default)]
+pub struct Installed {
+    pub entries: std::collections::BTreeMap<Key, Entry>,
+    /// Entities of our tables that do not parse as any [`Entry`].
+    pub unreadable: Vec<PipelineError>,
+}
+
 /// The loaded, checked program.
 #[derive(Debug, Clone)]
 pub struct Pipeline {
@@ -167,6 +175,35 @@ impl Pipeline {
     /// digest clone session's peers, defaults we never write).
     pub fn parse(&self, entity: &p4::Entity) -> Result<Option<Entry>, PipelineError> {
         self.ids.parse(entity)
+    }
+
+    /// Reads back every entry of ours `session`'s switch holds. Entity
+    /// kinds the server cannot read (UNIMPLEMENTED, e.g. keyless defaults
+    /// on some targets) are skipped: writing those again changes nothing.
+    /// Entities of our tables that do not parse are returned apart, for the
+    /// caller to report and leave alone.
+    pub async fn read_installed(
+        &self,
+        session: &metaroce_p4rt::Session,
+    ) -> Result<Installed, metaroce_p4rt::SessionError> {
+        let mut out = Installed::default();
+        for req in self.read_requests() {
+            let entities = match session.read(vec![req]).await {
+                Ok(e) => e,
+                Err(e) if e.code() == Some(tonic::Code::Unimplemented) => continue,
+                Err(e) => return Err(e),
+            };
+            for entity in entities {
+                match self.parse(&entity) {
+                    Ok(Some(e)) => {
+                        out.entries.insert(e.key(), e);
+                    }
+                    Ok(None) => {}
+                    Err(err) => out.unreadable.push(err),
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The digest subscription; `max_list_size` 1 delivers each crossing at once.

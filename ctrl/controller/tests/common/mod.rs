@@ -21,13 +21,5 @@ pub async fn installed(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeM
     let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
     cfg.election_id = u128::from(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 9 + 1);
     let s = Session::connect(cfg).await.unwrap();
-    let mut out = BTreeMap::new();
-    for req in p.read_requests() {
-        for e in s.read(vec![req]).await.unwrap_or_default() {
-            if let Ok(Some(e)) = p.parse(&e) {
-                out.insert(e.key(), e);
-            }
-        }
-    }
-    out
+    p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default()
 }
