@@ -9,6 +9,8 @@
 #
 #   tests/p4/throughput/profile.sh [PACKETS]
 #   METAROCE_JSON=old.json tests/p4/throughput/profile.sh   (another build of ours)
+#   KEEP=/tmp/prof tests/p4/throughput/profile.sh   (keep callgrind's outputs:
+#       KEEP/run.{l3,mr}/cg.out, cg.txt, tree.txt, for callgrind_annotate)
 #
 # Needs p4c, simple_switch, simple_switch_CLI, valgrind. Prints figures only.
 set -u
@@ -18,11 +20,12 @@ for tool in p4c simple_switch simple_switch_CLI valgrind callgrind_annotate pyth
   command -v "$tool" >/dev/null || { echo "skip: BMv2 instruction profile ($tool not installed)"; exit 0; }
 done
 [ -f ../../../p4src/build/main.json ] || { echo "no p4src/build/main.json: run 'make p4' first" >&2; exit 1; }
-work=$(mktemp -d)
+work=${KEEP:-$(mktemp -d)}
+mkdir -p "$work"
 sw=
 cleanup() {
   [ -n "$sw" ] && kill "$sw" 2>/dev/null && wait "$sw" 2>/dev/null
-  rm -rf "$work"
+  [ -n "${KEEP:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
 p4c --target bmv2 --arch v1model -o "$work" l3_baseline.p4 2>/dev/null || { echo "p4c failed on l3_baseline.p4" >&2; exit 1; }
