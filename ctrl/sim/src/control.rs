@@ -170,6 +170,9 @@ pub struct Ctx<'s> {
     /// Per (switch, destination index): a rewrite waiting to move traffic.
     pub(crate) watch: &'s mut HashMap<(u32, u32), Watch>,
     pub(crate) link_up: &'s [bool],
+    /// Wake-ups pending in the queue (the engine tells a stalled run from
+    /// one only the control keeps ticking).
+    pub(crate) wakes: &'s mut usize,
 }
 
 impl Ctx<'_> {
@@ -179,6 +182,7 @@ impl Ctx<'_> {
 
     /// Calls [`Control::on_wake`] with `token` at `t_ps` (now, if earlier).
     pub fn wake_at(&mut self, t_ps: u64, token: u64) {
+        *self.wakes += 1;
         self.q.push(t_ps.max(self.now_ps), Ev::Wake { token });
     }
 

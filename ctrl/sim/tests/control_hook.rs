@@ -156,3 +156,54 @@ fn a_control_sees_crossings_rewrites_groups_and_fails_links() {
         log.moved
     );
 }
+
+/// Fails every uplink of leaf1 at 5 µs and then only ticks: what was in
+/// flight is lost and nothing retransmits (no go-back-N), so the run must
+/// end as stalled, not tick on to the time limit.
+#[derive(Debug)]
+struct Cut {
+    uplinks: Vec<usize>,
+    ticks: Arc<Mutex<u64>>,
+}
+
+impl Control for Cut {
+    fn start(&mut self, ctx: &mut Ctx<'_>) {
+        ctx.wake_at(5_000_000, 0);
+    }
+
+    fn on_wake(&mut self, ctx: &mut Ctx<'_>, token: u64) {
+        if token == 0 {
+            for &l in &self.uplinks {
+                ctx.set_link(l, false).unwrap();
+            }
+        }
+        *self.ticks.lock().unwrap() += 1;
+        ctx.wake_at(ctx.now_ps() + 10_000_000, 1);
+    }
+
+    fn summary(&self) -> ControlSummary {
+        ControlSummary { kind: "cut".into(), ..Default::default() }
+    }
+}
+
+#[test]
+fn a_run_only_the_control_keeps_ticking_ends_as_stalled() {
+    let topo = leaf_spine(2, 2, 2, 100);
+    let sc =
+        scenario(&topo, "jobs: [{name: x, pattern: permutation, hosts: [h1-1, h2-1], shift: 1, size: 1MiB}]");
+    let leaf1 = topo.switch_id("leaf1").unwrap();
+    let ticks = Arc::new(Mutex::new(0));
+    let cut = Cut { uplinks: uplinks(&topo, leaf1).into_iter().map(|u| u.1).collect(), ticks: ticks.clone() };
+    let routing = Routing::compute(&topo);
+    let fwd = Box::new(Flowlet::new(1, topo.switches.len(), 5_000_000));
+    let run =
+        metaroce_sim::run_controlled(&topo, &routing, &sc, "cut", fwd, Some(Box::new(cut)), &mut |_| {})
+            .unwrap();
+    assert_eq!(run.summary.stopped, Some(metaroce_sim::Stop::Stalled), "{:?}", run.summary.stopped);
+    assert!(run.summary.unfinished_messages > 0);
+    let ticks = *ticks.lock().unwrap();
+    assert!(
+        (2..1000).contains(&ticks),
+        "stopped soon after the traffic did, not at the time limit: {ticks} ticks"
+    );
+}

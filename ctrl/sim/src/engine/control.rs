@@ -20,6 +20,7 @@ impl<'a> Sim<'a> {
             q: &mut self.q,
             watch: &mut self.watch,
             link_up: &self.link_up,
+            wakes: &mut self.wakes,
         };
         f(control, &mut ctx);
     }

@@ -167,6 +167,8 @@ pub struct Sim<'a> {
     watch: std::collections::HashMap<(u32, u32), Watch>,
     /// Per topology link: up or down.
     link_up: Vec<bool>,
+    /// Control wake-ups pending in the queue.
+    wakes: usize,
     /// The scenario's link failures and repairs.
     link_events: Vec<(u64, u32, bool)>,
 }
@@ -239,6 +241,7 @@ impl<'a> Sim<'a> {
             sense: vec![Sense::default(); n],
             watch: std::collections::HashMap::new(),
             link_up: vec![true; topo.links.len()],
+            wakes: 0,
             link_events: sc.events.iter().map(|e| (e.at_ps, e.link as u32, e.up)).collect(),
         })
     }
@@ -281,7 +284,13 @@ impl<'a> Sim<'a> {
             }
             self.now = t;
             self.events += 1;
+            let wake = matches!(ev, Ev::Wake { .. });
             self.dispatch(ev);
+            if wake && self.q.len() == self.wakes {
+                // Only the control's own wake-ups are left: no packet, pause
+                // or timer can move again, however long the control ticks.
+                break Some(Stop::Stalled);
+            }
             if self.events.is_multiple_of(65536) {
                 self.max_pending = self.max_pending.max(self.q.len());
             }
@@ -356,7 +365,10 @@ impl<'a> Sim<'a> {
             Ev::Ack { flow, psn } => self.ack(flow, psn),
             Ev::Nack { flow, psn } => self.nack(flow, psn),
             Ev::Rto { flow, una } => self.rto(flow, una),
-            Ev::Wake { token } => self.call_control(|c, ctx| c.on_wake(ctx, token)),
+            Ev::Wake { token } => {
+                self.wakes -= 1;
+                self.call_control(|c, ctx| c.on_wake(ctx, token));
+            }
             Ev::Link { link, up } => self.link_event(link as usize, up),
         }
     }
