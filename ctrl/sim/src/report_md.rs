@@ -60,7 +60,7 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
         s.topology,
         s.seed,
         sc.net.mtu,
-        if sc.net.lossless { "lossless (PFC)" } else { "lossy (go-back-N)" },
+        pfc_text(&sc.net),
         if sc.net.ecn.is_some() { "on" } else { "off" },
         if sc.net.dcqcn.is_some() { "on" } else { "off" },
     );
@@ -188,4 +188,14 @@ fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
     if runs.iter().any(|r| get(r).refused > 0) {
         row(out, "writes refused (bugs)", runs, |r| get(r).refused.to_string());
     }
+}
+
+/// "lossless (PFC on priority 3)" or "lossy (go-back-N)".
+fn pfc_text(net: &crate::config::NetConfig) -> String {
+    if !net.lossless {
+        return "lossy (go-back-N)".into();
+    }
+    let list: Vec<String> = net.lossless_priorities.iter().map(u8::to_string).collect();
+    let what = if list.len() == 1 { "priority" } else { "priorities" };
+    format!("lossless (PFC on {what} {})", list.join(", "))
 }
