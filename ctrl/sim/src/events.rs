@@ -30,6 +30,10 @@ pub struct Packet {
     pub ce: bool,
     /// Traffic class: index into the run's priorities.
     pub tc: u8,
+    /// Which transmission this is (a NIC counter, wrapping): a resent PSN
+    /// is another packet, and whatever travels with a packet outside the
+    /// engine (serve mode's headers) is keyed by it.
+    pub tx: u32,
 }
 
 /// Something that happens at an instant.

@@ -66,6 +66,11 @@ pub trait Forwarder: Send + std::fmt::Debug {
     /// Egress processing as a packet leaves switch `switch` on `port`,
     /// with `depth_pkts` packets behind it; it may mark the packet CE.
     fn egress(&mut self, _now_ps: u64, _switch: u32, _port: u16, _depth_pkts: usize, _pkt: &mut Packet) {}
+
+    /// True when the run is to end now (asked every 1,024 events).
+    fn halted(&self) -> bool {
+        false
+    }
 }
 
 /// What a whole switch pipeline decided (see [`Forwarder::route`]).

@@ -69,6 +69,8 @@ pub struct Ports {
     pub number: Vec<u16>,
     /// Per topology link, its two directed ports (a→b, b→a).
     pub link_ports: Vec<(PortId, PortId)>,
+    /// Per port, the port number at its receiving switch (0 toward hosts).
+    arrival: Vec<u16>,
 }
 
 impl Ports {
@@ -85,13 +87,7 @@ impl Ports {
     /// The port number at the receiving switch of a packet arriving over
     /// `p`: the far end of a link, or the leaf port of a host NIC.
     pub fn arrival_number(&self, p: PortId) -> u16 {
-        if (p as usize) < self.hosts {
-            return self.number[self.to_host(p as usize) as usize];
-        }
-        self.link_ports
-            .iter()
-            .find_map(|&(a, b)| (a == p).then_some(b).or((b == p).then_some(a)))
-            .map_or(0, |q| self.number[q as usize])
+        self.arrival.get(p as usize).copied().unwrap_or(0)
     }
 
     pub fn by_end(&self, e: Endpoint) -> Option<PortId> {
@@ -180,6 +176,7 @@ impl Ports {
             members: Vec::new(),
             number: Vec::new(),
             link_ports: Vec::new(),
+            arrival: Vec::new(),
             by_end,
         };
         ports.number = vec![0; ports.specs.len()];
@@ -191,6 +188,14 @@ impl Ports {
             .iter()
             .map(|l| (ports.by_end[&(l.a.switch, l.a.port)], ports.by_end[&(l.b.switch, l.b.port)]))
             .collect();
+        ports.arrival = vec![0; ports.specs.len()];
+        for h in 0..hosts {
+            ports.arrival[h] = ports.number[ports.to_host(h) as usize];
+        }
+        for &(a, b) in &ports.link_ports {
+            ports.arrival[a as usize] = ports.number[b as usize];
+            ports.arrival[b as usize] = ports.number[a as usize];
+        }
         ports.build_fib(topo, routing);
         ports
     }

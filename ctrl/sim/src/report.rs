@@ -93,6 +93,8 @@ pub struct Summary {
     pub lost_on_failure: u64,
     /// Packets routed into a dead link before routing moved off it.
     pub blackholed: u64,
+    /// Packets a switch pipeline delivered to a host they were not for.
+    pub misdelivered: u64,
     pub max_packets_in_flight: usize,
     /// The control plane's figures (reroutes, reaction time), if one ran.
     pub control: Option<crate::control::ControlSummary>,
@@ -218,6 +220,7 @@ pub(crate) fn summarize(
         retransmits: o.stats.retransmits,
         lost_on_failure: o.stats.lost_on_failure,
         blackholed: o.stats.blackholed,
+        misdelivered: o.stats.misdelivered,
         max_packets_in_flight: o.max_packets,
         control: o.control.clone(),
     };

@@ -116,6 +116,9 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
         row(&mut out, "lost when a link failed", runs, |r| r.summary.lost_on_failure.to_string());
         row(&mut out, "routed into a dead link", runs, |r| r.summary.blackholed.to_string());
     }
+    if runs.iter().any(|r| r.summary.misdelivered > 0) {
+        row(&mut out, "delivered to the wrong host", runs, |r| r.summary.misdelivered.to_string());
+    }
     row(&mut out, "events", runs, |r| r.summary.events.to_string());
     control(&mut out, sc, runs);
     out.push_str("\n## Link utilization per tier: imbalance max/mean (mean utilization)\n\n");

@@ -211,6 +211,9 @@ pub struct Stats {
     pub lost_on_failure: u64,
     /// Packets a switch routed into a dead link.
     pub blackholed: u64,
+    /// Packets a switch pipeline delivered to the wrong host (serve mode:
+    /// the controller's routes decide; dropped there, and counted).
+    pub misdelivered: u64,
 }
 
 impl Stats {
@@ -240,6 +243,7 @@ impl Stats {
             link_events: 0,
             lost_on_failure: 0,
             blackholed: 0,
+            misdelivered: 0,
         }
     }
 

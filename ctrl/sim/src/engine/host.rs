@@ -157,6 +157,7 @@ impl Sim<'_> {
             sport,
             ce: false,
             tc,
+            tx: self.stats.packets_sent as u32,
         };
         self.born();
         self.stats.packets_sent += 1;
@@ -198,8 +199,13 @@ impl Sim<'_> {
         }
     }
 
-    pub(super) fn host_receive(&mut self, _h: usize, p: Packet) {
+    pub(super) fn host_receive(&mut self, h: usize, p: Packet) {
         self.gone();
+        if h != p.dst_host as usize {
+            // Only a switch pipeline's own routes can do this (serve mode).
+            self.stats.misdelivered += 1;
+            return;
+        }
         let fid = p.flow as usize;
         let accepted = !self.tc_go_back_n[usize::from(p.tc)] || self.go_back_n_receive(&p);
         if p.ce {

@@ -86,6 +86,8 @@ pub enum Stop {
     /// Nothing was left to happen but messages were unfinished (a deadlock,
     /// or packets with no route).
     Stalled,
+    /// Stopped from outside (serve mode's Ctrl-C).
+    Interrupted,
 }
 
 /// Where a long run is, for progress displays.
@@ -284,6 +286,9 @@ impl<'a> Sim<'a> {
             }
             self.now = t;
             self.events += 1;
+            if self.events.is_multiple_of(1024) && self.fwd.halted() {
+                break Some(Stop::Interrupted);
+            }
             let wake = matches!(ev, Ev::Wake { .. });
             self.dispatch(ev);
             if wake && self.q.len() == self.wakes {
