@@ -54,8 +54,8 @@ pub struct ServeArgs {
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<Exit> {
-    if !(a.dilation.is_finite() && a.dilation > 0.0) {
-        eprintln!("error: --dilation must be a positive number of wall seconds per simulated second");
+    if !(a.dilation > 0.0 && a.dilation <= 1e6) {
+        eprintln!("error: --dilation must be a number of wall seconds per simulated second, above 0 and at most 1000000");
         return Ok(Exit::Usage);
     }
     // Invalid files print every problem and exit 1; unreadable ones exit 3.
@@ -95,6 +95,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Exit> {
             eprintln!("error: {e}");
             return Ok(Exit::Usage);
         }
+        if !l.scenario.events.is_empty() {
+            eprintln!("error: {}", ServeError::LinkEvents { count: l.scenario.events.len() });
+            return Ok(Exit::Invalid);
+        }
     }
     let pipeline = match Pipeline::load(&a.p4info, &a.device_config) {
         Ok(p) => Arc::new(p),
@@ -131,9 +135,13 @@ async fn serve(
         let (stopping, stop_tx) = (stopping.clone(), stop_tx.clone());
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("serve: stopping");
+                eprintln!("serve: stopping (Ctrl-C again to exit at once)");
                 stopping.store(true, Ordering::Relaxed);
                 let _ = stop_tx.send(true);
+            }
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("serve: exiting");
+                std::process::exit(130);
             }
         });
     }
@@ -217,7 +225,14 @@ async fn play(
     crate::sim::write_outputs(&a.out, &loaded.scenario, &runs)?;
     print!("{}", report::markdown(&loaded.scenario, &runs));
     eprintln!("serve: report and plots in {}", a.out.display());
-    Ok(if runs[0].summary.stopped.is_some() { Exit::Invalid } else { Exit::Ok })
+    Ok(match runs[0].summary.stopped {
+        None => Exit::Ok,
+        Some(metaroce_sim::Stop::Interrupted) => {
+            eprintln!("serve: interrupted; the report covers what ran until then");
+            Exit::Ok
+        }
+        Some(_) => Exit::Invalid,
+    })
 }
 
 fn show_progress(

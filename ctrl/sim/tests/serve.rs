@@ -60,6 +60,20 @@ async fn serving_another_program_fails_at_start_naming_the_mismatch() {
 }
 
 #[tokio::test]
+async fn switches_sharing_a_port_are_refused_before_any_listens() {
+    let mut text = std::fs::read_to_string(repo().join("topologies/mininet-2x2.yaml")).unwrap();
+    let port = free_port();
+    for n in 1..=4 {
+        text = text.replace(&format!("127.0.0.1:5000{n}"), &format!("sw{n}.lab:{port}"));
+    }
+    let topo = metaroce_topo::load_str(&text, "hardware-style").unwrap();
+    let (_stop, rx) = watch::channel(false);
+    let opts = Options { ip: IpAddr::V4(Ipv4Addr::LOCALHOST), dilation: 1.0 };
+    let err = Fabric::bind(&topo, pipeline(), &opts, &rx).await.unwrap_err().to_string();
+    assert!(err.contains("leaf1 and leaf2 both have P4Runtime port"), "{err}");
+}
+
+#[tokio::test]
 async fn served_switches_check_programs_and_writes_like_a_target() {
     let topo = topology();
     let p = pipeline();
@@ -83,6 +97,13 @@ async fn served_switches_check_programs_and_writes_like_a_target() {
     assert!(text.contains("cannot run the pushed program"), "{text}");
     assert!(text.contains("MetaroceIngress"), "the message names what is missing: {text}");
     assert!(leaf1.switch.p4info().is_none(), "nothing was committed");
+
+    // Another build of ours (same contract, other P4Info): refused, naming the file to push.
+    let mut raw = p.info().raw().clone();
+    raw.pkg_info.get_or_insert_with(Default::default).name = "main-rebuilt".into();
+    let rebuilt = P4Info::new(raw).unwrap();
+    let err = s.set_pipeline(&rebuilt, &Bmv2Json(b"{}".to_vec()), None).await.unwrap_err().to_string();
+    assert!(err.contains("another build") && err.contains("--p4info"), "{err}");
 
     // Ours: taken.
     s.set_pipeline(p.info(), &Bmv2Json(p.device_config().to_vec()), None).await.unwrap();

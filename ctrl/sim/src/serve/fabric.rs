@@ -23,11 +23,20 @@ pub struct ServedSwitch {
     pub switch: Switch,
 }
 
-/// What a served switch accepts: the program the twin implements, checked
-/// against our pipeline contract. Anything else is refused at push time
-/// with every mismatch named, as BMv2 refuses a JSON it cannot load.
-pub fn twin_check() -> PipelineCheck {
-    PipelineCheck(Arc::new(check_program))
+/// What a served switch accepts: exactly the program it serves (which
+/// [`check_program`] has passed), as BMv2 runs only the JSON it loaded.
+/// Another build is refused at push time, saying which file to push.
+pub fn serves(info: &P4Info) -> PipelineCheck {
+    let served = info.raw().clone();
+    PipelineCheck(Arc::new(move |pushed: &P4Info| {
+        if *pushed.raw() == served {
+            return Ok(());
+        }
+        check_program(pushed)?;
+        Err("it is another build of the program than the one served: push the P4Info given to \
+             `sim serve --p4info` (the controller's --p4info must be the same file)"
+            .to_owned())
+    }))
 }
 
 /// Whether the twin can run `info`: our pipeline contract, and every
@@ -50,6 +59,14 @@ pub async fn bind_all(
     check: &PipelineCheck,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<Vec<ServedSwitch>, ServeError> {
+    let mut seen: std::collections::HashMap<u16, &str> = std::collections::HashMap::new();
+    for sw in &topo.switches {
+        let port = port_of(&sw.p4rt)
+            .ok_or_else(|| ServeError::Address { switch: sw.name.clone(), addr: sw.p4rt.clone() })?;
+        if let Some(first) = seen.insert(port, &sw.name) {
+            return Err(ServeError::SharedPort { first: first.to_owned(), second: sw.name.clone(), port });
+        }
+    }
     let mut out = Vec::with_capacity(topo.switches.len());
     for sw in &topo.switches {
         let port = port_of(&sw.p4rt)

@@ -5,8 +5,11 @@
 //!
 //! The simulator's packets carry no bytes, so the headers a twin needs
 //! are built from the packet's flow at its first hop and then travel with
-//! it hop by hop (INT stacks grow, ECN marks stay) in a table keyed by
-//! (flow, PSN), until the packet leaves the fabric. The destination QP is
+//! it hop by hop (INT stacks grow, ECN marks stay) in a table keyed by the
+//! packet's transmission (a resent PSN is a new packet with fresh
+//! headers), until the packet leaves the fabric. Switch clocks start at
+//! 1 s when traffic starts: the program reads a zero timestamp register
+//! as "never". The destination QP is
 //! a stable 24-bit value per (source, destination) host pair, as one
 //! reliable connection has; TTL starts at 64 at the sending host.
 
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use metaroce_topo::Topology;
 
-use crate::events::{FlowId, Packet};
+use crate::events::Packet;
 use crate::forward::{Forwarder, NetView, PacketInfo, Route};
 use crate::net::FibMember;
 use crate::rng::mix64;
@@ -35,11 +38,13 @@ const STALE_PS: u64 = 1_000_000_000_000;
 pub struct Counters {
     /// Packets a twin forwarded (one per hop).
     pub forwarded: AtomicU64,
-    /// Packets a twin dropped, or that hit an error in the twin.
+    /// Packets a twin dropped, or that hit an error in its ingress.
     pub dropped: AtomicU64,
     /// Of those, by the program's drop reason code (0: an error in the
     /// twin, or a code past 7).
     pub drop_reasons: [AtomicU64; 8],
+    /// Errors in a twin's egress (the packet still leaves).
+    pub egress_errors: AtomicU64,
     /// Packets a twin marked CE.
     pub ecn_marks: AtomicU64,
     /// Digest items and packet-ins the twins handed to the controller.
@@ -70,6 +75,11 @@ impl Pace {
     }
 }
 
+/// A switch's clock for the twin, µs: simulated time plus 1 s.
+fn switch_us(now_ps: u64) -> u64 {
+    now_ps / 1_000_000 + 1_000_000
+}
+
 /// Host addressing the twins see.
 #[derive(Debug, Clone, Copy)]
 struct HostAddr {
@@ -84,8 +94,9 @@ pub struct TwinFabric {
     /// `(switch, port)` pairs that lead to a host: a packet leaving there
     /// leaves the fabric.
     host_ports: std::collections::HashSet<(u32, u16)>,
-    /// Headers of packets inside the fabric, and when they last moved.
-    in_flight: HashMap<(FlowId, u32), (Headers, u64)>,
+    /// Headers of packets inside the fabric, by transmission, and when
+    /// they last moved.
+    in_flight: HashMap<u32, (Headers, u64)>,
     egresses: u64,
     last_sweep_ps: u64,
     pace: Pace,
@@ -134,7 +145,10 @@ impl TwinFabric {
         let due = self.pace.wall_of(now_ps);
         let elapsed = self.pace.start.elapsed();
         match due.checked_sub(elapsed) {
-            Some(wait) => std::thread::sleep(wait),
+            Some(wait) => {
+                self.counters.lag_us.store(0, Ordering::Relaxed);
+                std::thread::sleep(wait);
+            }
             None => {
                 let lag = elapsed.saturating_sub(due).as_micros();
                 self.counters.lag_us.store(u64::try_from(lag).unwrap_or(u64::MAX), Ordering::Relaxed);
@@ -180,17 +194,21 @@ impl TwinFabric {
     fn failed(&mut self, switch: u32, what: &str, e: &dyn std::fmt::Display) {
         self.counters.dropped.fetch_add(1, Ordering::Relaxed);
         self.counters.drop_reasons[0].fetch_add(1, Ordering::Relaxed);
+        self.log_error(switch, what, e);
+    }
+
+    fn log_error(&mut self, switch: u32, what: &str, e: &dyn std::fmt::Display) {
         // The first few are enough to see what is wrong.
         if self.errors_logged < 10 {
             self.errors_logged += 1;
-            tracing::warn!(switch, error = %e, "twin {what} failed; packet dropped");
+            tracing::warn!(switch, error = %e, "twin {what} failed");
         }
     }
 
     fn drain_packet_outs(&mut self, now_ps: u64) {
         let mut n = 0;
         for t in &mut self.twins {
-            n += t.packet_outs(now_ps / 1_000_000).map_or(0, |o| o.len() as u64);
+            n += t.packet_outs(switch_us(now_ps)).map_or(0, |o| o.len() as u64);
         }
         if n > 0 && self.counters.packet_outs.fetch_add(n, Ordering::Relaxed) == 0 {
             tracing::warn!(
@@ -210,6 +228,13 @@ impl TwinFabric {
     }
 }
 
+impl Drop for TwinFabric {
+    /// The run is over: the last digests and packet-ins count too.
+    fn drop(&mut self) {
+        self.sync_counters();
+    }
+}
+
 impl Forwarder for TwinFabric {
     /// Never called: the twins route by themselves ([`Forwarder::route`]).
     fn choose(&mut self, _: u64, _: u32, _: &[FibMember], _: u32, _: &PacketInfo, _: &dyn NetView) -> usize {
@@ -220,14 +245,18 @@ impl Forwarder for TwinFabric {
         true
     }
 
+    fn halted(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
     fn route(&mut self, now_ps: u64, switch: u32, in_port: u16, p: &Packet) -> Option<Route> {
-        let key = (p.flow, p.psn);
+        let key = p.tx;
         let mut h = self.in_flight.remove(&key).map_or_else(|| self.first_hop(p), |(h, _)| h);
         if !self.pace(now_ps) {
             return Some(Route::Drop);
         }
         let Some(twin) = self.twins.get_mut(switch as usize) else { return Some(Route::Drop) };
-        match twin.ingress(u32::from(in_port), &mut h, now_ps / 1_000_000) {
+        match twin.ingress(u32::from(in_port), &mut h, switch_us(now_ps)) {
             Ok(Verdict::Forward { port }) => match u16::try_from(port) {
                 Ok(port) => {
                     self.counters.forwarded.fetch_add(1, Ordering::Relaxed);
@@ -241,7 +270,10 @@ impl Forwarder for TwinFabric {
             },
             Ok(Verdict::Drop(reason)) => {
                 self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-                let i = usize::from(reason.code()).min(7);
+                let i = match usize::from(reason.code()) {
+                    c @ 1..=7 => c,
+                    _ => 0,
+                };
                 self.counters.drop_reasons[i].fetch_add(1, Ordering::Relaxed);
                 Some(Route::Drop)
             }
@@ -257,12 +289,13 @@ impl Forwarder for TwinFabric {
     }
 
     fn egress(&mut self, now_ps: u64, switch: u32, port: u16, depth_pkts: usize, p: &mut Packet) {
-        let key = (p.flow, p.psn);
+        let key = p.tx;
         let Some((mut h, _)) = self.in_flight.remove(&key) else { return };
         let Some(twin) = self.twins.get_mut(switch as usize) else { return };
         let depth = u32::try_from(depth_pkts).unwrap_or(u32::MAX);
-        if let Err(e) = twin.egress(u32::from(port), &mut h, depth, now_ps / 1_000_000) {
-            self.failed(switch, "egress", &e);
+        if let Err(e) = twin.egress(u32::from(port), &mut h, depth, switch_us(now_ps)) {
+            self.counters.egress_errors.fetch_add(1, Ordering::Relaxed);
+            self.log_error(switch, "egress", &e);
         }
         let ce = h.ipv4.is_some_and(|ip| ip.ecn == 3);
         if ce && !p.ce {

@@ -30,7 +30,7 @@ use crate::report::ModeRun;
 use crate::twin::{Twin, TwinError};
 use crate::{Progress, Scenario, SimError};
 
-pub use fabric::{check_program, twin_check, ServedSwitch};
+pub use fabric::{check_program, serves, ServedSwitch};
 pub use forward::{Counters, Pace, TwinFabric};
 
 /// Why serving failed.
@@ -47,6 +47,14 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "switches {first} and {second} both have P4Runtime port {port}; serve needs a port per switch (copy the topology with distinct p4rt ports)"
+    )]
+    SharedPort { first: String, second: String, port: u16 },
+    #[error(
+        "the scenario fails links ({count} events); serve mode cannot tell the controller (P4Runtime has no port status): report them with POST /api/v1/links, or run the scenario with `sim run`"
+    )]
+    LinkEvents { count: usize },
     #[error("the program to serve is not what the pipeline twin models: {reason}")]
     Program { reason: String },
     #[error("switch {switch}: the pipeline twin cannot run")]
@@ -127,7 +135,7 @@ impl Fabric {
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Fabric, ServeError> {
         fabric::check_program(pipeline.info()).map_err(|reason| ServeError::Program { reason })?;
-        let switches = fabric::bind_all(topo, opts.ip, &twin_check(), shutdown).await?;
+        let switches = fabric::bind_all(topo, opts.ip, &serves(pipeline.info()), shutdown).await?;
         Ok(Fabric {
             switches,
             pipeline,
@@ -180,12 +188,15 @@ impl Fabric {
                 }
             } else {
                 last = None;
-                if start.elapsed() >= limit {
-                    return Err(ServeError::NotProgrammed {
-                        missing: missing.join(", "),
-                        waited_s: limit.as_secs(),
-                    });
-                }
+            }
+            // Programmed but never quiet counts as not programmed, too.
+            if start.elapsed() >= limit {
+                let missing = if missing.is_empty() {
+                    "(still being written to)".to_owned()
+                } else {
+                    missing.join(", ")
+                };
+                return Err(ServeError::NotProgrammed { missing, waited_s: limit.as_secs() });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -208,6 +219,9 @@ impl Fabric {
         opts: &Options,
         progress: &mut dyn FnMut(&Progress),
     ) -> Result<ModeRun, ServeError> {
+        if !sc.events.is_empty() {
+            return Err(ServeError::LinkEvents { count: sc.events.len() });
+        }
         let mut twins = Vec::with_capacity(self.switches.len());
         for s in &self.switches {
             let t = Twin::new(&self.pipeline, s.switch.clone())
