@@ -5,17 +5,13 @@
 mod common;
 
 use common::*;
-use metaroce_sim::{scenario, SimError};
+use metaroce_sim::scenario;
 
 const JOB: &str = "jobs: [{pattern: all-to-all, hosts: all, size: 1MiB}]";
 
+/// The problems of `yaml` with one job added.
 fn problems(yaml: &str) -> String {
-    let topo = leaf_spine(2, 2, 2, 100);
-    match scenario::load_str(&format!("{yaml}\n{JOB}"), "bad.yaml", &topo) {
-        Ok(_) => panic!("accepted:\n{yaml}"),
-        Err(e @ SimError::Invalid { .. }) => e.report(),
-        Err(other) => panic!("unexpected error kind: {other}"),
-    }
+    common::problems(&format!("{yaml}\n{JOB}"))
 }
 
 #[test]

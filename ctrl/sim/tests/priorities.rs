@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use metaroce_sim::stats::PriorityFigures;
-use metaroce_sim::{scenario, Mode, ModeRun, SimError};
+use metaroce_sim::{Mode, ModeRun};
 
 /// 8 -> 1 incast on priority 3 (the default) into h1-1.
 const INCAST: &str =
@@ -133,14 +133,6 @@ jobs: [{name: a, pattern: incast, hosts: [h2-1, h2-2, h3-1, h3-2], \
     slowdown(&run(topo, &sc, Mode::Spray), 0, 4 << 20)
 }
 
-fn problems(yaml: &str) -> String {
-    let topo = leaf_spine(2, 2, 2, 100);
-    match scenario::load_str(yaml, "bad.yaml", &topo) {
-        Ok(_) => panic!("accepted:\n{yaml}"),
-        Err(e @ SimError::Invalid { .. }) => e.report(),
-        Err(other) => panic!("unexpected error kind: {other}"),
-    }
-}
 
 #[test]
 fn bad_priorities_are_refused_where_they_are_written() {

@@ -7,14 +7,6 @@ mod common;
 use common::*;
 use metaroce_sim::{scenario, SimError};
 
-fn problems(yaml: &str) -> String {
-    let topo = leaf_spine(2, 2, 2, 100);
-    match scenario::load_str(yaml, "bad.yaml", &topo) {
-        Ok(_) => panic!("accepted:\n{yaml}"),
-        Err(e @ SimError::Invalid { .. }) => e.report(),
-        Err(other) => panic!("unexpected error kind: {other}"),
-    }
-}
 
 #[test]
 fn unknown_hosts_are_named_with_a_suggestion_and_position() {

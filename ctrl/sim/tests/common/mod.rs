@@ -3,7 +3,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use metaroce_sim::{scenario, Mode, ModeRun, Scenario};
+use metaroce_sim::{scenario, Mode, ModeRun, Scenario, SimError};
 use metaroce_topo::gen::{self, Common};
 use metaroce_topo::units::Bandwidth;
 use metaroce_topo::{Routing, Topology};
@@ -33,4 +33,15 @@ pub fn completion(run: &ModeRun, j: usize) -> f64 {
 
 pub fn wire(bytes: u64, mtu: u64) -> u64 {
     bytes + bytes.div_ceil(mtu) * u64::from(metaroce_sim::ROCE_HEADER_BYTES)
+}
+
+/// The problems a scenario has on a 2x2 leaf-spine, as printed; panics if
+/// it is accepted or fails some other way.
+pub fn problems(yaml: &str) -> String {
+    let topo = leaf_spine(2, 2, 2, 100);
+    match scenario::load_str(yaml, "bad.yaml", &topo) {
+        Ok(_) => panic!("accepted:\n{yaml}"),
+        Err(e @ SimError::Invalid { .. }) => e.report(),
+        Err(other) => panic!("unexpected error kind: {other}"),
+    }
 }
