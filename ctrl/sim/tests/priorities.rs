@@ -133,7 +133,6 @@ jobs: [{name: a, pattern: incast, hosts: [h2-1, h2-2, h3-1, h3-2], \
     slowdown(&run(topo, &sc, Mode::Spray), 0, 4 << 20)
 }
 
-
 #[test]
 fn bad_priorities_are_refused_where_they_are_written() {
     let r = problems("jobs:\n  - {pattern: all-to-all, hosts: all, size: 1MiB, priority: 8}\n");

@@ -7,7 +7,6 @@ mod common;
 use common::*;
 use metaroce_sim::{scenario, SimError};
 
-
 #[test]
 fn unknown_hosts_are_named_with_a_suggestion_and_position() {
     let r = problems("jobs:\n  - {name: a, pattern: all-to-all, hosts: [h1-1, h9-1, h1-2], size: 1MiB}\n");
