@@ -250,7 +250,13 @@ fn failures_of_derated_links_leave_no_override_behind() {
         Tick { dt_ms: 1, flips: vec![], fail: Some(8461898047943511015) },
         Tick { dt_ms: 1, flips: vec![], fail: Some(7993842394567558438) },
     ];
-    for t in &script {
+    play_then_cool(&mut w, &script);
+}
+
+/// Plays `script`, checking every decision, then lets every port cool for
+/// 500 ms: every override must be gone.
+fn play_then_cool(w: &mut World, script: &[Tick]) {
+    for t in script {
         w.apply(t);
         let d = w.decide();
         w.check(&d);
@@ -290,18 +296,5 @@ fn held_back_changes_after_a_failure_still_drain() {
         Tick { dt_ms: 1, flips: vec![(537755957504614206, 1, 48)], fail: None },
         Tick { dt_ms: 1, flips: vec![], fail: Some(15012280631722834571) },
     ];
-    for t in &script {
-        w.apply(t);
-        let d = w.decide();
-        w.check(&d);
-    }
-    for v in w.heat.values_mut() {
-        *v = PortHeat { congested: false, depth: 0, max_depth: 0, since_ns: w.now };
-    }
-    for _ in 0..100 {
-        w.now += 5 * MS;
-        let d = w.decide();
-        w.check(&d);
-    }
-    assert_eq!(w.state.override_count(), 0);
+    play_then_cool(&mut w, &script);
 }
