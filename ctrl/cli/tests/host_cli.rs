@@ -5,22 +5,15 @@
 // Tests may panic on what they set up themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{metaroce, text};
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use metaroce_host::fixture;
-
-fn metaroce(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_metaroce"))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run metaroce: {e}"))
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
 
 /// A fresh fixture root with an mlx5 device and a Soft-RoCE device,
 /// removed when the test ends.

@@ -10,6 +10,10 @@
 // Tests may panic on what they set up themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::repo;
+
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -21,10 +25,6 @@ use metaroce_pipeline::{Entry, Key, Pipeline, RouteTarget};
 
 /// `(port, weight)` of a group's members, by port.
 type Weights = Vec<(u16, u32)>;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

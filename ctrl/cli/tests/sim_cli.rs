@@ -5,29 +5,16 @@
 // Tests may panic on what they set up themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{metaroce, repo, text};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn metaroce(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_metaroce"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run metaroce: {e}"))
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("metaroce-sim-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 /// Three hosts send 64 KiB each to h4 over 100 Mbit/s links.

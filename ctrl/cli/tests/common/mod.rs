@@ -1,0 +1,25 @@
+//! Helpers the CLI suites share: running the binary as a user does.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root, where the default program files are found.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Runs `metaroce ARGS` from the repository root and waits for it.
+pub fn metaroce(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_metaroce"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run metaroce: {e}"))
+}
+
+/// Everything it printed, stdout then stderr.
+pub fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
