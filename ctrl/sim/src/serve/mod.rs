@@ -240,23 +240,28 @@ impl Fabric {
 impl Status {
     /// "no_route 12, ttl_expired 1": the drops by reason, for people.
     pub fn drops_by_reason(&self) -> String {
-        const NAMES: [&str; 8] = [
-            "twin_error",
-            "parser_error",
-            "no_route",
-            "ttl_expired",
-            "no_next_hop",
-            "int_malformed",
-            "ipv4_invalid",
-            "unsupported_ether_type",
-        ];
-        let parts: Vec<String> = self
-            .drop_reasons
-            .iter()
-            .zip(NAMES)
-            .filter(|(n, _)| **n > 0)
-            .map(|(n, name)| format!("{name} {n}"))
+        let parts: Vec<String> = (0u8..)
+            .zip(self.drop_reasons)
+            .filter(|&(_, n)| n > 0)
+            .map(|(code, n)| {
+                // Slot 0 holds errors in the twin, not a program reason.
+                let name =
+                    if code == 0 { "twin_error" } else { crate::twin::DropReason::from_code(code).name() };
+                format!("{name} {n}")
+            })
             .collect();
         parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Status;
+
+    #[test]
+    fn drops_are_named_as_the_program_names_them() {
+        let s = Status { drop_reasons: [1, 0, 2, 3, 0, 0, 0, 0], ..Status::default() };
+        assert_eq!(s.drops_by_reason(), "twin_error 1, no_route 2, ttl_expired 3");
+        assert_eq!(Status::default().drops_by_reason(), "");
     }
 }

@@ -98,6 +98,20 @@ impl DropReason {
         }
     }
 
+    /// The reason as `p4src` names it, for people.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::ParserError => "parser_error",
+            DropReason::NoRoute => "no_route",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::NoNextHop => "no_next_hop",
+            DropReason::IntMalformed => "int_malformed",
+            DropReason::Ipv4Invalid => "ipv4_invalid",
+            DropReason::UnsupportedEtherType => "unsupported_ether_type",
+            DropReason::Other(_) => "other",
+        }
+    }
+
     pub fn from_code(c: u8) -> Self {
         match c {
             1 => DropReason::ParserError,
