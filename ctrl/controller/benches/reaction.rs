@@ -71,6 +71,11 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
+/// "p50=… ms p99=… ms" of sorted milliseconds.
+fn p50_p99(sorted: &[f64]) -> String {
+    format!("p50={:.3} ms p99={:.3} ms", percentile(sorted, 0.5), percentile(sorted, 0.99))
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return; // `cargo test` runs benches once without --bench: skip the storm.
@@ -254,52 +259,31 @@ async fn run() {
         100.0 * storm_cpu / storm.as_secs_f64() / 2.0
     );
     println!(
-        "reaction digest→write acked, every upstream switch, under the storm: n={} p50={:.3} ms p99={:.3} ms max={:.3} ms (target p99 <= 1 ms)",
+        "reaction digest→write acked, every upstream switch, under the storm: n={} {} max={:.3} ms (target p99 <= 1 ms)",
         reaction.len(),
-        percentile(&reaction, 0.5),
-        percentile(&reaction, 0.99),
+        p50_p99(&reaction),
         reaction.last().copied().unwrap_or(f64::NAN)
     );
     println!(
-        "reaction without the storm (20 probes): n={} p50={:.3} ms p99={:.3} ms max={:.3} ms",
+        "reaction without the storm (20 probes): n={} {} max={:.3} ms",
         quiet.len(),
-        percentile(&quiet, 0.5),
-        percentile(&quiet, 0.99),
+        p50_p99(&quiet),
         quiet.last().copied().unwrap_or(f64::NAN)
     );
-    println!(
-        "first switch acknowledged per causing digest: n={} p50={:.3} ms p99={:.3} ms",
-        first.len(),
-        percentile(&first, 0.5),
-        percentile(&first, 0.99)
-    );
+    println!("first switch acknowledged per causing digest: n={} {}", first.len(), p50_p99(&first));
     for ((is_quiet, stage), v) in &mut stages {
         v.sort_by(f64::total_cmp);
-        println!(
-            "  stage {stage:>8} ({}): p50={:.3} ms p99={:.3} ms",
-            if *is_quiet { "quiet" } else { "storm" },
-            percentile(v, 0.5),
-            percentile(v, 0.99)
-        );
+        println!("  stage {stage:>8} ({}): {}", if *is_quiet { "quiet" } else { "storm" }, p50_p99(v));
     }
     let (n, p50, p99) = histogram_quantiles(&metrics, "metaroce_decision_duration_seconds");
     println!("decisions: n={n} p50<={:.3} ms p99<={:.3} ms (histogram bucket bounds)", p50 * 1e3, p99 * 1e3);
+    println!("write pass per switch: {}", p50_p99(&write_ms));
+    println!("floor, one acked Write on an idle switch: {}", p50_p99(&floor.single));
     println!(
-        "write pass per switch: p50={:.3} ms p99={:.3} ms",
-        percentile(&write_ms, 0.5),
-        percentile(&write_ms, 0.99)
-    );
-    println!(
-        "floor, one acked Write on an idle switch: p50={:.3} ms p99={:.3} ms",
-        percentile(&floor.single, 0.5),
-        percentile(&floor.single, 0.99)
-    );
-    println!(
-        "floor, {} switches each doing {} sequential acked Writes at once (no controller): switch done p50={:.3} ms p99={:.3} ms, wave done p50={:.3} ms",
+        "floor, {} switches each doing {} sequential acked Writes at once (no controller): switch done {}, wave done p50={:.3} ms",
         floor.switches,
         FLOOR_PHASES,
-        percentile(&floor.per_switch, 0.5),
-        percentile(&floor.per_switch, 0.99),
+        p50_p99(&floor.per_switch),
         percentile(&floor.wave, 0.5)
     );
 }
