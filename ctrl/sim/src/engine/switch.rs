@@ -51,15 +51,16 @@ impl Sim<'_> {
     fn pipeline_arrive(&mut self, s: u32, in_port: PortId, p: Packet) {
         let arrived_on = self.ports.arrival_number(in_port);
         let route = self.fwd.route(self.now, s, arrived_on, &p).unwrap_or(Route::Drop);
-        let end = metaroce_topo::Endpoint { switch: s as usize, port: 0 };
         match route {
-            Route::Port(no) => match self.ports.by_end(metaroce_topo::Endpoint { port: no, ..end }) {
-                Some(egress) if !self.st[egress as usize].down => self.enqueue(egress, in_port, p),
-                _ => {
-                    self.stats.blackholed += 1;
-                    self.gone();
+            Route::Port(port) => {
+                match self.ports.by_end(metaroce_topo::Endpoint { switch: s as usize, port }) {
+                    Some(egress) if !self.st[egress as usize].down => self.enqueue(egress, in_port, p),
+                    _ => {
+                        self.stats.blackholed += 1;
+                        self.gone();
+                    }
                 }
-            },
+            }
             Route::Drop => self.drop_packet(p.tc),
         }
     }
