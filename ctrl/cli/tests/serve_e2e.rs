@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use metaroce_p4rt::{Session, SessionConfig};
-use metaroce_pipeline::{Entry, Key, Pipeline, RouteTarget};
+use metaroce_pipeline::{Entry, Key, Pipeline};
 
 /// `(port, weight)` of a group's members, by port.
 type Weights = Vec<(u16, u32)>;
@@ -103,22 +103,7 @@ async fn new_flowlets(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeMa
 
 /// `(port, weight)` of the group a switch routes `prefix/len` through.
 fn weights_toward(st: &BTreeMap<Key, Entry>, prefix: [u8; 4], len: u8) -> Option<Vec<(u16, u32)>> {
-    let Some(Entry::Route { target: RouteTarget::Group(g), .. }) =
-        st.get(&Key::Route(u32::from_be_bytes(prefix), len))
-    else {
-        return None;
-    };
-    let Some(Entry::Group { members, .. }) = st.get(&Key::Group(u32::from(*g))) else { return None };
-    let port_of = |m: u32| match st.get(&Key::Member(m)) {
-        Some(Entry::Member { nhop, .. }) => match st.get(&Key::Nhop(*nhop)) {
-            Some(Entry::Nhop { port, .. }) => Some(*port),
-            _ => None,
-        },
-        _ => None,
-    };
-    let mut w: Vec<(u16, u32)> = members.iter().filter_map(|&(m, wt)| Some((port_of(m)?, wt))).collect();
-    w.sort_unstable();
-    Some(w)
+    metaroce_pipeline::route_weights(st, prefix.into(), len)
 }
 
 fn metric(text: &str, name: &str) -> f64 {

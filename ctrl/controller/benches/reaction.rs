@@ -1,8 +1,8 @@
 //! Reaction time of the whole loop on a 64-switch fabric under a digest
 //! storm: from a threshold digest reaching the controller to the group
 //! rewrite it causes being acknowledged by the switch (the P4Runtime Write
-//! that points the routes at the new group answered; deleting the old
-//! group follows), measured by the controller itself (`reaction_ms` of
+//! that points the routes' `nhop_group` entries at the new selector group
+//! answered; deleting the old group follows), measured by the controller itself (`reaction_ms` of
 //! each write event). The switches are the driver's in-process P4Runtime
 //! servers on 127.0.0.1, so the figures are the controller's own cost plus
 //! loopback gRPC, not a switch's table-update time.
@@ -289,8 +289,9 @@ async fn run() {
 }
 
 /// Sequential acknowledged Writes per switch in a make-before-break
-/// rewrite up to the routes: group, group entry, routes.
-const FLOOR_PHASES: usize = 3;
+/// rewrite until new flowlets take the new weights: the new selector
+/// group, then the route's `nhop_group` entry pointed at it.
+const FLOOR_PHASES: usize = 2;
 
 /// What the loopback P4Runtime writes alone cost on this machine.
 struct Floor {

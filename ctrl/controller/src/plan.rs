@@ -1,9 +1,11 @@
 //! Desired state: what every switch should hold, computed from the
 //! topology, the routing (with failures applied) and the policy's weight
-//! overrides. Logical routes name their members by port; [`assign`] turns
-//! them into selector groups with ids, reusing what is installed so that
+//! overrides. Logical routes name their members by port; [`assign`] gives
+//! each multipath route an `nhop_group` entry of its own and points it at
+//! a selector group holding the members, reusing what is installed so that
 //! an unchanged group keeps its id and a changed one gets a fresh id
-//! (make-before-break: the route moves to the new group in one write).
+//! (make-before-break: the route's entry moves to the new group in one
+//! write).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -245,64 +247,118 @@ pub fn update_routes(
     }
 }
 
-/// Turns a plan into entries, reusing the ids of installed groups with the
-/// same members and giving changed groups ids no installed group has.
-/// Fails only when a switch would need more than 65,535 groups.
+/// Turns a plan into entries. Every multipath route has an `nhop_group`
+/// entry of its own, which it keeps for as long as it is installed; the
+/// entry points at the selector group holding the route's members and
+/// weights, one selector group per distinct content. A re-weighted route
+/// therefore costs two ordered writes before new flowlets take the new
+/// weights, and never touches the route: the new selector group (a fresh
+/// id, complete in one update), then its entry pointed at it in one
+/// modify; the old group goes once nothing points at it. Fails only when a
+/// switch would run out of 16-bit entry ids.
 pub fn assign(
     plan: &SwitchPlan,
     installed: &BTreeMap<Key, Entry>,
 ) -> Result<BTreeMap<Key, Entry>, PlanError> {
     let mut out: BTreeMap<Key, Entry> = plan.fixed.iter().map(|e| (e.key(), e.clone())).collect();
-    let mut by_content: BTreeMap<Vec<(u32, u32)>, u32> = BTreeMap::new();
-    let mut taken: BTreeSet<u32> = BTreeSet::new();
+    // What is installed: selector groups by content, entries by id, and
+    // the entry each route points at.
+    let mut group_of_content: BTreeMap<&[(u32, u32)], u32> = BTreeMap::new();
+    let mut groups_taken: BTreeSet<u32> = BTreeSet::new();
+    let mut entry_group: BTreeMap<u16, u32> = BTreeMap::new();
+    let mut route_entry: BTreeMap<(u32, u8), u16> = BTreeMap::new();
     for e in installed.values() {
-        if let Entry::Group { id, members } = e {
-            // Only a group that is also usable (its nhop_group entry exists) is reused.
-            if installed.contains_key(&Key::GroupEntry(*id as u16)) {
-                by_content.entry(members.clone()).or_insert(*id);
+        match e {
+            Entry::Group { id, members } => {
+                group_of_content.entry(members.as_slice()).or_insert(*id);
+                groups_taken.insert(*id);
             }
-            taken.insert(*id);
+            Entry::GroupEntry { id, group } => {
+                entry_group.insert(*id, *group);
+            }
+            Entry::Route { prefix, len, target: RouteTarget::Group(g) } => {
+                route_entry.insert((u32::from(*prefix), *len), *g);
+            }
+            _ => {}
         }
     }
-    let mut assigned: BTreeMap<Vec<(u32, u32)>, u32> = BTreeMap::new();
-    let mut assigned_ids: BTreeSet<u32> = BTreeSet::new();
-    let mut next = 1u32;
+    let content_of = |route: &[(u16, u32)]| -> Vec<(u32, u32)> {
+        route.iter().map(|&(id, w)| (u32::from(id), w)).collect()
+    };
+    // Routes keep their installed, usable entry. Where routes share one
+    // (an older controller shared entries by content), the content most
+    // of them want keeps it and the others get entries of their own.
+    let mut sharing: BTreeMap<u16, BTreeMap<Vec<(u32, u32)>, usize>> = BTreeMap::new();
+    for (&(prefix, len), members) in plan.routes.iter().filter(|(_, m)| m.len() > 1) {
+        if let Some(&e) = route_entry.get(&(u32::from(prefix), len)).filter(|e| entry_group.contains_key(e)) {
+            *sharing.entry(e).or_default().entry(content_of(members)).or_default() += 1;
+        }
+    }
+    let keeper: BTreeMap<u16, Vec<(u32, u32)>> = sharing
+        .into_iter()
+        .filter_map(|(e, contents)| {
+            let current = entry_group.get(&e).and_then(|g| {
+                installed.get(&Key::Group(*g)).and_then(|x| match x {
+                    Entry::Group { members, .. } => Some(members.clone()),
+                    _ => None,
+                })
+            });
+            let best = contents.into_iter().max_by(|a, b| {
+                a.1.cmp(&b.1)
+                    .then_with(|| (Some(&a.0) == current.as_ref()).cmp(&(Some(&b.0) == current.as_ref())))
+            })?;
+            Some((e, best.0))
+        })
+        .collect();
+    let mut entries_taken: BTreeSet<u16> = entry_group.keys().copied().collect();
+    let mut next_entry = 1u16;
+    let mut new_groups: BTreeMap<Vec<(u32, u32)>, u32> = BTreeMap::new();
+    let mut next_group = 1u32;
     for (&(prefix, len), members) in &plan.routes {
         let target = if members.len() == 1 {
             RouteTarget::Nhop(members[0].0)
         } else {
-            let content: Vec<(u32, u32)> = members.iter().map(|&(id, w)| (u32::from(id), w)).collect();
-            let id = match assigned.get(&content).or_else(|| by_content.get(&content)) {
-                Some(&id) => id,
+            let content = content_of(members);
+            let kept = route_entry
+                .get(&(u32::from(prefix), len))
+                .copied()
+                .filter(|e| keeper.get(e) == Some(&content));
+            let entry = match kept {
+                Some(e) => e,
                 None => {
-                    while taken.contains(&next) || assigned_ids.contains(&next) {
-                        next += 1;
+                    while entries_taken.contains(&next_entry) {
+                        next_entry = next_entry.checked_add(1).ok_or(PlanError::TooManyGroups)?;
                     }
-                    if next > u32::from(u16::MAX) {
-                        return Err(PlanError::TooManyGroups);
-                    }
-                    next
+                    entries_taken.insert(next_entry);
+                    next_entry
                 }
             };
-            assigned.insert(content, id);
-            assigned_ids.insert(id);
-            RouteTarget::Group(id as u16)
+            let group = match group_of_content.get(content.as_slice()).or_else(|| new_groups.get(&content)) {
+                Some(&g) => g,
+                None => {
+                    while groups_taken.contains(&next_group) {
+                        next_group += 1;
+                    }
+                    groups_taken.insert(next_group);
+                    new_groups.insert(content.clone(), next_group);
+                    next_group
+                }
+            };
+            let g = Entry::Group { id: group, members: content };
+            out.insert(g.key(), g);
+            let ge = Entry::GroupEntry { id: entry, group };
+            out.insert(ge.key(), ge);
+            RouteTarget::Group(entry)
         };
         let e = Entry::Route { prefix, len, target };
         out.insert(e.key(), e);
-    }
-    for (members, id) in assigned {
-        let g = Entry::Group { id, members };
-        out.insert(g.key(), g);
-        let ge = Entry::GroupEntry { id: id as u16 };
-        out.insert(ge.key(), ge);
     }
     Ok(out)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    #[error("the switch needs more than 65535 next-hop groups (group ids are 16 bits)")]
+    #[error("the switch needs more than 65535 next-hop group entries (`nhop_group` ids are 16 bits)")]
     TooManyGroups,
 }
 

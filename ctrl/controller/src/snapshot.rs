@@ -42,7 +42,9 @@ impl SnapshotDoc {
         topology: &str,
         switches: &[&str],
     ) -> Result<Self, SnapshotError> {
-        let doc: SnapshotDoc = serde_json::from_value(v).map_err(|e| SnapshotError::Format(e.to_string()))?;
+        let mut doc: SnapshotDoc =
+            serde_json::from_value(v).map_err(|e| SnapshotError::Format(e.to_string()))?;
+        doc.switches.values_mut().flatten().for_each(Entry::normalize);
         if doc.version != SNAPSHOT_VERSION {
             return Err(SnapshotError::Version(doc.version));
         }
@@ -69,5 +71,29 @@ impl SnapshotDoc {
     /// The entries of one switch as a desired-state map.
     pub fn entries(&self, switch: &str) -> Option<BTreeMap<Key, Entry>> {
         self.switches.get(switch).map(|v| v.iter().map(|e| (e.key(), e.clone())).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A snapshot taken before routes had `nhop_group` entries of their own
+    /// names no selector group: the entry used the group of its own id,
+    /// and a rollback restores exactly that.
+    #[test]
+    fn snapshot_group_entries_without_a_selector_group_use_their_own_id() {
+        let v = serde_json::json!({
+            "version": SNAPSHOT_VERSION, "topology": "t", "taken_at_unix_ms": 1,
+            "switches": {"leaf1": [
+                {"kind": "group_entry", "id": 7},
+                {"kind": "group_entry", "id": 8, "group": 3},
+            ]},
+        });
+        let doc = SnapshotDoc::from_value(v, "t", &["leaf1"]).unwrap();
+        let e = doc.entries("leaf1").unwrap();
+        assert_eq!(e[&Key::GroupEntry(7)], Entry::GroupEntry { id: 7, group: 7 });
+        assert_eq!(e[&Key::GroupEntry(8)], Entry::GroupEntry { id: 8, group: 3 });
     }
 }

@@ -73,24 +73,9 @@ fn free_port() -> SocketAddr {
 
 /// Weights by port of leaf1's route toward 10.0.2.0/24.
 fn weights_toward_leaf2(state: &BTreeMap<Key, Entry>) -> Option<BTreeMap<u16, u32>> {
-    let Some(Entry::Route { target: RouteTarget::Group(g), .. }) =
-        state.get(&Key::Route(u32::from(std::net::Ipv4Addr::new(10, 0, 2, 0)), 24))
-    else {
-        return None;
-    };
-    let Some(Entry::Group { members, .. }) = state.get(&Key::Group(u32::from(*g))) else { return None };
     Some(
-        members
-            .iter()
-            .map(|(m, w)| {
-                let Some(Entry::Member { nhop, .. }) = state.get(&Key::Member(*m)) else {
-                    panic!("member {m}")
-                };
-                let Some(Entry::Nhop { port, .. }) = state.get(&Key::Nhop(*nhop)) else {
-                    panic!("nhop {nhop}")
-                };
-                (*port, *w)
-            })
+        metaroce_pipeline::route_weights(state, std::net::Ipv4Addr::new(10, 0, 2, 0), 24)?
+            .into_iter()
             .collect(),
     )
 }

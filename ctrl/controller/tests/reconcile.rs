@@ -1,7 +1,8 @@
 //! L0: desired state from the topology, and the reconciler's write order.
 //! After every batch the switch must be consistent as a packet sees it: a
-//! route points only at complete groups, groups only at existing members,
-//! members only at existing next hops.
+//! route points only at an existing `nhop_group` entry, an entry only at a
+//! complete selector group, groups only at existing members, members only
+//! at existing next hops.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,19 +34,18 @@ fn consistent(state: &BTreeMap<Key, Entry>) {
     for e in state.values() {
         match e {
             Entry::Route { target: RouteTarget::Group(g), .. } => {
-                assert!(
-                    state.contains_key(&Key::GroupEntry(*g)),
-                    "route into missing group entry {g}: {e:?}"
-                );
-                let Some(Entry::Group { members, .. }) = state.get(&Key::Group(u32::from(*g))) else {
-                    panic!("route into missing selector group {g}")
+                let Some(Entry::GroupEntry { group, .. }) = state.get(&Key::GroupEntry(*g)) else {
+                    panic!("route into missing group entry {g}: {e:?}")
                 };
-                assert!(!members.is_empty(), "empty group {g}");
+                let Some(Entry::Group { members, .. }) = state.get(&Key::Group(*group)) else {
+                    panic!("group entry {g} into missing selector group {group}")
+                };
+                assert!(!members.is_empty(), "empty group {group}");
             }
             Entry::Route { target: RouteTarget::Nhop(h), .. } => {
                 assert!(state.contains_key(&Key::Nhop(*h)), "{e:?}")
             }
-            Entry::GroupEntry { id } => assert!(state.contains_key(&Key::Group(u32::from(*id)))),
+            Entry::GroupEntry { group, .. } => assert!(state.contains_key(&Key::Group(*group))),
             Entry::Group { members, .. } => {
                 for (m, w) in members {
                     assert!(*w >= 1);
@@ -107,6 +107,22 @@ fn every_host_is_routed_on_every_switch() {
     }
 }
 
+/// The selector group a route uses, through its `nhop_group` entry.
+fn route_group(state: &BTreeMap<Key, Entry>, len: u8) -> (u16, u32) {
+    state
+        .values()
+        .find_map(|e| match e {
+            Entry::Route { len: l, target: RouteTarget::Group(g), .. } if *l == len => {
+                match state.get(&Key::GroupEntry(*g)) {
+                    Some(Entry::GroupEntry { group, .. }) => Some((*g, *group)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .unwrap()
+}
+
 #[test]
 fn a_weight_change_is_make_before_break() {
     let t = topo("mininet-2x2.yaml");
@@ -116,33 +132,107 @@ fn a_weight_change_is_make_before_break() {
     let mut installed = BTreeMap::new();
     let base = desired(&t, &r, &Overrides::new(), leaf1, &installed);
     converge(&mut installed, &base);
-    let old_group = base
-        .values()
-        .find_map(|e| match e {
-            Entry::Route { len: 24, target: RouteTarget::Group(g), .. } => Some(*g),
-            _ => None,
-        })
-        .unwrap();
+    let (entry, old_group) = route_group(&base, 24);
     // Steer leaf1's traffic toward leaf2 mostly to port 4 (spine2).
     let mut o = Overrides::new();
     o.insert((leaf1, leaf2), vec![(3, 1), (4, 7)]);
     let want = desired(&t, &r, &o, leaf1, &installed);
     let batches = converge(&mut installed, &want);
+    // Two ordered writes move new flowlets: the new selector group, then
+    // the route's entry pointed at it. The route itself is not written;
+    // the old group goes last.
+    assert!(batches.iter().flatten().all(|c| !matches!(c.entry(), Entry::Route { .. })), "{batches:?}");
+    let moved = batches.iter().take_while(|b| b.iter().all(|c| !matches!(c, Change::Delete(_)))).count();
+    assert_eq!(moved, 2, "{batches:?}");
     let flat: Vec<&Change> = batches.iter().flatten().collect();
     let pos = |f: &dyn Fn(&Change) -> bool| flat.iter().position(|c| f(c)).unwrap();
     let new_group = pos(&|c| matches!(c, Change::Insert(Entry::Group { .. })));
-    let route = pos(&|c| matches!(c, Change::Modify(Entry::Route { .. })));
-    let old_del =
-        pos(&|c| matches!(c, Change::Delete(Entry::Group { id, .. }) if *id == u32::from(old_group)));
-    assert!(new_group < route && route < old_del, "{flat:?}");
-    let Some(Entry::Group { members, .. }) = want.values().find(|e| matches!(e, Entry::Group { .. })) else {
-        panic!()
-    };
+    let repoint = pos(&|c| matches!(c, Change::Modify(Entry::GroupEntry { id, .. }) if *id == entry));
+    let old_del = pos(&|c| matches!(c, Change::Delete(Entry::Group { id, .. }) if *id == old_group));
+    assert!(new_group < repoint && repoint < old_del, "{flat:?}");
+    let (same_entry, group) = route_group(&want, 24);
+    assert_eq!(same_entry, entry, "the route keeps its entry");
+    let Some(Entry::Group { members, .. }) = want.get(&Key::Group(group)) else { panic!() };
     assert_eq!(members, &vec![(u32::from(nhop_id(3)), 1), (u32::from(nhop_id(4)), 7)]);
     // And back: the baseline group is rebuilt under a fresh id, never modified in place.
     let back = desired(&t, &r, &Overrides::new(), leaf1, &installed);
     let batches = converge(&mut installed, &back);
     assert!(batches.iter().flatten().all(|c| !matches!(c, Change::Modify(Entry::Group { .. }))));
+    assert_eq!(route_group(&back, 24).0, entry);
+}
+
+/// A switch programmed by a controller that shared one `nhop_group` entry
+/// among routes of equal members: a re-weight of one destination leaves
+/// the entry with the routes that keep their members, and gives the
+/// re-weighted route an entry of its own, all without a dangling step.
+#[test]
+fn shared_entries_of_an_older_controller_are_split_safely() {
+    let t = topo("fat-tree-k4.yaml");
+    let r = Routing::compute(&t);
+    let s = t.switch_id("p1-leaf1").unwrap();
+    let base = desired(&t, &r, &Overrides::new(), s, &BTreeMap::new());
+    // Rewrite the baseline the old way: every route of one content on one entry.
+    let mut old: BTreeMap<Key, Entry> = BTreeMap::new();
+    let mut entry_of_group: BTreeMap<u32, u16> = BTreeMap::new();
+    for e in base.values() {
+        if let Entry::GroupEntry { group, .. } = e {
+            let id = u16::try_from(*group).unwrap();
+            entry_of_group.entry(*group).or_insert(id);
+        }
+    }
+    for e in base.values() {
+        match e {
+            Entry::GroupEntry { .. } => {}
+            Entry::Route { prefix, len, target: RouteTarget::Group(g) } => {
+                let Some(Entry::GroupEntry { group, .. }) = base.get(&Key::GroupEntry(*g)) else { panic!() };
+                let shared = entry_of_group[group];
+                let r = Entry::Route { prefix: *prefix, len: *len, target: RouteTarget::Group(shared) };
+                old.insert(r.key(), r);
+                let ge = Entry::GroupEntry { id: shared, group: *group };
+                old.insert(ge.key(), ge);
+            }
+            e => {
+                old.insert(e.key(), e.clone());
+            }
+        }
+    }
+    consistent(&old);
+    let shared_routes =
+        old.values().filter(|e| matches!(e, Entry::Route { target: RouteTarget::Group(_), .. })).count();
+    assert!(shared_routes > 2, "the fixture shares an entry among several routes");
+    // Nothing changes on a switch that already holds the baseline the old way.
+    assert!(reconcile::diff(&desired(&t, &r, &Overrides::new(), s, &old), &old).is_empty());
+    // Re-weight one destination leaf.
+    let (leaf, ports) = r
+        .routes(s)
+        .into_iter()
+        .find_map(|route| {
+            let g = r.groups(s).get(route.group)?;
+            (route.leaf != s && g.members.len() > 1)
+                .then(|| (route.leaf, g.members.iter().map(|m| m.port).collect::<Vec<_>>()))
+        })
+        .unwrap();
+    let mut o = Overrides::new();
+    o.insert((s, leaf), ports.iter().enumerate().map(|(i, &p)| (p, 1 + 3 * i as u32)).collect());
+    let mut installed = old.clone();
+    let want = desired(&t, &r, &o, s, &installed);
+    let batches = converge(&mut installed, &want);
+    let (_, m, _) = reconcile::counts(&batches);
+    assert!(m >= 1, "the re-weighted routes move: {batches:?}");
+    // The routes that kept their members kept the shared entry; those
+    // toward the re-weighted leaf have entries of their own.
+    let shared: Vec<u16> = entry_of_group.values().copied().collect();
+    let moved: Vec<&Entry> = want
+        .values()
+        .filter(|e| matches!(e, Entry::Route { target: RouteTarget::Group(g), .. } if !shared.contains(g)))
+        .collect();
+    let toward_leaf = r.routes(s).iter().filter(|route| route.leaf == leaf).count();
+    assert_eq!(moved.len(), toward_leaf, "{moved:?}");
+    let kept = want
+        .values()
+        .filter(|e| matches!(e, Entry::Route { target: RouteTarget::Group(g), .. } if shared.contains(g)))
+        .count();
+    assert_eq!(kept + toward_leaf, shared_routes);
 }
 
 #[test]

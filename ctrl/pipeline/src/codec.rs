@@ -136,15 +136,7 @@ impl Ids {
             Some(p4::table_action::Type::ActionProfileGroupId(g)) => {
                 if table == n::NHOP_GROUP {
                     let key = exact(t, 1)?;
-                    if key as u32 != *g {
-                        return Err(bad(
-                            table,
-                            &format!(
-                                "group {key} points at selector group {g}; the controller keeps them equal"
-                            ),
-                        ));
-                    }
-                    return Ok(Some(Entry::GroupEntry { id: key as u16 }));
+                    return Ok(Some(Entry::GroupEntry { id: key as u16, group: *g }));
                 }
                 return Err(bad(table, "unexpected selector group"));
             }
@@ -373,8 +365,8 @@ pub(crate) fn build(info: &P4Info, entry: &Entry) -> Result<p4::Entity, P4InfoEr
                 members.iter().map(|(m, w)| (*m, i32::try_from(*w).unwrap_or(i32::MAX))).collect();
             info.profile_group(n::NHOP_SELECTOR, *id, &m, 0)?.into()
         }
-        Entry::GroupEntry { id } => {
-            info.table_entry(n::NHOP_GROUP)?.exact("group_id", *id)?.group(u32::from(*id)).build().into()
+        Entry::GroupEntry { id, group } => {
+            info.table_entry(n::NHOP_GROUP)?.exact("group_id", *id)?.group(*group).build().into()
         }
         Entry::PortDown { port } => info
             .table_entry(n::PORT_DOWN)?

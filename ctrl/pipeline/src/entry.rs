@@ -42,8 +42,17 @@ pub enum Entry {
     Member { id: u32, nhop: u16 },
     /// An action-selector group: `(member, weight)`, sorted by member.
     Group { id: u32, members: Vec<(u32, u32)> },
-    /// The `nhop_group` entry that makes selector group `id` usable as group `id`.
-    GroupEntry { id: u16 },
+    /// The `nhop_group` entry `id` (what routes point at) and the selector
+    /// group it uses. Re-weighting a route's members points its entry at a
+    /// new selector group in one write; the route itself never changes.
+    /// Snapshots written before the two were decoupled leave `group` out
+    /// (it reads as 0, an id no selector group has); [`Entry::normalize`]
+    /// turns that into the `id` those snapshots meant.
+    GroupEntry {
+        id: u16,
+        #[serde(default)]
+        group: u32,
+    },
     /// A port taken out of service.
     PortDown { port: u16 },
     /// Egress thresholds and MTU of a port.
@@ -105,7 +114,7 @@ impl Entry {
             Entry::Nhop { id, .. } => Key::Nhop(id),
             Entry::Member { id, .. } => Key::Member(id),
             Entry::Group { id, .. } => Key::Group(id),
-            Entry::GroupEntry { id } => Key::GroupEntry(id),
+            Entry::GroupEntry { id, .. } => Key::GroupEntry(id),
             Entry::PortDown { port } => Key::PortDown(port),
             Entry::EgressPort { port, .. } => Key::EgressPort(port),
             Entry::CloneSession { id, .. } => Key::CloneSession(id),
@@ -123,6 +132,16 @@ impl Entry {
         }
     }
 
+    /// Fills in the defaults of older documents: a `GroupEntry` without a
+    /// selector group uses the group of its own id.
+    pub fn normalize(&mut self) {
+        if let Entry::GroupEntry { id, group } = self {
+            if *group == 0 {
+                *group = u32::from(*id);
+            }
+        }
+    }
+
     /// Keyless-table defaults can only be modified, never inserted or deleted.
     pub fn is_default(&self) -> bool {
         matches!(self, Entry::Config { .. } | Entry::EgressConfig { .. } | Entry::ReportConfig { .. })
@@ -133,4 +152,31 @@ impl Key {
     pub fn is_default(&self) -> bool {
         matches!(self, Key::Config | Key::EgressConfig | Key::ReportConfig)
     }
+}
+
+/// The `(egress port, weight)` pairs a switch holding `state` spreads the
+/// route `prefix/len` over, followed from the route through its
+/// `nhop_group` entry, selector group, members and next hops; sorted by
+/// port. `None` when the route is missing, goes straight to one next hop,
+/// or a link of the chain is missing.
+pub fn route_weights(
+    state: &std::collections::BTreeMap<Key, Entry>,
+    prefix: Ipv4Addr,
+    len: u8,
+) -> Option<Vec<(u16, u32)>> {
+    let Some(Entry::Route { target: RouteTarget::Group(e), .. }) =
+        state.get(&Key::Route(u32::from(prefix), len))
+    else {
+        return None;
+    };
+    let Some(Entry::GroupEntry { group, .. }) = state.get(&Key::GroupEntry(*e)) else { return None };
+    let Some(Entry::Group { members, .. }) = state.get(&Key::Group(*group)) else { return None };
+    let mut out = Vec::with_capacity(members.len());
+    for &(m, w) in members {
+        let Some(Entry::Member { nhop, .. }) = state.get(&Key::Member(m)) else { return None };
+        let Some(Entry::Nhop { port, .. }) = state.get(&Key::Nhop(*nhop)) else { return None };
+        out.push((*port, w));
+    }
+    out.sort_unstable();
+    Some(out)
 }

@@ -18,7 +18,7 @@ use metaroce_p4rt::entity::{self as ent, DigestConfig};
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::{P4Info, P4InfoError};
 
-pub use entry::{Entry, Key, Mac, Phase, RouteTarget};
+pub use entry::{route_weights, Entry, Key, Mac, Phase, RouteTarget};
 
 /// Why the pipeline could not be loaded or an entity not be built or read.
 #[derive(Debug, thiserror::Error)]

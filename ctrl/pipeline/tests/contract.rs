@@ -48,7 +48,7 @@ pub fn samples() -> Vec<Entry> {
         Entry::Nhop { id: 2, port: 1, src_mac: mac, dst_mac: [2, 0, 0, 0, 1, 2] },
         Entry::Member { id: 2, nhop: 2 },
         Entry::Group { id: 3, members: vec![(2, 5), (4, 1)] },
-        Entry::GroupEntry { id: 3 },
+        Entry::GroupEntry { id: 3, group: 3 },
         Entry::PortDown { port: 4 },
         Entry::EgressPort {
             port: 1,

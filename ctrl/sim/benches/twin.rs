@@ -37,7 +37,7 @@ fn entries() -> Vec<Vec<Entry>> {
     let mut routes = vec![];
     for g in 1..=ROUTES {
         groups.push(Entry::Group { id: u32::from(g), members: vec![(1, 3), (2, 1), (3, 2), (4, 2)] });
-        groups.push(Entry::GroupEntry { id: g });
+        groups.push(Entry::GroupEntry { id: g, group: u32::from(g) });
         let prefix = Ipv4Addr::new(10, (g >> 8) as u8, g as u8, 0);
         routes.push(Entry::Route { prefix, len: 24, target: RouteTarget::Group(g) });
     }

@@ -224,7 +224,11 @@ async fn lpm_next_hop_ttl_and_drop_reasons() {
 async fn two_way_group(r: &Rig) {
     r.insert(&[Entry::Config { switch_id: 7, flowlet_timeout_us: 50_000 }, nhop(2, 2), nhop(3, 3)]).await;
     r.insert(&[Entry::Member { id: 2, nhop: 2 }, Entry::Member { id: 3, nhop: 3 }]).await;
-    r.insert(&[Entry::Group { id: 10, members: vec![(2, 1), (3, 1)] }, Entry::GroupEntry { id: 10 }]).await;
+    r.insert(&[
+        Entry::Group { id: 10, members: vec![(2, 1), (3, 1)] },
+        Entry::GroupEntry { id: 10, group: 10 },
+    ])
+    .await;
     r.insert(&[route([10, 0, 2, 0], 24, RouteTarget::Group(10))]).await;
 }
 
@@ -244,10 +248,13 @@ async fn a_running_flowlet_survives_a_group_rewrite_and_moves_after_the_gap() {
     let other = if first == 2 { 3 } else { 2 };
     // Make-before-break: a new group with only the other next hop, the
     // route pointed at it, the old group deleted.
-    r.insert(&[Entry::Group { id: 11, members: vec![(u32::from(other), 1)] }, Entry::GroupEntry { id: 11 }])
-        .await;
+    r.insert(&[
+        Entry::Group { id: 11, members: vec![(u32::from(other), 1)] },
+        Entry::GroupEntry { id: 11, group: 11 },
+    ])
+    .await;
     r.write(p4::update::Type::Modify, &[route([10, 0, 2, 0], 24, RouteTarget::Group(11))]).await;
-    r.write(p4::update::Type::Delete, &[Entry::GroupEntry { id: 10 }]).await;
+    r.write(p4::update::Type::Delete, &[Entry::GroupEntry { id: 10, group: 10 }]).await;
     r.write(p4::update::Type::Delete, &[Entry::Group { id: 10, members: vec![] }]).await;
     // Packets 40 ms apart keep the flowlet running for 400 ms.
     for t in 1..=10u64 {
