@@ -3,6 +3,7 @@
 
 mod controller;
 mod host;
+mod links;
 mod serve;
 mod sim;
 mod topo;

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use metaroce_pipeline::Pipeline;
-use metaroce_sim::serve::{Counters, Fabric, Options, ServeError, Status};
+use metaroce_sim::serve::{Counters, Fabric, LinkChange, Options, ServeError, Status};
 use metaroce_sim::{report, scenario, Progress, SimError};
 use metaroce_topo::{Routing, Topology};
 use tokio::sync::watch;
 
+use crate::links::{self, LinkReporter};
 use crate::Exit;
 
 #[derive(Debug, Args)]
@@ -48,6 +49,16 @@ pub struct ServeArgs {
     /// Exit when the scenario's traffic is done instead of serving on until Ctrl-C.
     #[arg(long)]
     pub exit_when_done: bool,
+    /// The controller's API (its --listen address, e.g. http://127.0.0.1:9100): the
+    /// scenario's link failures and repairs are reported there with POST /api/v1/links
+    /// the moment they happen, as a link monitor would (P4Runtime has no port status).
+    /// Needed when the scenario fails links.
+    #[arg(long, value_name = "URL", requires = "token_file")]
+    pub controller_api: Option<String>,
+    /// File with the operator (or admin) bearer token for --controller-api: the token
+    /// alone, or the controller's own --tokens file.
+    #[arg(long, value_name = "FILE", requires = "controller_api")]
+    pub token_file: Option<PathBuf>,
     /// No progress lines on stderr.
     #[arg(short, long)]
     pub quiet: bool,
@@ -95,11 +106,34 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Exit> {
             eprintln!("error: {e}");
             return Ok(Exit::Usage);
         }
-        if !l.scenario.events.is_empty() {
+        if !l.scenario.events.is_empty() && a.controller_api.is_none() {
             eprintln!("error: {}", ServeError::LinkEvents { count: l.scenario.events.len() });
             return Ok(Exit::Invalid);
         }
     }
+    let reporter = match (&a.controller_api, &a.token_file) {
+        (Some(url), Some(file)) => {
+            let authority = match links::parse_api(url) {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(Exit::Usage);
+                }
+            };
+            if let Err(e) = std::fs::metadata(file) {
+                eprintln!("error: cannot read token file {}: {e}", file.display());
+                return Ok(Exit::Failure);
+            }
+            match links::read_token(file) {
+                Ok(token) => Some(LinkReporter::new(authority, token)),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(Exit::Invalid);
+                }
+            }
+        }
+        _ => None,
+    };
     let pipeline = match Pipeline::load(&a.p4info, &a.device_config) {
         Ok(p) => Arc::new(p),
         Err(e) => {
@@ -109,7 +143,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Exit> {
     };
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    rt.block_on(serve(a, topo, loaded, pipeline))
+    rt.block_on(serve(a, topo, loaded, pipeline, reporter))
 }
 
 async fn serve(
@@ -117,6 +151,7 @@ async fn serve(
     topo: Topology,
     loaded: Option<scenario::Loaded>,
     pipeline: Arc<Pipeline>,
+    reporter: Option<LinkReporter>,
 ) -> anyhow::Result<Exit> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let opts = Options { ip: a.bind, dilation: a.dilation };
@@ -170,7 +205,7 @@ async fn serve(
         _ = rx.wait_for(|s| *s) => return Ok(Exit::Ok),
     }
     eprintln!("serve: fabric programmed; playing {} (dilation {})", loaded.scenario.name, a.dilation);
-    let exit = play(&a, &fabric, &topo, &loaded, &opts).await?;
+    let exit = play(&a, &fabric, &topo, &loaded, &opts, reporter).await?;
     if !a.exit_when_done && !stopping.load(Ordering::Relaxed) {
         eprintln!("serve: traffic done; serving until Ctrl-C");
         let mut rx = stop_rx.clone();
@@ -187,20 +222,33 @@ async fn play(
     topo: &Topology,
     loaded: &scenario::Loaded,
     opts: &Options,
+    reporter: Option<LinkReporter>,
 ) -> anyhow::Result<Exit> {
     let counters = fabric.counters.clone();
     let routing = Routing::compute(topo);
     let flows = Arc::new(std::sync::Mutex::new((0usize, 0usize)));
     let shown = show_progress(counters.clone(), flows.clone(), a.quiet);
+    let (links_tx, reporting) = match reporter {
+        Some(r) => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            (Some(tx), Some(tokio::spawn(report_links(r, topo.clone(), rx))))
+        }
+        None => (None, None),
+    };
     let run = tokio::task::block_in_place(|| {
         let mut progress = |p: &Progress| {
             if let Ok(mut f) = flows.lock() {
                 *f = (p.flows_done, p.flows_total);
             }
         };
-        fabric.run(topo, &routing, &loaded.scenario, opts, &mut progress)
+        fabric.run(topo, &routing, &loaded.scenario, opts, links_tx, &mut progress)
     });
     shown.abort();
+    // The run dropped its sender: the reporter ends once it has told the rest.
+    let unreported = match reporting {
+        Some(task) => task.await.unwrap_or(1),
+        None => 0,
+    };
     let run = match run {
         Ok(r) => r,
         Err(e) => {
@@ -225,6 +273,12 @@ async fn play(
     crate::sim::write_outputs(&a.out, &loaded.scenario, &runs)?;
     print!("{}", report::markdown(&loaded.scenario, &runs));
     eprintln!("serve: report and plots in {}", a.out.display());
+    if unreported > 0 {
+        eprintln!(
+            "error: {unreported} link change(s) never reached the controller: its view of the fabric, and the run, are not what the scenario says"
+        );
+        return Ok(Exit::Failure);
+    }
     Ok(match runs[0].summary.stopped {
         None => Exit::Ok,
         Some(metaroce_sim::Stop::Interrupted) => {
@@ -233,6 +287,27 @@ async fn play(
         }
         Some(_) => Exit::Invalid,
     })
+}
+
+/// Tells the controller every link change of the run, in order; the
+/// number that could not be told.
+async fn report_links(
+    r: LinkReporter,
+    topo: Topology,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<LinkChange>,
+) -> u64 {
+    let mut failed = 0;
+    while let Some(c) = rx.recv().await {
+        let at = c.at_ps as f64 / 1e9;
+        match r.report(&topo, c).await {
+            Ok(what) => eprintln!("serve: link {what} at {at:.3} ms simulated; reported to the controller"),
+            Err(e) => {
+                failed += 1;
+                eprintln!("error: at {at:.3} ms simulated: {e}");
+            }
+        }
+    }
+    failed
 }
 
 fn show_progress(

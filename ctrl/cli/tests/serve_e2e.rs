@@ -52,8 +52,8 @@ fn spawn(args: &[&str], log: &Path) -> Proc {
     Proc(child)
 }
 
-/// The 2x2 fabric and the hot-spot scenario, on free ports, in `dir`.
-fn fabric(dir: &Path) -> (PathBuf, PathBuf, Vec<SocketAddr>) {
+/// The 2x2 fabric and the shipped scenario `scenario`, on free ports, in `dir`.
+fn fabric(dir: &Path, scenario: &str) -> (PathBuf, PathBuf, Vec<SocketAddr>) {
     let mut topo = std::fs::read_to_string(repo().join("topologies/mininet-2x2.yaml")).unwrap();
     let mut addrs = vec![];
     for n in 1..=4 {
@@ -63,9 +63,9 @@ fn fabric(dir: &Path) -> (PathBuf, PathBuf, Vec<SocketAddr>) {
     }
     let topo_path = dir.join("fabric.yaml");
     std::fs::write(&topo_path, topo).unwrap();
-    let sc = std::fs::read_to_string(repo().join("scenarios/serve-hotspot.yaml")).unwrap();
+    let sc = std::fs::read_to_string(repo().join("scenarios").join(scenario)).unwrap();
     let sc = sc.replace("topology: ../topologies/mininet-2x2.yaml", "topology: fabric.yaml");
-    let sc_path = dir.join("hotspot.yaml");
+    let sc_path = dir.join(scenario);
     std::fs::write(&sc_path, sc).unwrap();
     (topo_path, sc_path, addrs)
 }
@@ -128,7 +128,7 @@ fn get(addr: SocketAddr, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
     let dir = tempfile::tempdir().unwrap();
-    let (topo, sc, addrs) = fabric(dir.path());
+    let (topo, sc, addrs) = fabric(dir.path(), "serve-hotspot.yaml");
     let (topo_s, sc_s) = (topo.to_str().unwrap(), sc.to_str().unwrap());
     let out = dir.path().join("report");
     let serve_log = dir.path().join("serve.log");
@@ -274,6 +274,128 @@ async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
     );
 }
 
+/// A served link failure: serve plays the link monitor and reports it to
+/// the controller's API the moment it happens; the controller routes
+/// around it at once (leaf1 marks the port down and stops using it) and
+/// every message still arrives (go-back-N resends what the dead link ate).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_link_failure_reaches_the_controller_and_traffic_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (topo, sc, addrs) = fabric(dir.path(), "serve-link-failure.yaml");
+    let (topo_s, sc_s) = (topo.to_str().unwrap(), sc.to_str().unwrap());
+    let tokens = dir.path().join("tokens.txt");
+    std::fs::write(&tokens, "viewer vvvvvvvvvvvvvvvvvvvvvvvv\noperator 0123456789abcdef0123456789abcdef\n")
+        .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let events = dir.path().join("events.jsonl");
+    let ctl_log = dir.path().join("controller.log");
+    let _ctl = spawn(
+        &[
+            "controller",
+            "run",
+            topo_s,
+            "--mode",
+            "act",
+            "--listen",
+            &api.to_string(),
+            "--tokens",
+            tokens.to_str().unwrap(),
+            "--events",
+            events.to_str().unwrap(),
+        ],
+        &ctl_log,
+    );
+    let out = dir.path().join("report");
+    let serve_log = dir.path().join("serve.log");
+    let url = format!("http://{api}");
+    let mut serve_proc = spawn(
+        &[
+            "sim",
+            "serve",
+            topo_s,
+            sc_s,
+            "-o",
+            out.to_str().unwrap(),
+            "--wait",
+            "120",
+            "--exit-when-done",
+            "--controller-api",
+            &url,
+            "--token-file",
+            tokens.to_str().unwrap(),
+        ],
+        &serve_log,
+    );
+    let logs = || {
+        format!(
+            "--- serve\n{}\n--- controller\n{}",
+            std::fs::read_to_string(&serve_log).unwrap_or_default(),
+            std::fs::read_to_string(&ctl_log).unwrap_or_default()
+        )
+    };
+    // leaf1 must mark port 3 down and route toward leaf2 over spine2
+    // (port 4) only, while the traffic still runs.
+    let p = pipeline();
+    let mut rerouted = false;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let status = loop {
+        if let Some(st) = serve_proc.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "serve did not finish in time\n{}", logs());
+        if !rerouted {
+            let st = installed(addrs[0], 1, &p).await;
+            rerouted = st.contains_key(&Key::PortDown(3)) && routes_off_port3(&st);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "serve: {status}\n{}", logs());
+    let serve = std::fs::read_to_string(&serve_log).unwrap();
+    assert!(
+        serve.lines().any(|l| l.starts_with("serve: link leaf1:3 down at 130.000 ms simulated; reported")),
+        "serve reported the failure when it happened\n{}",
+        logs()
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let run = &report["modes"][0];
+    assert_eq!(run["unfinished_messages"], 0, "every message arrives\n{}", logs());
+    let log: Vec<serde_json::Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        log.iter().any(|e| e["kind"] == "link_down" && e["details"]["a"] == "leaf1:3"),
+        "the controller took the link down\n{}",
+        logs()
+    );
+    assert!(
+        log.iter().any(|e| e["kind"] == "api"
+            && e["details"]["endpoint"] == "links"
+            && e["details"]["role"] == "operator"),
+        "the report is audited with the operator role\n{}",
+        logs()
+    );
+    assert!(rerouted, "leaf1 marked port 3 down and routed toward leaf2 off it\n{}", logs());
+}
+
+/// leaf1's route toward leaf2 (10.0.2.0/24) goes over port 4 only.
+fn routes_off_port3(st: &BTreeMap<Key, Entry>) -> bool {
+    match st.get(&Key::Route(u32::from_be_bytes([10, 0, 2, 0]), 24)) {
+        Some(Entry::Route { target: metaroce_pipeline::RouteTarget::Nhop(h), .. }) => {
+            matches!(st.get(&Key::Nhop(*h)), Some(Entry::Nhop { port: 4, .. }))
+        }
+        Some(_) => weights_toward(st, [10, 0, 2, 0], 24).is_some_and(|w| w.iter().all(|x| x.0 == 4)),
+        None => false,
+    }
+}
+
 /// Bad input: an exit code that says what kind, and a message that says what.
 #[test]
 fn serve_refuses_bad_input_before_listening() {
@@ -295,6 +417,32 @@ fn serve_refuses_bad_input_before_listening() {
     let (code, err) = run(&["sim", "serve", "topologies/leaf-spine-4x4.yaml", "scenarios/link-failure.yaml"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("POST /api/v1/links"), "{err}");
+    let (code, err) =
+        run(&["sim", "serve", "topologies/mininet-2x2.yaml", "--controller-api", "http://127.0.0.1:9"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--token-file"), "{err}");
+    let (code, err) = run(&[
+        "sim",
+        "serve",
+        "topologies/mininet-2x2.yaml",
+        "--controller-api",
+        "https://127.0.0.1:9",
+        "--token-file",
+        "Cargo.toml",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("plain http"), "{err}");
+    let (code, err) = run(&[
+        "sim",
+        "serve",
+        "topologies/mininet-2x2.yaml",
+        "--controller-api",
+        "http://127.0.0.1:9",
+        "--token-file",
+        "no/such/tokens",
+    ]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("cannot read token file"), "{err}");
     let (code, err) = run(&["sim", "serve", "topologies/mininet-2x2.yaml", "--dilation", "1e30"]);
     assert_eq!(code, Some(2), "{err}");
     let (code, err) = run(&[

@@ -71,6 +71,11 @@ pub trait Forwarder: Send + std::fmt::Debug {
     fn halted(&self) -> bool {
         false
     }
+
+    /// Topology link `link` went down (`up` false) or came back at
+    /// `now_ps`, the physical instant. A pipeline forwarder may tell the
+    /// control plane that watches its links; the default ignores it.
+    fn link(&mut self, _now_ps: u64, _link: usize, _up: bool) {}
 }
 
 /// What a whole switch pipeline decided (see [`Forwarder::route`]).

@@ -88,6 +88,7 @@ impl<'a> Sim<'a> {
             }
         }
         self.stats.link_events += 1;
+        self.fwd.link(self.now, link, up);
         self.call_control(|control, ctx| control.on_link(ctx, link, up));
     }
 

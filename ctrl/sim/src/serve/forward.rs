@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metaroce_topo::Topology;
+use tokio::sync::mpsc::UnboundedSender;
 
+use super::LinkChange;
 use crate::events::Packet;
 use crate::forward::{Forwarder, NetView, PacketInfo, Route};
 use crate::net::FibMember;
@@ -103,6 +105,8 @@ pub struct TwinFabric {
     stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
     errors_logged: u32,
+    /// Where link failures and repairs go (the control plane's link watcher).
+    links: Option<UnboundedSender<LinkChange>>,
 }
 
 impl std::fmt::Debug for TwinFabric {
@@ -133,7 +137,15 @@ impl TwinFabric {
             stop,
             counters,
             errors_logged: 0,
+            links: None,
         }
+    }
+
+    /// Sends every link failure and repair of the run to `tx`, when the
+    /// wall clock reaches it.
+    pub fn report_links(mut self, tx: UnboundedSender<LinkChange>) -> Self {
+        self.links = Some(tx);
+        self
     }
 
     /// Waits until the wall clock reaches `now_ps`; false once stopped.
@@ -239,6 +251,15 @@ impl Forwarder for TwinFabric {
     /// Never called: the twins route by themselves ([`Forwarder::route`]).
     fn choose(&mut self, _: u64, _: u32, _: &[FibMember], _: u32, _: &PacketInfo, _: &dyn NetView) -> usize {
         0
+    }
+
+    fn link(&mut self, now_ps: u64, link: usize, up: bool) {
+        if self.pace(now_ps) {
+            if let Some(tx) = &self.links {
+                // A closed receiver means nobody listens any more: nothing to tell.
+                let _ = tx.send(LinkChange { at_ps: now_ps, link, up });
+            }
+        }
     }
 
     fn is_pipeline(&self) -> bool {

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use metaroce_pipeline::Pipeline;
 use metaroce_topo::{Routing, Topology};
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 
 use crate::report::ModeRun;
@@ -52,7 +53,7 @@ pub enum ServeError {
     )]
     SharedPort { first: String, second: String, port: u16 },
     #[error(
-        "the scenario fails links ({count} events); serve mode cannot tell the controller (P4Runtime has no port status): report them with POST /api/v1/links, or run the scenario with `sim run`"
+        "the scenario fails links ({count} events) and P4Runtime carries no port status: give serve the controller's API (--controller-api URL --token-file FILE with an operator token) so that it reports them with POST /api/v1/links, or run the scenario with `sim run`"
     )]
     LinkEvents { count: usize },
     #[error("the program to serve is not what the pipeline twin models: {reason}")]
@@ -73,6 +74,16 @@ pub enum ServeError {
     Sim(#[from] SimError),
     #[error("the run thread failed: {0}")]
     Join(String),
+}
+
+/// A topology link of a served run went down or came back (`up`), at
+/// `at_ps` simulated; sent when the wall clock reaches that instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkChange {
+    pub at_ps: u64,
+    /// Index into the topology's links.
+    pub link: usize,
+    pub up: bool,
 }
 
 /// How to serve.
@@ -210,16 +221,19 @@ impl Fabric {
     /// Plays `sc` on the served switches until it completes, a limit
     /// ends it, or [`Fabric::stop`] is set. Blocks: call it off the async
     /// runtime (`spawn_blocking`), whose handle the twins need for digest
-    /// timers.
+    /// timers. The scenario's link failures and repairs go to `links`
+    /// (P4Runtime has no port status: whoever receives them tells the
+    /// controller); a scenario with any needs it.
     pub fn run(
         &self,
         topo: &Topology,
         routing: &Routing,
         sc: &Scenario,
         opts: &Options,
+        links: Option<UnboundedSender<LinkChange>>,
         progress: &mut dyn FnMut(&Progress),
     ) -> Result<ModeRun, ServeError> {
-        if !sc.events.is_empty() {
+        if !sc.events.is_empty() && links.is_none() {
             return Err(ServeError::LinkEvents { count: sc.events.len() });
         }
         let mut twins = Vec::with_capacity(self.switches.len());
@@ -232,7 +246,10 @@ impl Fabric {
         let mut sc = sc.clone();
         sc.net.ecn = None;
         let pace = Pace { start: Instant::now(), dilation: opts.dilation };
-        let fwd = TwinFabric::new(topo, twins, pace, self.stop.clone(), self.counters.clone());
+        let mut fwd = TwinFabric::new(topo, twins, pace, self.stop.clone(), self.counters.clone());
+        if let Some(tx) = links {
+            fwd = fwd.report_links(tx);
+        }
         Ok(crate::run_with(topo, routing, &sc, "served", Box::new(fwd), progress)?)
     }
 }
