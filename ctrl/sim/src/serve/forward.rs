@@ -169,7 +169,8 @@ impl TwinFabric {
         true
     }
 
-    /// The headers a sending host puts on a packet.
+    /// The headers a sending host puts on a packet (its IP length is the
+    /// packet's simulated length less Ethernet and FCS; see [`wire_bytes`]).
     fn first_hop(&self, p: &Packet) -> Headers {
         let (src, dst) = (self.hosts[p.src_host as usize], self.hosts[p.dst_host as usize]);
         // Ethernet (14) and FCS (4) are not in the IP length.
@@ -245,6 +246,12 @@ impl Drop for TwinFabric {
     fn drop(&mut self) {
         self.sync_counters();
     }
+}
+
+/// A packet's simulated length (Ethernet, IP and FCS) as its headers now
+/// say: the IP total length plus 18. A packet without IPv4 keeps `was`.
+fn wire_bytes(h: &Headers, was: u32) -> u32 {
+    h.ipv4.map_or(was, |ip| u32::from(ip.total_len) + 18)
 }
 
 impl Forwarder for TwinFabric {
@@ -323,6 +330,8 @@ impl Forwarder for TwinFabric {
             self.counters.ecn_marks.fetch_add(1, Ordering::Relaxed);
         }
         p.ce = ce;
+        // INT pushed (or stripped at the sink) changes what the link carries.
+        p.bytes = wire_bytes(&h, p.bytes);
         if !self.host_ports.contains(&(switch, port)) {
             self.in_flight.insert(key, (h, now_ps));
         }
@@ -335,5 +344,18 @@ impl Forwarder for TwinFabric {
             self.last_sweep_ps = now_ps;
             self.in_flight.retain(|_, (_, t)| now_ps.saturating_sub(*t) < STALE_PS);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packet_is_as_long_as_its_ip_header_says() {
+        let mut h = Headers::default();
+        assert_eq!(wire_bytes(&h, 1042), 1042, "no IPv4: unchanged");
+        h.ipv4 = Some(Ipv4 { total_len: 1000 + 16 + 48, ..Ipv4::default() });
+        assert_eq!(wire_bytes(&h, 1018), 1082, "INT of two hops adds 64 bytes");
     }
 }

@@ -486,6 +486,11 @@ async fn int_over_three_switches_without_bytes() {
         int.hops.iter().map(|x| (x.node_id, x.hop_latency, x.occupancy)).collect();
     assert_eq!(hops, vec![(2, 2, 0), (1, 5, 3)], "spine on top of the source");
     assert_eq!((int.md.remaining_hops, int.shim.len, int.shim.original_dscp), (2, 15, 0));
+    // The IP length grows by what the links now carry: the 4-byte shim,
+    // then the words its length counts (INT-MD header 12, 24 per hop).
+    let grown = h.ipv4.unwrap().total_len - sent.ipv4.unwrap().total_len;
+    assert_eq!(grown, 4 + 4 * u16::from(int.shim.len));
+    assert_eq!(grown, 4 + 12 + 2 * 24);
     assert_eq!(leaf3.twin.ingress(1, &mut h, t + 20).unwrap(), Verdict::Forward { port: 1 });
     let copies = leaf3.twin.egress(1, &mut h, 0, t + 21).unwrap();
 
