@@ -399,59 +399,37 @@ fn routes_off_port3(st: &BTreeMap<Key, Entry>) -> bool {
 /// Bad input: an exit code that says what kind, and a message that says what.
 #[test]
 fn serve_refuses_bad_input_before_listening() {
-    let run = |args: &[&str]| {
-        let out =
-            Command::new(env!("CARGO_BIN_EXE_metaroce")).args(args).current_dir(repo()).output().unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
-    };
-    let (code, err) = run(&["sim", "serve", "no/such/fabric.yaml"]);
-    assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("cannot read topology file"), "{err}");
-    let (code, err) = run(&["sim", "serve", "topologies/mininet-2x2.yaml", "--dilation", "0"]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("--dilation"), "{err}");
-    let (code, err) =
-        run(&["sim", "serve", "topologies/leaf-spine-4x4.yaml", "scenarios/serve-hotspot.yaml"]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("serve the scenario's topology"), "{err}");
-    let (code, err) = run(&["sim", "serve", "topologies/leaf-spine-4x4.yaml", "scenarios/link-failure.yaml"]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("POST /api/v1/links"), "{err}");
-    let (code, err) =
-        run(&["sim", "serve", "topologies/mininet-2x2.yaml", "--controller-api", "http://127.0.0.1:9"]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("--token-file"), "{err}");
-    let (code, err) = run(&[
-        "sim",
-        "serve",
-        "topologies/mininet-2x2.yaml",
-        "--controller-api",
-        "https://127.0.0.1:9",
-        "--token-file",
-        "Cargo.toml",
-    ]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("plain http"), "{err}");
-    let (code, err) = run(&[
-        "sim",
-        "serve",
-        "topologies/mininet-2x2.yaml",
-        "--controller-api",
-        "http://127.0.0.1:9",
-        "--token-file",
-        "no/such/tokens",
-    ]);
-    assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("cannot read token file"), "{err}");
-    let (code, err) = run(&["sim", "serve", "topologies/mininet-2x2.yaml", "--dilation", "1e30"]);
-    assert_eq!(code, Some(2), "{err}");
-    let (code, err) = run(&[
-        "sim",
-        "serve",
-        "topologies/mininet-2x2.yaml",
-        "--p4info",
-        "ctrl/p4rt/tests/data/test.p4info.txt",
-    ]);
-    assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("no table named \"MetaroceIngress.routing.ipv4_lpm\""), "{err}");
+    const M22: &str = "topologies/mininet-2x2.yaml";
+    const API: &str = "--controller-api";
+    // (arguments after `sim serve`, exit code, what stderr names)
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["no/such/fabric.yaml"], 3, "cannot read topology file"),
+        (&[M22, "--dilation", "0"], 2, "--dilation"),
+        (&[M22, "--dilation", "1e30"], 2, "--dilation"),
+        (
+            &["topologies/leaf-spine-4x4.yaml", "scenarios/serve-hotspot.yaml"],
+            2,
+            "serve the scenario's topology",
+        ),
+        (&["topologies/leaf-spine-4x4.yaml", "scenarios/link-failure.yaml"], 1, "POST /api/v1/links"),
+        (&[M22, API, "http://127.0.0.1:9"], 2, "--token-file"),
+        (&[M22, API, "https://127.0.0.1:9", "--token-file", "Cargo.toml"], 2, "plain http"),
+        (&[M22, API, "http://127.0.0.1:9", "--token-file", "no/such/tokens"], 3, "cannot read token file"),
+        (
+            &[M22, "--p4info", "ctrl/p4rt/tests/data/test.p4info.txt"],
+            1,
+            "no table named \"MetaroceIngress.routing.ipv4_lpm\"",
+        ),
+    ];
+    for (args, code, needle) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_metaroce"))
+            .args(["sim", "serve"])
+            .args(*args)
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?} should name {needle:?}: {err}");
+    }
 }
