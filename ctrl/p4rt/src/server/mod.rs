@@ -146,9 +146,19 @@ impl Switch {
         addr: SocketAddr,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<Result<(), tonic::transport::Error>>)> {
+        use tokio_stream::StreamExt;
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        // As gRPC servers on switches do: without TCP_NODELAY a reply's
+        // last small write waits for the client's delayed ACK (up to 40 ms).
+        // Best effort: a connection without it still works, only slower.
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+            let conn = conn?;
+            if let Err(e) = conn.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY not set on a P4Runtime connection");
+            }
+            Ok::<_, std::io::Error>(conn)
+        });
         let router = tonic::transport::Server::builder().add_service(self.service());
         let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, shutdown));
         Ok((local, task))
