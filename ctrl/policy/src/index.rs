@@ -5,15 +5,21 @@ use metaroce_telemetry::PortKey;
 use metaroce_topo::{LinkId, Routing, SwitchId, Topology};
 
 /// Per switch, its switch-to-switch ports by port number, and the
-/// bandwidth of its live links to each neighbor.
+/// bandwidth of its live links to each neighbor. Every switch's entries
+/// lie in one shared array (built again for every decision: a few
+/// allocations, not two per switch).
 #[derive(Debug)]
 pub(crate) struct PortIndex {
-    /// Indexed by port number: `(link, peer, bandwidth)`, `link == NONE`
+    /// Switch `s`'s ports are `ports[port_start[s]..port_start[s + 1]]`,
+    /// indexed by port number: `(link, peer, bandwidth)`, `link == NONE`
     /// for a port that faces no switch. Dense, because the re-weighting
     /// looks up every member of every group it touches.
-    ports: Vec<Vec<(u32, u32, u64)>>,
+    port_start: Vec<usize>,
+    ports: Vec<(u32, u32, u64)>,
+    /// Switch `s`'s neighbors are `peers[peer_start[s]..peer_start[s + 1]]`:
     /// `(peer, total bandwidth of live links to it)`, sorted by peer.
-    peers: Vec<Vec<(SwitchId, u64)>>,
+    peer_start: Vec<usize>,
+    peers: Vec<(SwitchId, u64)>,
 }
 
 const NONE: u32 = u32::MAX;
@@ -21,23 +27,32 @@ const NONE: u32 = u32::MAX;
 impl PortIndex {
     pub(crate) fn new(topo: &Topology, routing: &Routing) -> Self {
         let n = topo.switches.len();
-        let mut ports = Vec::with_capacity(n);
-        let mut peers = Vec::with_capacity(n);
+        let mut index = PortIndex {
+            port_start: Vec::with_capacity(n + 1),
+            ports: Vec::new(),
+            peer_start: Vec::with_capacity(n + 1),
+            peers: Vec::new(),
+        };
+        let mut bw: Vec<(SwitchId, u64)> = Vec::new();
         for s in 0..n {
             let adj = topo.adjacency(s);
             let top = adj.iter().map(|a| usize::from(a.port)).max().map_or(0, |p| p + 1);
-            let mut v = vec![(NONE, NONE, 0); top];
+            let base = index.ports.len();
+            index.port_start.push(base);
+            index.ports.resize(base + top, (NONE, NONE, 0));
             for a in adj {
                 if let (Ok(link), Ok(peer)) = (u32::try_from(a.link), u32::try_from(a.peer)) {
-                    v[usize::from(a.port)] = (link, peer, topo.links[a.link].bandwidth.bps());
+                    index.ports[base + usize::from(a.port)] =
+                        (link, peer, topo.links[a.link].bandwidth.bps());
                 }
             }
-            ports.push(v);
-            let mut bw: Vec<(SwitchId, u64)> = adj
-                .iter()
-                .filter(|a| routing.link_is_up(a.link))
-                .map(|a| (a.peer, topo.links[a.link].bandwidth.bps()))
-                .collect();
+            index.peer_start.push(index.peers.len());
+            bw.clear();
+            bw.extend(
+                adj.iter()
+                    .filter(|a| routing.link_is_up(a.link))
+                    .map(|a| (a.peer, topo.links[a.link].bandwidth.bps())),
+            );
             bw.sort_unstable();
             bw.dedup_by(|later, first| {
                 let same = later.0 == first.0;
@@ -46,13 +61,16 @@ impl PortIndex {
                 }
                 same
             });
-            peers.push(bw);
+            index.peers.extend_from_slice(&bw);
         }
-        PortIndex { ports, peers }
+        index.port_start.push(index.ports.len());
+        index.peer_start.push(index.peers.len());
+        index
     }
 
     fn entry(&self, switch: SwitchId, port: u16) -> Option<(u32, u32, u64)> {
-        let e = *self.ports.get(switch)?.get(usize::from(port))?;
+        let (from, to) = (*self.port_start.get(switch)?, *self.port_start.get(switch + 1)?);
+        let e = *self.ports.get(from..to)?.get(usize::from(port))?;
         (e.0 != NONE).then_some(e)
     }
 
@@ -68,7 +86,10 @@ impl PortIndex {
 
     /// Total bandwidth of `switch`'s live links to `peer`.
     pub(crate) fn bandwidth_to(&self, switch: SwitchId, peer: SwitchId) -> u64 {
-        let Some(v) = self.peers.get(switch) else { return 0 };
+        let (Some(&from), Some(&to)) = (self.peer_start.get(switch), self.peer_start.get(switch + 1)) else {
+            return 0;
+        };
+        let Some(v) = self.peers.get(from..to) else { return 0 };
         v.binary_search_by_key(&peer, |e| e.0).map_or(0, |i| v[i].1)
     }
 

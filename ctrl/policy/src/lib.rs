@@ -225,12 +225,12 @@ impl Policy {
             .collect();
         let high = input.topo.fabric.queue_high.value();
         for (key, h) in input.heat {
+            // Most ports are idle: the cheap test first.
+            let Some(f) = self.warm_factor(h, high) else { continue };
             if state.level(*key) > 0 || index.live(input.routing, *key).is_none() {
                 continue;
             }
-            if let Some(f) = self.warm_factor(h, high) {
-                entries.push((*key, f, Perturb::Warm));
-            }
+            entries.push((*key, f, Perturb::Warm));
         }
         Factors::new(input.topo.switches.len(), entries)
     }
