@@ -10,7 +10,7 @@ use metaroce_pipeline::Entry;
 
 use metaroce_policy::{Decision, Input as PolicyInput, Policy, PolicyConfig, PolicyState};
 use metaroce_telemetry::view::{CongestionView, RegisterSnapshot, ThresholdCrossing, ViewConfig};
-use metaroce_telemetry::{PortKey, TelemetryReport};
+use metaroce_telemetry::{Heat, PortHeat, PortKey, TelemetryReport};
 use metaroce_topo::{Routing, SwitchId, Topology};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -92,6 +92,11 @@ pub struct Core {
     topo: Topology,
     routing: Routing,
     view: CongestionView,
+    /// The view's heat, kept up to date by [`Core::observe`] port by port
+    /// (a decision reads every port; the view knows over a thousand).
+    heat: Heat,
+    /// Rebuild `heat` from the view at the next decision.
+    heat_stale: bool,
     policy: Policy,
     state: PolicyState,
     settings: Settings,
@@ -110,6 +115,49 @@ pub struct Core {
     pinned: bool,
     /// An input changed something a decision depends on.
     dirty: bool,
+}
+
+/// Re-plans the routes of `s` toward the leaves `leaves` selects, in
+/// `plan` itself; true when the plan changed. A decision re-weights a few
+/// destinations of a switch that holds routes toward every leaf: only the
+/// routes the update may rewrite are compared, and nothing is cloned.
+fn update_in_place(
+    routing: &Routing,
+    overrides: impl Fn(SwitchId, SwitchId) -> Option<Vec<(u16, u32)>>,
+    s: SwitchId,
+    leaves: impl Fn(SwitchId) -> bool,
+    fixed: Arc<Vec<Entry>>,
+    plan: &mut SwitchPlan,
+) -> bool {
+    let fixed_moved = !Arc::ptr_eq(&plan.fixed, &fixed) && plan.fixed != fixed;
+    plan.fixed = fixed;
+    #[cfg(debug_assertions)]
+    let whole = plan.routes.clone();
+    // The routes the update may rewrite, as they are.
+    let before: BTreeMap<_, _> = routing
+        .routes(s)
+        .into_iter()
+        .filter(|r| leaves(r.leaf))
+        .map(|r| {
+            let key = (r.prefix.addr, r.prefix.len);
+            (key, plan.routes.get(&key).cloned())
+        })
+        .collect();
+    let len = plan.routes.len();
+    plan::update_routes(routing, overrides, s, leaves, &mut plan.routes);
+    // Among those, routes that changed, appeared or went; a count that
+    // moved otherwise (a switch that went down loses all) is a change too.
+    let mut moved = fixed_moved;
+    let mut expect = len;
+    for (key, was) in &before {
+        let now = plan.routes.get(key);
+        moved |= now != was.as_ref();
+        expect = expect + usize::from(now.is_some()) - usize::from(was.is_some());
+    }
+    moved |= plan.routes.len() != expect;
+    #[cfg(debug_assertions)]
+    debug_assert_eq!(moved, fixed_moved || plan.routes != whole, "switch {s}");
+    moved
 }
 
 fn links_of(topo: &Topology) -> Vec<(PortKey, PortKey)> {
@@ -132,6 +180,8 @@ impl Core {
             topo,
             routing,
             view,
+            heat: Heat::new(),
+            heat_stale: true,
             policy,
             state: PolicyState::default(),
             settings: cfg.settings,
@@ -193,7 +243,9 @@ impl Core {
                 let key = PortKey { switch: c.switch, port: c.port };
                 let before = self.view.port_heat(key).map(|h| h.congested);
                 self.view.on_crossing(now_ns, c);
-                self.dirty |= self.view.port_heat(key).map(|h| h.congested) != before;
+                let after = self.view.port_heat(key);
+                self.dirty |= after.map(|h| h.congested) != before;
+                self.keep_heat(key, after);
             }
             Input::Snapshot(s) if s.switch < n => {
                 let keys: Vec<PortKey> =
@@ -201,10 +253,17 @@ impl Core {
                 let before: Vec<Option<bool>> =
                     keys.iter().map(|k| self.view.port_heat(*k).map(|h| h.congested)).collect();
                 self.view.on_snapshot(now_ns, s);
-                self.dirty |=
-                    keys.iter().zip(before).any(|(k, b)| self.view.port_heat(*k).map(|h| h.congested) != b);
+                for (k, b) in keys.into_iter().zip(before) {
+                    let after = self.view.port_heat(k);
+                    self.dirty |= after.map(|h| h.congested) != b;
+                    self.keep_heat(k, after);
+                }
             }
-            Input::Report(r) => self.view.on_report(now_ns, r),
+            Input::Report(r) => {
+                // A report may touch any port on its path.
+                self.view.on_report(now_ns, r);
+                self.heat_stale = true;
+            }
             Input::SwitchUp { switch } if *switch < n => {
                 self.down_since.remove(switch);
                 // Its digest sequence may have restarted with it.
@@ -263,11 +322,25 @@ impl Core {
         notes
     }
 
+    /// Copies a port's heat after the view took an input for it.
+    fn keep_heat(&mut self, key: PortKey, heat: Option<PortHeat>) {
+        if let Some(h) = heat {
+            self.heat.insert(key, h);
+        }
+    }
+
     fn rebuild_routing(&mut self) {
         let links: Vec<usize> = self.failed_links.iter().copied().collect();
         let switches: Vec<SwitchId> = self.failed_switches.iter().copied().collect();
         self.routing = Routing::with_failures(&self.topo, self.routing.options(), &links, &switches);
         self.replan_all = true;
+    }
+
+    fn name_str(&self, s: SwitchId) -> std::borrow::Cow<'_, str> {
+        match self.topo.switches.get(s) {
+            Some(x) => std::borrow::Cow::Borrowed(x.name.as_str()),
+            None => std::borrow::Cow::Owned(format!("#{s}")),
+        }
     }
 
     fn note(&self, kind: &'static str, s: Option<SwitchId>, reason: &str, details: Value) -> Note {
@@ -301,27 +374,45 @@ impl Core {
 
     /// Runs the policy and re-plans the switches whose state changed.
     pub fn decide(&mut self, now_ns: u64) -> Step {
-        self.dirty = false;
-        let heat = self.view.heat();
-        let input = PolicyInput { topo: &self.topo, routing: &self.routing, heat: &heat, now_ns };
-        let decision = self.policy.decide(input, &mut self.state);
-        let mut notes = Vec::new();
-        let mut touched: BTreeSet<SwitchId> = BTreeSet::new();
-        for c in &decision.changes {
-            touched.insert(c.switch);
-            let cause = c.cause.map(|h| format!("{}:{}", self.name(h.switch), h.port));
-            let details = json!({
-                "leaf": self.name(c.leaf), "old": c.old, "new": c.new, "cause": cause,
-                "shift_permille": c.shift_permille, "applied": self.mode.writes(),
-            });
-            notes.push(self.note(
-                c.kind.as_str(),
-                Some(c.switch),
-                &format!("{} toward {}", c.kind.as_str(), self.name(c.leaf)),
-                details,
-            ));
+        let mut step = self.decide_plans(now_ns);
+        if let Some(d) = &step.decision {
+            step.notes = self.notes(d);
         }
-        let mut step = Step { decision: Some(decision), plans: Vec::new(), notes };
+        step
+    }
+
+    /// The event-log lines of a decision's changes, one per change.
+    pub fn notes(&self, decision: &Decision) -> Vec<Note> {
+        let applied = self.mode.writes();
+        let mut notes = Vec::with_capacity(decision.changes.len());
+        for c in &decision.changes {
+            let (kind, leaf) = (c.kind.as_str(), self.name(c.leaf));
+            let cause = c.cause.map(|h| format!("{}:{}", self.name_str(h.switch), h.port));
+            let reason = format!("{kind} toward {leaf}");
+            let details = json!({
+                "leaf": leaf, "old": c.old, "new": c.new, "cause": cause,
+                "shift_permille": c.shift_permille, "applied": applied,
+            });
+            notes.push(Note { kind, switch: Some(self.name(c.switch)), reason, details });
+        }
+        notes
+    }
+
+    /// [`Core::decide`] without the notes, which only the event log needs:
+    /// the daemon publishes the plans first and asks for [`Core::notes`]
+    /// afterwards.
+    pub fn decide_plans(&mut self, now_ns: u64) -> Step {
+        self.dirty = false;
+        if self.heat_stale {
+            self.heat = self.view.heat();
+            self.heat_stale = false;
+        }
+        #[cfg(debug_assertions)]
+        debug_assert!(self.heat == self.view.heat(), "the cached heat is the view's");
+        let input = PolicyInput { topo: &self.topo, routing: &self.routing, heat: &self.heat, now_ns };
+        let decision = self.policy.decide(input, &mut self.state);
+        let touched: BTreeSet<SwitchId> = decision.changes.iter().map(|c| c.switch).collect();
+        let mut step = Step { decision: Some(decision), plans: Vec::new(), notes: Vec::new() };
         if self.pinned {
             return step;
         }
@@ -358,18 +449,20 @@ impl Core {
                     Arc::new(plan::fixed_entries(&self.topo, &self.routing, &self.settings, s))
                 })
                 .clone();
-            let p = match self.plans[s].as_ref().filter(|_| !all) {
+            let moved = match self.plans[s].as_mut().filter(|_| !all) {
                 Some(old) => {
-                    let mut routes = old.routes.clone();
                     let leaves = |leaf| changed.contains(&(s, leaf));
-                    plan::update_routes(&self.routing, overrides, s, leaves, &mut routes);
-                    SwitchPlan { fixed, routes }
+                    update_in_place(&self.routing, overrides, s, leaves, fixed, old)
                 }
-                None => SwitchPlan { fixed, routes: plan::routes(&self.routing, overrides, s) },
+                None => {
+                    let p = SwitchPlan { fixed, routes: plan::routes(&self.routing, overrides, s) };
+                    let moved = self.plans[s].as_ref() != Some(&p);
+                    self.plans[s] = Some(p);
+                    moved
+                }
             };
-            if self.plans[s].as_ref() != Some(&p) {
-                self.plans[s] = Some(p.clone());
-                step.plans.push((s, p));
+            if let Some(p) = self.plans[s].as_ref().filter(|_| moved) {
+                step.plans.push((s, p.clone()));
             }
         }
         step
