@@ -310,7 +310,7 @@ impl State {
         let mut ticker = tokio::time::interval(tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
-        self.decide_and_publish(true);
+        self.decide_and_publish(true).await;
         // Events are written to the file once per round of the loop.
         self.events.defer_flush(true);
         loop {
@@ -325,7 +325,7 @@ impl State {
                             n += 1;
                         }
                         if self.core.input_changed() {
-                            self.decide_and_publish(false);
+                            self.decide_and_publish(false).await;
                         }
                         true
                     }
@@ -333,12 +333,12 @@ impl State {
                 },
                 // Reports feed the view, not the heat decisions read: the tick decides.
                 frame = udp_rx.recv() => { if let Some(f) = frame { self.on_report(None, &f, false) } true }
-                cmd = cmd_rx.recv() => { if let Some(c) = cmd { self.on_command(c) } true }
+                cmd = cmd_rx.recv() => { if let Some(c) = cmd { self.on_command(c).await } true }
                 got = host_rx.recv() => { if let Some(got) = got { self.on_hosts(got) } true }
                 _ = ticker.tick() => {
                     self.input(&Input::Tick);
                     if self.core.wants_decision() {
-                        self.decide_and_publish(false);
+                        self.decide_and_publish(false).await;
                     } else {
                         self.maybe_publish(false);
                     }
@@ -422,7 +422,7 @@ impl State {
         }
     }
 
-    fn on_command(&mut self, cmd: Command) {
+    async fn on_command(&mut self, cmd: Command) {
         match cmd {
             Command::SetMode { mode, reply } => {
                 let old = self.core.mode();
@@ -435,12 +435,12 @@ impl State {
                     json!({"from": old, "to": mode}),
                 );
                 let _ = reply.send(Ok(()));
-                self.decide_and_publish(true);
+                self.decide_and_publish(true).await;
             }
             Command::SetLink { link, up, reply } => {
                 let _ = reply.send(Ok(()));
                 self.input(&if up { Input::LinkUp { link } } else { Input::LinkDown { link } });
-                self.decide_and_publish(true);
+                self.decide_and_publish(true).await;
             }
             Command::Rollback { snapshot, reply } => {
                 let names: Vec<String> =
@@ -472,24 +472,35 @@ impl State {
         }
     }
 
-    fn decide_and_publish(&mut self, force_status: bool) {
+    async fn decide_and_publish(&mut self, force_status: bool) {
         let started = std::time::Instant::now();
-        let step = self.core.decide(self.now_ns());
-        self.metrics.observe_decision(started.elapsed().as_secs_f64());
+        let step = self.core.decide_plans(self.now_ns());
+        let deciding = started.elapsed();
         self.decisions += 1;
-        let changed = !step.plans.is_empty() || !step.notes.is_empty();
         let caused = self.reactions.causes(step.decision.as_ref(), self.core.view(), Instant::now());
-        // Plans go out before the notes are logged: the agents write while
-        // the event log does its file I/O.
+        let published = !step.plans.is_empty();
+        // The targets replaced (the agents are done with them): freed after
+        // the new ones are out.
+        let mut replaced = Vec::with_capacity(step.plans.len());
         for (s, plan) in step.plans {
             let cause = self.reactions.carry(s, caused.get(&s).copied());
             let wanted = Wanted { target: Target::Plan(plan), caused_at: cause };
-            self.desired_tx[s].send_replace(Some(Arc::new(wanted)));
+            replaced.push(self.desired_tx[s].send_replace(Some(Arc::new(wanted))));
         }
-        self.log(step.notes);
-        if changed {
+        if published {
+            // The agents just woken are queued behind the state task on
+            // this worker thread: let them start their passes (and the
+            // switches their writes) before the notes are built and logged.
+            tokio::task::yield_now().await;
+        }
+        let noting = std::time::Instant::now();
+        let notes = step.decision.as_ref().map(|d| self.core.notes(d)).unwrap_or_default();
+        self.metrics.observe_decision((deciding + noting.elapsed()).as_secs_f64());
+        if published || !notes.is_empty() {
             self.dirty_status = true;
         }
+        self.log(notes);
+        drop(replaced);
         self.maybe_publish(force_status);
     }
 
