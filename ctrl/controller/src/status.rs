@@ -111,27 +111,105 @@ pub fn congestion(summary: &ViewSummary, names: &[String], hosts: Value) -> Valu
 }
 
 /// Group weights and path shares of one switch, from what it holds.
-pub fn update_group_metrics(metrics: &Metrics, name: &str, installed: &BTreeMap<Key, Entry>) {
-    metrics.clear_groups(name);
-    metrics.clear_path_shares(name);
+/// `before` is what it held at its last update (what the metrics show
+/// now), if known: then, while the group members are the same, only the
+/// groups that changed are rewritten. A reaction replaces a group or two
+/// of a switch holding dozens, and every switch's update runs on a
+/// blocking thread that competes with the switch writes for the cores.
+pub fn update_group_metrics(
+    metrics: &Metrics,
+    name: &str,
+    before: Option<&BTreeMap<Key, Entry>>,
+    installed: &BTreeMap<Key, Entry>,
+) {
+    let member_keys = Key::Member(0)..=Key::Member(u32::MAX);
+    let group_keys = Key::Group(0)..=Key::Group(u32::MAX);
     let port_of = |m: u32| match installed.get(&Key::Member(m)) {
         Some(Entry::Member { nhop, .. }) => nhop.saturating_sub(1),
         _ => 0,
     };
+    let same_members =
+        |b: &&BTreeMap<Key, Entry>| b.range(member_keys.clone()).eq(installed.range(member_keys.clone()));
+    match before.filter(same_members) {
+        Some(before) => {
+            for (k, e) in before.range(group_keys.clone()) {
+                if let (Entry::Group { id, members }, false) = (e, installed.get(k) == Some(e)) {
+                    for (m, _) in members {
+                        metrics.remove_group_weight(name, *id, port_of(*m));
+                    }
+                }
+            }
+            for (k, e) in installed.range(group_keys.clone()) {
+                if let (Entry::Group { id, members }, false) = (e, before.get(k) == Some(e)) {
+                    for (m, w) in members {
+                        metrics.set_group_weight(name, *id, port_of(*m), *w);
+                    }
+                }
+            }
+        }
+        None => {
+            metrics.clear_groups(name);
+            for e in installed.range(group_keys.clone()).map(|(_, e)| e) {
+                if let Entry::Group { id, members } = e {
+                    for (m, w) in members {
+                        metrics.set_group_weight(name, *id, port_of(*m), *w);
+                    }
+                }
+            }
+        }
+    }
+    metrics.clear_path_shares(name);
     let mut share: BTreeMap<u16, f64> = BTreeMap::new();
     let mut groups = 0.0;
-    for e in installed.values() {
-        if let Entry::Group { id, members } = e {
+    for e in installed.range(group_keys).map(|(_, e)| e) {
+        if let Entry::Group { members, .. } = e {
             let total: u32 = members.iter().map(|(_, w)| *w).sum();
             groups += 1.0;
             for (m, w) in members {
-                let port = port_of(*m);
-                metrics.set_group_weight(name, *id, port, *w);
-                *share.entry(port).or_default() += f64::from(*w) / f64::from(total.max(1));
+                *share.entry(port_of(*m)).or_default() += f64::from(*w) / f64::from(total.max(1));
             }
         }
     }
     for (port, s) in share {
         metrics.set_path_share(name, port, s / f64::max(groups, 1.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(groups: &[(u32, &[(u32, u32)])], members: &[(u32, u16)]) -> BTreeMap<Key, Entry> {
+        let mut m: BTreeMap<Key, Entry> = BTreeMap::new();
+        for &(id, nhop) in members {
+            let e = Entry::Member { id, nhop };
+            m.insert(e.key(), e);
+        }
+        for &(id, ms) in groups {
+            let e = Entry::Group { id, members: ms.to_vec() };
+            m.insert(e.key(), e);
+        }
+        m
+    }
+
+    /// Rewriting only the groups that changed leaves the metrics exactly
+    /// as rewriting them all does, and so does a change of members.
+    #[test]
+    fn updating_the_changed_groups_equals_rewriting_all() {
+        let members = [(1, 4), (2, 5), (3, 6)];
+        let a = state(&[(1, &[(1, 1), (2, 1)]), (2, &[(1, 1), (3, 2)]), (3, &[(2, 5)])], &members);
+        // Group 1 kept, group 2 re-weighted, group 3 gone, group 7 new.
+        let b = state(&[(1, &[(1, 1), (2, 1)]), (2, &[(1, 3), (3, 1)]), (7, &[(2, 1), (3, 1)])], &members);
+        let c = state(&[(1, &[(1, 1), (2, 1)])], &[(1, 9), (2, 5)]);
+        for (before, after) in [(&a, &b), (&b, &a), (&b, &c), (&c, &a), (&a, &a)] {
+            let (full, diff) = (Metrics::new(), Metrics::new());
+            for m in [&full, &diff] {
+                update_group_metrics(m, "leaf1", None, before);
+                update_group_metrics(m, "leaf2", None, &a);
+            }
+            update_group_metrics(&full, "leaf1", None, after);
+            update_group_metrics(&diff, "leaf1", Some(before), after);
+            assert_eq!(full.encode(), diff.encode());
+        }
     }
 }

@@ -251,6 +251,7 @@ pub async fn run(
         topology_json: Arc::new(serde_json::to_value(&cfg.topology).unwrap_or_default()),
         dirty_status: false,
         metrics_dirty: std::collections::BTreeSet::new(),
+        metrics_shown: vec![None; cfg.topology.switches.len()],
         publishing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         names: Arc::new(cfg.topology.switches.iter().map(|s| s.name.clone()).collect()),
         hosts: hosts::Hosts::default(),
@@ -283,6 +284,9 @@ struct State {
     dirty_status: bool,
     /// Switches whose group metrics are refreshed at the next publication.
     metrics_dirty: std::collections::BTreeSet<usize>,
+    /// Per switch, the installed state its group metrics were last
+    /// refreshed from.
+    metrics_shown: Vec<Option<Arc<BTreeMap<Key, Entry>>>>,
     /// A status build is running on a blocking thread.
     publishing: Arc<std::sync::atomic::AtomicBool>,
     names: Arc<Vec<String>>,
@@ -554,13 +558,22 @@ impl State {
             tokio::task::spawn_blocking(move || drop(old));
             return;
         }
-        let dirty = std::mem::take(&mut self.metrics_dirty);
+        // Each switch's metrics move from what they show (the state of the
+        // last refresh, which has finished: refreshes run one at a time).
+        let work: Vec<_> = std::mem::take(&mut self.metrics_dirty)
+            .into_iter()
+            .filter_map(|s| {
+                let now = installed.get(s)?.clone();
+                let before = self.metrics_shown.get_mut(s)?.replace(now.clone());
+                Some((s, before, now))
+            })
+            .collect();
         let metrics = self.metrics.clone();
         let busy = self.publishing.clone();
         tokio::task::spawn_blocking(move || {
             drop(old);
-            for s in dirty {
-                status::update_group_metrics(&metrics, &names[s], &installed[s]);
+            for (s, before, now) in work {
+                status::update_group_metrics(&metrics, &names[s], before.as_deref(), &now);
             }
             busy.store(false, std::sync::atomic::Ordering::Release);
         });

@@ -219,6 +219,12 @@ impl Metrics {
         self.lock().set(GROUP_WEIGHT, labels, f64::from(weight));
     }
 
+    /// Forgets one member's weight in a group (the group went or changed).
+    pub fn remove_group_weight(&self, switch: &str, group: u32, port: u16) {
+        let labels = [switch.to_string(), group.to_string(), port.to_string()];
+        self.lock().remove(GROUP_WEIGHT, &labels);
+    }
+
     /// Forgets a switch's group weights; call before setting the new ones
     /// when its groups are replaced, so removed members do not linger.
     pub fn clear_groups(&self, switch: &str) {

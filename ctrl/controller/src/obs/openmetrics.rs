@@ -126,6 +126,13 @@ impl Registry {
         }
     }
 
+    /// Drops one series of family `id`.
+    pub fn remove(&mut self, id: usize, labels: &[String]) {
+        if let Some(fam) = self.family(id) {
+            fam.series.remove(labels);
+        }
+    }
+
     /// Drops every series of family `id` whose label `label` equals `value`.
     pub fn remove_where(&mut self, id: usize, label: &str, value: &str) {
         let Some(fam) = self.family(id) else { return };
