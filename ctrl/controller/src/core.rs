@@ -365,11 +365,12 @@ impl Core {
     /// heat or the fabric, or the policy has timers running (hot ports,
     /// derated ports, held-back changes).
     pub fn wants_decision(&self) -> bool {
+        // The policy's own state first: asking the view scans every port.
         self.dirty
             || self.replan_all
-            || self.view.any_hot()
             || self.state.ports().next().is_some()
             || self.state.pending().next().is_some()
+            || self.view.any_hot()
     }
 
     /// Runs the policy and re-plans the switches whose state changed.
