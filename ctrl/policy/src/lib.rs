@@ -165,6 +165,11 @@ impl Policy {
         (fresh, moved, parallel_from): (&BTreeSet<SwitchId>, bool, usize),
         state: &mut PolicyState,
     ) -> Vec<reweight::Proposal> {
+        if state.dirty.is_empty() {
+            // Nothing to recompute (most tick decisions): skip the port
+            // factors, which look at every port of the heat.
+            return Vec::new();
+        }
         let factors = self.port_factors(input, index, state);
         let ctx = Ctx {
             topo: input.topo,
