@@ -2,7 +2,7 @@
 //! congested past the hold-up time, down while it stays cool past the
 //! hold-down time, never more than one step per step interval.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use metaroce_telemetry::{Heat, PortHeat, PortKey};
 use metaroce_topo::{LinkId, Routing};
@@ -42,17 +42,30 @@ pub(crate) fn update(
     now: u64,
     ports: &mut BTreeMap<PortKey, PortState>,
 ) -> Vec<LevelChange> {
-    let mut keys: BTreeSet<PortKey> = ports.keys().copied().collect();
-    keys.extend(heat.iter().filter(|(_, h)| h.congested).map(|(k, _)| *k));
+    // The tracked ports and the congested ones, in port order, each with
+    // its heat: one walk over both maps (the heat holds every port the
+    // view knows) instead of a set and a lookup per port.
+    let mut todo: Vec<(PortKey, Option<&PortHeat>)> = Vec::with_capacity(ports.len());
+    let mut tracked = ports.keys().copied().peekable();
+    for (&key, h) in heat {
+        while let Some(t) = tracked.next_if(|t| *t < key) {
+            todo.push((t, None));
+        }
+        let is_tracked = tracked.next_if_eq(&key).is_some();
+        if is_tracked || h.congested {
+            todo.push((key, Some(h)));
+        }
+    }
+    todo.extend(tracked.map(|t| (t, None)));
     let mut changes = Vec::new();
-    for key in keys {
+    for (key, h) in todo {
         let Some(link) = index.live(routing, key) else {
             // The baseline moved with the failure, so every leaf with
             // overrides is rechecked anyway (see `Policy::decide`).
             ports.remove(&key);
             continue;
         };
-        let phase = phase(cfg, heat.get(&key), ports.get_mut(&key), now);
+        let phase = phase(cfg, h, ports.get_mut(&key), now);
         if let Some(change) = step(cfg, max_level, key, link, phase, now, ports) {
             changes.push(change);
         }
