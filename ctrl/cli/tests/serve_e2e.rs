@@ -125,6 +125,35 @@ fn get(addr: SocketAddr, path: &str) -> String {
     body
 }
 
+/// The real controller in act mode on `topo`, its API on a free port and
+/// its event log and stderr in `dir`, with `extra` arguments.
+struct Controller {
+    _proc: Proc,
+    api: SocketAddr,
+    events: PathBuf,
+    log: PathBuf,
+}
+
+fn controller(dir: &Path, topo: &str, extra: &[&str]) -> Controller {
+    let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let events = dir.join("events.jsonl");
+    let log = dir.join("controller.log");
+    let (api_s, events_s) = (api.to_string(), events.to_str().unwrap().to_owned());
+    let mut args =
+        vec!["controller", "run", topo, "--mode", "act", "--listen", &api_s, "--events", &events_s];
+    args.extend_from_slice(extra);
+    Controller { _proc: spawn(&args, &log), api, events, log }
+}
+
+/// Both processes' stderr, for a failing assertion.
+fn both_logs(serve: &Path, controller: &Path) -> String {
+    format!(
+        "--- serve\n{}\n--- controller\n{}",
+        std::fs::read_to_string(serve).unwrap_or_default(),
+        std::fs::read_to_string(controller).unwrap_or_default()
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
     let dir = tempfile::tempdir().unwrap();
@@ -134,36 +163,11 @@ async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
     let serve_log = dir.path().join("serve.log");
     let mut serve_proc =
         spawn(&["sim", "serve", topo_s, sc_s, "-o", out.to_str().unwrap(), "--wait", "120"], &serve_log);
-    let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let events = dir.path().join("events.jsonl");
-    let ctl_log = dir.path().join("controller.log");
     // A long hold-down keeps derated weights in place long enough to be read.
-    let _ctl = spawn(
-        &[
-            "controller",
-            "run",
-            topo_s,
-            "--mode",
-            "act",
-            "--listen",
-            &api.to_string(),
-            "--events",
-            events.to_str().unwrap(),
-            "--hold-down-ms",
-            "3000",
-            "--hold-up-ms",
-            "0.5",
-        ],
-        &ctl_log,
-    );
+    let ctl = controller(dir.path(), topo_s, &["--hold-down-ms", "3000", "--hold-up-ms", "0.5"]);
+    let (api, events, ctl_log) = (ctl.api, ctl.events.clone(), ctl.log.clone());
     let p = pipeline();
-    let logs = || {
-        format!(
-            "--- serve\n{}\n--- controller\n{}",
-            std::fs::read_to_string(&serve_log).unwrap_or_default(),
-            std::fs::read_to_string(&ctl_log).unwrap_or_default()
-        )
-    };
+    let logs = || both_logs(&serve_log, &ctl_log);
     // Watch leaf1's group toward leaf2 (10.0.2.0/24) and leaf2's toward leaf1.
     let mut seen: Vec<(u64, Vec<(u16, u32)>)> = vec![];
     // Per switch: its new-flowlet counts when it first held uneven weights.
@@ -291,25 +295,8 @@ async fn a_served_link_failure_reaches_the_controller_and_traffic_recovers() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let events = dir.path().join("events.jsonl");
-    let ctl_log = dir.path().join("controller.log");
-    let _ctl = spawn(
-        &[
-            "controller",
-            "run",
-            topo_s,
-            "--mode",
-            "act",
-            "--listen",
-            &api.to_string(),
-            "--tokens",
-            tokens.to_str().unwrap(),
-            "--events",
-            events.to_str().unwrap(),
-        ],
-        &ctl_log,
-    );
+    let ctl = controller(dir.path(), topo_s, &["--tokens", tokens.to_str().unwrap()]);
+    let (api, events, ctl_log) = (ctl.api, ctl.events.clone(), ctl.log.clone());
     let out = dir.path().join("report");
     let serve_log = dir.path().join("serve.log");
     let url = format!("http://{api}");
@@ -331,13 +318,7 @@ async fn a_served_link_failure_reaches_the_controller_and_traffic_recovers() {
         ],
         &serve_log,
     );
-    let logs = || {
-        format!(
-            "--- serve\n{}\n--- controller\n{}",
-            std::fs::read_to_string(&serve_log).unwrap_or_default(),
-            std::fs::read_to_string(&ctl_log).unwrap_or_default()
-        )
-    };
+    let logs = || both_logs(&serve_log, &ctl_log);
     // leaf1 must mark port 3 down and route toward leaf2 over spine2
     // (port 4) only, while the traffic still runs.
     let p = pipeline();
