@@ -31,6 +31,10 @@ use metaroce_pipeline::{names, Pipeline};
 use metaroce_topo::gen::{self, Common};
 use metaroce_topo::units::Bandwidth;
 
+// As the `metaroce` binary runs.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const RATE: u64 = 10_000;
 const SECONDS: u64 = 5;
 
