@@ -135,14 +135,42 @@ struct Controller {
 }
 
 fn controller(dir: &Path, topo: &str, extra: &[&str]) -> Controller {
-    let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let events = dir.join("events.jsonl");
     let log = dir.join("controller.log");
-    let (api_s, events_s) = (api.to_string(), events.to_str().unwrap().to_owned());
-    let mut args =
-        vec!["controller", "run", topo, "--mode", "act", "--listen", &api_s, "--events", &events_s];
+    let events_s = events.to_str().unwrap().to_owned();
+    // Port 0, then the address it logs: a port picked here and bound there
+    // later may be taken in between (by the other test's connections).
+    let mut args = vec![
+        "-v",
+        "controller",
+        "run",
+        topo,
+        "--mode",
+        "act",
+        "--listen",
+        "127.0.0.1:0",
+        "--events",
+        &events_s,
+    ];
     args.extend_from_slice(extra);
-    Controller { _proc: spawn(&args, &log), api, events, log }
+    let mut proc = spawn(&args, &log);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let api = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let addr = text
+            .lines()
+            .filter(|l| l.contains("status API listening"))
+            .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse::<SocketAddr>().ok());
+        if let Some(a) = addr {
+            break a;
+        }
+        if let Ok(Some(st)) = proc.0.try_wait() {
+            panic!("the controller exited ({st}) before its API listened:\n{text}");
+        }
+        assert!(Instant::now() < deadline, "the controller's API did not listen within 30 s:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Controller { _proc: proc, api, events, log }
 }
 
 /// Both processes' stderr, for a failing assertion.
