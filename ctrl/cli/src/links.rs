@@ -51,12 +51,29 @@ pub fn parse_api(url: &str) -> Result<String, String> {
     Ok(authority.to_owned())
 }
 
+/// Why no token came out of a token file.
+#[derive(Debug)]
+pub enum TokenError {
+    /// The file could not be read.
+    Unreadable(String),
+    /// It was read but holds no usable token.
+    Invalid(String),
+}
+
+impl std::fmt::Display for TokenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenError::Unreadable(m) | TokenError::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
 /// The bearer token in `path`: a file holding just the token, or the
 /// controller's own tokens file (`<role> <token>` lines), whose first
 /// operator or admin token is taken. Never puts a token in an error.
-pub fn read_token(path: &Path) -> Result<String, String> {
+pub fn read_token(path: &Path) -> Result<String, TokenError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read token file {}: {e}", path.display()))?;
+        .map_err(|e| TokenError::Unreadable(format!("cannot read token file {}: {e}", path.display())))?;
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -68,18 +85,18 @@ pub fn read_token(path: &Path) -> Result<String, String> {
             ["operator" | "admin", token] => return Ok((*token).to_owned()),
             ["viewer", _] => continue,
             _ => {
-                return Err(format!(
+                return Err(TokenError::Invalid(format!(
                     "{}:{}: expected a token, or `<role> <token>` as in the controller's tokens file",
                     path.display(),
                     n + 1
-                ))
+                )))
             }
         }
     }
-    Err(format!(
+    Err(TokenError::Invalid(format!(
         "{} has no operator or admin token; reporting links needs one (viewer tokens cannot)",
         path.display()
-    ))
+    )))
 }
 
 impl LinkReporter {
@@ -169,11 +186,12 @@ mod tests {
         std::fs::write(&p, "# roles\nviewer vvvvvvvvvvvvvvvvvvvv\noperator oooooooooooooooooooo\n").unwrap();
         assert_eq!(read_token(&p).unwrap(), "oooooooooooooooooooo");
         std::fs::write(&p, "viewer vvvvvvvvvvvvvvvvvvvv\n").unwrap();
-        let e = read_token(&p).unwrap_err();
+        let e = read_token(&p).unwrap_err().to_string();
         assert!(e.contains("no operator or admin token") && !e.contains("vvvv"), "{e}");
         std::fs::write(&p, "operator a b\n").unwrap();
         let e = read_token(&p).unwrap_err();
-        assert!(e.contains(":1:"), "{e}");
-        assert!(read_token(&dir.path().join("none")).unwrap_err().contains("cannot read token file"));
+        assert!(matches!(&e, TokenError::Invalid(m) if m.contains(":1:")), "{e}");
+        let e = read_token(&dir.path().join("none")).unwrap_err();
+        assert!(matches!(&e, TokenError::Unreadable(m) if m.contains("cannot read token file")), "{e}");
     }
 }

@@ -120,15 +120,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Exit> {
                     return Ok(Exit::Usage);
                 }
             };
-            if let Err(e) = std::fs::metadata(file) {
-                eprintln!("error: cannot read token file {}: {e}", file.display());
-                return Ok(Exit::Failure);
-            }
             match links::read_token(file) {
                 Ok(token) => Some(LinkReporter::new(authority, token)),
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return Ok(Exit::Invalid);
+                    return Ok(match e {
+                        links::TokenError::Unreadable(_) => Exit::Failure,
+                        links::TokenError::Invalid(_) => Exit::Invalid,
+                    });
                 }
             }
         }
