@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Subcommand;
-use metaroce_sim::{plot, report, scenario, Mode, ModeRun, Progress, SimError};
+use metaroce_sim::report::{self, plot};
+use metaroce_sim::{scenario, Mode, ModeRun, Progress, SimError};
 use metaroce_topo::Routing;
 
 use crate::Exit;

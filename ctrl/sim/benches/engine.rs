@@ -80,13 +80,13 @@ fn main() {
         "sim: state per packet in flight: {} bytes (on a link: a wire FIFO slot plus its Arrive event and the link's TxDone, {} bytes each; \
          a queued packet is one {}-byte FIFO slot)",
         metaroce_sim::engine::bytes_per_packet(),
-        metaroce_sim::events::Queue::ENTRY_BYTES,
+        metaroce_sim::engine::events::Queue::ENTRY_BYTES,
         std::mem::size_of::<metaroce_sim::engine::Packet>(),
     );
     println!(
         "sim: state per message: {} bytes per queue pair + {} per message + 4 receive counter",
-        std::mem::size_of::<metaroce_sim::flows::Qp>(),
-        std::mem::size_of::<metaroce_sim::flows::Flow>(),
+        std::mem::size_of::<metaroce_sim::engine::flows::Qp>(),
+        std::mem::size_of::<metaroce_sim::engine::flows::Flow>(),
     );
     if std::env::var_os("SIM_BENCH_LARGE").is_none() {
         if let Some(t) = fabric(4, 4, 4) {

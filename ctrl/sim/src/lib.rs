@@ -19,41 +19,25 @@
 //! Runs depend only on their inputs and the seed: there is no wall clock
 //! in here, so the same scenario gives the same report, byte for byte.
 
-mod config;
 pub mod control;
-mod control_yaml;
-mod converge;
-mod dcqcn;
-mod decode;
 pub mod engine;
 mod error;
-pub mod events;
-pub mod flows;
-pub mod forward;
-pub mod ideal;
-mod inloop;
-mod jobs;
-pub mod net;
-pub mod pcap;
-pub mod plot;
 pub mod report;
-mod report_md;
 mod rng;
 pub mod scenario;
 pub mod serve;
-pub mod stats;
 pub mod twin;
 
-pub use config::{
-    ControlConfig, Dcqcn, Ecn, Job, Limits, LinkEvent, Mode, NetConfig, Pattern, Pfc, Scenario, PS_PER_NS,
-    ROCE_HEADER_BYTES,
-};
+pub use control::forward::{Forwarder, NetView, PacketInfo};
 pub use control::{Control, ControlError, ControlSummary, Crossing, Ctx, Thresholds};
 pub use engine::{Outcome, Progress, Stop};
 pub use error::{Diagnostic, SimError};
-pub use forward::{Forwarder, NetView, PacketInfo};
 pub use report::{ModeRun, Summary};
 pub use rng::Rng;
+pub use scenario::config::{
+    ControlConfig, Dcqcn, Ecn, Job, Limits, LinkEvent, Mode, NetConfig, Pattern, Pfc, Scenario, PS_PER_NS,
+    ROCE_HEADER_BYTES,
+};
 
 use metaroce_topo::{Routing, Topology};
 
@@ -67,23 +51,24 @@ pub fn run_mode(
     mode: Mode,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ModeRun, SimError> {
-    let fwd = forward::baseline(mode, sc.seed, topo.switches.len(), sc.net.flowlet_timeout_ps);
+    let fwd = control::forward::baseline(mode, sc.seed, topo.switches.len(), sc.net.flowlet_timeout_ps);
     let control: Option<Box<dyn Control + '_>> = match mode {
         Mode::Metaroce => {
-            let l = inloop::PolicyLoop::new(topo, routing, &sc.control, sc.net.mtu).map_err(|e| {
-                SimError::Invalid {
-                    origin: sc.name.clone(),
-                    diagnostics: vec![Diagnostic {
-                        path: "control.policy".into(),
-                        pos: None,
-                        message: e.to_string(),
-                    }],
-                }
-            })?;
+            let l =
+                control::inloop::PolicyLoop::new(topo, routing, &sc.control, sc.net.mtu).map_err(|e| {
+                    SimError::Invalid {
+                        origin: sc.name.clone(),
+                        diagnostics: vec![Diagnostic {
+                            path: "control.policy".into(),
+                            pos: None,
+                            message: e.to_string(),
+                        }],
+                    }
+                })?;
             Some(Box::new(l))
         }
         _ if !sc.events.is_empty() => {
-            Some(Box::new(converge::Convergence::new(topo, routing, sc.control.convergence_ps)))
+            Some(Box::new(control::converge::Convergence::new(topo, routing, sc.control.convergence_ps)))
         }
         _ => None,
     };

@@ -9,8 +9,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::*;
+use metaroce_sim::control::forward::Flowlet;
 use metaroce_sim::control::{Control, ControlError, ControlSummary, Crossing, Ctx, Thresholds};
-use metaroce_sim::forward::Flowlet;
 use metaroce_topo::{Routing, SwitchId, Topology};
 
 const PKT: u64 = 4096 + 62;

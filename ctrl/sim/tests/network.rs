@@ -5,9 +5,9 @@
 mod common;
 
 use common::*;
-use metaroce_sim::flows::Workload;
-use metaroce_sim::forward::{Ecmp, Forwarder, NetView, PacketInfo};
-use metaroce_sim::net::Ports;
+use metaroce_sim::control::forward::{Ecmp, Forwarder, NetView, PacketInfo};
+use metaroce_sim::engine::flows::Workload;
+use metaroce_sim::engine::net::Ports;
 use metaroce_sim::{Mode, Stop};
 use metaroce_topo::Routing;
 

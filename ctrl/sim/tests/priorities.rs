@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use metaroce_sim::stats::PriorityFigures;
+use metaroce_sim::report::stats::PriorityFigures;
 use metaroce_sim::{Mode, ModeRun};
 
 /// 8 -> 1 incast on priority 3 (the default) into h1-1.

@@ -4,8 +4,8 @@
 
 use super::Sim;
 use crate::control::{Control, Crossing, Ctx};
-use crate::events::PortId;
-use crate::net::Node;
+use crate::engine::events::PortId;
+use crate::engine::net::Node;
 
 impl<'a> Sim<'a> {
     /// Runs `f` on the control, if there is one, with the engine lent out.

@@ -5,10 +5,10 @@
 use std::cmp::Reverse;
 
 use super::{Packet, Sim};
-use crate::config::ROCE_HEADER_BYTES;
-use crate::events::{Ev, FlowId, PortId, QpId};
-use crate::flows::{Send, NONE};
-use crate::net::Ports;
+use crate::engine::events::{Ev, FlowId, PortId, QpId};
+use crate::engine::flows::{Send, NONE};
+use crate::engine::net::Ports;
+use crate::scenario::config::ROCE_HEADER_BYTES;
 
 impl Sim<'_> {
     /// A message is posted: it joins the end of its queue pair.

@@ -5,7 +5,11 @@
 //! seeded by the scenario. So a run is a pure function of its inputs.
 
 mod control;
+pub(crate) mod dcqcn;
+pub mod events;
+pub mod flows;
 mod host;
+pub mod net;
 mod pfc;
 mod switch;
 
@@ -15,16 +19,16 @@ use std::collections::{BinaryHeap, VecDeque};
 use metaroce_topo::{Routing, Topology};
 use serde::Serialize;
 
-use crate::config::{Limits, NetConfig, Scenario};
+use crate::control::forward::{Forwarder, NetView};
 use crate::control::{Control, ControlSummary, Sense, Watch};
-pub use crate::events::Packet;
-use crate::events::{Ev, FlowId, PortId, Queue};
-use crate::flows::{TooManyFlows, Workload};
-use crate::forward::{Forwarder, NetView};
-use crate::net::{Node, Ports};
-use crate::pcap::Pcap;
+pub use crate::engine::events::Packet;
+use crate::engine::events::{Ev, FlowId, PortId, Queue};
+use crate::engine::flows::{TooManyFlows, Workload};
+use crate::engine::net::{Node, Ports};
+use crate::report::pcap::Pcap;
+use crate::report::stats::Stats;
 use crate::rng::Rng;
-use crate::stats::Stats;
+use crate::scenario::config::{Limits, NetConfig, Scenario};
 pub use pfc::TcState;
 
 /// Dynamic state of one port (its queues are per traffic class, in
@@ -213,7 +217,7 @@ impl<'a> Sim<'a> {
             tcs: vec![TcState::default(); n * ntc],
             tc_lossless,
             tc_go_back_n,
-            quantum: sc.net.mtu + crate::config::ROCE_HEADER_BYTES,
+            quantum: sc.net.mtu + crate::scenario::config::ROCE_HEADER_BYTES,
             host_dest: topo
                 .hosts
                 .iter()
@@ -455,7 +459,7 @@ impl<'a> Sim<'a> {
         let f = &self.w.flows[p.flow as usize];
         let qp = &self.w.qps[f.qp as usize];
         let (hs, hd) = (&self.topo.hosts[qp.src as usize], &self.topo.hosts[qp.dst as usize]);
-        let frame = crate::pcap::Frame {
+        let frame = crate::report::pcap::Frame {
             time_ps: self.now,
             src_mac: hs.mac,
             dst_mac: hd.mac,

@@ -17,8 +17,8 @@
 use std::collections::VecDeque;
 
 use super::Sim;
-use crate::events::{Ev, Packet, PortId};
-use crate::net::Node;
+use crate::engine::events::{Ev, Packet, PortId};
+use crate::engine::net::Node;
 
 /// Bytes of a PAUSE frame on the wire.
 const PAUSE_FRAME_BYTES: u64 = 64;
@@ -190,7 +190,7 @@ impl Sim<'_> {
             }
         }
         self.tree_stack = stack;
-        let tree = crate::stats::Tree { links, switches, hosts, at_ps: self.now };
+        let tree = crate::report::stats::Tree { links, switches, hosts, at_ps: self.now };
         let by_tc = &mut self.stats.trees_by_tc[c];
         if links > by_tc.links {
             *by_tc = tree;

@@ -3,9 +3,9 @@
 //! are in `pfc.rs`.
 
 use super::{Sim, View};
-use crate::events::{Packet, PortId};
-use crate::forward::{PacketInfo, Route};
-use crate::net::Node;
+use crate::control::forward::{PacketInfo, Route};
+use crate::engine::events::{Packet, PortId};
+use crate::engine::net::Node;
 
 impl Sim<'_> {
     pub(super) fn switch_arrive(&mut self, s: u32, in_port: PortId, p: Packet) {

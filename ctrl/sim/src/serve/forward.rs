@@ -22,9 +22,9 @@ use metaroce_topo::Topology;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::LinkChange;
-use crate::events::Packet;
-use crate::forward::{Forwarder, NetView, PacketInfo, Route};
-use crate::net::FibMember;
+use crate::control::forward::{Forwarder, NetView, PacketInfo, Route};
+use crate::engine::events::Packet;
+use crate::engine::net::FibMember;
 use crate::rng::mix64;
 use crate::twin::{Bth, Ethernet, Headers, Ipv4, Twin, Udp, Verdict, L4};
 

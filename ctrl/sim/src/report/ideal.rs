@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use metaroce_topo::{HostId, Role, Routing, SwitchId, Topology};
 use serde::Serialize;
 
-use crate::config::{Job, NetConfig, Pattern, ROCE_HEADER_BYTES};
+use crate::scenario::config::{Job, NetConfig, Pattern, ROCE_HEADER_BYTES};
 
 /// A lower bound and the cut that sets it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use metaroce_topo::{Endpoint, NextHop, Role, Routing, SwitchId, Topology};
 
-use crate::config::{NetConfig, ROCE_HEADER_BYTES};
-use crate::events::PortId;
+use crate::engine::events::PortId;
+use crate::scenario::config::{NetConfig, ROCE_HEADER_BYTES};
 
 /// A node a port connects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -27,9 +27,9 @@ use metaroce_telemetry::PortKey;
 use metaroce_topo::units::QueueDepth;
 use metaroce_topo::{LinkId, Routing, SwitchId, Topology};
 
-use crate::config::{ControlConfig, ROCE_HEADER_BYTES};
+use crate::control::converge::{self, Groups, Weights};
 use crate::control::{Control, ControlSummary, Crossing, Ctx, Dist, Thresholds};
-use crate::converge::{self, Groups, Weights};
+use crate::scenario::config::{ControlConfig, ROCE_HEADER_BYTES};
 
 /// What a wake-up token stands for.
 #[derive(Debug, Clone)]

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::config::Scenario;
 use crate::report::ModeRun;
+use crate::scenario::config::Scenario;
 
 fn row(out: &mut String, name: &str, runs: &[ModeRun], cell: impl Fn(&ModeRun) -> String) {
     let _ = write!(out, "| {name} |");
@@ -194,7 +194,7 @@ fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
 }
 
 /// "lossless (PFC on priority 3)" or "lossy (go-back-N)".
-fn pfc_text(net: &crate::config::NetConfig) -> String {
+fn pfc_text(net: &crate::scenario::config::NetConfig) -> String {
     if !net.lossless {
         return "lossy (go-back-N)".into();
     }

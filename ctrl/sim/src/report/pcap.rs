@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 
 use metaroce_topo::MacAddr;
 
-use crate::flows::ROCE_PORT;
+use crate::engine::flows::ROCE_PORT;
 
 /// Most records kept per run, so a long run cannot fill the disk.
 pub const MAX_RECORDS: u64 = 1_000_000;

@@ -2,14 +2,19 @@
 //! ideal bound, FCT percentiles, utilization imbalance and queue depth per
 //! tier, PFC, ECN and loss counters; as JSON and as a markdown comparison.
 
+pub mod ideal;
+mod markdown;
+pub mod pcap;
+pub mod plot;
+pub mod stats;
+
 use metaroce_topo::{Routing, Topology};
 use serde::Serialize;
 
-use crate::config::Scenario;
+use crate::engine::net::Node;
 use crate::engine::{Outcome, Stop};
-use crate::ideal;
-use crate::net::Node;
-use crate::stats::{LogHist, Tree};
+use crate::report::stats::{LogHist, Tree};
+use crate::scenario::config::Scenario;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct JobSummary {
@@ -65,7 +70,7 @@ pub struct PfcSummary {
     pub largest_tree: Tree,
     pub headroom_overflows: u64,
     /// The same figures (and drops) per priority the jobs use.
-    pub by_priority: Vec<crate::stats::PriorityFigures>,
+    pub by_priority: Vec<crate::report::stats::PriorityFigures>,
 }
 
 /// The figures of one mode's run.
@@ -224,7 +229,7 @@ pub(crate) fn summarize(
         max_packets_in_flight: o.max_packets,
         control: o.control.clone(),
     };
-    let pcap = o.pcap.map(crate::pcap::Pcap::into_bytes);
+    let pcap = o.pcap.map(crate::report::pcap::Pcap::into_bytes);
     ModeRun {
         summary,
         fcts_ps: fcts,
@@ -300,5 +305,5 @@ pub fn json(runs: &[ModeRun]) -> serde_json::Value {
 
 /// The markdown report of runs side by side.
 pub fn markdown(sc: &Scenario, runs: &[ModeRun]) -> String {
-    crate::report_md::render(sc, runs)
+    crate::report::markdown::render(sc, runs)
 }

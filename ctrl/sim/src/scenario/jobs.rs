@@ -5,9 +5,9 @@ use metaroce_topo::spec::did_you_mean;
 use metaroce_topo::yaml::{Node, Value};
 use metaroce_topo::{HostId, NodeRef, Topology};
 
-use crate::config::{Job, Pattern};
-use crate::decode::Diags;
 use crate::rng::Rng;
+use crate::scenario::config::{Job, Pattern};
+use crate::scenario::decode::Diags;
 
 const JOB: &[&str] = &[
     "name",

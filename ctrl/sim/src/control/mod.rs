@@ -20,14 +20,18 @@
 //! (switch index, port number, destination leaf), never by engine indices,
 //! so a control needs nothing from the engine's insides.
 
+pub(crate) mod converge;
+pub mod forward;
+pub(crate) mod inloop;
+
 use std::collections::HashMap;
 
 use metaroce_topo::{LinkId, SwitchId};
 use serde::Serialize;
 
+use crate::engine::events::{Ev, PortId, Queue};
+use crate::engine::net::{FibMember, Node, Ports};
 use crate::engine::PortState;
-use crate::events::{Ev, PortId, Queue};
-use crate::net::{FibMember, Node, Ports};
 
 /// A threshold crossing of a switch egress queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -3,10 +3,10 @@
 
 use metaroce_topo::{HostId, Routing, Topology};
 
-use crate::config::{Job, NetConfig, Pattern, Scenario};
-use crate::dcqcn::RateState;
-use crate::events::{FlowId, QpId};
+use crate::engine::dcqcn::RateState;
+use crate::engine::events::{FlowId, QpId};
 use crate::rng::mix64;
+use crate::scenario::config::{Job, NetConfig, Pattern, Scenario};
 
 /// Marks "none" in u32 links.
 pub const NONE: u32 = u32::MAX;

@@ -5,7 +5,7 @@
 //! periods elapsed since the last look are applied in one go, so a queue
 //! pair costs no events while it is idle.
 
-use crate::config::Dcqcn;
+use crate::scenario::config::Dcqcn;
 
 /// Most timer periods applied at once; beyond that the rate is back at
 /// line rate anyway.

@@ -92,7 +92,7 @@ impl Diags {
     pub fn priority(&mut self, node: &Node, path: &str) -> Option<u8> {
         let v = node.as_str().and_then(|s| s.parse::<u64>().ok());
         match v {
-            Some(p) if p < u64::from(crate::config::PRIORITIES) => Some(p as u8),
+            Some(p) if p < u64::from(crate::scenario::config::PRIORITIES) => Some(p as u8),
             Some(p) => {
                 self.err(path, node.pos, format!("priority {p} does not exist; 802.1Q priorities are 0..=7"));
                 None

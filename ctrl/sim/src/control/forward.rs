@@ -5,10 +5,10 @@
 
 use metaroce_topo::HostId;
 
-use crate::config::Mode;
-use crate::events::{Packet, PortId};
-use crate::net::FibMember;
+use crate::engine::events::{Packet, PortId};
+use crate::engine::net::FibMember;
 use crate::rng::{mix64, Rng};
+use crate::scenario::config::Mode;
 
 /// What a switch sees of a packet when it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,8 +23,8 @@ use metaroce_policy::PolicyConfig;
 use metaroce_topo::yaml::Node;
 use metaroce_topo::Topology;
 
-use crate::config::{ControlConfig, LinkEvent, ROCE_HEADER_BYTES};
-use crate::decode::Diags;
+use crate::scenario::config::{ControlConfig, LinkEvent, ROCE_HEADER_BYTES};
+use crate::scenario::decode::Diags;
 
 const CONTROL: &[&str] = &[
     "digest_latency",

@@ -14,18 +14,21 @@
 //!   - {name: bg, pattern: incast, hosts: [h1-2, h2-2], target: h4-4, size: 4MiB, start: 20us, priority: 0}
 //! ```
 
+pub(crate) mod config;
+mod control_yaml;
+mod decode;
+mod jobs;
+
 use std::path::{Path, PathBuf};
 
 use metaroce_topo::yaml::{self, Node, Value};
 use metaroce_topo::Topology;
 
-use crate::config::{
+use crate::error::{Diagnostic, SimError};
+use crate::scenario::config::{
     Dcqcn, Ecn, Limits, Mode, NetConfig, Pfc, Scenario, DEFAULT_PRIORITY, ROCE_HEADER_BYTES,
 };
-use crate::control_yaml;
-use crate::decode::Diags;
-use crate::error::{Diagnostic, SimError};
-use crate::jobs;
+use crate::scenario::decode::Diags;
 
 /// Largest scenario file read.
 pub const MAX_SCENARIO_BYTES: u64 = 4 << 20;
