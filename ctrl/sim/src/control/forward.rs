@@ -7,6 +7,7 @@ use metaroce_topo::HostId;
 
 use crate::engine::events::{Packet, PortId};
 use crate::engine::net::FibMember;
+use crate::engine::steer::SteerKey;
 use crate::rng::{mix64, Rng};
 use crate::scenario::config::Mode;
 
@@ -24,6 +25,12 @@ pub struct PacketInfo {
 /// The live state a policy may look at: queue depths by port.
 pub trait NetView {
     fn queue_bytes(&self, port: PortId) -> u64;
+
+    /// The steer entry of `switch` that matches the packet, with the key it
+    /// matched (a flow entry before a pair entry); none by default.
+    fn steer(&self, _switch: u32, _pkt: &PacketInfo) -> Option<(PortId, SteerKey)> {
+        None
+    }
 }
 
 /// Chooses the member of a next-hop group a packet takes.
@@ -45,6 +52,11 @@ pub trait Forwarder: Send + std::fmt::Debug {
     /// see when traffic has moved.
     fn started_flowlet(&self) -> bool {
         false
+    }
+
+    /// The steer entry the last `choose` started a flowlet on, if it did.
+    fn steered(&self) -> Option<SteerKey> {
+        None
     }
 
     /// True for a forwarder that is a whole switch pipeline (the served
@@ -153,6 +165,7 @@ pub struct Flowlet {
     table: Vec<(u64, PortId)>,
     pub new_flowlets: u64,
     started: bool,
+    steered: Option<SteerKey>,
 }
 
 impl Flowlet {
@@ -164,6 +177,7 @@ impl Flowlet {
             table: vec![(0, PortId::MAX); switches * FLOWLET_SLOTS],
             new_flowlets: 0,
             started: false,
+            steered: None,
         }
     }
 }
@@ -176,7 +190,7 @@ impl Forwarder for Flowlet {
         group: &[FibMember],
         total: u32,
         pkt: &PacketInfo,
-        _: &dyn NetView,
+        net: &dyn NetView,
     ) -> usize {
         let slot = (switch_hash(self.seed, switch, pkt.tuple_hash) as usize) & (FLOWLET_SLOTS - 1);
         let e = &mut self.table[switch as usize * FLOWLET_SLOTS + slot];
@@ -186,12 +200,30 @@ impl Forwarder for Flowlet {
         // other groups: those start a flowlet here too, as in hardware.
         let kept = if idle { None } else { group.iter().position(|m| m.port == e.1) };
         self.started = kept.is_none();
-        kept.unwrap_or_else(|| {
-            let i = weighted(group, self.rng.below(u64::from(total.max(1))) as u32);
-            e.1 = group[i].port;
-            self.new_flowlets += 1;
-            i
-        })
+        self.steered = None;
+        if let Some(i) = kept {
+            return i;
+        }
+        self.new_flowlets += 1;
+        // A new flowlet takes its steer entry, if it has one whose port is
+        // still a member of the group (failover beats steering).
+        let steer = net.steer(switch, pkt).and_then(|(port, key)| {
+            let i = group.iter().position(|m| m.port == port && m.weight > 0)?;
+            Some((i, key))
+        });
+        let i = match steer {
+            Some((i, key)) => {
+                self.steered = Some(key);
+                i
+            }
+            None => weighted(group, self.rng.below(u64::from(total.max(1))) as u32),
+        };
+        e.1 = group[i].port;
+        i
+    }
+
+    fn steered(&self) -> Option<SteerKey> {
+        self.steered
     }
 
     fn started_flowlet(&self) -> bool {

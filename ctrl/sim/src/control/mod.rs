@@ -31,6 +31,8 @@ use serde::Serialize;
 
 use crate::engine::events::{Ev, PortId, Queue};
 use crate::engine::net::{FibMember, Node, Ports};
+use crate::engine::steer::Steering;
+pub use crate::engine::steer::{Detector, LargeFlow, SteerKey};
 use crate::engine::PortState;
 
 /// A threshold crossing of a switch egress queue.
@@ -72,6 +74,10 @@ pub enum ControlError {
     EmptyGroup { switch: SwitchId, leaf: SwitchId },
     #[error("link {0} is not in the topology")]
     UnknownLink(LinkId),
+    #[error("host {0} is not in the topology")]
+    UnknownHost(u32),
+    #[error("switch {switch} port {port} is not in its group toward host {host}")]
+    NotInGroup { switch: SwitchId, port: u16, host: u32 },
     #[error("low threshold {low} B is above the high one {high} B")]
     Thresholds { high: u64, low: u64 },
 }
@@ -89,6 +95,9 @@ pub trait Control: Send + std::fmt::Debug {
     /// The rewrite tagged `tag` moved traffic: a new flowlet at its switch
     /// took a member whose share of the group rose.
     fn on_moved(&mut self, _ctx: &mut Ctx<'_>, _tag: u64) {}
+    /// A flow's first switch reported it large (see
+    /// [`Ctx::set_large_flow_detector`]), at the physical instant.
+    fn on_large_flow(&mut self, _ctx: &mut Ctx<'_>, _flow: &LargeFlow) {}
     /// Figures for the report, at the end of the run.
     fn summary(&self) -> ControlSummary;
 }
@@ -177,6 +186,9 @@ pub struct Ctx<'s> {
     /// Wake-ups pending in the queue (the engine tells a stalled run from
     /// one only the control keeps ticking).
     pub(crate) wakes: &'s mut usize,
+    pub(crate) steer: &'s mut Steering,
+    /// Per host: its leaf and that leaf's destination index.
+    pub(crate) host_dest: &'s [(u32, u32)],
 }
 
 impl Ctx<'_> {
@@ -275,6 +287,50 @@ impl Ctx<'_> {
             self.watch.insert((switch as u32, d), Watch { tag, raised });
         }
         Ok(())
+    }
+
+    /// Installs (`Some(port)`) or removes the steer entry `key` at `switch`.
+    /// The port must be a member of the switch's group toward the
+    /// destination host's leaf (steering stays within the route's group);
+    /// `tag` names the write in a later [`Control::on_moved`], when a new
+    /// flowlet first takes the entry. The entry is consulted only when a
+    /// flowlet starts, so a running flowlet never moves.
+    pub fn set_steer(
+        &mut self,
+        switch: SwitchId,
+        key: SteerKey,
+        port: Option<u16>,
+        tag: u64,
+    ) -> Result<(), ControlError> {
+        if switch >= self.switches {
+            return Err(ControlError::UnknownSwitch(switch));
+        }
+        let Some(&(_, dest)) = self.host_dest.get(key.dst as usize) else {
+            return Err(ControlError::UnknownHost(key.dst));
+        };
+        if self.host_dest.get(key.src as usize).is_none() {
+            return Err(ControlError::UnknownHost(key.src));
+        }
+        let egress = match port {
+            None => None,
+            Some(port) => {
+                let p = self.port(switch, port)?;
+                let (members, _) = self.ports.group(switch as u32, dest);
+                if !members.iter().any(|m| m.port == p) {
+                    return Err(ControlError::NotInGroup { switch, port, host: key.dst });
+                }
+                Some(p)
+            }
+        };
+        self.steer.set(switch as u32, key, egress, tag);
+        Ok(())
+    }
+
+    /// Turns the large-flow detector of every switch on (or off): a flow
+    /// whose first switch counts at least `threshold_bytes` in a window of
+    /// `window_ps` is reported through [`Control::on_large_flow`].
+    pub fn set_large_flow_detector(&mut self, d: Option<Detector>) {
+        self.steer.set_detector(d, self.switches);
     }
 
     pub fn link_is_up(&self, link: LinkId) -> Result<bool, ControlError> {

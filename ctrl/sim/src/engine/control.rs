@@ -4,8 +4,9 @@
 
 use super::Sim;
 use crate::control::{Control, Crossing, Ctx};
-use crate::engine::events::PortId;
+use crate::engine::events::{Packet, PortId};
 use crate::engine::net::Node;
+use crate::engine::steer::SteerKey;
 
 impl<'a> Sim<'a> {
     /// Runs `f` on the control, if there is one, with the engine lent out.
@@ -21,6 +22,8 @@ impl<'a> Sim<'a> {
             watch: &mut self.watch,
             link_up: &self.link_up,
             wakes: &mut self.wakes,
+            steer: &mut self.steer,
+            host_dest: &self.host_dest,
         };
         f(control, &mut ctx);
     }
@@ -70,6 +73,24 @@ impl<'a> Sim<'a> {
         let tag = w.tag;
         self.watch.remove(&(s, dest));
         self.call_control(|control, ctx| control.on_moved(ctx, tag));
+    }
+
+    /// A flowlet at switch `s` started on the steer entry `key`: the first
+    /// one since the entry was written tells the control its traffic moved.
+    pub(super) fn steer_used(&mut self, s: u32, key: SteerKey) {
+        if let Some(tag) = self.steer.used(s, key) {
+            self.call_control(|control, ctx| control.on_moved(ctx, tag));
+        }
+    }
+
+    /// The large-flow detector of the flow's first switch `s` (the packet
+    /// came from a host NIC and leaves by `egress`).
+    pub(super) fn detect(&mut self, s: u32, egress: PortId, p: &Packet) {
+        let port = self.ports.number[egress as usize];
+        let r = self.steer.observe(self.now, s as usize, p.src_host, p.dst_host, p.sport, port, p.bytes);
+        if let Some(r) = r {
+            self.call_control(|control, ctx| control.on_large_flow(ctx, &r));
+        }
     }
 
     /// A topology link goes down or comes back.

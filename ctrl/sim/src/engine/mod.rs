@@ -11,6 +11,7 @@ pub mod flows;
 mod host;
 pub mod net;
 mod pfc;
+pub mod steer;
 mod switch;
 
 use std::cmp::Reverse;
@@ -58,11 +59,22 @@ pub struct PortState {
     pub stale_arrivals: u32,
 }
 
-struct View<'a>(&'a [PortState]);
+struct View<'a>(&'a [PortState], &'a steer::Steering);
 
 impl NetView for View<'_> {
     fn queue_bytes(&self, port: PortId) -> u64 {
         self.0.get(port as usize).map_or(0, |p| p.qbytes)
+    }
+
+    fn steer(
+        &self,
+        switch: u32,
+        pkt: &crate::control::forward::PacketInfo,
+    ) -> Option<(PortId, steer::SteerKey)> {
+        if self.1.is_empty() {
+            return None;
+        }
+        self.1.lookup(switch, pkt.src as u32, pkt.dst as u32, pkt.sport)
     }
 }
 
@@ -119,6 +131,8 @@ pub struct Outcome {
     pub max_packets: usize,
     pub max_pending_events: usize,
     pub control: Option<ControlSummary>,
+    /// Flowlets that started on a steer entry.
+    pub steered_flowlets: u64,
 }
 
 /// The state of one run.
@@ -177,6 +191,8 @@ pub struct Sim<'a> {
     wakes: usize,
     /// The scenario's link failures and repairs.
     link_events: Vec<(u64, u32, bool)>,
+    /// Steer entries and the large-flow detector (`steer.rs`).
+    steer: steer::Steering,
 }
 
 impl std::fmt::Debug for Sim<'_> {
@@ -249,6 +265,7 @@ impl<'a> Sim<'a> {
             link_up: vec![true; topo.links.len()],
             wakes: 0,
             link_events: sc.events.iter().map(|e| (e.at_ps, e.link as u32, e.up)).collect(),
+            steer: steer::Steering::default(),
         })
     }
 
@@ -341,6 +358,7 @@ impl<'a> Sim<'a> {
             max_packets: self.max_in_flight,
             max_pending_events: self.max_pending.max(self.q.len()),
             control: self.control.as_ref().map(|c| c.summary()),
+            steered_flowlets: self.steer.steered_flowlets,
         }
     }
 

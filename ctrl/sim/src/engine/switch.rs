@@ -31,13 +31,19 @@ impl Sim<'_> {
                 sport: p.sport,
                 bytes: p.bytes,
             };
-            let i = self.fwd.choose(self.now, s, group, total, &info, &View(&self.st));
+            let i = self.fwd.choose(self.now, s, group, total, &info, &View(&self.st, &self.steer));
             let port = group[i.min(group.len() - 1)].port;
             if !self.watch.is_empty() {
                 self.check_moved(s, dest, port);
             }
+            if let Some(key) = self.fwd.steered() {
+                self.steer_used(s, key);
+            }
             port
         };
+        if (in_port as usize) < self.ports.hosts && self.steer.detecting() {
+            self.detect(s, egress, &p);
+        }
         if self.st[egress as usize].down {
             // Routed into a dead link: lost until routing moves off it.
             self.stats.blackholed += 1;

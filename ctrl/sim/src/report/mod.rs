@@ -103,6 +103,9 @@ pub struct Summary {
     pub max_packets_in_flight: usize,
     /// The control plane's figures (reroutes, reaction time), if one ran.
     pub control: Option<crate::control::ControlSummary>,
+    /// Flowlets that started on a steer entry (the controller's placement
+    /// moving traffic).
+    pub steered_flowlets: u64,
 }
 
 /// A port's queue-depth series, for plots.
@@ -228,6 +231,7 @@ pub(crate) fn summarize(
         misdelivered: o.stats.misdelivered,
         max_packets_in_flight: o.max_packets,
         control: o.control.clone(),
+        steered_flowlets: o.steered_flowlets,
     };
     let pcap = o.pcap.map(crate::report::pcap::Pcap::into_bytes);
     ModeRun {

@@ -1,0 +1,236 @@
+//! Flow steering and large-flow detection, as the P4 program has them
+//! (`p4src/README.md`, "Steering" and "Large flows"), for the engine's own
+//! switches.
+//!
+//! - **Steer entries** pin a flow (per flow: source host, destination host,
+//!   UDP source port) or a host pair to one egress port at one switch. The
+//!   flowlet forwarder consults them only when a flowlet starts, so a move
+//!   takes effect at the flow's next gap and never reorders it; a steered
+//!   port that is not a member of the route's group (a failed link the
+//!   controller took out) is never used: the packet falls back to the group.
+//!   A per-flow entry wins over a pair entry.
+//! - **The detector** runs at a flow's first switch (the packet arrived from
+//!   a host NIC). Each flow hashes to a slot holding a signature, the start
+//!   of the slot's window and the bytes counted in it. The first packet after
+//!   the window has ended reports the ended window if it reached the
+//!   threshold, then opens a new one: at most one report per slot and
+//!   window, and a lost report loses no state (the next window reports
+//!   again). Another flow taking a slot mid-window restarts the count and
+//!   flags the slot, and the next report from it carries the flag, so a
+//!   reader can tell a collision from a rate.
+
+use std::collections::HashMap;
+
+use crate::engine::events::PortId;
+use crate::rng::mix64;
+
+/// What a steer entry matches: a flow, or (with `sport` None) a host pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SteerKey {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: Option<u16>,
+}
+
+/// One large-flow report, as the P4 program's digest carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LargeFlow {
+    /// The first switch (topology index).
+    pub switch: usize,
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    /// Egress port number the flow left the switch by.
+    pub port: u16,
+    /// Bytes the flow sent in the window, and the window's length.
+    pub bytes: u64,
+    pub window_ps: u64,
+    /// Another flow used the slot since its last report.
+    pub collision: bool,
+}
+
+/// The detector's settings (the P4 program's config action).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Detector {
+    pub window_ps: u64,
+    pub threshold_bytes: u64,
+}
+
+/// Slots per switch, as `LARGE_FLOW_SLOTS` in `sizes.p4` sizes them.
+pub const SLOTS: usize = 4096;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    sig: u32,
+    start_ps: u64,
+    bytes: u64,
+    collided: bool,
+    /// Egress port of the flow's last packet.
+    port: u16,
+}
+
+/// The engine's steering state: entries, their first use, the detector.
+#[derive(Debug, Default)]
+pub struct Steering {
+    flows: HashMap<(u32, u32, u32, u16), PortId>,
+    pairs: HashMap<(u32, u32, u32), PortId>,
+    /// Entries written and not yet used by a new flowlet, with their tag.
+    pending: HashMap<(u32, SteerKey), u64>,
+    detector: Option<Detector>,
+    slots: Vec<Slot>,
+    /// Flowlets that started on a steer entry.
+    pub steered_flowlets: u64,
+}
+
+impl Steering {
+    /// True when no entry is installed (the forwarder's fast path).
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty() && self.pairs.is_empty()
+    }
+
+    /// Installs (`Some`) or removes an entry of switch `switch`; `tag`
+    /// names it in the control's "moved" callback.
+    pub(crate) fn set(&mut self, switch: u32, key: SteerKey, port: Option<PortId>, tag: u64) {
+        match (key.sport, port) {
+            (Some(sp), Some(p)) => _ = self.flows.insert((switch, key.src, key.dst, sp), p),
+            (Some(sp), None) => _ = self.flows.remove(&(switch, key.src, key.dst, sp)),
+            (None, Some(p)) => _ = self.pairs.insert((switch, key.src, key.dst), p),
+            (None, None) => _ = self.pairs.remove(&(switch, key.src, key.dst)),
+        }
+        if port.is_some() {
+            self.pending.insert((switch, key), tag);
+        } else {
+            self.pending.remove(&(switch, key));
+        }
+    }
+
+    /// The entry that applies to a packet at `switch`, and the key it matched.
+    pub fn lookup(&self, switch: u32, src: u32, dst: u32, sport: u16) -> Option<(PortId, SteerKey)> {
+        if let Some(&p) = self.flows.get(&(switch, src, dst, sport)) {
+            return Some((p, SteerKey { src, dst, sport: Some(sport) }));
+        }
+        self.pairs.get(&(switch, src, dst)).map(|&p| (p, SteerKey { src, dst, sport: None }))
+    }
+
+    /// A flowlet started on the entry `key` of `switch`: the tag of the
+    /// write it was the first to use, if any.
+    pub(crate) fn used(&mut self, switch: u32, key: SteerKey) -> Option<u64> {
+        self.steered_flowlets += 1;
+        self.pending.remove(&(switch, key))
+    }
+
+    pub(crate) fn set_detector(&mut self, d: Option<Detector>, switches: usize) {
+        self.detector = d;
+        self.slots = if d.is_some() { vec![Slot::default(); switches * SLOTS] } else { Vec::new() };
+    }
+
+    pub fn detecting(&self) -> bool {
+        self.detector.is_some()
+    }
+
+    /// A packet of `bytes` from host `src` entered the fabric at `switch`
+    /// and leaves it by port number `port`: a report, if it closed a large
+    /// window of its slot.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn observe(
+        &mut self,
+        now_ps: u64,
+        switch: usize,
+        src: u32,
+        dst: u32,
+        sport: u16,
+        port: u16,
+        bytes: u32,
+    ) -> Option<LargeFlow> {
+        let d = self.detector?;
+        let h = mix64(u64::from(src) << 40 ^ u64::from(dst) << 16 ^ u64::from(sport));
+        let sig = (h >> 32) as u32 | 1;
+        let slot = self.slots.get_mut(switch * SLOTS + (h as usize & (SLOTS - 1)))?;
+        let mut report = None;
+        if slot.sig != sig {
+            // Another flow (or none) held the slot: it starts over, flagged
+            // when the slot was in use within its window.
+            let live = slot.sig != 0 && now_ps.saturating_sub(slot.start_ps) < d.window_ps;
+            slot.collided |= live;
+            *slot = Slot { sig, start_ps: now_ps, bytes: 0, collided: slot.collided, port };
+        } else if now_ps.saturating_sub(slot.start_ps) >= d.window_ps {
+            if slot.bytes >= d.threshold_bytes {
+                report = Some(LargeFlow {
+                    switch,
+                    src,
+                    dst,
+                    sport,
+                    port: slot.port,
+                    bytes: slot.bytes,
+                    window_ps: now_ps - slot.start_ps,
+                    collision: slot.collided,
+                });
+                slot.collided = false;
+            }
+            slot.start_ps = now_ps;
+            slot.bytes = 0;
+        }
+        slot.bytes += u64::from(bytes);
+        slot.port = port;
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_entries_win_over_pairs_and_removal_restores_the_pair() {
+        let mut s = Steering::default();
+        s.set(1, SteerKey { src: 1, dst: 2, sport: None }, Some(7), 0);
+        s.set(1, SteerKey { src: 1, dst: 2, sport: Some(9) }, Some(8), 1);
+        assert_eq!(s.lookup(1, 1, 2, 9).map(|x| x.0), Some(8));
+        assert_eq!(s.lookup(1, 1, 2, 10).map(|x| x.0), Some(7));
+        assert_eq!(s.lookup(2, 1, 2, 9), None, "entries are per switch");
+        s.set(1, SteerKey { src: 1, dst: 2, sport: Some(9) }, None, 2);
+        assert_eq!(s.lookup(1, 1, 2, 9).map(|x| x.0), Some(7));
+        assert_eq!(s.used(1, SteerKey { src: 1, dst: 2, sport: None }), Some(0));
+        assert_eq!(s.used(1, SteerKey { src: 1, dst: 2, sport: None }), None, "only the first use");
+    }
+
+    #[test]
+    fn the_detector_reports_once_per_large_window() {
+        let mut s = Steering::default();
+        s.set_detector(Some(Detector { window_ps: 1_000_000, threshold_bytes: 10_000 }), 2);
+        let mut reports = Vec::new();
+        // 4 KiB every 100 ns: 40 KiB per 1 µs window, for 5 µs.
+        for i in 0..50u64 {
+            reports.extend(s.observe(i * 100_000, 1, 3, 4, 49152, 5, 4096));
+        }
+        assert_eq!(reports.len(), 4, "windows 1-4 closed by a later packet: {reports:?}");
+        let r = reports[0];
+        assert_eq!((r.switch, r.src, r.dst, r.sport, r.port, r.collision), (1, 3, 4, 49152, 5, false));
+        assert_eq!(r.bytes, 10 * 4096);
+        assert_eq!(r.window_ps, 1_000_000);
+        // A small flow never reports.
+        let small: Vec<_> = (0..50u64).filter_map(|i| s.observe(i * 100_000, 0, 5, 6, 1, 2, 100)).collect();
+        assert!(small.is_empty());
+    }
+
+    #[test]
+    fn a_second_flow_in_a_live_slot_is_flagged() {
+        let mut s = Steering::default();
+        s.set_detector(Some(Detector { window_ps: 1_000_000, threshold_bytes: 1 }), 1);
+        // Find two flows that share a slot.
+        let slot_of = |sport: u16| {
+            let h = mix64(1u64 << 40 ^ 2u64 << 16 ^ u64::from(sport));
+            h as usize & (SLOTS - 1)
+        };
+        let a = 1u16;
+        let Some(b) = (2..u16::MAX).find(|&b| slot_of(b) == slot_of(a)) else {
+            panic!("no colliding source port")
+        };
+        assert!(s.observe(0, 0, 1, 2, a, 3, 1000).is_none());
+        assert!(s.observe(100_000, 0, 1, 2, b, 3, 1000).is_none(), "b takes the slot mid-window");
+        let r = s.observe(2_000_000, 0, 1, 2, b, 3, 1000);
+        assert_eq!(r.map(|r| (r.sport, r.collision)), Some((b, true)));
+        let r = s.observe(4_000_000, 0, 1, 2, b, 3, 1000);
+        assert_eq!(r.map(|r| r.collision), Some(false), "the flag clears once reported");
+    }
+}
