@@ -1,0 +1,355 @@
+//! One decision: refresh the demands, re-place flows whose paths broke,
+//! place new flows, then rebalance by local search on the hottest link,
+//! within the margin, the hold-down and the move budget.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use crate::config::EPS;
+use crate::demand::max_min;
+use crate::flow::FlowId;
+use crate::net::{DirLink, NONE};
+use crate::planner::{Planner, Status};
+use crate::report::{LinkUse, Move, Path, Plan, Reason, Unplaced};
+use crate::search::{self, Route};
+
+/// The first reason and placement of every flow a decision touches.
+#[derive(Debug, Default)]
+pub(crate) struct Log {
+    order: Vec<FlowId>,
+    first: HashMap<FlowId, (Reason, Option<Path>, f64)>,
+}
+
+impl Log {
+    fn touch(&mut self, f: FlowId, reason: Reason, from: impl FnOnce() -> (Option<Path>, f64)) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.first.entry(f) {
+            let (path, before) = from();
+            e.insert((reason, path, before));
+            self.order.push(f);
+        }
+    }
+}
+
+type Heap = BinaryHeap<(u64, Reverse<DirLink>)>;
+
+impl Planner {
+    /// One decision at `now_ns` (the controller's clock, the same as the
+    /// hold-down's): applies everything that changed since the last one
+    /// and returns the moves. The state is updated to the new placement.
+    pub fn plan(&mut self, now_ns: u64) -> Plan {
+        self.decision += 1;
+        let mut moves: Vec<Move> = std::mem::take(&mut self.ended)
+            .into_iter()
+            .map(|(flow, from, before)| Move {
+                flow,
+                reason: Reason::Ended,
+                from,
+                to: None,
+                bottleneck_before: before,
+                bottleneck_after: 0.0,
+            })
+            .collect();
+        if self.demand_dirty {
+            self.refresh_rates();
+        }
+        let mut log = Log::default();
+        let mut unplaced = Vec::new();
+        self.repair(now_ns, &mut log, &mut unplaced);
+        let exact = self.place_new(now_ns, &mut log, &mut unplaced);
+        let (search_steps, budget_hit) = self.search(now_ns, &mut log);
+        self.report(&log, &mut moves);
+        let hottest = self.hottest();
+        Plan {
+            now_ns,
+            moves,
+            unplaced,
+            max_utilisation: hottest.map_or(0.0, |h| h.utilisation),
+            hottest,
+            lower_bound: self.lower_bound(),
+            flows: self.flow_count(),
+            budget_hit,
+            search_steps,
+            exact,
+        }
+    }
+
+    /// Caps every flow by its NICs (max-min) and moves the loads to match.
+    fn refresh_rates(&mut self) {
+        let live: Vec<FlowId> = (0..self.flows.key.len() as FlowId)
+            .filter(|&f| self.flows.status[f as usize] != Status::Free)
+            .collect();
+        let input: Vec<(u32, u32, u64)> = live
+            .iter()
+            .map(|&f| {
+                let i = f as usize;
+                (self.flows.src[i], self.flows.dst[i], self.flows.demand[i].offered_bps())
+            })
+            .collect();
+        let rates = max_min(&input, &self.net.host_nic);
+        self.leaf_out.iter_mut().for_each(|x| *x = 0);
+        self.leaf_in.iter_mut().for_each(|x| *x = 0);
+        self.leaf_max.iter_mut().for_each(|x| *x = 0);
+        for (&f, &r) in live.iter().zip(&rates) {
+            let i = f as usize;
+            let old = self.flows.rate[i];
+            if old != r {
+                for &dl in self.flows.route[i].links() {
+                    self.load[dl as usize] = self.load[dl as usize].saturating_sub(old) + r;
+                }
+                self.flows.rate[i] = r;
+            }
+            let (a, b) = (self.src_leaf(f) as usize, self.net.host_leaf[self.flows.dst[i] as usize] as usize);
+            if a != b {
+                self.leaf_out[a] += r;
+                self.leaf_in[b] += r;
+                self.leaf_max[a] = self.leaf_max[a].max(r);
+            }
+        }
+        self.demand_dirty = false;
+    }
+
+    /// Re-places the flows whose route broke, and notes where the route's
+    /// choices moved under a flow that can stay.
+    fn repair(&mut self, now: u64, log: &mut Log, unplaced: &mut Vec<Unplaced>) {
+        let mut todo = std::mem::take(&mut self.suspects);
+        todo.extend((0..self.flows.key.len() as FlowId).filter(|&f| {
+            self.flows.status[f as usize] == Status::Stuck && self.flows.route[f as usize].len > 0
+        }));
+        todo.sort_unstable();
+        todo.dedup();
+        for f in todo {
+            let i = f as usize;
+            if !matches!(self.flows.status[i], Status::Placed | Status::Stuck) {
+                continue;
+            }
+            let (route, src, d) = (self.flows.route[i], self.src_leaf(f), self.dest(f));
+            if d != NONE && search::valid(&self.net, &route, src, d) {
+                self.flows.status[i] = Status::Placed;
+                if self.mask_now(f) != self.flows.mask[i] {
+                    log.touch(f, Reason::RouteChanged, || self.from(f));
+                }
+                continue;
+            }
+            let failed = route.links().iter().any(|&dl| !self.net.dl_up(dl));
+            let reason = if failed { Reason::LinkFailed } else { Reason::RouteChanged };
+            let from = self.from(f);
+            self.unload(f);
+            match self.best_for(f) {
+                Some((_, r)) => {
+                    log.touch(f, reason, || from);
+                    self.settle(f, r, now);
+                }
+                None => {
+                    self.load_on(f, route);
+                    self.flows.status[i] = Status::Stuck;
+                    unplaced.push(self.stuck(f, failed));
+                }
+            }
+        }
+    }
+
+    /// Places every flow that has no route yet: by the exact colouring if
+    /// the batch allows it, else greedily, largest first. True if exact.
+    fn place_new(&mut self, now: u64, log: &mut Log, unplaced: &mut Vec<Unplaced>) -> bool {
+        let mut batch: Vec<FlowId> = (0..self.flows.key.len() as FlowId)
+            .filter(|&f| {
+                let i = f as usize;
+                self.flows.status[i] == Status::New
+                    || (self.flows.status[i] == Status::Stuck && self.flows.route[i].len == 0)
+            })
+            .collect();
+        batch.sort_unstable_by_key(|&f| (Reverse(self.flows.rate[f as usize]), f));
+        let mut inter = Vec::with_capacity(batch.len());
+        for f in batch {
+            let dst_leaf = self.net.host_leaf[self.flows.dst[f as usize] as usize];
+            if self.src_leaf(f) == dst_leaf {
+                self.settle(f, Route::default(), now);
+            } else {
+                inter.push(f);
+            }
+        }
+        if self.config.exact_jobs {
+            if let Some(routes) = self.exact_routes(&inter) {
+                for (&f, r) in inter.iter().zip(routes) {
+                    log.touch(f, Reason::New, || (None, 0.0));
+                    self.settle(f, r, now);
+                }
+                return true;
+            }
+        }
+        for f in inter {
+            match self.best_for(f) {
+                Some((_, r)) => {
+                    log.touch(f, Reason::New, || (None, 0.0));
+                    self.settle(f, r, now);
+                }
+                None => {
+                    self.flows.status[f as usize] = Status::Stuck;
+                    unplaced.push(self.stuck(f, false));
+                }
+            }
+        }
+        false
+    }
+
+    /// Local search: while the hottest link can be relieved by moving one
+    /// of its flows to a path whose bottleneck is lower by the margin, do
+    /// it. Stops at the first hottest link none of whose flows can move:
+    /// the highest utilisation cannot go down by single moves from there.
+    fn search(&mut self, now: u64, log: &mut Log) -> (usize, bool) {
+        let mut heap: Heap = (0..self.net.dirlinks() as DirLink)
+            .filter(|&dl| self.load[dl as usize] > 0)
+            .map(|dl| (self.loads().util(&self.net, dl, 0).to_bits(), Reverse(dl)))
+            .collect();
+        let (mut steps, mut moved, mut budget_hit) = (0, 0, false);
+        let mut stuck = 0.0f64;
+        while let Some((bits, Reverse(dl))) = heap.pop() {
+            let u = self.loads().util(&self.net, dl, 0);
+            if u.to_bits() != bits {
+                continue;
+            }
+            if u <= stuck || steps >= self.config.max_search_steps {
+                break;
+            }
+            steps += 1;
+            if !self.relieve(dl, now, log, (&mut moved, &mut budget_hit), &mut heap) {
+                stuck = u;
+            }
+        }
+        (steps, budget_hit)
+    }
+
+    /// Moves one flow off `dl` if that lowers its bottleneck enough.
+    fn relieve(
+        &mut self,
+        dl: DirLink,
+        now: u64,
+        log: &mut Log,
+        (moved, hit): (&mut usize, &mut bool),
+        heap: &mut Heap,
+    ) -> bool {
+        let mut cands = self.on[dl as usize].clone();
+        cands.sort_unstable_by_key(|&f| (Reverse(self.flows.rate[f as usize]), f));
+        for f in cands {
+            let i = f as usize;
+            let fresh = self.flows.placed_in[i] == self.decision;
+            if !fresh {
+                if *moved >= self.config.max_moves {
+                    *hit = true;
+                    continue;
+                }
+                let held =
+                    self.flows.moved_at[i].is_some_and(|t| now < t.saturating_add(self.config.hold_down_ns));
+                if held {
+                    continue;
+                }
+            }
+            let need = if fresh { EPS } else { self.config.min_gain() };
+            let old = self.flows.route[i];
+            let before = self.loads().bottleneck(&self.net, &old, 0);
+            self.unload(f);
+            match self.best_for(f) {
+                Some((after, r)) if r != old && after + need <= before => {
+                    // `unload` leaves the route in place: this renders the old path.
+                    log.touch(f, Reason::Rebalance, || (Some(self.render(f, self.flows.mask[i])), before));
+                    self.settle(f, r, now);
+                    if !fresh {
+                        *moved += 1;
+                    }
+                    for &x in old.links().iter().chain(r.links()) {
+                        heap.push((self.loads().util(&self.net, x, 0).to_bits(), Reverse(x)));
+                    }
+                    return true;
+                }
+                _ => self.load_on(f, old),
+            }
+        }
+        false
+    }
+
+    /// Puts `f` on `r` as placed in this decision.
+    fn settle(&mut self, f: FlowId, r: Route, now: u64) {
+        let i = f as usize;
+        self.load_on(f, r);
+        self.flows.status[i] = Status::Placed;
+        self.flows.moved_at[i] = Some(now);
+        self.flows.placed_in[i] = self.decision;
+    }
+
+    /// The best route for `f`, which must not be loaded.
+    pub(crate) fn best_for(&self, f: FlowId) -> Option<(f64, Route)> {
+        let d = self.dest(f);
+        if d == NONE {
+            return None;
+        }
+        let i = f as usize;
+        search::best(
+            &self.net,
+            self.loads(),
+            self.src_leaf(f),
+            d,
+            self.flows.rate[i],
+            self.flows.key[i].spread(),
+        )
+    }
+
+    /// The flow's path as last reported, and its bottleneck now.
+    fn from(&self, f: FlowId) -> (Option<Path>, f64) {
+        let i = f as usize;
+        let route = &self.flows.route[i];
+        let path = (route.len > 0).then(|| self.render(f, self.flows.mask[i]));
+        (path, self.loads().bottleneck(&self.net, route, 0))
+    }
+
+    fn stuck(&self, f: FlowId, broken: bool) -> Unplaced {
+        let i = f as usize;
+        let (a, b) = (self.src_leaf(f), self.net.host_leaf[self.flows.dst[i] as usize]);
+        let kept = (self.flows.route[i].len > 0).then(|| self.render(f, self.flows.mask[i]));
+        Unplaced {
+            flow: self.flows.key[i],
+            why: format!("no path in service from switch {a} to switch {b}"),
+            kept,
+            broken,
+        }
+    }
+
+    /// Turns the log into moves, skipping flows that ended where they began.
+    fn report(&mut self, log: &Log, moves: &mut Vec<Move>) {
+        for &f in &log.order {
+            let Some((reason, from, before)) = log.first.get(&f) else { continue };
+            let i = f as usize;
+            let mask = self.mask_now(f);
+            let to = self.render(f, mask);
+            self.flows.mask[i] = mask;
+            if from.as_ref() == Some(&to) {
+                continue;
+            }
+            moves.push(Move {
+                flow: self.flows.key[i],
+                reason: *reason,
+                from: from.clone(),
+                bottleneck_before: *before,
+                bottleneck_after: self.loads().bottleneck(&self.net, &self.flows.route[i], 0),
+                to: Some(to),
+            });
+        }
+    }
+
+    /// The most utilised directed link.
+    pub(crate) fn hottest(&self) -> Option<LinkUse> {
+        let loads = self.loads();
+        let mut best: Option<(f64, DirLink)> = None;
+        for dl in 0..self.net.dirlinks() as DirLink {
+            let u = loads.util(&self.net, dl, 0);
+            if u > 0.0 && best.is_none_or(|b| u > b.0) {
+                best = Some((u, dl));
+            }
+        }
+        best.map(|(utilisation, dl)| LinkUse {
+            switch: self.net.tail[dl as usize] as usize,
+            port: self.net.port[dl as usize],
+            link: dl as usize / 2,
+            utilisation,
+        })
+    }
+}

@@ -1,0 +1,201 @@
+//! The planner's flat index of the fabric: directed links with their
+//! capacities, and, per (destination leaf, switch), the members of the
+//! route's group as directed links. Built once from the routing; a routing
+//! change updates only the cells it names.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use metaroce_topo::{GroupId, HostId, LinkId, NextHop, RouteChange, Routing, SwitchId, Topology};
+
+/// Marks "none" in u32 indices.
+pub(crate) const NONE: u32 = u32::MAX;
+/// Most switch-to-switch links on a valley-free path: up two tiers and
+/// down two (leaf, spine, super-spine, spine, leaf).
+pub const MAX_HOPS: usize = 4;
+
+/// A directed link: `2 * link` runs from the link's `a` end to its `b`
+/// end, `2 * link + 1` back.
+pub(crate) type DirLink = u32;
+
+/// One member of a group: the directed link it sends on and where it leads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mem {
+    pub dl: DirLink,
+    pub peer: u32,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Net {
+    pub n: usize,
+    /// Per switch, its index among the destination leaves, or NONE.
+    pub dest_of: Vec<u32>,
+    pub dests: Vec<SwitchId>,
+    /// `[d * n + s]`: index into `groups` of `s`'s group toward
+    /// destination `d`, or NONE (no route, or `s` is the leaf itself).
+    pub cell: Vec<u32>,
+    /// `(start, len)` into `members`.
+    pub groups: Vec<(u32, u32)>,
+    pub members: Vec<Mem>,
+    intern: HashMap<(SwitchId, GroupId), u32>,
+    /// Per directed link: the switch it leaves, its egress port there, the
+    /// switch it enters, and its capacity.
+    pub tail: Vec<u32>,
+    pub port: Vec<u16>,
+    pub head: Vec<u32>,
+    pub cap: Vec<u64>,
+    /// Capacity as a float: utilisation divides by it (a division, not a
+    /// multiplication by the inverse, so a full link is exactly 1.0).
+    pub capf: Vec<f64>,
+    pub link_up: Vec<bool>,
+    pub switch_up: Vec<bool>,
+    /// Per switch, its tier (0 = leaf).
+    pub tier: Vec<u8>,
+    pub host_by_ip: HashMap<Ipv4Addr, HostId>,
+    pub host_leaf: Vec<u32>,
+    pub host_nic: Vec<u64>,
+    /// Per switch, `(port, directed link)` of its fabric ports, by port.
+    ports: Vec<Vec<(u16, DirLink)>>,
+}
+
+impl Net {
+    pub fn new(topo: &Topology, routing: &Routing) -> Self {
+        let n = topo.switches.len();
+        let nl = topo.links.len();
+        let (mut tail, mut port, mut head) = (vec![0; 2 * nl], vec![0; 2 * nl], vec![0; 2 * nl]);
+        let mut cap = vec![0; 2 * nl];
+        for (l, link) in topo.links.iter().enumerate() {
+            for (dir, (from, to)) in [(link.a, link.b), (link.b, link.a)].into_iter().enumerate() {
+                let dl = 2 * l + dir;
+                tail[dl] = from.switch as u32;
+                port[dl] = from.port;
+                head[dl] = to.switch as u32;
+                cap[dl] = link.bandwidth.bps().max(1);
+            }
+        }
+        let capf = cap.iter().map(|&c| c as f64).collect();
+        let mut ports: Vec<Vec<(u16, DirLink)>> = vec![Vec::new(); n];
+        for dl in 0..2 * nl {
+            ports[tail[dl] as usize].push((port[dl], dl as DirLink));
+        }
+        for p in &mut ports {
+            p.sort_unstable();
+        }
+        let dests = routing.destinations().to_vec();
+        let mut dest_of = vec![NONE; n];
+        for (i, &d) in dests.iter().enumerate() {
+            dest_of[d] = i as u32;
+        }
+        let mut net = Net {
+            n,
+            dest_of,
+            cell: vec![NONE; dests.len() * n],
+            dests,
+            groups: Vec::new(),
+            members: Vec::new(),
+            intern: HashMap::new(),
+            tail,
+            port,
+            head,
+            cap,
+            capf,
+            link_up: vec![true; nl],
+            switch_up: vec![true; n],
+            tier: topo.switches.iter().map(|s| s.role.tier()).collect(),
+            host_by_ip: topo.hosts.iter().enumerate().map(|(i, h)| (h.ip, i)).collect(),
+            host_leaf: topo.hosts.iter().map(|h| h.leaf as u32).collect(),
+            host_nic: topo.hosts.iter().map(|h| h.nic_rate.bps().max(1)).collect(),
+            ports,
+        };
+        net.refill(routing);
+        net
+    }
+
+    /// Re-reads every cell and the up/down state from `routing`.
+    pub fn refill(&mut self, routing: &Routing) {
+        self.refresh_state(routing);
+        for d in 0..self.dests.len() {
+            let leaf = self.dests[d];
+            for s in 0..self.n {
+                self.cell[d * self.n + s] = self.lookup(routing, s, leaf);
+            }
+        }
+    }
+
+    /// Applies the changes `fail_link`/`fail_switch` reported; returns the
+    /// `(switch, destination index)` cells that changed.
+    pub fn apply(&mut self, routing: &Routing, changes: &[RouteChange]) -> Vec<(u32, u32)> {
+        self.refresh_state(routing);
+        let mut out = Vec::with_capacity(changes.len());
+        for c in changes {
+            let Some(&d) = self.dest_of.get(c.leaf).filter(|&&d| d != NONE) else { continue };
+            if c.switch >= self.n {
+                continue;
+            }
+            let g = self.lookup(routing, c.switch, c.leaf);
+            self.cell[d as usize * self.n + c.switch] = g;
+            out.push((c.switch as u32, d));
+        }
+        out
+    }
+
+    fn refresh_state(&mut self, routing: &Routing) {
+        for (l, up) in self.link_up.iter_mut().enumerate() {
+            *up = routing.link_is_up(l);
+        }
+        for (s, up) in self.switch_up.iter_mut().enumerate() {
+            *up = routing.switch_is_up(s);
+        }
+    }
+
+    /// Our index of `s`'s group toward `leaf`, interning it on first sight.
+    fn lookup(&mut self, routing: &Routing, s: SwitchId, leaf: SwitchId) -> u32 {
+        let Some((id, group)) = routing.group_toward(s, leaf) else { return NONE };
+        if let Some(&g) = self.intern.get(&(s, id)) {
+            return g;
+        }
+        let start = self.members.len() as u32;
+        for m in &group.members {
+            let NextHop::Switch(peer) = m.next else { continue };
+            let ports = &self.ports[s];
+            if let Ok(i) = ports.binary_search_by_key(&m.port, |p| p.0) {
+                self.members.push(Mem { dl: ports[i].1, peer: peer as u32 });
+            }
+        }
+        let g = self.groups.len() as u32;
+        self.groups.push((start, self.members.len() as u32 - start));
+        self.intern.insert((s, id), g);
+        g
+    }
+
+    /// Members of `s`'s group toward destination `d` (empty if none).
+    #[inline]
+    pub fn members(&self, d: u32, s: u32) -> &[Mem] {
+        let g = self.cell[d as usize * self.n + s as usize];
+        if g == NONE {
+            return &[];
+        }
+        let (start, len) = self.groups[g as usize];
+        &self.members[start as usize..(start + len) as usize]
+    }
+
+    /// True when the directed link and both its switches are in service.
+    pub fn dl_up(&self, dl: DirLink) -> bool {
+        self.link_up[dl as usize / 2]
+            && self.switch_up[self.tail[dl as usize] as usize]
+            && self.switch_up[self.head[dl as usize] as usize]
+    }
+
+    pub fn link_of(dl: DirLink) -> LinkId {
+        dl as usize / 2
+    }
+
+    /// The directed links leaving switch `s`, by port.
+    pub fn out_of(&self, s: u32) -> impl Iterator<Item = DirLink> + '_ {
+        self.ports.get(s as usize).into_iter().flatten().map(|p| p.1)
+    }
+
+    pub fn dirlinks(&self) -> usize {
+        self.tail.len()
+    }
+}

@@ -1,0 +1,315 @@
+//! The planner's state: the flow table, per-link loads and per-link flow
+//! lists (flat arrays indexed by flow id and directed link), and the calls
+//! that change its inputs between decisions.
+
+use std::collections::HashMap;
+
+use metaroce_topo::{RouteChange, Routing, SwitchId, Topology};
+
+use crate::config::{ConfigError, TeConfig};
+use crate::flow::{Demand, FlowId, FlowKey};
+use crate::net::{DirLink, Net, NONE};
+use crate::report::{Hop, Path};
+use crate::search::{Loads, Route};
+
+/// A flow the planner refuses; the variant says which part is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlowError {
+    #[error("flow {key}: no host of the topology has address {ip}")]
+    UnknownHost { key: FlowKey, ip: std::net::Ipv4Addr },
+    #[error("flow {key}: source and destination are the same host")]
+    SameHost { key: FlowKey },
+    #[error("switch {switch} has no fabric port {port}")]
+    UnknownPort { switch: SwitchId, port: u16 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    Free,
+    /// Known, never placed.
+    New,
+    Placed,
+    /// No path at the last decision; keeps the route it had, if any.
+    Stuck,
+}
+
+/// Per-flow columns, indexed by [`FlowId`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Flows {
+    pub key: Vec<FlowKey>,
+    pub src: Vec<u32>,
+    pub dst: Vec<u32>,
+    pub demand: Vec<Demand>,
+    /// What the flow can send (max-min over NICs), bits per second.
+    pub rate: Vec<u64>,
+    pub route: Vec<Route>,
+    /// Bit i: hop i had a choice when the route was last reported.
+    pub mask: Vec<u8>,
+    pub status: Vec<Status>,
+    /// When the flow last moved (hold-down); `None`: never.
+    pub moved_at: Vec<Option<u64>>,
+    /// The decision that last placed it.
+    pub placed_in: Vec<u64>,
+    pub by_key: HashMap<FlowKey, FlowId>,
+    pub free: Vec<FlowId>,
+}
+
+/// The placement planner: its state, and the decision (`plan`).
+///
+/// See the crate documentation for the calling sequence.
+#[derive(Debug, Clone)]
+pub struct Planner {
+    pub(crate) config: TeConfig,
+    pub(crate) net: Net,
+    pub(crate) flows: Flows,
+    /// Per directed link: the placed flows' rates, and the background.
+    pub(crate) load: Vec<u64>,
+    pub(crate) bg: Vec<u64>,
+    /// Per directed link: the flows placed on it.
+    pub(crate) on: Vec<Vec<FlowId>>,
+    pub(crate) demand_dirty: bool,
+    /// Removed flows not yet reported, with the path they had.
+    pub(crate) ended: Vec<(FlowKey, Option<Path>, f64)>,
+    /// Flows whose route must be checked against the routing.
+    pub(crate) suspects: Vec<FlowId>,
+    pub(crate) decision: u64,
+    /// Per leaf, the inter-leaf rate out of and into it (for the bound).
+    pub(crate) leaf_out: Vec<u64>,
+    pub(crate) leaf_in: Vec<u64>,
+    /// Per leaf, the largest rate of an inter-leaf flow from it.
+    pub(crate) leaf_max: Vec<u64>,
+}
+
+impl Planner {
+    /// A planner for `topo` routed by `routing` (with every known failure
+    /// applied), with no flows yet.
+    pub fn new(topo: &Topology, routing: &Routing, config: TeConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let net = Net::new(topo, routing);
+        let dls = net.dirlinks();
+        Ok(Planner {
+            config,
+            load: vec![0; dls],
+            bg: vec![0; dls],
+            on: vec![Vec::new(); dls],
+            leaf_out: vec![0; net.n],
+            leaf_in: vec![0; net.n],
+            leaf_max: vec![0; net.n],
+            net,
+            flows: Flows::default(),
+            demand_dirty: false,
+            ended: Vec::new(),
+            suspects: Vec::new(),
+            decision: 0,
+        })
+    }
+
+    pub fn config(&self) -> &TeConfig {
+        &self.config
+    }
+
+    /// Adds a flow, or updates the demand of a known one. A new flow is
+    /// placed by the next decision.
+    pub fn upsert(&mut self, key: FlowKey, demand: Demand) -> Result<FlowId, FlowError> {
+        if let Some(&id) = self.flows.by_key.get(&key) {
+            if self.flows.demand[id as usize] != demand {
+                self.flows.demand[id as usize] = demand;
+                self.demand_dirty = true;
+            }
+            return Ok(id);
+        }
+        let host = |ip| self.net.host_by_ip.get(&ip).copied().ok_or(FlowError::UnknownHost { key, ip });
+        let (src, dst) = (host(key.src())?, host(key.dst())?);
+        if src == dst {
+            return Err(FlowError::SameHost { key });
+        }
+        let f = &mut self.flows;
+        let id = match f.free.pop() {
+            Some(id) => id,
+            None => {
+                f.key.push(key);
+                f.src.push(0);
+                f.dst.push(0);
+                f.demand.push(demand);
+                f.rate.push(0);
+                f.route.push(Route::default());
+                f.mask.push(0);
+                f.status.push(Status::Free);
+                f.moved_at.push(None);
+                f.placed_in.push(0);
+                (f.key.len() - 1) as FlowId
+            }
+        };
+        let i = id as usize;
+        (f.key[i], f.src[i], f.dst[i], f.demand[i]) = (key, src as u32, dst as u32, demand);
+        (f.rate[i], f.route[i], f.mask[i]) = (0, Route::default(), 0);
+        (f.status[i], f.moved_at[i], f.placed_in[i]) = (Status::New, None, 0);
+        f.by_key.insert(key, id);
+        self.demand_dirty = true;
+        Ok(id)
+    }
+
+    /// Forgets a flow; the next decision reports it as ended (with the
+    /// path whose entries to remove). False if it was not known.
+    pub fn remove(&mut self, key: &FlowKey) -> bool {
+        let Some(id) = self.flows.by_key.remove(key) else { return false };
+        let i = id as usize;
+        let had = self.flows.route[i].len > 0;
+        let path = had.then(|| self.render(id, self.flows.mask[i]));
+        let before = self.loads().bottleneck(&self.net, &self.flows.route[i], 0);
+        self.unload(id);
+        self.flows.status[i] = Status::Free;
+        self.flows.free.push(id);
+        if had {
+            self.ended.push((*key, path, before));
+        }
+        self.flows.route[i] = Route::default();
+        self.demand_dirty = true;
+        true
+    }
+
+    /// Sets the load on the egress port `port` of `switch` that the planner
+    /// does not place (unsteered traffic, measured), in bits per second. A
+    /// hot port makes the next decision move placed flows off it.
+    pub fn set_background(&mut self, switch: SwitchId, port: u16, bps: u64) -> Result<(), FlowError> {
+        let dl = self
+            .net
+            .out_of(switch as u32)
+            .find(|&dl| self.net.port[dl as usize] == port)
+            .ok_or(FlowError::UnknownPort { switch, port })?;
+        self.bg[dl as usize] = bps;
+        Ok(())
+    }
+
+    /// Takes in the route changes that `Routing::fail_link` or
+    /// `fail_switch` returned (the routing passed is the one after them):
+    /// flows whose paths they touch are checked by the next decision, and
+    /// re-placed at once if their path broke.
+    pub fn routing_changed(&mut self, routing: &Routing, changes: &[RouteChange]) {
+        let cells = self.net.apply(routing, changes);
+        for (s, d) in cells {
+            let leaf = self.net.dests[d as usize] as u32;
+            for dl in self.net.out_of(s) {
+                for &f in &self.on[dl as usize] {
+                    if self.net.host_leaf[self.flows.dst[f as usize] as usize] == leaf {
+                        self.suspects.push(f);
+                    }
+                }
+            }
+        }
+        for dl in 0..self.net.dirlinks() {
+            if !self.net.dl_up(dl as DirLink) {
+                self.suspects.extend_from_slice(&self.on[dl]);
+            }
+        }
+    }
+
+    /// Re-reads the whole routing (after a repair, or whenever the caller
+    /// cannot say what changed): every flow is checked by the next decision.
+    pub fn reset_routing(&mut self, routing: &Routing) {
+        self.net.refill(routing);
+        self.suspects.extend(
+            (0..self.flows.key.len() as FlowId).filter(|&f| self.flows.status[f as usize] != Status::Free),
+        );
+    }
+
+    /// The flow's current path, if it has one, with its choices as last
+    /// reported (the entries the caller was told to write).
+    pub fn path(&self, key: &FlowKey) -> Option<Path> {
+        let &id = self.flows.by_key.get(key)?;
+        let i = id as usize;
+        (self.flows.status[i] != Status::New).then(|| self.render(id, self.flows.mask[i]))
+    }
+
+    /// Every placed flow and its path, in flow-id order.
+    pub fn placement(&self) -> Vec<(FlowKey, Path)> {
+        (0..self.flows.key.len() as FlowId)
+            .filter(|&f| matches!(self.flows.status[f as usize], Status::Placed | Status::Stuck))
+            .map(|f| (self.flows.key[f as usize], self.render(f, self.flows.mask[f as usize])))
+            .collect()
+    }
+
+    /// The rate the planner counts for a flow (its demand capped by the
+    /// NICs) as of the last decision.
+    pub fn rate(&self, key: &FlowKey) -> Option<u64> {
+        self.flows.by_key.get(key).map(|&f| self.flows.rate[f as usize])
+    }
+
+    pub fn flow_count(&self) -> usize {
+        self.flows.by_key.len()
+    }
+
+    /// Planned utilisation of the egress port `port` of `switch`.
+    pub fn utilisation(&self, switch: SwitchId, port: u16) -> Option<f64> {
+        let dl = self.net.out_of(switch as u32).find(|&dl| self.net.port[dl as usize] == port)?;
+        Some(self.loads().util(&self.net, dl, 0))
+    }
+
+    // ---- internals shared with the decision ----
+
+    pub(crate) fn loads(&self) -> Loads<'_> {
+        Loads { load: &self.load, bg: &self.bg }
+    }
+
+    /// Destination index of a flow.
+    pub(crate) fn dest(&self, f: FlowId) -> u32 {
+        let leaf = self.net.host_leaf[self.flows.dst[f as usize] as usize];
+        self.net.dest_of[leaf as usize]
+    }
+
+    pub(crate) fn src_leaf(&self, f: FlowId) -> u32 {
+        self.net.host_leaf[self.flows.src[f as usize] as usize]
+    }
+
+    /// Takes the flow's rate off the links of its route.
+    pub(crate) fn unload(&mut self, f: FlowId) {
+        let i = f as usize;
+        let (route, rate) = (self.flows.route[i], self.flows.rate[i]);
+        for &dl in route.links() {
+            self.load[dl as usize] = self.load[dl as usize].saturating_sub(rate);
+            let list = &mut self.on[dl as usize];
+            if let Some(p) = list.iter().position(|&x| x == f) {
+                list.swap_remove(p);
+            }
+        }
+    }
+
+    /// Puts the flow on `route` and its rate on the route's links.
+    pub(crate) fn load_on(&mut self, f: FlowId, route: Route) {
+        let i = f as usize;
+        self.flows.route[i] = route;
+        for &dl in route.links() {
+            self.load[dl as usize] += self.flows.rate[i];
+            self.on[dl as usize].push(f);
+        }
+    }
+
+    /// Which hops of the flow's route have a choice under today's routing.
+    pub(crate) fn mask_now(&self, f: FlowId) -> u8 {
+        let d = self.dest(f);
+        let mut mask = 0u8;
+        for (i, &dl) in self.flows.route[f as usize].links().iter().enumerate() {
+            if d != NONE && self.net.members(d, self.net.tail[dl as usize]).len() > 1 {
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+
+    /// The flow's route as a path, with choices as `mask` says.
+    pub(crate) fn render(&self, f: FlowId, mask: u8) -> Path {
+        let hops = self.flows.route[f as usize]
+            .links()
+            .iter()
+            .enumerate()
+            .map(|(i, &dl)| Hop {
+                switch: self.net.tail[dl as usize] as SwitchId,
+                port: self.net.port[dl as usize],
+                link: Net::link_of(dl),
+                next: self.net.head[dl as usize] as SwitchId,
+                choice: mask & (1 << i) != 0,
+            })
+            .collect();
+        Path { hops }
+    }
+}

@@ -1,0 +1,220 @@
+//! The planner's behaviours one at a time: exact job placement, incast
+//! confinement, failures, hot links with margin, hold-down and budget,
+//! ended flows, and inputs it cannot satisfy.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use metaroce_te::job::Pattern;
+use metaroce_te::{Demand, FlowKey, Reason, TeConfig};
+use metaroce_topo::Routing;
+
+#[test]
+fn all_to_all_on_a_leaf_spine_meets_the_bound_exactly() {
+    let t = topology("leaf-spine-4x4.yaml");
+    let r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig::default());
+    let ranks: Vec<usize> = (0..t.hosts.len()).collect();
+    let keys = pattern_keys(&t, &Pattern::AllToAll, &ranks);
+    announce(&mut p, &keys);
+    let plan = p.plan(0);
+    assert!(plan.exact, "a uniform two-tier batch is coloured");
+    assert!(plan.unplaced.is_empty());
+    check_paths(&t, &r, &p);
+    assert_eq!(max_flows_per_link(&p), de_werra_bound(&t, &keys, 4));
+    assert!((recomputed_max(&t, &p) - plan.max_utilisation).abs() < 1e-9);
+    assert!(plan.max_utilisation + 1e-9 >= plan.lower_bound);
+    let inter = keys.iter().filter(|k| p.path(k).is_some_and(|x| !x.hops.is_empty())).count();
+    assert_eq!(common::moved(&plan, Reason::New), inter, "every inter-leaf flow is a new move");
+    // A second decision with nothing new moves nothing.
+    let again = p.plan(MS);
+    assert!(again.moves.is_empty(), "{:?}", again.moves);
+}
+
+#[test]
+fn an_incast_counts_as_one_receiver_link_and_keeps_off_a_bystander() {
+    let t = leaf_spine(4, 4, 4, 1);
+    let r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig::default());
+    // Eight senders on leaves 2-4 into one host on leaf 1, each offering
+    // line rate; and a bystander elephant into another host of leaf 1.
+    let target = t.hosts[0].ip;
+    let leaf1 = t.hosts[0].leaf;
+    let senders: Vec<_> = t.hosts.iter().filter(|h| h.leaf != leaf1).skip(1).take(8).map(|h| h.ip).collect();
+    for &s in &senders {
+        p.upsert(FlowKey::pair(s, target), Demand::rate(100 * G)).unwrap();
+    }
+    let bystander = FlowKey::pair(t.hosts[4].ip, t.hosts[1].ip);
+    p.upsert(bystander, Demand::rate(100 * G)).unwrap();
+    let plan = p.plan(0);
+    for &s in &senders {
+        assert_eq!(p.rate(&FlowKey::pair(s, target)), Some(100 * G / 8), "the receiver's NIC shared by 8");
+    }
+    // The incast weighs one receiver link (100G) in all, so it fits on
+    // the three spines the bystander does not use, and the bystander's
+    // downlink carries the bystander alone.
+    assert!((plan.max_utilisation - 1.0).abs() < 1e-9, "{}", plan.max_utilisation);
+    let down = p.path(&bystander).unwrap().hops[1];
+    assert_eq!(p.utilisation(down.switch, down.port), Some(1.0));
+    assert!((plan.lower_bound - 1.0).abs() < 1e-9, "a 100G flow on 100G links");
+    check_paths(&t, &r, &p);
+}
+
+#[test]
+fn a_failed_link_moves_its_flows_in_the_same_decision_even_when_held() {
+    let t = leaf_spine(4, 4, 2, 1);
+    let mut r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig { hold_down_ns: 10_000 * MS, ..Default::default() });
+    let ranks: Vec<usize> = (0..t.hosts.len()).collect();
+    announce(&mut p, &pattern_keys(&t, &Pattern::AllToAll, &ranks));
+    p.plan(0);
+    let link = t.adjacency(0)[0].link;
+    let on: Vec<_> =
+        p.placement().into_iter().filter(|(_, x)| x.hops.iter().any(|h| h.link == link)).collect();
+    assert!(!on.is_empty());
+    let changes = r.fail_link(&t, link).unwrap();
+    p.routing_changed(&r, &changes);
+    let plan = p.plan(MS);
+    assert_eq!(
+        common::moved(&plan, Reason::LinkFailed),
+        on.len(),
+        "every flow on the link, despite the hold-down"
+    );
+    for m in &plan.moves {
+        assert!(m.to.as_ref().unwrap().hops.iter().all(|h| h.link != link));
+    }
+    check_paths(&t, &r, &p);
+    assert!(plan.unplaced.is_empty());
+}
+
+#[test]
+fn a_hot_link_sheds_flows_within_the_margin_budget_and_hold_down() {
+    let t = leaf_spine(2, 4, 8, 1);
+    let r = Routing::compute(&t);
+    let config = TeConfig { max_moves: 2, hold_down_ns: 50 * MS, ..Default::default() };
+    let mut p = planner(&t, &r, config);
+    // 8 flows leaf1 → leaf2 at 10G each.
+    let (a, b): (Vec<_>, Vec<_>) = t.hosts.iter().partition(|h| h.leaf == t.hosts[0].leaf);
+    for (x, y) in a.iter().zip(&b) {
+        p.upsert(FlowKey::pair(x.ip, y.ip), Demand::rate(10 * G)).unwrap();
+    }
+    p.plan(0);
+    assert!((p.plan(MS).max_utilisation - 0.2).abs() < 1e-9, "two flows per uplink");
+    // Unsteered traffic heats one uplink to 70% + its two flows.
+    let up = t.adjacency(t.hosts[0].leaf)[0];
+    p.set_background(t.hosts[0].leaf, up.port, 70 * G).unwrap();
+    let plan = p.plan(200 * MS);
+    assert_eq!(common::moved(&plan, Reason::Rebalance), 2, "both flows leave the hot uplink");
+    assert!(plan.moves.iter().all(|m| m.bottleneck_after + 0.05 <= m.bottleneck_before));
+    assert_eq!(p.utilisation(t.hosts[0].leaf, up.port), Some(0.7));
+    // The uplink cools: flows may come back to it, but not the two that
+    // just moved (held for 50 ms), and only while a move gains 5 points.
+    let held: Vec<_> = plan.moves.iter().map(|m| m.flow).collect();
+    p.set_background(t.hosts[0].leaf, up.port, 0).unwrap();
+    let cool = p.plan(210 * MS);
+    assert!(cool.moves.iter().all(|m| !held.contains(&m.flow)), "{:?}", cool.moves);
+    assert!((cool.max_utilisation - 0.2).abs() < 1e-9, "back to two flows per uplink");
+    let quiet = p.plan(300 * MS);
+    assert!(quiet.moves.is_empty(), "a move from 0.2 to 0.2 gains nothing");
+}
+
+#[test]
+fn the_move_budget_holds_back_rebalancing_but_not_new_flows() {
+    let t = leaf_spine(2, 4, 8, 1);
+    let r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig { max_moves: 1, ..Default::default() });
+    let (a, b): (Vec<_>, Vec<_>) = t.hosts.iter().partition(|h| h.leaf == t.hosts[0].leaf);
+    for (x, y) in a.iter().zip(&b) {
+        p.upsert(FlowKey::pair(x.ip, y.ip), Demand::rate(10 * G)).unwrap();
+    }
+    p.plan(0);
+    for port in t.adjacency(t.hosts[0].leaf).iter().take(2).map(|a| a.port) {
+        p.set_background(t.hosts[0].leaf, port, 80 * G).unwrap();
+    }
+    let plan = p.plan(500 * MS);
+    assert_eq!(common::moved(&plan, Reason::Rebalance), 1);
+    assert!(plan.budget_hit);
+    let next = p.plan(501 * MS);
+    assert!(common::moved(&next, Reason::Rebalance) >= 1, "the rest follow in later decisions");
+}
+
+#[test]
+fn ended_flows_are_reported_with_the_entries_to_remove() {
+    let t = leaf_spine(2, 2, 1, 1);
+    let r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig::default());
+    let k = FlowKey::flow(t.hosts[0].ip, t.hosts[1].ip, 49152, 17);
+    p.upsert(k, Demand::rate(G)).unwrap();
+    let first = p.plan(0);
+    let path = first.moves[0].to.clone().unwrap();
+    assert_eq!(pins(&path).len(), 1, "one choice: the leaf's uplink");
+    assert!(p.remove(&k));
+    assert!(!p.remove(&k));
+    let plan = p.plan(MS);
+    assert_eq!(plan.moves.len(), 1);
+    assert_eq!(plan.moves[0].reason, Reason::Ended);
+    assert_eq!(plan.moves[0].from.as_ref(), Some(&path));
+    assert_eq!(plan.max_utilisation, 0.0);
+}
+
+#[test]
+fn without_a_path_the_previous_placement_is_kept_and_reported() {
+    let t = leaf_spine(2, 2, 1, 1);
+    let mut r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig::default());
+    let k = FlowKey::pair(t.hosts[0].ip, t.hosts[1].ip);
+    p.upsert(k, Demand::rate(G)).unwrap();
+    p.plan(0);
+    let before = p.path(&k).unwrap();
+    let leaf = t.hosts[0].leaf;
+    for a in t.adjacency(leaf).to_vec() {
+        let changes = r.fail_link(&t, a.link).unwrap();
+        p.routing_changed(&r, &changes);
+    }
+    let plan = p.plan(MS);
+    assert!(plan.moves.is_empty());
+    assert_eq!(plan.unplaced.len(), 1);
+    assert_eq!(plan.unplaced[0].kept.as_ref(), Some(&before));
+    assert!(plan.unplaced[0].broken);
+    assert_eq!(p.path(&k), Some(before));
+    // A flow announced now has no path either, and nothing to keep.
+    let k2 = FlowKey::flow(t.hosts[0].ip, t.hosts[1].ip, 1, 2);
+    p.upsert(k2, Demand::rate(G)).unwrap();
+    let plan = p.plan(2 * MS);
+    assert!(plan.unplaced.iter().any(|u| u.flow == k2 && u.kept.is_none()));
+    // Repaired: both are placed.
+    let healed = Routing::compute(&t);
+    p.reset_routing(&healed);
+    let plan = p.plan(3 * MS);
+    assert!(plan.unplaced.is_empty(), "{:?}", plan.unplaced);
+    check_paths(&t, &healed, &p);
+}
+
+#[test]
+fn bad_flows_are_refused_with_what_is_wrong() {
+    let t = leaf_spine(2, 2, 1, 1);
+    let r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig::default());
+    let a = t.hosts[0].ip;
+    let e = p.upsert(FlowKey::pair(a, "192.0.2.1".parse().unwrap()), Demand::default()).unwrap_err();
+    assert!(e.to_string().contains("192.0.2.1"), "{e}");
+    assert!(p.upsert(FlowKey::pair(a, a), Demand::default()).is_err());
+    assert!(p.set_background(0, 999, 1).is_err());
+}
+
+#[test]
+fn three_tier_paths_pin_every_switch_with_a_choice() {
+    let t = clos3(2, 2, 2, 2, 2);
+    let r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig::default());
+    let ranks: Vec<usize> = (0..t.hosts.len()).collect();
+    announce(&mut p, &pattern_keys(&t, &Pattern::AllToAll, &ranks));
+    let plan = p.plan(0);
+    assert!(!plan.exact);
+    check_paths(&t, &r, &p);
+    let cross = p.placement().into_iter().find(|(_, x)| x.hops.len() == 4).expect("a cross-pod path");
+    assert_eq!(cross.1.steer_hops().count(), 2, "leaf→spine and spine→super-spine have choices");
+    assert!(plan.max_utilisation + 1e-9 >= plan.lower_bound);
+}
