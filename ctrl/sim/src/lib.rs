@@ -54,16 +54,11 @@ pub fn run_mode(
     let fwd = control::forward::baseline(mode, sc.seed, topo.switches.len(), sc.net.flowlet_timeout_ps);
     let control: Option<Box<dyn Control + '_>> = match mode {
         Mode::Metaroce => {
-            let l =
-                control::inloop::PolicyLoop::new(topo, routing, &sc.control, sc.net.mtu).map_err(|e| {
-                    SimError::Invalid {
-                        origin: sc.name.clone(),
-                        diagnostics: vec![Diagnostic {
-                            path: "control.policy".into(),
-                            pos: None,
-                            message: e.to_string(),
-                        }],
-                    }
+            let announced = announced_jobs(topo, routing, sc);
+            let l = control::inloop::PolicyLoop::new(topo, routing, &sc.control, sc.net.mtu, announced)
+                .map_err(|e| SimError::Invalid {
+                    origin: sc.name.clone(),
+                    diagnostics: vec![Diagnostic { path: "control".into(), pos: None, message: e.to_string() }],
                 })?;
             Some(Box::new(l))
         }
@@ -73,6 +68,30 @@ pub fn run_mode(
         _ => None,
     };
     run_controlled(topo, routing, sc, mode.as_str(), fwd, control, progress)
+}
+
+/// The jobs the scenario announces to the controller before they start,
+/// with every queue pair's host pair and bytes.
+fn announced_jobs(topo: &Topology, routing: &Routing, sc: &Scenario) -> Vec<control::placement::Announced> {
+    let announced: Vec<usize> = (0..sc.jobs.len()).filter(|&j| sc.jobs[j].announce).collect();
+    if announced.is_empty() {
+        return Vec::new();
+    }
+    let Ok(w) = engine::flows::Workload::build(topo, routing, sc) else { return Vec::new() };
+    announced
+        .into_iter()
+        .map(|j| {
+            let mut bytes: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
+            for f in &w.flows[w.jobs[j].flows.clone()] {
+                let qp = &w.qps[f.qp as usize];
+                *bytes.entry((qp.src, qp.dst)).or_insert(0) += f.bytes;
+            }
+            control::placement::Announced {
+                name: sc.jobs[j].name.clone(),
+                flows: bytes.into_iter().map(|((s, d), b)| (s, d, b)).collect(),
+            }
+        })
+        .collect()
 }
 
 /// Runs with any forwarding policy, named `mode` in the report.

@@ -28,7 +28,10 @@ use metaroce_topo::units::QueueDepth;
 use metaroce_topo::{LinkId, Routing, SwitchId, Topology};
 
 use crate::control::converge::{self, Groups, Weights};
-use crate::control::{Control, ControlSummary, Crossing, Ctx, Dist, Thresholds};
+use crate::control::placement::{Announced, Placement, SteerWrite};
+use crate::control::{
+    Control, ControlSummary, Crossing, Ctx, Detector, Dist, LargeFlow, PlacementSummary, Thresholds,
+};
 use crate::scenario::config::{ControlConfig, ROCE_HEADER_BYTES};
 
 /// What a wake-up token stands for.
@@ -40,6 +43,8 @@ enum Action {
     Snapshots(Vec<RegisterSnapshot>),
     Decide,
     Land(Vec<Write>),
+    LargeFlow { f: LargeFlow, at_ps: u64 },
+    Steer(Vec<SteerWrite>),
 }
 
 /// Why a group was rewritten, for the reaction times: the time of the
@@ -58,6 +63,15 @@ struct Write {
     leaf: SwitchId,
     weights: Weights,
     cause: Option<Cause>,
+}
+
+/// Why the controller in the loop cannot be built from the scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error("control.policy: {0}")]
+    Policy(#[from] metaroce_policy::ConfigError),
+    #[error("control.te: {0}")]
+    Te(#[from] metaroce_te::ConfigError),
 }
 
 /// The controller in the loop. See the module doc.
@@ -90,6 +104,15 @@ pub(crate) struct PolicyLoop<'a> {
     reaction: Vec<u64>,
     moved: Vec<u64>,
     failover: Vec<u64>,
+    /// Flow placement (traffic engineering) and the detector it listens to.
+    place: Placement,
+    detector: Detector,
+    announced: Vec<Announced>,
+    /// Per steer-write tag, when its flow was first reported large.
+    steer_tags: BTreeMap<u64, u64>,
+    /// From a flow's first large-flow report to its first flowlet on the
+    /// path the planner chose.
+    placed: Vec<u64>,
 }
 
 impl<'a> PolicyLoop<'a> {
@@ -98,7 +121,8 @@ impl<'a> PolicyLoop<'a> {
         routing: &Routing,
         cfg: &ControlConfig,
         mtu: u32,
-    ) -> Result<Self, metaroce_policy::ConfigError> {
+        announced: Vec<Announced>,
+    ) -> Result<Self, LoopError> {
         let nodes = topo.switches.iter().enumerate().map(|(i, s)| (s.int_node_id, i)).collect();
         let links: Vec<(PortKey, PortKey)> = topo
             .links
@@ -115,6 +139,7 @@ impl<'a> PolicyLoop<'a> {
             QueueDepth::Bytes(_) => 1,
         };
         let policy = Policy::new(cfg.policy.clone())?;
+        let place = Placement::new(topo, routing, cfg.te.clone())?;
         Ok(PolicyLoop {
             topo,
             cfg: cfg.clone(),
@@ -137,6 +162,11 @@ impl<'a> PolicyLoop<'a> {
             reaction: Vec::new(),
             moved: Vec::new(),
             failover: Vec::new(),
+            place,
+            detector: Detector { window_ps: cfg.large_flow_window_ps, threshold_bytes: cfg.large_flow_bytes },
+            announced,
+            steer_tags: BTreeMap::new(),
+            placed: Vec::new(),
         })
     }
 
@@ -229,11 +259,16 @@ impl<'a> PolicyLoop<'a> {
         self.sum.decisions += 1;
         self.busy_until = now + self.cfg.decision_ps;
         let writes = self.writes(&d);
-        if writes.is_empty() {
+        let steer = self.place.decide(now);
+        if writes.is_empty() && steer.is_empty() {
             self.sum.no_change += 1;
-        } else {
-            let land = self.busy_until + self.cfg.write_latency_ps;
+        }
+        let land = self.busy_until + self.cfg.write_latency_ps;
+        if !writes.is_empty() {
             self.schedule(ctx, land, Action::Land(writes));
+        }
+        if !steer.is_empty() {
+            self.schedule(ctx, land, Action::Steer(steer));
         }
         let pending = self.state.pending().next().is_some();
         let next =
@@ -312,6 +347,19 @@ impl<'a> PolicyLoop<'a> {
         }
     }
 
+    /// Steer writes land: the switches' new flowlets take them from now on.
+    fn land_steer(&mut self, ctx: &mut Ctx<'_>, writes: &[SteerWrite]) {
+        for w in writes {
+            let tag = self.next_token;
+            self.next_token += 1;
+            if self.place.land(ctx, w, tag) && w.port.is_some() {
+                if let Some(t) = w.detected_ps {
+                    self.steer_tags.insert(tag, t);
+                }
+            }
+        }
+    }
+
     /// The next instant a policy timer may step a level, in ns.
     fn next_timer(&self, now: u64) -> Option<u64> {
         let cfg = self.policy.config();
@@ -359,6 +407,24 @@ impl Control for PolicyLoop<'_> {
         }
         let first = ctx.now_ps() + self.cfg.poll_interval_ps;
         self.schedule(ctx, first, Action::Poll);
+        if self.detector.window_ps > 0 {
+            ctx.set_large_flow_detector(Some(self.detector));
+        }
+        // Announced jobs come through the job API before their traffic
+        // starts: their placement is in the switches at the first packet.
+        for job in std::mem::take(&mut self.announced) {
+            if let Err(e) = self.place.announce(self.topo, &job) {
+                tracing::warn!(job = %job.name, error = %e, "announced job refused");
+                self.sum.refused += 1;
+            }
+        }
+        let writes = self.place.decide(ctx.now_ps());
+        self.land_steer(ctx, &writes);
+    }
+
+    fn on_large_flow(&mut self, ctx: &mut Ctx<'_>, f: &LargeFlow) {
+        let at = ctx.now_ps() + self.cfg.digest_latency_ps;
+        self.schedule(ctx, at, Action::LargeFlow { f: *f, at_ps: ctx.now_ps() });
     }
 
     fn on_crossing(&mut self, ctx: &mut Ctx<'_>, c: &Crossing) {
@@ -385,17 +451,28 @@ impl Control for PolicyLoop<'_> {
             Some(Action::Digest { c, at_ps }) => self.digest(ctx, c, at_ps),
             Some(Action::PortStatus { link, up }) => {
                 converge::set_link(&mut self.routing, self.topo, link, up);
+                self.place.routing(&self.routing);
                 self.request_decision(ctx, ctx.now_ps());
             }
             Some(Action::Poll) => self.poll(ctx),
             Some(Action::Snapshots(snaps)) => self.snapshots(ctx, &snaps),
             Some(Action::Decide) => self.decide(ctx),
             Some(Action::Land(writes)) => self.land(ctx, writes),
+            Some(Action::LargeFlow { f, at_ps }) => {
+                if self.place.on_large_flow(&f, at_ps) {
+                    self.request_decision(ctx, ctx.now_ps());
+                }
+            }
+            Some(Action::Steer(writes)) => self.land_steer(ctx, &writes),
             None => {}
         }
     }
 
     fn on_moved(&mut self, ctx: &mut Ctx<'_>, tag: u64) {
+        if let Some(at) = self.steer_tags.remove(&tag) {
+            self.placed.push(ctx.now_ps().saturating_sub(at));
+            return;
+        }
         let Some(&c) = self.tags.get(&tag) else { return };
         if !c.failure && self.moved_causes.insert(c) {
             self.moved.push(ctx.now_ps() - c.at_ps);
@@ -407,6 +484,16 @@ impl Control for PolicyLoop<'_> {
             reaction: Dist::of(self.reaction.clone()),
             moved: Dist::of(self.moved.clone()),
             failover: Dist::of(self.failover.clone()),
+            placement: Some(PlacementSummary {
+                large_flow_reports: self.place.stats.large_flow_reports,
+                flows: self.place.flows(),
+                steer_writes: self.place.stats.steer_writes,
+                moves: self.place.stats.moves.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+                unplaced: self.place.stats.unplaced,
+                refused: self.place.stats.refused,
+                placed: Dist::of(self.placed.clone()),
+                planned_max_utilisation: self.place.planned_max.last().copied(),
+            }),
             ..self.sum.clone()
         }
     }

@@ -22,6 +22,7 @@
 
 pub(crate) mod converge;
 pub mod forward;
+pub(crate) mod placement;
 pub(crate) mod inloop;
 
 use std::collections::HashMap;
@@ -151,6 +152,30 @@ pub struct ControlSummary {
     pub no_change: u64,
     /// Requests the engine refused (each is a bug in the control).
     pub refused: u64,
+    /// Flow placement (traffic engineering), for a control that places flows.
+    pub placement: Option<PlacementSummary>,
+}
+
+/// What the controller's flow placement did in a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PlacementSummary {
+    /// Large-flow reports that reached the controller.
+    pub large_flow_reports: u64,
+    /// Flows the planner knew at the end (observed and announced).
+    pub flows: usize,
+    /// Steer entries written or removed.
+    pub steer_writes: u64,
+    /// Planner moves by reason (new, rebalance, link_failed, route_changed, ended).
+    pub moves: std::collections::BTreeMap<String, u64>,
+    /// Flows the planner could not place (no path left).
+    pub unplaced: u64,
+    /// Steer writes or flows refused.
+    pub refused: u64,
+    /// From a flow's first large-flow report to its first flowlet on the
+    /// path the planner chose.
+    pub placed: Option<Dist>,
+    /// The planner's highest link utilisation after its last move.
+    pub planned_max_utilisation: Option<f64>,
 }
 
 /// A group rewrite waiting to see traffic move.

@@ -10,14 +10,15 @@
 //!   controller took out) is never used: the packet falls back to the group.
 //!   A per-flow entry wins over a pair entry.
 //! - **The detector** runs at a flow's first switch (the packet arrived from
-//!   a host NIC). Each flow hashes to a slot holding a signature, the start
-//!   of the slot's window and the bytes counted in it. The first packet after
-//!   the window has ended reports the ended window if it reached the
-//!   threshold, then opens a new one: at most one report per slot and
-//!   window, and a lost report loses no state (the next window reports
-//!   again). Another flow taking a slot mid-window restarts the count and
-//!   flags the slot, and the next report from it carries the flag, so a
-//!   reader can tell a collision from a rate.
+//!   a host NIC). Each flow hashes to a slot holding the signature of the
+//!   flow that opened the slot's window, the window's start and the bytes
+//!   counted in it. The first packet after the window has ended reports it
+//!   if it reached the threshold (naming that packet's flow and egress
+//!   port), then opens the next: at most one report per slot and window,
+//!   and a lost report loses no state (the next window reports again).
+//!   Packets of another flow in an open window count into it and flag it,
+//!   and the report carries the flag, so a reader can tell a collision
+//!   from a rate. This is the pipeline twin's rule (`twin/large_flows.rs`).
 
 use std::collections::HashMap;
 
@@ -65,8 +66,6 @@ struct Slot {
     start_ps: u64,
     bytes: u64,
     collided: bool,
-    /// Egress port of the flow's last packet.
-    port: u16,
 }
 
 /// The engine's steering state: entries, their first use, the detector.
@@ -146,32 +145,26 @@ impl Steering {
         let h = mix64(u64::from(src) << 40 ^ u64::from(dst) << 16 ^ u64::from(sport));
         let sig = (h >> 32) as u32 | 1;
         let slot = self.slots.get_mut(switch * SLOTS + (h as usize & (SLOTS - 1)))?;
-        let mut report = None;
-        if slot.sig != sig {
-            // Another flow (or none) held the slot: it starts over, flagged
-            // when the slot was in use within its window.
-            let live = slot.sig != 0 && now_ps.saturating_sub(slot.start_ps) < d.window_ps;
-            slot.collided |= live;
-            *slot = Slot { sig, start_ps: now_ps, bytes: 0, collided: slot.collided, port };
-        } else if now_ps.saturating_sub(slot.start_ps) >= d.window_ps {
-            if slot.bytes >= d.threshold_bytes {
-                report = Some(LargeFlow {
-                    switch,
-                    src,
-                    dst,
-                    sport,
-                    port: slot.port,
-                    bytes: slot.bytes,
-                    window_ps: now_ps - slot.start_ps,
-                    collision: slot.collided,
-                });
-                slot.collided = false;
-            }
-            slot.start_ps = now_ps;
-            slot.bytes = 0;
+        let open = slot.sig != 0 && now_ps.saturating_sub(slot.start_ps) < d.window_ps;
+        if open {
+            slot.collided |= slot.sig != sig;
+            slot.bytes += u64::from(bytes);
+            return None;
         }
-        slot.bytes += u64::from(bytes);
-        slot.port = port;
+        // The window ended: the first packet after it reports it (naming
+        // its own flow and port, flagged when the slot was shared), then
+        // opens the next.
+        let report = (slot.sig != 0 && slot.bytes >= d.threshold_bytes).then(|| LargeFlow {
+            switch,
+            src,
+            dst,
+            sport,
+            port,
+            bytes: slot.bytes,
+            window_ps: now_ps - slot.start_ps,
+            collision: slot.collided || slot.sig != sig,
+        });
+        *slot = Slot { sig, start_ps: now_ps, bytes: u64::from(bytes), collided: false };
         report
     }
 }
@@ -227,10 +220,12 @@ mod tests {
             panic!("no colliding source port")
         };
         assert!(s.observe(0, 0, 1, 2, a, 3, 1000).is_none());
-        assert!(s.observe(100_000, 0, 1, 2, b, 3, 1000).is_none(), "b takes the slot mid-window");
-        let r = s.observe(2_000_000, 0, 1, 2, b, 3, 1000);
-        assert_eq!(r.map(|r| (r.sport, r.collision)), Some((b, true)));
-        let r = s.observe(4_000_000, 0, 1, 2, b, 3, 1000);
-        assert_eq!(r.map(|r| r.collision), Some(false), "the flag clears once reported");
+        assert!(s.observe(100_000, 0, 1, 2, b, 3, 1000).is_none(), "b counts into a's open window");
+        let r = s.observe(2_000_000, 0, 1, 2, a, 3, 1000);
+        assert_eq!(r.map(|r| (r.sport, r.bytes, r.collision)), Some((a, 2000, true)));
+        let r = s.observe(4_000_000, 0, 1, 2, a, 3, 1000);
+        assert_eq!(r.map(|r| r.collision), Some(false), "a window of one flow is clean");
+        let r = s.observe(6_000_000, 0, 1, 2, b, 3, 1000);
+        assert_eq!(r.map(|r| (r.sport, r.collision)), Some((b, true)), "closed by another flow");
     }
 }

@@ -39,11 +39,13 @@ impl Sim<'_> {
             if let Some(key) = self.fwd.steered() {
                 self.steer_used(s, key);
             }
+            // The detector counts what enters the fabric from a host and is
+            // routed to a group, as the P4 program does.
+            if (in_port as usize) < self.ports.hosts && self.steer.detecting() {
+                self.detect(s, port, &p);
+            }
             port
         };
-        if (in_port as usize) < self.ports.hosts && self.steer.detecting() {
-            self.detect(s, egress, &p);
-        }
         if self.st[egress as usize].down {
             // Routed into a dead link: lost until routing moves off it.
             self.stats.blackholed += 1;

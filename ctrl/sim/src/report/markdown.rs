@@ -188,6 +188,24 @@ fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
     row(out, "crossing → new weights in place", runs, |r| dist(&get(r).reaction));
     row(out, "crossing → first new flowlet on a raised member", runs, |r| dist(&get(r).moved));
     row(out, "link failure → routes around it in place", runs, |r| dist(&get(r).failover));
+    if runs.iter().any(|r| get(r).placement.is_some()) {
+        let place = |r: &ModeRun| get(r).placement.unwrap_or_default();
+        row(out, "large-flow reports", runs, |r| place(r).large_flow_reports.to_string());
+        row(out, "flows placed (observed + announced)", runs, |r| place(r).flows.to_string());
+        row(out, "planner moves (by reason)", runs, |r| {
+            let m = place(r).moves;
+            if m.is_empty() {
+                return "-".into();
+            }
+            m.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", ")
+        });
+        row(out, "steer entries written", runs, |r| place(r).steer_writes.to_string());
+        row(out, "flowlets started on a steer entry", runs, |r| r.summary.steered_flowlets.to_string());
+        row(out, "large flow reported → first flowlet on its planned path", runs, |r| dist(&place(r).placed));
+        row(out, "planned highest link utilisation", runs, |r| {
+            place(r).planned_max_utilisation.map_or("-".into(), |u| format!("{:.0}%", u * 100.0))
+        });
+    }
     if runs.iter().any(|r| get(r).refused > 0) {
         row(out, "writes refused (bugs)", runs, |r| get(r).refused.to_string());
     }

@@ -109,6 +109,9 @@ pub struct Job {
     /// 802.1p priority (0..=7) of the job's packets; whether it is lossless
     /// is the network's [`NetConfig::lossless_priorities`].
     pub priority: u8,
+    /// The job is announced to the controller before it starts (the job
+    /// API); only meaningful in a mode with a controller.
+    pub announce: bool,
 }
 
 /// RED-style ECN marking on egress queue depth.
@@ -246,6 +249,12 @@ pub struct ControlConfig {
     /// long after it failed (routing protocol convergence).
     pub convergence_ps: u64,
     pub policy: metaroce_policy::PolicyConfig,
+    /// The flow placement planner's tunables (`metaroce-te`).
+    pub te: metaroce_te::TeConfig,
+    /// Large-flow detector: a flow is reported when its first switch counts
+    /// at least `large_flow_bytes` of it in a window of this length (0: off).
+    pub large_flow_window_ps: u64,
+    pub large_flow_bytes: u64,
 }
 
 /// A link going down or coming back at a time of the run.

@@ -14,6 +14,9 @@
 //!   convergence: 10ms        # ecmp/flowlet/spray: routing convergence after a failure
 //!   policy: {hold_up: 200us, hold_down: 5ms, step_interval: 200us, derate_step: 50%,
 //!            min_factor: 12.5%, warm_discount: 50%, max_changed_groups: 256}
+//!   te: {min_gain: 5%, max_moves: 64, hold_down: 2ms}   # flow placement (metaroce-te)
+//!   large_flow: {window: 100us, threshold: 512KiB}     # default: the flowlet timeout, and
+//!                                                      # a tenth of the slowest NIC over it
 //! events:
 //!   - {at: 400us, link_down: leaf1:1}
 //!   - {at: 3ms, link_up: leaf1:1}
@@ -23,7 +26,7 @@ use metaroce_policy::PolicyConfig;
 use metaroce_topo::yaml::Node;
 use metaroce_topo::Topology;
 
-use crate::scenario::config::{ControlConfig, LinkEvent, ROCE_HEADER_BYTES};
+use crate::scenario::config::{ControlConfig, LinkEvent, PS_PER_NS, ROCE_HEADER_BYTES};
 use crate::scenario::decode::Diags;
 
 const CONTROL: &[&str] = &[
@@ -36,7 +39,11 @@ const CONTROL: &[&str] = &[
     "poll_interval",
     "convergence",
     "policy",
+    "te",
+    "large_flow",
 ];
+const TE: &[&str] = &["min_gain", "max_moves", "hold_down"];
+const LARGE_FLOW: &[&str] = &["window", "threshold"];
 const POLICY: &[&str] = &[
     "hold_up",
     "hold_down",
@@ -69,6 +76,12 @@ pub(crate) fn default_control(topo: &Topology, mtu: u32) -> ControlConfig {
         metaroce_topo::units::QueueDepth::Packets(p) => p * pkt,
         metaroce_topo::units::QueueDepth::Bytes(b) => b,
     };
+    // The detector's window is the flowlet timeout (a flow is known within
+    // about one timeout of becoming large); large means a tenth of the
+    // slowest NIC's line rate over the window.
+    let window_ps = (topo.fabric.flowlet_timeout.ns() * PS_PER_NS).max(1_000_000);
+    let nic_bps = topo.hosts.iter().map(|h| h.nic_rate.bps()).min().unwrap_or(0);
+    let threshold = (u128::from(nic_bps) * u128::from(window_ps) / 8 / 10 / 1_000_000_000_000) as u64;
     ControlConfig {
         digest_latency_ps: 50_000_000,
         decision_ps: 100_000_000,
@@ -79,7 +92,16 @@ pub(crate) fn default_control(topo: &Topology, mtu: u32) -> ControlConfig {
         poll_interval_ps: 1_000_000_000,
         convergence_ps: 10_000_000_000,
         policy: PolicyConfig::default(),
+        te: scaled_te(),
+        large_flow_window_ps: window_ps,
+        large_flow_bytes: threshold,
     }
+}
+
+/// The planner's defaults, with the hold-down scaled like the policy's for
+/// runs of milliseconds (the controller's own 100 ms is paced for BMv2).
+fn scaled_te() -> metaroce_te::TeConfig {
+    metaroce_te::TeConfig { hold_down_ns: 2_000_000, ..Default::default() }
 }
 
 pub(crate) fn control(d: &mut Diags, v: &Node, mtu: u32, c: &mut ControlConfig) {
@@ -88,6 +110,8 @@ pub(crate) fn control(d: &mut Diags, v: &Node, mtu: u32, c: &mut ControlConfig) 
         let path = format!("control.{key}");
         match key {
             "policy" => policy(d, n, &mut c.policy),
+            "te" => te(d, n, &mut c.te),
+            "large_flow" => large_flow(d, n, c),
             "queue_high" => c.queue_high_bytes = d.depth(n, &path, pkt).unwrap_or(c.queue_high_bytes),
             "queue_low" => c.queue_low_bytes = d.depth(n, &path, pkt).unwrap_or(c.queue_low_bytes),
             _ => {
@@ -144,6 +168,43 @@ fn policy(d: &mut Diags, v: &Node, p: &mut PolicyConfig) {
     }
     if let Err(e) = p.validate() {
         d.err("control.policy", v.pos, e.to_string());
+    }
+}
+
+/// `control.te`: the flow placement planner's tunables.
+fn te(d: &mut Diags, v: &Node, t: &mut metaroce_te::TeConfig) {
+    for (key, n) in d.map(v, "control.te", TE) {
+        let path = format!("control.te.{key}");
+        match key {
+            "min_gain" => {
+                t.min_gain_permille =
+                    d.fraction(n, &path, 0.0, 1.0).map_or(t.min_gain_permille, |f| (f * 1000.0).round() as u32)
+            }
+            "max_moves" => t.max_moves = d.u64(n, &path, 1, 1 << 20).map_or(t.max_moves, |v| v as usize),
+            _ => t.hold_down_ns = d.duration_ps(n, &path).map_or(t.hold_down_ns, |ps| ps / 1_000),
+        }
+    }
+    if let Err(e) = t.validate() {
+        d.err("control.te", v.pos, e.to_string());
+    }
+}
+
+/// `control.large_flow`: the data plane's large-flow detector.
+fn large_flow(d: &mut Diags, v: &Node, c: &mut ControlConfig) {
+    for (key, n) in d.map(v, "control.large_flow", LARGE_FLOW) {
+        let path = format!("control.large_flow.{key}");
+        match key {
+            "window" => match d.duration_ps(n, &path) {
+                Some(0) => d.err(&path, n.pos, "the window must be above zero"),
+                Some(t) => c.large_flow_window_ps = t,
+                None => {}
+            },
+            _ => match d.bytes(n, &path) {
+                Some(0) => d.err(&path, n.pos, "the threshold must be above zero bytes"),
+                Some(b) => c.large_flow_bytes = b,
+                None => {}
+            },
+        }
     }
 }
 

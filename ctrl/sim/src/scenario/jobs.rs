@@ -114,7 +114,7 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, prio
     }
     let chunk = r.chunk.filter(|&c| c < size);
     let priority = r.priority.unwrap_or(priority);
-    Some(Job { name, pattern, ranks, size, start_ps: r.start_ps, rate_bps: r.rate_bps, chunk, priority })
+    Some(Job { name, pattern, ranks, size, start_ps: r.start_ps, rate_bps: r.rate_bps, chunk, priority, announce: false })
 }
 
 fn pattern<'n>(d: &mut Diags, n: &'n Node, path: &str) -> Option<&'n str> {

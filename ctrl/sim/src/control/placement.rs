@@ -1,0 +1,202 @@
+//! Flow placement in the controller in the loop: the traffic-engineering
+//! planner (`metaroce-te`) fed by the data plane's large-flow reports and by
+//! announced jobs (through the job API's own validation), its moves turned
+//! into steer entries that land after the write latency.
+//!
+//! The switches consult a steer entry only when a flowlet starts, so a
+//! placement moves a running flow at its next gap (between iterations of a
+//! training step, at the latest), never in the middle of a flowlet.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+
+use metaroce_te::job::{validate_job, JobLimits, JobRegistry};
+use metaroce_te::{Demand, FlowKey, Plan, Planner, TeConfig};
+use metaroce_topo::{Routing, SwitchId, Topology};
+use serde_json::json;
+
+use crate::control::{Ctx, LargeFlow, SteerKey};
+use crate::rng::mix64;
+
+/// One steer write: install (`Some(port)`) or remove an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SteerWrite {
+    pub switch: SwitchId,
+    pub key: SteerKey,
+    pub port: Option<u16>,
+    /// When the flow was first reported large (None: announced).
+    pub detected_ps: Option<u64>,
+}
+
+/// An announced job: its name and flows `(src host, dst host, bytes)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announced {
+    pub name: String,
+    pub flows: Vec<(u32, u32, u64)>,
+}
+
+/// Counts for the report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PlacementStats {
+    pub large_flow_reports: u64,
+    pub steer_writes: u64,
+    pub refused: u64,
+    pub moves: BTreeMap<&'static str, u64>,
+    pub unplaced: u64,
+}
+
+/// The planner and what the switches hold of its placement.
+#[derive(Debug)]
+pub(crate) struct Placement {
+    planner: Planner,
+    ip_of: Vec<Ipv4Addr>,
+    host_of: HashMap<Ipv4Addr, u32>,
+    /// Host pairs an announced job placed (their flows need no entry of
+    /// their own: the pair entry carries them).
+    announced_pairs: std::collections::HashSet<(u32, u32)>,
+    /// First report of each flow, physical time.
+    detected: HashMap<FlowKey, u64>,
+    /// Entries as last written (desired = written: the sim's writes never fail).
+    held: BTreeMap<(SwitchId, SteerKey), u16>,
+    pub stats: PlacementStats,
+    /// Planned highest utilisation after each decision that moved flows.
+    pub planned_max: Vec<f64>,
+}
+
+/// The destination QP a flow carries, fixed per host pair (as serve mode's
+/// headers have it).
+fn dest_qp(src: u32, dst: u32) -> u32 {
+    (mix64(u64::from(src) << 32 | u64::from(dst)) & 0xFF_FFFF) as u32
+}
+
+impl Placement {
+    pub fn new(topo: &Topology, routing: &Routing, config: TeConfig) -> Result<Self, metaroce_te::ConfigError> {
+        let ip_of: Vec<Ipv4Addr> = topo.hosts.iter().map(|h| h.ip).collect();
+        let host_of = ip_of.iter().enumerate().map(|(i, &ip)| (ip, i as u32)).collect();
+        Ok(Placement {
+            planner: Planner::new(topo, routing, config)?,
+            ip_of,
+            host_of,
+            announced_pairs: Default::default(),
+            detected: HashMap::new(),
+            held: BTreeMap::new(),
+            stats: PlacementStats::default(),
+            planned_max: Vec::new(),
+        })
+    }
+
+    /// Registers an announced job through the job API's validation and
+    /// expansion, exactly as `POST /api/v1/jobs` would with a `flows` body.
+    pub fn announce(&mut self, topo: &Topology, job: &Announced) -> Result<(), String> {
+        let flows: Vec<_> = job
+            .flows
+            .iter()
+            .map(|&(s, d, bytes)| {
+                json!({"src": topo.hosts[s as usize].name, "dst": topo.hosts[d as usize].name, "bytes": bytes})
+            })
+            .collect();
+        let body = json!({"name": job.name, "flows": flows});
+        let limits = JobLimits::default();
+        let parsed = validate_job(&body, topo, &JobRegistry::default(), &limits).map_err(|e| e.to_string())?;
+        for (key, demand) in parsed.demands() {
+            self.planner.upsert(key, demand).map_err(|e| e.to_string())?;
+            if let (Some(&s), Some(&d)) = (self.host_of.get(&key.src()), self.host_of.get(&key.dst())) {
+                self.announced_pairs.insert((s, d));
+            }
+        }
+        Ok(())
+    }
+
+    /// A large-flow report reached the controller: the flow joins the
+    /// planner's input with its measured rate. True when the input changed.
+    pub fn on_large_flow(&mut self, f: &LargeFlow, reported_ps: u64) -> bool {
+        self.stats.large_flow_reports += 1;
+        if self.announced_pairs.contains(&(f.src, f.dst)) {
+            return false;
+        }
+        let (Some(&src), Some(&dst)) = (self.ip_of.get(f.src as usize), self.ip_of.get(f.dst as usize)) else {
+            return false;
+        };
+        let key = FlowKey::flow(src, dst, f.sport, dest_qp(f.src, f.dst));
+        let bps = f.bytes.saturating_mul(8_000_000_000_000) / f.window_ps.max(1);
+        let known = self.planner.rate(&key).is_some();
+        if self.planner.upsert(key, Demand::rate(bps)).is_err() {
+            self.stats.refused += 1;
+            return false;
+        }
+        self.detected.entry(key).or_insert(reported_ps);
+        !known
+    }
+
+    /// The routing changed (a link failed or came back).
+    pub fn routing(&mut self, routing: &Routing) {
+        self.planner.reset_routing(routing);
+    }
+
+    /// One decision: the steer writes that carry out its moves.
+    pub fn decide(&mut self, now_ps: u64) -> Vec<SteerWrite> {
+        let plan = self.planner.plan(now_ps / 1_000);
+        self.stats.unplaced += plan.unplaced.len() as u64;
+        if !plan.moves.is_empty() {
+            self.planned_max.push(plan.max_utilisation);
+        }
+        self.writes(&plan)
+    }
+
+    fn steer_key(&self, k: &FlowKey) -> Option<SteerKey> {
+        let src = *self.host_of.get(&k.src())?;
+        let dst = *self.host_of.get(&k.dst())?;
+        let sport = match k {
+            FlowKey::Flow { sport, .. } => Some(*sport),
+            FlowKey::Pair { .. } => None,
+        };
+        Some(SteerKey { src, dst, sport })
+    }
+
+    /// The desired entries after the plan's moves, diffed against what was
+    /// written: each `to` path's entries (downstream first), then the
+    /// removal of `from` entries the new path does not pin.
+    fn writes(&mut self, plan: &Plan) -> Vec<SteerWrite> {
+        let mut out = Vec::new();
+        for m in &plan.moves {
+            *self.stats.moves.entry(m.reason.as_str()).or_insert(0) += 1;
+            let Some(key) = self.steer_key(&m.flow) else { continue };
+            let detected_ps = self.detected.get(&m.flow).copied();
+            if let Some(to) = &m.to {
+                for hop in to.steer_hops() {
+                    if self.held.insert((hop.switch, key), hop.port) != Some(hop.port) {
+                        out.push(SteerWrite { switch: hop.switch, key, port: Some(hop.port), detected_ps });
+                    }
+                }
+            }
+            if let Some(from) = &m.from {
+                for hop in from.steer_hops() {
+                    let kept = m.to.as_ref().is_some_and(|to| to.port_at(hop.switch).is_some());
+                    if !kept && self.held.remove(&(hop.switch, key)).is_some() {
+                        out.push(SteerWrite { switch: hop.switch, key, port: None, detected_ps });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Writes land in the switches; `tag` names each for the "moved" callback.
+    pub fn land(&mut self, ctx: &mut Ctx<'_>, w: &SteerWrite, tag: u64) -> bool {
+        match ctx.set_steer(w.switch, w.key, w.port, tag) {
+            Ok(()) => {
+                self.stats.steer_writes += 1;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(switch = w.switch, key = ?w.key, error = %e, "steer write refused");
+                self.stats.refused += 1;
+                false
+            }
+        }
+    }
+
+    pub fn flows(&self) -> usize {
+        self.planner.flow_count()
+    }
+}
