@@ -151,8 +151,10 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
     let stopped: Vec<&ModeRun> = runs.iter().filter(|r| r.summary.stopped.is_some()).collect();
     for r in &stopped {
         eprintln!(
-            "error: mode {} stopped early ({:?}) with {} messages unfinished; raise `limits` in the scenario if the run is meant to be this long",
-            r.summary.mode, r.summary.stopped, r.summary.unfinished_messages
+            "error: mode {} stopped before the end, since {}, with {} messages unfinished; raise `limits` in the scenario if the run is meant to be this long",
+            r.summary.mode,
+            r.summary.stopped.map_or_else(String::new, |s| s.to_string()),
+            r.summary.unfinished_messages
         );
     }
     Ok(if stopped.is_empty() { Exit::Ok } else { Exit::Invalid })

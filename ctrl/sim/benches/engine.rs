@@ -84,9 +84,10 @@ fn main() {
         std::mem::size_of::<metaroce_sim::engine::Packet>(),
     );
     println!(
-        "sim: state per message: {} bytes per queue pair + {} per message + 4 receive counter",
+        "sim: state per message: {} bytes per queue pair + {} per message + {} receive state",
         std::mem::size_of::<metaroce_sim::engine::flows::Qp>(),
         std::mem::size_of::<metaroce_sim::engine::flows::Flow>(),
+        std::mem::size_of::<metaroce_sim::engine::flows::Rcv>(),
     );
     if std::env::var_os("SIM_BENCH_LARGE").is_none() {
         if let Some(t) = fabric(4, 4, 4) {

@@ -35,8 +35,8 @@ pub use error::{Diagnostic, SimError};
 pub use report::{ModeRun, Summary};
 pub use rng::Rng;
 pub use scenario::config::{
-    ControlConfig, Dcqcn, Ecn, Job, Limits, LinkEvent, Mode, NetConfig, Pattern, Pfc, Scenario, PS_PER_NS,
-    ROCE_HEADER_BYTES,
+    ControlConfig, Dcqcn, Ecn, Job, Limits, LinkEvent, Mode, NetConfig, Ordering, Pattern, Pfc, Scenario,
+    PS_PER_NS, ROCE_HEADER_BYTES,
 };
 
 use metaroce_topo::{Routing, Topology};

@@ -70,9 +70,9 @@ fn a_good_control_section_is_what_the_run_gets() {
     assert_eq!((c.policy.hold_up_ns, c.policy.derate_step_permille), (300_000, 250));
     let ev: Vec<(u64, bool)> = sc.events.iter().map(|e| (e.at_ps, e.up)).collect();
     assert_eq!(ev, vec![(1_000_000_000, false), (2_000_000_000, true)], "sorted by time");
-    assert!(sc.net.go_back_n, "links that fail need a reliable transport");
+    assert!(sc.net.reliable, "links that fail need a reliable transport");
     let plain = scenario(&topo, JOB);
-    assert!(!plain.net.go_back_n && plain.events.is_empty());
+    assert!(!plain.net.reliable && plain.events.is_empty());
 }
 
 #[test]

@@ -99,7 +99,7 @@ fn a_control_sees_crossings_rewrites_groups_and_fails_links() {
         "jobs: [{name: in, pattern: incast, hosts: [h1-1, h1-2], target: h2-1, size: 1MiB}]\n\
          network: {dcqcn: false, rto: 20us}",
     );
-    sc.net.go_back_n = true;
+    sc.net.reliable = true;
     let (leaf1, leaf2) = (topo.switch_id("leaf1").unwrap(), topo.switch_id("leaf2").unwrap());
     let h21 = match topo.lookup("h2-1") {
         Some(metaroce_topo::NodeRef::Host(h)) => h,
@@ -158,7 +158,8 @@ fn a_control_sees_crossings_rewrites_groups_and_fails_links() {
 }
 
 /// Fails every uplink of leaf1 at 5 µs and then only ticks: what was in
-/// flight is lost and nothing retransmits (no go-back-N), so the run must
+/// flight is lost and nothing retransmits (out-of-order NICs on a lossless
+/// fabric without scripted failures keep no copies), so the run must
 /// end as stalled, not tick on to the time limit.
 #[derive(Debug)]
 struct Cut {
@@ -190,7 +191,7 @@ impl Control for Cut {
 fn a_run_only_the_control_keeps_ticking_ends_as_stalled() {
     let topo = leaf_spine(2, 2, 2, 100);
     let sc =
-        scenario(&topo, "jobs: [{name: x, pattern: permutation, hosts: [h1-1, h2-1], shift: 1, size: 1MiB}]");
+        scenario(&topo, "nic: {ordering: out-of-order}\njobs: [{name: x, pattern: permutation, hosts: [h1-1, h2-1], shift: 1, size: 1MiB}]");
     let leaf1 = topo.switch_id("leaf1").unwrap();
     let ticks = Arc::new(Mutex::new(0));
     let cut = Cut { uplinks: uplinks(&topo, leaf1).into_iter().map(|u| u.1).collect(), ticks: ticks.clone() };

@@ -27,7 +27,7 @@ fn a_lossless_incast_never_drops_while_a_lossy_job_beside_it_drops_and_recovers(
     let sc = scenario(
         &topo,
         &format!(
-            "network: {{lossless: [3], dcqcn: false, rto: 50us}}\njobs:\n  - {INCAST}\n  - \
+            "nic: {{ordering: out-of-order}}\nnetwork: {{lossless: [3], dcqcn: false, rto: 50us}}\njobs:\n  - {INCAST}\n  - \
              {{name: lossy, pattern: incast, hosts: [h2-4, h3-4, h4-4], target: h1-1, size: 1MiB, priority: 0}}"
         ),
     );
@@ -99,13 +99,14 @@ fn pausing_one_priority_never_stops_another() {
 #[test]
 fn classes_share_a_link_by_dwrr() {
     // Two lossless 4 -> 1 incasts of equal size into one receiver, on
-    // priorities 0 and 5, sprayed so that only the receiver's link is
+    // priorities 0 and 5, sprayed (to NICs that place packets out of
+    // order, so spraying costs no resends) so that only the receiver's link is
     // shared: equal quanta give each half of it, so they finish together,
     // in about twice the time of one alone.
     let topo = leaf_spine(4, 4, 4, 100);
     let jobs = |p: u8| {
         format!(
-            "network: {{lossless: [0, 5], dcqcn: false}}\njobs:\n  - \
+            "nic: {{ordering: out-of-order}}\nnetwork: {{lossless: [0, 5], dcqcn: false}}\njobs:\n  - \
              {{name: a, pattern: incast, hosts: [h2-1, h2-2, h3-1, h3-2], target: h1-1, size: 1MiB, priority: 0}}\n  - \
              {{name: b, pattern: incast, hosts: [h2-3, h2-4, h3-3, h3-4], target: h1-1, size: 1MiB, priority: {p}}}"
         )
@@ -126,7 +127,7 @@ fn classes_share_a_link_by_dwrr() {
 fn run_alone(topo: &metaroce_topo::Topology) -> f64 {
     let sc = scenario(
         topo,
-        "network: {dcqcn: false}
+        "nic: {ordering: out-of-order}\nnetwork: {dcqcn: false}
 jobs: [{name: a, pattern: incast, hosts: [h2-1, h2-2, h3-1, h3-2], \
          target: h1-1, size: 1MiB}]",
     );
@@ -158,7 +159,7 @@ fn lossless_follows_the_default_priority() {
     let sc = scenario(&topo, &format!("network: {{priority: 5}}\n{job}"));
     assert_eq!((sc.net.lossless_priorities.clone(), sc.jobs[0].priority), (vec![5], 5));
     let sc = scenario(&topo, &format!("network: {{lossless: false}}\n{job}"));
-    assert!(sc.net.lossless_priorities.is_empty() && !sc.net.lossless && sc.net.go_back_n);
+    assert!(sc.net.lossless_priorities.is_empty() && !sc.net.lossless && sc.net.reliable);
     let sc = scenario(&topo, job);
     assert_eq!((sc.net.lossless_priorities.clone(), sc.jobs[0].priority), (vec![3], 3));
 }

@@ -91,3 +91,28 @@ fn files_name_their_topology_relative_to_themselves() {
     assert!(matches!(e, SimError::Io { .. }));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn iterations_ordering_and_announce_are_checked_where_they_are_written() {
+    let r = problems("nic: {ordering: in-order}\njobs: [{pattern: all-to-all, hosts: all, size: 1MiB}]");
+    assert!(r.contains("bad.yaml:1:") && r.contains("nic.ordering"), "{r}");
+    assert!(r.contains("unknown NIC ordering \"in-order\"") && r.contains("go-back-n"), "{r}");
+    let r = problems("jobs:\n  - {pattern: all-to-all, hosts: all, size: 1MiB, iterations: 0}\n");
+    assert!(r.contains("bad.yaml:2:") && r.contains("jobs[0].iterations") && r.contains("at least 1"), "{r}");
+    let r =
+        problems("jobs:\n  - {pattern: all-to-all, hosts: all, size: 1MiB, iterations: 3, compute: -5us}\n");
+    assert!(r.contains("bad.yaml:2:") && r.contains("jobs[0].compute") && r.contains("negative"), "{r}");
+    let r = problems(
+        "modes: [ecmp, spray]\njobs:\n  - {pattern: all-to-all, hosts: all, size: 1MiB, announce: true}\n",
+    );
+    assert!(r.contains("bad.yaml:3:") && r.contains("jobs[0].announce") && r.contains("metaroce"), "{r}");
+    // With a controller, or announce: false, it is fine.
+    let topo = leaf_spine(2, 2, 2, 100);
+    let ok = "modes: [ecmp, metaroce]\nnic: {ordering: out-of-order}\njobs:\n  - {pattern: all-to-all, hosts: all, size: 1MiB, announce: true, iterations: 4, compute: 10us}\n";
+    let sc = scenario::load_str(ok, "ok.yaml", &topo).unwrap_or_else(|e| panic!("{}", e.report()));
+    assert!(sc.jobs[0].announce && sc.jobs[0].iterations == 4 && sc.jobs[0].compute_ps == 10_000_000);
+    assert_eq!(sc.net.ordering, metaroce_sim::Ordering::OutOfOrder);
+    let quiet = "modes: [ecmp]\njobs: [{pattern: all-to-all, hosts: all, size: 1MiB, announce: false}]";
+    let sc = scenario::load_str(quiet, "ok.yaml", &topo).unwrap_or_else(|e| panic!("{}", e.report()));
+    assert_eq!((sc.jobs[0].iterations, sc.net.ordering), (1, metaroce_sim::Ordering::GoBackN));
+}

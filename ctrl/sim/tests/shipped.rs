@@ -77,9 +77,11 @@ fn low_entropy_all_to_all_collides_under_ecmp() {
 fn incast_grows_a_congestion_tree_in_every_mode() {
     let r = run("incast-tree.yaml");
     for (mode, s) in &r {
-        // Measured: the incast meets N·S/B in every mode; the tree spans
-        // 24 (ecmp) to 32 links.
-        within(slowdown(s, 0), 1.0, 1.02, &format!("{mode} incast"));
+        // Measured: the incast meets N·S/B under ECMP; flowlets re-picked
+        // under the tree's pauses arrive out of order, and go-back-N NICs
+        // resend (1.23x); the tree spans 24 (ecmp) to 32 links.
+        let hi = if mode == "ecmp" { 1.02 } else { 1.35 };
+        within(slowdown(s, 0), 1.0, hi, &format!("{mode} incast"));
         let t = s.pfc.largest_tree;
         assert!(t.links >= 20 && t.switches >= 12, "{mode}: {t:?}");
         assert_eq!(s.drops, 0, "{mode}: PFC keeps it lossless");
@@ -152,7 +154,7 @@ fn metaroce_s_gain_under_a_failure_is_its_failover_not_its_steady_state() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/link-failure.yaml");
     let mut l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
     l.scenario.events.clear();
-    l.scenario.net.go_back_n = false;
+    l.scenario.net.reliable = false;
     let routing = Routing::compute(&l.topology);
     let run = |mode| {
         let r = metaroce_sim::run_mode(&l.topology, &routing, &l.scenario, mode, &mut |_| {}).unwrap();
@@ -175,5 +177,5 @@ fn the_demo_s_heavy_scenario_loads() {
     assert_eq!(sc.jobs[0].ranks.len(), 64);
     assert_eq!(sc.events.len(), 1);
     assert_eq!(sc.modes.len(), 3);
-    assert!(sc.net.go_back_n);
+    assert!(sc.net.reliable);
 }

@@ -64,6 +64,8 @@ pub enum Ev {
     Wake { token: u64 },
     /// Topology link `link` goes down or comes back.
     Link { link: u32, up: bool },
+    /// Iteration `iter` of job `job` starts (its compute phase is over).
+    Iteration { job: u32, iter: u32 },
 }
 
 /// Pending events, earliest first: a radix heap over time. Simulated time

@@ -1,5 +1,7 @@
 //! Expanding jobs into queue pairs and messages (flows), with the
-//! dependencies that chain the steps of a ring AllReduce.
+//! dependencies that chain the steps of a ring AllReduce. A job of several
+//! iterations gets every iteration's messages up front, on the same queue
+//! pairs; the engine posts an iteration when the one before has finished.
 
 use metaroce_topo::{HostId, Routing, Topology};
 
@@ -81,8 +83,37 @@ pub struct Flow {
     pub dependent: u32,
     pub next_on_qp: u32,
     pub snd_una: u32,
-    pub rcv_next: u32,
+    /// Highest PSN sent plus one, saved when the message stops being its
+    /// queue pair's head (a go-back to it counts resends from it).
+    pub snd_max: u32,
+    /// The receiver's last NAK asked for this PSN (NONE: none yet).
     pub nack_for: u32,
+}
+
+/// A message's receiver, kept apart from [`Flow`] so that the per-packet
+/// receive path touches 8 bytes, not a whole cold record.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rcv {
+    /// The next PSN expected: every PSN below it has arrived (out-of-order
+    /// NICs without retransmission: the highest PSN seen, plus one).
+    pub next: u32,
+    /// Packets still to arrive.
+    pub left: u32,
+}
+
+/// One iteration of a job: its messages and when it ran.
+#[derive(Debug, Clone)]
+pub struct IterRun {
+    pub flows: std::ops::Range<usize>,
+    /// The messages posted when the iteration starts (the others wait for
+    /// a message before them).
+    pub roots: Vec<FlowId>,
+    /// When it started; u64::MAX until then.
+    pub start_ps: u64,
+    /// When its last message arrived; u64::MAX until then.
+    pub done_ps: u64,
+    /// Messages still to arrive.
+    pub left: u32,
 }
 
 /// A job's share of the flows.
@@ -93,6 +124,16 @@ pub struct JobRun {
     pub ranks: usize,
     pub start_ps: u64,
     pub flows: std::ops::Range<usize>,
+    /// Compute time between iterations.
+    pub compute_ps: u64,
+    pub iters: Vec<IterRun>,
+}
+
+impl JobRun {
+    /// The iteration message `f` (of this job) belongs to.
+    pub fn iter_of(&self, f: FlowId) -> usize {
+        self.iters.partition_point(|it| it.flows.end <= f as usize)
+    }
 }
 
 /// Every queue pair, flow and job of a run.
@@ -101,10 +142,8 @@ pub struct Workload {
     pub qps: Vec<Qp>,
     pub flows: Vec<Flow>,
     pub jobs: Vec<JobRun>,
-    /// Packets each message's receiver still waits for. Kept apart from
-    /// [`Flow`] so that the per-packet receive path touches 4 bytes, not a
-    /// whole cold record.
-    pub rcv_left: Vec<u32>,
+    /// Each message's receiver.
+    pub rcv: Vec<Rcv>,
 }
 
 /// Why the workload could not be built.
@@ -121,12 +160,8 @@ impl Workload {
         if count > MAX_FLOWS {
             return Err(TooManyFlows { flows: count, limit: MAX_FLOWS });
         }
-        let mut w = Workload {
-            qps: Vec::new(),
-            flows: Vec::with_capacity(count),
-            jobs: Vec::new(),
-            rcv_left: Vec::new(),
-        };
+        let mut w =
+            Workload { qps: Vec::new(), flows: Vec::with_capacity(count), jobs: Vec::new(), rcv: Vec::new() };
         let prios = sc.priorities();
         for (j, job) in sc.jobs.iter().enumerate() {
             let first = w.flows.len();
@@ -140,8 +175,33 @@ impl Workload {
                 job: j as u32,
                 rate: job.rate_bps,
                 tc,
+                qps: Vec::new(),
+                reuse: None,
             };
-            b.job(job);
+            let mut iters = Vec::new();
+            for k in 0..job.iterations.max(1) {
+                // Iteration 0 opens the queue pairs; later ones reuse them, in
+                // the same order, so the same QP numbers and source ports live on.
+                b.reuse = (k > 0).then_some(0);
+                let start = b.w.flows.len();
+                b.job(job);
+                let end = b.w.flows.len();
+                let roots: Vec<FlowId> =
+                    (start..end).filter(|&f| b.w.flows[f].post_ps.is_some()).map(|f| f as FlowId).collect();
+                if k > 0 {
+                    // Posted by the iteration barrier, not by the clock.
+                    for &f in &roots {
+                        b.w.flows[f as usize].post_ps = None;
+                    }
+                }
+                iters.push(IterRun {
+                    flows: start..end,
+                    roots,
+                    start_ps: if k == 0 { job.start_ps } else { u64::MAX },
+                    done_ps: u64::MAX,
+                    left: (end - start) as u32,
+                });
+            }
             let flows = first..w.flows.len();
             w.jobs.push(JobRun {
                 name: job.name.clone(),
@@ -149,9 +209,11 @@ impl Workload {
                 ranks: job.ranks.len(),
                 start_ps: job.start_ps,
                 flows,
+                compute_ps: job.compute_ps,
+                iters,
             });
         }
-        w.rcv_left = w.flows.iter().map(|f| f.npkts).collect();
+        w.rcv = w.flows.iter().map(|f| Rcv { next: 0, left: f.npkts }).collect();
         Ok(w)
     }
 }
@@ -159,11 +221,12 @@ impl Workload {
 fn flow_count(job: &Job) -> usize {
     let n = job.ranks.len();
     let chunks = job.chunk.map_or(1, |c| job.size.div_ceil(c.max(1))) as usize;
-    match job.pattern {
+    let one = match job.pattern {
         Pattern::AllToAll => n * n.saturating_sub(1) * chunks,
         Pattern::RingAllReduce => n * 2 * n.saturating_sub(1),
         Pattern::Incast { .. } | Pattern::Permutation { .. } => n * chunks,
-    }
+    };
+    one.saturating_mul(job.iterations.max(1) as usize)
 }
 
 struct Builder<'a> {
@@ -175,6 +238,10 @@ struct Builder<'a> {
     job: u32,
     rate: Option<u64>,
     tc: u8,
+    /// The job's queue pairs, in the order iteration 0 opened them.
+    qps: Vec<QpId>,
+    /// Later iterations: the next of `qps` to hand out.
+    reuse: Option<usize>,
 }
 
 impl Builder<'_> {
@@ -249,7 +316,14 @@ impl Builder<'_> {
     }
 
     fn qp(&mut self, src: HostId, dst: HostId) -> QpId {
+        if let Some(i) = self.reuse.as_mut() {
+            if let Some(&qp) = self.qps.get(*i) {
+                *i += 1;
+                return qp;
+            }
+        }
         let id = self.w.qps.len() as u32;
+        self.qps.push(id);
         let line = self.topo.hosts[src].nic_rate.bps();
         // RNICs derive the UDP source port from the QP number: 0xC000 | (qpn & 0x3FFF).
         let qpn = mix64(self.seed ^ (u64::from(id) << 8 | 0x11)) as u16;
@@ -298,7 +372,7 @@ impl Builder<'_> {
             dependent: NONE,
             next_on_qp: NONE,
             snd_una: 0,
-            rcv_next: 0,
+            snd_max: 0,
             nack_for: NONE,
         });
         id

@@ -1,6 +1,18 @@
 //! Hosts: RoCEv2-like senders (queue pairs scheduled round-robin on the
 //! NIC, paced by DCQCN), receivers that count bytes, mark completion and
-//! return CNPs, and go-back-N recovery in lossy mode.
+//! return CNPs, and recovery by resending from the first unacknowledged
+//! PSN.
+//!
+//! The receiver follows the scenario's NIC ordering model:
+//! - go-back-n (RC queue pairs): only the next expected PSN is accepted; a
+//!   later one is dropped and answered with one NAK per expected PSN, and
+//!   the sender resends from it; the sender keeps a message until it is
+//!   acknowledged, on every priority;
+//! - out-of-order: packets are placed as they arrive. Where the sender
+//!   keeps packets for recovery (lossy priorities, failing links) the
+//!   receiver remembers which PSNs beyond the next expected one it holds,
+//!   acknowledges cumulatively and sends no NAK: a loss is resent after the
+//!   timeout.
 
 use std::cmp::Reverse;
 
@@ -8,33 +20,39 @@ use super::{Packet, Sim};
 use crate::engine::events::{Ev, FlowId, PortId, QpId};
 use crate::engine::flows::{Send, NONE};
 use crate::engine::net::Ports;
-use crate::scenario::config::ROCE_HEADER_BYTES;
+use crate::scenario::config::{Ordering, ROCE_HEADER_BYTES};
 
 impl Sim<'_> {
-    /// A message is posted: it joins the end of its queue pair.
+    /// A message is posted: it joins the end of its queue pair. The chain
+    /// of a queue pair's messages is never cut, so that a go-back to an
+    /// older message finds every later one after it.
     pub(super) fn post(&mut self, f: FlowId) {
         self.w.flows[f as usize].start_ps = self.now;
         let qp = self.w.flows[f as usize].qp as usize;
         let q = &mut self.w.qps[qp];
-        if q.head == NONE {
-            q.tail = f;
+        let (head, tail) = (q.head, q.tail);
+        q.tail = f;
+        if let Some(t) = self.w.flows.get_mut(tail as usize) {
+            t.next_on_qp = f;
+        }
+        if head == NONE {
             self.set_head(qp as QpId, f);
             self.activate(qp as QpId);
-        } else {
-            let tail = q.tail as usize;
-            q.tail = f;
-            self.w.flows[tail].next_on_qp = f;
         }
     }
 
-    /// Makes `f` the message the queue pair sends (NONE for none).
+    /// Makes `f` the message the queue pair sends (NONE for none), from
+    /// its first unacknowledged PSN.
     fn set_head(&mut self, qp: QpId, f: FlowId) {
         let q = &mut self.w.qps[qp as usize];
+        if let Some(old) = self.w.flows.get_mut(q.head as usize) {
+            old.snd_max = old.snd_max.max(q.snd.snd_max);
+        }
         q.head = f;
         q.snd = match self.w.flows.get(f as usize) {
             Some(fl) => Send {
-                snd_next: 0,
-                snd_max: 0,
+                snd_next: fl.snd_una,
+                snd_max: fl.snd_max,
                 npkts: fl.npkts,
                 bytes: fl.bytes,
                 tuple_hash: fl.tuple_hash,
@@ -127,6 +145,7 @@ impl Sim<'_> {
         if psn < f.snd_max {
             self.stats.retransmits += 1;
             self.stats.retransmits_by_tc[usize::from(q.tc)] += 1;
+            self.stats.retransmit_bytes += u64::from(payload + ROCE_HEADER_BYTES);
         }
         f.snd_next += 1;
         f.snd_max = f.snd_max.max(f.snd_next);
@@ -163,12 +182,14 @@ impl Sim<'_> {
         self.stats.packets_sent += 1;
         self.start_tx(Ports::nic(h), pkt);
         if all_sent {
-            if !self.tc_go_back_n[usize::from(tc)] {
-                self.next_message(qp);
-            } else {
+            // The queue pair goes on with its next message at once, as an
+            // RC queue pair does; a reliable one keeps this one until it is
+            // acknowledged, and goes back to it on a NAK or a timeout.
+            if self.tc_reliable[usize::from(tc)] {
                 let una = self.w.flows[fid as usize].snd_una;
                 self.q.push(self.now + self.net.rto_ps, Ev::Rto { flow: fid, una });
             }
+            self.next_message(qp);
         }
         self.reschedule(h, qp);
     }
@@ -189,14 +210,38 @@ impl Sim<'_> {
         }
     }
 
-    /// The head message is done with the sender; the next one takes over.
+    /// The head message is done with the sender; the next one not yet
+    /// acknowledged takes over.
     fn next_message(&mut self, qp: QpId) {
-        let head = self.w.qps[qp as usize].head;
-        let next = self.w.flows[head as usize].next_on_qp;
-        self.set_head(qp, next);
-        if next == NONE {
-            self.w.qps[qp as usize].tail = NONE;
+        let mut next = self.w.flows[self.w.qps[qp as usize].head as usize].next_on_qp;
+        while let Some(f) = self.w.flows.get(next as usize) {
+            if f.snd_una < f.npkts {
+                break;
+            }
+            next = f.next_on_qp;
         }
+        self.set_head(qp, next);
+    }
+
+    /// Go-back-N: the queue pair resends from `psn` of message `flow`, and
+    /// then every later message from its first unacknowledged PSN.
+    fn go_back(&mut self, flow: FlowId, psn: u32) {
+        let qp = self.w.flows[flow as usize].qp;
+        let head = self.w.qps[qp as usize].head;
+        // Messages of a queue pair are posted in the order of their ids. An
+        // older head still being sent reaches this one after it (from its
+        // first unacknowledged PSN, which the NAK or timeout has set).
+        if head != NONE && head < flow {
+            return;
+        }
+        if head != flow {
+            self.set_head(qp, flow);
+        }
+        let q = &mut self.w.qps[qp as usize];
+        if q.snd.snd_next > psn {
+            q.snd.snd_next = psn;
+        }
+        self.activate(qp);
     }
 
     pub(super) fn host_receive(&mut self, h: usize, p: Packet) {
@@ -207,14 +252,24 @@ impl Sim<'_> {
             return;
         }
         let fid = p.flow as usize;
-        let accepted = !self.tc_go_back_n[usize::from(p.tc)] || self.go_back_n_receive(&p);
+        let accepted = match (self.net.ordering, self.tc_reliable[usize::from(p.tc)]) {
+            (Ordering::GoBackN, _) => self.go_back_n_receive(&p),
+            (Ordering::OutOfOrder, true) => self.placed_reliable(&p),
+            (Ordering::OutOfOrder, false) => {
+                // Nothing is ever resent: every packet is new.
+                let r = &mut self.w.rcv[fid];
+                if p.psn != r.next {
+                    self.stats.out_of_order += 1;
+                }
+                r.next = r.next.max(p.psn + 1);
+                true
+            }
+        };
         if p.ce {
             self.notify_congestion(self.w.flows[fid].qp);
         }
         if accepted {
-            // Each packet is accepted once (no retransmission without
-            // go-back-N, which accepts in order only).
-            let left = &mut self.w.rcv_left[fid];
+            let left = &mut self.w.rcv[fid].left;
             let before = *left;
             *left = left.saturating_sub(1);
             if before > 0 && *left == 0 {
@@ -224,22 +279,73 @@ impl Sim<'_> {
     }
 
     /// Go-back-N receiver: accepts only the next expected packet; a gap
-    /// sends one NACK per expected PSN. Returns whether `p` was accepted.
+    /// sends one NAK per expected PSN. Returns whether `p` was accepted.
     fn go_back_n_receive(&mut self, p: &Packet) -> bool {
-        let f = &mut self.w.flows[p.flow as usize];
-        let delay = self.w.qps[f.qp as usize].ctrl_delay_ps;
-        if p.psn == f.rcv_next {
-            f.rcv_next += 1;
-            if f.rcv_next == f.npkts || f.rcv_next.is_multiple_of(self.net.ack_every) {
-                self.q.push(self.now + delay, Ev::Ack { flow: p.flow, psn: f.rcv_next });
+        let r = &mut self.w.rcv[p.flow as usize];
+        if p.psn == r.next {
+            r.next += 1;
+            let next = r.next;
+            if r.left == 1 || next.is_multiple_of(self.net.ack_every) {
+                self.send_ack(p.flow, next);
             }
             return true;
         }
-        if p.psn > f.rcv_next && f.nack_for != f.rcv_next {
-            f.nack_for = f.rcv_next;
-            self.q.push(self.now + delay, Ev::Nack { flow: p.flow, psn: f.rcv_next });
+        if p.psn > r.next {
+            let next = r.next;
+            self.stats.out_of_order += 1;
+            let f = &mut self.w.flows[p.flow as usize];
+            if f.nack_for != next {
+                f.nack_for = next;
+                self.stats.naks += 1;
+                let delay = self.w.qps[f.qp as usize].ctrl_delay_ps;
+                self.q.push(self.now + delay, Ev::Nack { flow: p.flow, psn: next });
+            }
         }
         false
+    }
+
+    /// Out-of-order placement with recovery: a packet is new unless it is
+    /// below the next expected PSN or already held beyond it. Returns
+    /// whether `p` was new.
+    fn placed_reliable(&mut self, p: &Packet) -> bool {
+        let fid = p.flow;
+        let r = self.w.rcv[fid as usize];
+        if p.psn < r.next {
+            return false;
+        }
+        if p.psn > r.next {
+            let bits = self.held.entry(fid).or_default();
+            let (word, bit) = ((p.psn - r.next) as usize / 64, (p.psn - r.next) % 64);
+            if bits.words.len() <= word {
+                bits.words.resize(word + 1, 0);
+            }
+            if bits.words[word] & (1 << bit) != 0 {
+                return false;
+            }
+            bits.words[word] |= 1 << bit;
+            self.stats.out_of_order += 1;
+            return true;
+        }
+        // The next expected one: it and every held one after it are in order now.
+        let mut next = r.next + 1;
+        if let Some(bits) = self.held.get_mut(&fid) {
+            next += bits.shift_out();
+            if bits.words.is_empty() {
+                self.held.remove(&fid);
+            }
+        }
+        let crossed = next / self.net.ack_every != r.next / self.net.ack_every;
+        self.w.rcv[fid as usize].next = next;
+        if r.left == 1 || crossed {
+            self.send_ack(fid, next);
+        }
+        true
+    }
+
+    fn send_ack(&mut self, flow: FlowId, psn: u32) {
+        let qp = self.w.flows[flow as usize].qp;
+        let delay = self.w.qps[qp as usize].ctrl_delay_ps;
+        self.q.push(self.now + delay, Ev::Ack { flow, psn });
     }
 
     /// The receiver (DCQCN notification point) saw ECN-CE: at most one CNP
@@ -262,6 +368,30 @@ impl Sim<'_> {
         if dep != NONE {
             self.post(dep);
         }
+        let job = self.w.qps[self.w.flows[f as usize].qp as usize].job as usize;
+        let run = &mut self.w.jobs[job];
+        let k = run.iter_of(f);
+        let it = &mut run.iters[k];
+        it.left -= 1;
+        if it.left == 0 {
+            it.done_ps = self.now;
+            // The next step starts when every rank is done, after the compute phase.
+            if k + 1 < run.iters.len() {
+                let at = self.now + run.compute_ps;
+                self.q.push(at, Ev::Iteration { job: job as u32, iter: (k + 1) as u32 });
+            }
+        }
+    }
+
+    /// Iteration `iter` of `job` starts: its first messages are posted.
+    pub(super) fn start_iteration(&mut self, job: u32, iter: u32) {
+        let it = &mut self.w.jobs[job as usize].iters[iter as usize];
+        it.start_ps = self.now;
+        let roots = std::mem::take(&mut it.roots);
+        for &f in &roots {
+            self.post(f);
+        }
+        self.w.jobs[job as usize].iters[iter as usize].roots = roots;
     }
 
     pub(super) fn cnp(&mut self, qp: QpId) {
@@ -280,7 +410,9 @@ impl Sim<'_> {
         f.snd_una = psn;
         if f.snd_una == f.npkts {
             let qp = f.qp;
-            if self.w.qps[qp as usize].head == flow {
+            let q = &self.w.qps[qp as usize];
+            // Acknowledged while being resent: nothing of it is left to send.
+            if q.head == flow {
                 self.next_message(qp);
                 self.activate(qp);
             }
@@ -290,30 +422,81 @@ impl Sim<'_> {
     pub(super) fn nack(&mut self, flow: FlowId, psn: u32) {
         let f = &mut self.w.flows[flow as usize];
         f.snd_una = f.snd_una.max(psn);
-        let qp = f.qp;
-        let q = &mut self.w.qps[qp as usize];
-        if q.head != flow {
-            return;
+        if f.snd_una < f.npkts {
+            self.go_back(flow, psn);
         }
-        if q.snd.snd_next > psn {
-            q.snd.snd_next = psn;
-        }
-        self.activate(qp);
     }
 
     pub(super) fn rto(&mut self, flow: FlowId, una: u32) {
         let f = &self.w.flows[flow as usize];
         let (qp, snd_una, npkts) = (f.qp, f.snd_una, f.npkts);
-        let q = &mut self.w.qps[qp as usize];
-        // Done, moved on, or still sending (a new timer starts after the last packet).
-        if snd_una == npkts || q.head != flow || q.snd.snd_next < npkts {
+        let q = &self.w.qps[qp as usize];
+        // Done, or being sent again (a new timer starts after its last packet).
+        if snd_una == npkts || (q.head == flow && q.snd.snd_next < npkts) {
             return;
         }
         if snd_una == una {
-            q.snd.snd_next = snd_una;
-            self.activate(qp);
+            self.go_back(flow, snd_una);
         } else {
             self.q.push(self.now + self.net.rto_ps, Ev::Rto { flow, una: snd_una });
         }
+    }
+}
+
+/// PSNs an out-of-order receiver holds beyond the next expected one: bit i
+/// of the set is PSN `next + i` (bit 0, the next expected PSN itself, is
+/// never held).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Held {
+    words: Vec<u64>,
+}
+
+impl Held {
+    /// The next expected PSN has arrived: counts the held PSNs right after
+    /// it and moves the set past them, so bit 0 is the new next expected.
+    fn shift_out(&mut self) -> u32 {
+        let mut run = 0u32;
+        loop {
+            let i = run as usize + 1;
+            match self.words.get(i / 64) {
+                Some(w) if w & (1 << (i % 64)) != 0 => run += 1,
+                _ => break,
+            }
+        }
+        self.shift(run as usize + 1);
+        run
+    }
+
+    fn shift(&mut self, n: usize) {
+        let (words, bits) = (n / 64, n % 64);
+        self.words.drain(..words.min(self.words.len()));
+        if bits > 0 {
+            for i in 0..self.words.len() {
+                let hi = self.words.get(i + 1).map_or(0, |w| w << (64 - bits));
+                self.words[i] = (self.words[i] >> bits) | hi;
+            }
+        }
+        while self.words.last() == Some(&0) {
+            self.words.pop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Held;
+
+    #[test]
+    fn held_psns_shift_out_in_order() {
+        // Next expected is 10; 11, 12 and 75 are held.
+        let mut h = Held { words: vec![0b110, 1 << 1] };
+        assert_eq!(h.shift_out(), 2, "11 and 12 follow 10");
+        // Next expected is 13 now: 75 is bit 62.
+        assert_eq!(h.words, vec![1 << 62]);
+        assert_eq!(h.shift_out(), 0);
+        assert_eq!(h.words, vec![1 << 61]);
+        let mut empty = Held::default();
+        assert_eq!(empty.shift_out(), 0);
+        assert!(empty.words.is_empty());
     }
 }

@@ -106,6 +106,17 @@ pub enum Stop {
     Interrupted,
 }
 
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stop::TimeLimit => "it reached the scenario's time limit",
+            Stop::EventLimit => "it used up the scenario's event budget",
+            Stop::Stalled => "nothing could move any more (a deadlock, or packets with no route)",
+            Stop::Interrupted => "it was interrupted",
+        })
+    }
+}
+
 /// Where a long run is, for progress displays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {
@@ -148,8 +159,11 @@ pub struct Sim<'a> {
     tcs: Vec<TcState>,
     /// Per class: lossless (PFC) or lossy.
     tc_lossless: [bool; 8],
-    /// Per class: senders recover with go-back-N.
-    tc_go_back_n: [bool; 8],
+    /// Per class: senders keep messages until acknowledged and resend.
+    tc_reliable: [bool; 8],
+    /// Out-of-order receivers with recovery: the PSNs held beyond the
+    /// next expected one, per message that has any.
+    held: std::collections::HashMap<FlowId, host::Held>,
     /// DWRR quantum: one full packet.
     quantum: u32,
     /// Per host: its leaf, and that leaf's destination index in the FIB.
@@ -222,7 +236,7 @@ impl<'a> Sim<'a> {
             (Pcap::new(), on)
         });
         let prios = sc.priorities();
-        let (ntc, (tc_lossless, tc_go_back_n)) = (prios.len(), class_modes(sc, &prios));
+        let (ntc, (tc_lossless, tc_reliable)) = (prios.len(), class_modes(sc, &prios));
         let stats = Stats::new(n, ports.classes.len(), 100_000, prios);
         Ok(Sim {
             topo,
@@ -232,7 +246,8 @@ impl<'a> Sim<'a> {
             ntc,
             tcs: vec![TcState::default(); n * ntc],
             tc_lossless,
-            tc_go_back_n,
+            tc_reliable,
+            held: std::collections::HashMap::new(),
             quantum: sc.net.mtu + crate::scenario::config::ROCE_HEADER_BYTES,
             host_dest: topo
                 .hosts
@@ -397,6 +412,7 @@ impl<'a> Sim<'a> {
                 self.call_control(|c, ctx| c.on_wake(ctx, token));
             }
             Ev::Link { link, up } => self.link_event(link as usize, up),
+            Ev::Iteration { job, iter } => self.start_iteration(job, iter),
         }
     }
 
@@ -497,14 +513,17 @@ impl<'a> Sim<'a> {
     }
 }
 
-/// Per traffic class: lossless, and recovering with go-back-N.
+/// Per traffic class: lossless, and reliable (senders keep what they sent
+/// until it is acknowledged). Go-back-N NICs are reliable on every class:
+/// a reordered packet is resent like a lost one.
 fn class_modes(sc: &Scenario, prios: &[u8]) -> ([bool; 8], [bool; 8]) {
-    let (mut lossless, mut go_back_n) = ([false; 8], [false; 8]);
+    let (mut lossless, mut reliable) = ([false; 8], [false; 8]);
+    let gbn = sc.net.ordering == crate::scenario::config::Ordering::GoBackN;
     for (c, &p) in prios.iter().enumerate() {
         lossless[c] = sc.net.is_lossless(p);
-        go_back_n[c] = sc.net.go_back_n || !lossless[c];
+        reliable[c] = gbn || sc.net.reliable || !lossless[c];
     }
-    (lossless, go_back_n)
+    (lossless, reliable)
 }
 
 /// Bytes of simulator state per packet in flight: on a link, its wire

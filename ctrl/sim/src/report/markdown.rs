@@ -42,8 +42,46 @@ fn f2(v: f64) -> String {
     format!("{v:.2}")
 }
 
-fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or_else(|| "unfinished".to_string(), |v| format!("{v:.digits$}"))
+/// "812.3 (1.42×)", or "unfinished".
+fn completion(c: Option<f64>, slowdown: Option<f64>) -> String {
+    match (c, slowdown) {
+        (Some(c), Some(s)) => format!("{c:.1} ({s:.2}×)"),
+        (Some(c), None) => format!("{c:.1}"),
+        _ => "unfinished".to_string(),
+    }
+}
+
+/// Each iteration of each job that runs several: completion and slowdown.
+fn iterations(out: &mut String, runs: &[ModeRun]) {
+    let s = &runs[0].summary;
+    if s.jobs.iter().all(|j| j.iterations.len() <= 1) {
+        return;
+    }
+    out.push_str("\n## Iterations: completion time (µs) and over the ideal bound\n\n");
+    out.push_str(
+        "Each iteration starts when every rank has finished the previous one, plus the job's compute time.\n\n",
+    );
+    header(out, "job, iteration", runs);
+    for (j, job) in s.jobs.iter().enumerate().filter(|(_, j)| j.iterations.len() > 1) {
+        for k in 0..job.iterations.len() {
+            let name = format!("{} #{} (ideal {:.1} µs)", job.name, k + 1, job.iterations[k].ideal_us);
+            row(out, &name, runs, |r| {
+                r.summary.jobs[j]
+                    .iterations
+                    .get(k)
+                    .map_or("-".into(), |i| completion(i.completion_us, i.slowdown))
+            });
+        }
+    }
+}
+
+/// "1.5 MiB", "812 KiB", "0 B".
+fn bytes(b: u64) -> String {
+    match b {
+        0..1024 => format!("{b} B"),
+        1024..1_048_576 => format!("{:.0} KiB", b as f64 / 1024.0),
+        _ => format!("{:.1} MiB", b as f64 / 1_048_576.0),
+    }
 }
 
 pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
@@ -56,24 +94,31 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
     }
     let _ = writeln!(
         out,
-        "Topology `{}`, seed {}, MTU {} B, {}, ECN {}, DCQCN {}.\n",
+        "Topology `{}`, seed {}, MTU {} B, {}, ECN {}, DCQCN {}, NICs {}.\n",
         s.topology,
         s.seed,
         sc.net.mtu,
         pfc_text(&sc.net),
         if sc.net.ecn.is_some() { "on" } else { "off" },
         if sc.net.dcqcn.is_some() { "on" } else { "off" },
+        ordering_text(sc.net.ordering),
     );
     for r in runs {
         if let Some(stop) = r.summary.stopped {
             let _ = writeln!(
                 out,
-                "**Warning:** mode {} stopped early ({stop:?}) with {} messages unfinished.\n",
+                "**Warning:** mode {} stopped before the end, since {stop}, with {} messages unfinished.\n",
                 r.summary.mode, r.summary.unfinished_messages
             );
         }
     }
     out.push_str("## Collective completion time (µs) vs the ideal bound\n\n");
+    if s.jobs.iter().any(|j| j.iterations.len() > 1) {
+        out.push_str(
+            "A job of several iterations: from its start to the end of its last iteration, against the ideal \
+             collective times the iterations plus the compute phases.\n\n",
+        );
+    }
     header(&mut out, "job", runs);
     for (j, job) in s.jobs.iter().enumerate() {
         let _ = writeln!(
@@ -87,13 +132,14 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
             runs.iter()
                 .map(|r| {
                     let x = &r.summary.jobs[j];
-                    format!("{} ({}×) |", opt(x.completion_us, 1), opt(x.slowdown, 2))
+                    format!("{} |", completion(x.completion_us, x.slowdown))
                 })
                 .collect::<Vec<_>>()
                 .join(" ")
         );
     }
-    out.push_str("\n## Flows, PFC, ECN\n\n");
+    iterations(&mut out, runs);
+    out.push_str("\n## Flows, PFC, ECN, reordering\n\n");
     header(&mut out, "metric", runs);
     row(&mut out, "FCT p50 (µs)", runs, |r| format!("{:.1}", r.summary.fct.p50_us));
     row(&mut out, "FCT p99 (µs)", runs, |r| format!("{:.1}", r.summary.fct.p99_us));
@@ -111,7 +157,10 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
     row(&mut out, "ECN marks", runs, |r| r.summary.ecn_marks.to_string());
     row(&mut out, "CNPs", runs, |r| r.summary.cnps.to_string());
     row(&mut out, "drops", runs, |r| r.summary.drops.to_string());
+    row(&mut out, "out-of-order arrivals", runs, |r| r.summary.out_of_order.packets.to_string());
+    row(&mut out, "NAKs (go-back-N)", runs, |r| r.summary.out_of_order.naks.to_string());
     row(&mut out, "retransmitted packets", runs, |r| r.summary.retransmits.to_string());
+    row(&mut out, "retransmitted bytes", runs, |r| bytes(r.summary.out_of_order.retransmitted_bytes));
     if !sc.events.is_empty() {
         row(&mut out, "lost when a link failed", runs, |r| r.summary.lost_on_failure.to_string());
         row(&mut out, "routed into a dead link", runs, |r| r.summary.blackholed.to_string());
@@ -208,6 +257,13 @@ fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
     }
     if runs.iter().any(|r| get(r).refused > 0) {
         row(out, "writes refused (bugs)", runs, |r| get(r).refused.to_string());
+    }
+}
+
+fn ordering_text(o: crate::scenario::config::Ordering) -> &'static str {
+    match o {
+        crate::scenario::config::Ordering::GoBackN => "go-back-N (an out-of-order PSN is NAKed and resent)",
+        crate::scenario::config::Ordering::OutOfOrder => "out-of-order (packets placed as they arrive)",
     }
 }
 

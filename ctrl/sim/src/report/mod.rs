@@ -16,6 +16,11 @@ use crate::engine::{Outcome, Stop};
 use crate::report::stats::{LogHist, Tree};
 use crate::scenario::config::Scenario;
 
+/// A job's figures. With several iterations, the job-level figures are
+/// those of the whole training run: `completion_us` from the job's start
+/// to the end of its last iteration (compute phases included), `ideal_us`
+/// the ideal collective times the iterations plus the compute phases in
+/// between, `slowdown` their ratio; `iterations` has each one alone.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobSummary {
     pub name: String,
@@ -29,6 +34,31 @@ pub struct JobSummary {
     pub ideal_bottleneck: String,
     /// Completion over the ideal bound (1.0 is perfect).
     pub slowdown: Option<f64>,
+    /// Compute time between iterations.
+    pub compute_us: f64,
+    /// Each iteration's collective, in order.
+    pub iterations: Vec<IterSummary>,
+}
+
+/// One iteration's collective: from its start (every rank done with the
+/// previous one, plus the compute time) to its last message's arrival.
+#[derive(Debug, Clone, Serialize)]
+pub struct IterSummary {
+    /// None if it did not finish (or start).
+    pub completion_us: Option<f64>,
+    /// The ideal bound of one collective.
+    pub ideal_us: f64,
+    pub slowdown: Option<f64>,
+}
+
+/// What reordering cost: packets that arrived out of order, the NAKs
+/// go-back-N receivers sent, and the bytes resent (for any reason: NAK,
+/// timeout).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct OutOfOrder {
+    pub packets: u64,
+    pub naks: u64,
+    pub retransmitted_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -94,6 +124,9 @@ pub struct Summary {
     pub cnps: u64,
     pub drops: u64,
     pub retransmits: u64,
+    /// The NICs' ordering model: go-back-n or out-of-order.
+    pub nic_ordering: String,
+    pub out_of_order: OutOfOrder,
     /// Packets lost because their link went down under them.
     pub lost_on_failure: u64,
     /// Packets routed into a dead link before routing moved off it.
@@ -164,7 +197,22 @@ pub(crate) fn summarize(
         let done = flows.iter().all(|f| f.done_ps != u64::MAX);
         let end = flows.iter().map(|f| f.done_ps).max().unwrap_or(run.start_ps);
         let bound = ideal::job_bound(topo, routing, &sc.net, job);
+        let n = run.iters.len().max(1) as u64;
+        let ideal_total = us(bound.ps * n + run.compute_ps * (n - 1));
         let completion = done.then(|| us(end - run.start_ps));
+        let iterations = run
+            .iters
+            .iter()
+            .map(|it| {
+                let c =
+                    (it.done_ps != u64::MAX && it.start_ps != u64::MAX).then(|| us(it.done_ps - it.start_ps));
+                IterSummary {
+                    completion_us: c,
+                    ideal_us: us(bound.ps),
+                    slowdown: c.map(|c| c / us(bound.ps).max(1e-9)),
+                }
+            })
+            .collect();
         JobSummary {
             name: run.name.clone(),
             pattern: run.pattern.to_string(),
@@ -172,9 +220,11 @@ pub(crate) fn summarize(
             messages: flows.len(),
             start_us: us(run.start_ps),
             completion_us: completion,
-            ideal_us: us(bound.ps),
+            ideal_us: ideal_total,
             ideal_bottleneck: bound.bottleneck,
-            slowdown: completion.map(|c| c / us(bound.ps).max(1e-9)),
+            slowdown: completion.map(|c| c / ideal_total.max(1e-9)),
+            compute_us: us(run.compute_ps),
+            iterations,
         }
     });
     let jobs: Vec<JobSummary> = jobs.collect();
@@ -226,6 +276,12 @@ pub(crate) fn summarize(
         cnps: o.stats.cnps,
         drops: o.stats.drops,
         retransmits: o.stats.retransmits,
+        nic_ordering: sc.net.ordering.as_str().to_string(),
+        out_of_order: OutOfOrder {
+            packets: o.stats.out_of_order,
+            naks: o.stats.naks,
+            retransmitted_bytes: o.stats.retransmit_bytes,
+        },
         lost_on_failure: o.stats.lost_on_failure,
         blackholed: o.stats.blackholed,
         misdelivered: o.stats.misdelivered,

@@ -199,6 +199,13 @@ pub struct Stats {
     pub headroom_overflows: u64,
     pub packets_sent: u64,
     pub retransmits: u64,
+    /// Wire bytes (headers included) of the retransmissions.
+    pub retransmit_bytes: u64,
+    /// Packets that reached their receiver ahead of the next PSN it expected
+    /// (or, without retransmission, not right after the highest seen).
+    pub out_of_order: u64,
+    /// NAKs go-back-N receivers sent for a missing PSN.
+    pub naks: u64,
     pub pause_frames: u64,
     /// The largest congestion tree of any class, and of each.
     pub largest_tree: Tree,
@@ -238,6 +245,9 @@ impl Stats {
             headroom_overflows: 0,
             packets_sent: 0,
             retransmits: 0,
+            retransmit_bytes: 0,
+            out_of_order: 0,
+            naks: 0,
             pause_frames: 0,
             largest_tree: Tree::default(),
             link_events: 0,

@@ -37,6 +37,11 @@ pub enum Mode {
 impl Mode {
     pub const ALL: [Mode; 4] = [Mode::Ecmp, Mode::Flowlet, Mode::Spray, Mode::Metaroce];
 
+    /// The mode runs a controller (which announced jobs are told to).
+    pub fn has_controller(self) -> bool {
+        self == Mode::Metaroce
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Ecmp => "ecmp",
@@ -109,9 +114,39 @@ pub struct Job {
     /// 802.1p priority (0..=7) of the job's packets; whether it is lossless
     /// is the network's [`NetConfig::lossless_priorities`].
     pub priority: u8,
+    /// Training steps: the collective runs this many times (at least 1) on
+    /// the same queue pairs; each iteration starts when every rank has
+    /// finished the previous one, plus `compute_ps`.
+    pub iterations: u32,
+    /// The compute phase between two iterations.
+    pub compute_ps: u64,
     /// The job is announced to the controller before it starts (the job
     /// API); only meaningful in a mode with a controller.
     pub announce: bool,
+}
+
+/// How the receiving NIC treats a packet whose PSN is not the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ordering {
+    /// RC queue pairs without adaptive-routing support (ConnectX default):
+    /// an out-of-order PSN is dropped and answered with a NAK; the sender
+    /// resends from the missing PSN.
+    #[default]
+    GoBackN,
+    /// NICs built for spraying: packets are placed as they arrive.
+    OutOfOrder,
+}
+
+impl Ordering {
+    pub const NAMES: [&'static str; 2] = ["go-back-n", "out-of-order"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ordering::GoBackN => "go-back-n",
+            Ordering::OutOfOrder => "out-of-order",
+        }
+    }
 }
 
 /// RED-style ECN marking on egress queue depth.
@@ -190,10 +225,12 @@ pub struct NetConfig {
     /// The priority of jobs that name none.
     pub priority: u8,
     /// Senders on every priority keep packets until acknowledged and
-    /// recover losses with go-back-N: when nothing is lossless, or when
-    /// links can fail (an RNIC's transport is reliable; PFC only makes it
-    /// rare that recovery is needed). Senders on a lossy priority always do.
-    pub go_back_n: bool,
+    /// resend from the first unacknowledged PSN when a timer or NAK says
+    /// so: when nothing is lossless, or when links can fail (an RNIC's
+    /// transport is reliable; PFC only makes it rare that recovery is
+    /// needed). Senders on a lossy priority always do, and so does every
+    /// sender when the NICs' `ordering` is go-back-n.
+    pub reliable: bool,
     pub pfc: Pfc,
     pub ecn: Option<Ecn>,
     pub dcqcn: Option<Dcqcn>,
@@ -204,6 +241,8 @@ pub struct NetConfig {
     pub rto_ps: u64,
     /// The receiver acknowledges every this many packets (lossy mode).
     pub ack_every: u32,
+    /// The NICs' tolerance of reordering (the scenario's `nic.ordering`).
+    pub ordering: Ordering,
 }
 
 impl NetConfig {

@@ -22,7 +22,12 @@ const JOB: &[&str] = &[
     "target",
     "shift",
     "priority",
+    "iterations",
+    "compute",
+    "announce",
 ];
+/// Most iterations of one job.
+pub const MAX_ITERATIONS: u64 = 10_000;
 const PATTERNS: &[&str] = &["all-to-all", "ring-allreduce", "incast", "permutation"];
 /// Most jobs in one scenario.
 pub const MAX_JOBS: usize = 256;
@@ -66,6 +71,9 @@ struct RawJob<'n> {
     target: Option<HostId>,
     shift: Option<(usize, &'n Node)>,
     priority: Option<u8>,
+    iterations: Option<u32>,
+    compute_ps: u64,
+    announce: Option<(bool, &'n Node)>,
 }
 
 fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, priority: u8) -> Option<Job> {
@@ -85,6 +93,9 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, prio
             "rate" => r.rate_bps = d.bandwidth(n, &p),
             "target" => r.target = d.str(n, &p).and_then(|s| host(d, n, &p, topo, s)),
             "priority" => r.priority = d.priority(n, &p),
+            "iterations" => r.iterations = iterations(d, n, &p),
+            "compute" => r.compute_ps = compute(d, n, &p),
+            "announce" => r.announce = d.bool(n, &p).map(|b| (b, n)),
             _ => r.shift = d.u64(n, &p, 1, 1 << 20).map(|c| (c as usize, n)),
         }
     }
@@ -114,7 +125,50 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, prio
     }
     let chunk = r.chunk.filter(|&c| c < size);
     let priority = r.priority.unwrap_or(priority);
-    Some(Job { name, pattern, ranks, size, start_ps: r.start_ps, rate_bps: r.rate_bps, chunk, priority, announce: false })
+    Some(Job {
+        name,
+        pattern,
+        ranks,
+        size,
+        start_ps: r.start_ps,
+        rate_bps: r.rate_bps,
+        chunk,
+        priority,
+        iterations: r.iterations.unwrap_or(1),
+        compute_ps: r.compute_ps,
+        announce: r.announce.is_some_and(|(b, _)| b),
+    })
+}
+
+fn iterations(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
+    if n.as_str().map(str::trim) == Some("0") {
+        d.err(path, n.pos, "a job runs at least 1 iteration; leave \"iterations\" out for one");
+        return None;
+    }
+    d.u64(n, path, 1, MAX_ITERATIONS).map(|v| v as u32)
+}
+
+fn compute(d: &mut Diags, n: &Node, path: &str) -> u64 {
+    if n.as_str().is_some_and(|s| s.trim_start().starts_with('-')) {
+        d.err(path, n.pos, "the compute time between iterations cannot be negative; use 0us or more");
+        return 0;
+    }
+    d.duration_ps(n, path).unwrap_or(0)
+}
+
+/// Where each job said `announce: true`, for the check against the modes.
+pub(crate) fn announced(v: &Node) -> Vec<(String, metaroce_topo::yaml::Pos)> {
+    let Value::Seq(items) = &v.value else { return Vec::new() };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let Value::Map(entries) = &item.value else { continue };
+        if let Some((_, n)) = entries.iter().find(|(k, _)| k.as_str() == Some("announce")) {
+            if matches!(n.as_str(), Some("true" | "on" | "yes")) {
+                out.push((format!("jobs[{i}].announce"), n.pos));
+            }
+        }
+    }
+    out
 }
 
 fn pattern<'n>(d: &mut Diags, n: &'n Node, path: &str) -> Option<&'n str> {

@@ -26,7 +26,7 @@ use metaroce_topo::Topology;
 
 use crate::error::{Diagnostic, SimError};
 use crate::scenario::config::{
-    Dcqcn, Ecn, Limits, Mode, NetConfig, Pfc, Scenario, DEFAULT_PRIORITY, ROCE_HEADER_BYTES,
+    Dcqcn, Ecn, Limits, Mode, NetConfig, Ordering, Pfc, Scenario, DEFAULT_PRIORITY, ROCE_HEADER_BYTES,
 };
 use crate::scenario::decode::Diags;
 
@@ -41,6 +41,7 @@ const TOP: &[&str] = &[
     "modes",
     "limits",
     "network",
+    "nic",
     "control",
     "events",
     "jobs",
@@ -157,6 +158,7 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
     }
     let mut saw_jobs = false;
     let mut events_at = None;
+    let mut announce_at = Vec::new();
     for (key, v) in entries {
         match key {
             "name" => sc.name = d.str(v, key).unwrap_or("scenario").to_string(),
@@ -165,6 +167,7 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
             "modes" => sc.modes = modes(&mut d, v),
             "limits" => sc.limits = limits(&mut d, v),
             "pcap" => sc.pcap = pcap(&mut d, v, topo),
+            "nic" => sc.net.ordering = nic(&mut d, v),
             "control" => control_yaml::control(&mut d, v, sc.net.mtu, &mut sc.control),
             "events" => {
                 events_at = Some(v.pos);
@@ -173,6 +176,7 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
             "jobs" => {
                 saw_jobs = true;
                 sc.jobs = jobs::decode(&mut d, v, topo, sc.seed, sc.net.priority);
+                announce_at = jobs::announced(v);
             }
             _ => {}
         }
@@ -183,9 +187,16 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
             d.err("events", pos, msg);
         }
     }
+    if !sc.modes.iter().any(|m| m.has_controller()) {
+        for (path, pos) in announce_at {
+            let msg = "\"announce\" tells the controller about the job, and no mode here has one; \
+                       add metaroce to \"modes\" or leave \"announce\" out";
+            d.err(&path, pos, msg);
+        }
+    }
     // An RNIC's transport is reliable: go-back-N recovers drops in lossy
     // mode, and what a failed link loses in lossless mode.
-    sc.net.go_back_n = !sc.net.lossless || !sc.events.is_empty();
+    sc.net.reliable = !sc.net.lossless || !sc.events.is_empty();
     if !saw_jobs && matches!(root.value, Value::Map(_)) {
         d.err("jobs", root.pos, "missing field \"jobs\": a list of at least one job");
     }
@@ -209,7 +220,7 @@ fn default_net(topo: &Topology) -> NetConfig {
         lossless: true,
         lossless_priorities: vec![DEFAULT_PRIORITY],
         priority: DEFAULT_PRIORITY,
-        go_back_n: false,
+        reliable: false,
         pfc: Pfc { xoff_bytes: 24 * pkt, xon_bytes: 12 * pkt, headroom_bytes: None },
         ecn: Some(Ecn { kmin_bytes: kmin, kmax_bytes: kmin * 4, pmax: 0.2 }),
         dcqcn: Some(Dcqcn::default()),
@@ -217,7 +228,31 @@ fn default_net(topo: &Topology) -> NetConfig {
         sports_per_qp: 1,
         rto_ps: 200_000_000,
         ack_every: 16,
+        ordering: Ordering::default(),
     }
+}
+
+/// `nic: {ordering: go-back-n | out-of-order}`.
+fn nic(d: &mut Diags, v: &Node) -> Ordering {
+    let mut out = Ordering::default();
+    for (_, n) in d.map(v, "nic", &["ordering"]) {
+        let Some(s) = d.str(n, "nic.ordering") else { continue };
+        match s {
+            "go-back-n" => out = Ordering::GoBackN,
+            "out-of-order" => out = Ordering::OutOfOrder,
+            other => {
+                let hint = metaroce_topo::spec::did_you_mean(other, Ordering::NAMES.iter().copied())
+                    .map(|k| format!("did you mean \"{k}\"? "))
+                    .unwrap_or_default();
+                let msg = format!(
+                    "unknown NIC ordering \"{other}\"; {hint}use go-back-n (RC queue pairs: NAK and resend) \
+                     or out-of-order (packets placed as they arrive)"
+                );
+                d.err("nic.ordering", n.pos, msg);
+            }
+        }
+    }
+    out
 }
 
 fn modes(d: &mut Diags, v: &Node) -> Vec<Mode> {

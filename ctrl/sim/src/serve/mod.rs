@@ -53,7 +53,8 @@ pub enum ServeError {
     )]
     SharedPort { first: String, second: String, port: u16 },
     #[error(
-        "the scenario fails links ({count} events) and P4Runtime carries no port status: give serve the controller's API (--controller-api URL --token-file FILE with an operator token) so that it reports them with POST /api/v1/links, or run the scenario with `sim run`"
+        "the scenario fails links ({}) and P4Runtime carries no port status: give serve the controller's API (--controller-api URL --token-file FILE with an operator token) so that it reports them with POST /api/v1/links, or run the scenario with `sim run`",
+        link_events(*.count)
     )]
     LinkEvents { count: usize },
     #[error("the program to serve is not what the pipeline twin models: {reason}")]
@@ -269,6 +270,11 @@ impl Status {
             .collect();
         parts.join(", ")
     }
+}
+
+/// "1 link event", "3 link events".
+fn link_events(n: usize) -> String {
+    format!("{n} link event{}", if n == 1 { "" } else { "s" })
 }
 
 #[cfg(test)]
