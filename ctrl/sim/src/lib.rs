@@ -58,7 +58,11 @@ pub fn run_mode(
             let l = control::inloop::PolicyLoop::new(topo, routing, &sc.control, sc.net.mtu, announced)
                 .map_err(|e| SimError::Invalid {
                     origin: sc.name.clone(),
-                    diagnostics: vec![Diagnostic { path: "control".into(), pos: None, message: e.to_string() }],
+                    diagnostics: vec![Diagnostic {
+                        path: "control".into(),
+                        pos: None,
+                        message: e.to_string(),
+                    }],
                 })?;
             Some(Box::new(l))
         }

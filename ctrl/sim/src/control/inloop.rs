@@ -139,7 +139,11 @@ impl<'a> PolicyLoop<'a> {
             QueueDepth::Bytes(_) => 1,
         };
         let policy = Policy::new(cfg.policy.clone())?;
-        let place = Placement::new(topo, routing, cfg.te.clone())?;
+        // Idle after four detector windows without a report; forgotten
+        // after the policy's hold-down (the longest memory it keeps).
+        let idle = cfg.large_flow_window_ps.saturating_mul(4);
+        let forget = (cfg.policy.hold_down_ns * 1_000).max(idle * 4);
+        let place = Placement::new(topo, routing, cfg.te.clone(), (idle, forget))?;
         Ok(PolicyLoop {
             topo,
             cfg: cfg.clone(),
@@ -224,6 +228,9 @@ impl<'a> PolicyLoop<'a> {
             snaps.push(RegisterSnapshot { switch: s, ports });
         }
         let now = ctx.now_ps();
+        if self.place.age(now) {
+            self.request_decision(ctx, now);
+        }
         self.schedule(ctx, now + self.cfg.digest_latency_ps, Action::Snapshots(snaps));
         self.schedule(ctx, now + self.cfg.poll_interval_ps, Action::Poll);
     }
@@ -458,11 +465,10 @@ impl Control for PolicyLoop<'_> {
             Some(Action::Snapshots(snaps)) => self.snapshots(ctx, &snaps),
             Some(Action::Decide) => self.decide(ctx),
             Some(Action::Land(writes)) => self.land(ctx, writes),
-            Some(Action::LargeFlow { f, at_ps }) => {
-                if self.place.on_large_flow(&f, at_ps) {
-                    self.request_decision(ctx, ctx.now_ps());
-                }
+            Some(Action::LargeFlow { f, at_ps }) if self.place.on_large_flow(&f, at_ps, ctx.now_ps()) => {
+                self.request_decision(ctx, ctx.now_ps());
             }
+            Some(Action::LargeFlow { .. }) => {}
             Some(Action::Steer(writes)) => self.land_steer(ctx, &writes),
             None => {}
         }

@@ -22,8 +22,8 @@
 
 pub(crate) mod converge;
 pub mod forward;
-pub(crate) mod placement;
 pub(crate) mod inloop;
+pub(crate) mod placement;
 
 use std::collections::HashMap;
 

@@ -56,9 +56,17 @@ pub(crate) struct Placement {
     announced_pairs: std::collections::HashSet<(u32, u32)>,
     /// First report of each flow, physical time.
     detected: HashMap<FlowKey, u64>,
+    /// Observed flows: their last report (controller time) and whether
+    /// they are idle (counted at no load, path and entries kept).
+    seen: HashMap<FlowKey, (u64, bool)>,
+    /// A flow with no report for this long is idle; for `forget_ps`, gone.
+    idle_ps: u64,
+    forget_ps: u64,
     /// Entries as last written (desired = written: the sim's writes never fail).
     held: BTreeMap<(SwitchId, SteerKey), u16>,
     pub stats: PlacementStats,
+    /// Large flows offer their line rate (see `on_large_flow`).
+    elastic: bool,
     /// Planned highest utilisation after each decision that moved flows.
     pub planned_max: Vec<f64>,
 }
@@ -70,7 +78,16 @@ fn dest_qp(src: u32, dst: u32) -> u32 {
 }
 
 impl Placement {
-    pub fn new(topo: &Topology, routing: &Routing, config: TeConfig) -> Result<Self, metaroce_te::ConfigError> {
+    /// `idle_ps`: a flow without a report for this long counts as idle (no
+    /// load; its path and entries stay for when it sends again, as a
+    /// training job's queue pairs do after each compute phase);
+    /// `forget_ps`: then it is removed and its entries deleted.
+    pub fn new(
+        topo: &Topology,
+        routing: &Routing,
+        config: TeConfig,
+        (idle_ps, forget_ps): (u64, u64),
+    ) -> Result<Self, metaroce_te::ConfigError> {
         let ip_of: Vec<Ipv4Addr> = topo.hosts.iter().map(|h| h.ip).collect();
         let host_of = ip_of.iter().enumerate().map(|(i, &ip)| (ip, i as u32)).collect();
         Ok(Placement {
@@ -79,8 +96,12 @@ impl Placement {
             host_of,
             announced_pairs: Default::default(),
             detected: HashMap::new(),
+            seen: HashMap::new(),
+            idle_ps: idle_ps.max(1),
+            forget_ps: forget_ps.max(idle_ps),
             held: BTreeMap::new(),
             stats: PlacementStats::default(),
+            elastic: true,
             planned_max: Vec::new(),
         })
     }
@@ -97,7 +118,8 @@ impl Placement {
             .collect();
         let body = json!({"name": job.name, "flows": flows});
         let limits = JobLimits::default();
-        let parsed = validate_job(&body, topo, &JobRegistry::default(), &limits).map_err(|e| e.to_string())?;
+        let parsed =
+            validate_job(&body, topo, &JobRegistry::default(), &limits).map_err(|e| e.to_string())?;
         for (key, demand) in parsed.demands() {
             self.planner.upsert(key, demand).map_err(|e| e.to_string())?;
             if let (Some(&s), Some(&d)) = (self.host_of.get(&key.src()), self.host_of.get(&key.dst())) {
@@ -109,23 +131,54 @@ impl Placement {
 
     /// A large-flow report reached the controller: the flow joins the
     /// planner's input with its measured rate. True when the input changed.
-    pub fn on_large_flow(&mut self, f: &LargeFlow, reported_ps: u64) -> bool {
+    pub fn on_large_flow(&mut self, f: &LargeFlow, reported_ps: u64, now_ps: u64) -> bool {
         self.stats.large_flow_reports += 1;
         if self.announced_pairs.contains(&(f.src, f.dst)) {
             return false;
         }
-        let (Some(&src), Some(&dst)) = (self.ip_of.get(f.src as usize), self.ip_of.get(f.dst as usize)) else {
+        let (Some(&src), Some(&dst)) = (self.ip_of.get(f.src as usize), self.ip_of.get(f.dst as usize))
+        else {
             return false;
         };
         let key = FlowKey::flow(src, dst, f.sport, dest_qp(f.src, f.dst));
+        // A RoCE queue pair sends as fast as DCQCN and PFC let it: what it
+        // sent in a congested window understates what it would send on a
+        // clean path. So a large flow is elastic (it offers its line rate,
+        // and the planner shares the NICs max-min); the measured rate is
+        // kept as a floor for when it is the larger.
         let bps = f.bytes.saturating_mul(8_000_000_000_000) / f.window_ps.max(1);
+        let demand = if self.elastic { Demand::default() } else { Demand::rate(bps) };
         let known = self.planner.rate(&key).is_some();
-        if self.planner.upsert(key, Demand::rate(bps)).is_err() {
+        if self.planner.upsert(key, demand).is_err() {
             self.stats.refused += 1;
             return false;
         }
         self.detected.entry(key).or_insert(reported_ps);
-        !known
+        let was_idle = self.seen.insert(key, (now_ps, false)).is_some_and(|(_, idle)| idle);
+        !known || was_idle
+    }
+
+    /// Flows without a recent report become idle (no load), then are
+    /// forgotten (their entries removed by the next decision). True when
+    /// the planner's input changed.
+    pub fn age(&mut self, now_ps: u64) -> bool {
+        let mut changed = false;
+        let (idle, forget) = (self.idle_ps, self.forget_ps);
+        let planner = &mut self.planner;
+        self.seen.retain(|key, (last, is_idle)| {
+            let quiet = now_ps.saturating_sub(*last);
+            if quiet >= forget {
+                planner.remove(key);
+                changed = true;
+                return false;
+            }
+            if quiet >= idle && !*is_idle {
+                *is_idle = true;
+                changed |= planner.upsert(*key, Demand::rate(0)).is_ok();
+            }
+            true
+        });
+        changed
     }
 
     /// The routing changed (a link failed or came back).

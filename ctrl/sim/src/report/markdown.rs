@@ -250,7 +250,9 @@ fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
         });
         row(out, "steer entries written", runs, |r| place(r).steer_writes.to_string());
         row(out, "flowlets started on a steer entry", runs, |r| r.summary.steered_flowlets.to_string());
-        row(out, "large flow reported → first flowlet on its planned path", runs, |r| dist(&place(r).placed));
+        row(out, "large flow reported → first flowlet on its planned path", runs, |r| {
+            dist(&place(r).placed)
+        });
         row(out, "planned highest link utilisation", runs, |r| {
             place(r).planned_max_utilisation.map_or("-".into(), |u| format!("{:.0}%", u * 100.0))
         });

@@ -16,7 +16,7 @@
 //!            min_factor: 12.5%, warm_discount: 50%, max_changed_groups: 256}
 //!   te: {min_gain: 5%, max_moves: 64, hold_down: 2ms}   # flow placement (metaroce-te)
 //!   large_flow: {window: 100us, threshold: 512KiB}     # default: the flowlet timeout, and
-//!                                                      # a tenth of the slowest NIC over it
+//!                                                      # 1/64 of the slowest NIC over it
 //! events:
 //!   - {at: 400us, link_down: leaf1:1}
 //!   - {at: 3ms, link_up: leaf1:1}
@@ -77,11 +77,12 @@ pub(crate) fn default_control(topo: &Topology, mtu: u32) -> ControlConfig {
         metaroce_topo::units::QueueDepth::Bytes(b) => b,
     };
     // The detector's window is the flowlet timeout (a flow is known within
-    // about one timeout of becoming large); large means a tenth of the
-    // slowest NIC's line rate over the window.
+    // about one timeout of becoming large); large means 1/64 of the
+    // slowest NIC's line rate over the window: a queue pair of an
+    // All-to-All among 64 ranks is large, a control-plane trickle is not.
     let window_ps = (topo.fabric.flowlet_timeout.ns() * PS_PER_NS).max(1_000_000);
     let nic_bps = topo.hosts.iter().map(|h| h.nic_rate.bps()).min().unwrap_or(0);
-    let threshold = (u128::from(nic_bps) * u128::from(window_ps) / 8 / 10 / 1_000_000_000_000) as u64;
+    let threshold = (u128::from(nic_bps) * u128::from(window_ps) / 8 / 64 / 1_000_000_000_000) as u64;
     ControlConfig {
         digest_latency_ps: 50_000_000,
         decision_ps: 100_000_000,
@@ -177,8 +178,9 @@ fn te(d: &mut Diags, v: &Node, t: &mut metaroce_te::TeConfig) {
         let path = format!("control.te.{key}");
         match key {
             "min_gain" => {
-                t.min_gain_permille =
-                    d.fraction(n, &path, 0.0, 1.0).map_or(t.min_gain_permille, |f| (f * 1000.0).round() as u32)
+                t.min_gain_permille = d
+                    .fraction(n, &path, 0.0, 1.0)
+                    .map_or(t.min_gain_permille, |f| (f * 1000.0).round() as u32)
             }
             "max_moves" => t.max_moves = d.u64(n, &path, 1, 1 << 20).map_or(t.max_moves, |v| v as usize),
             _ => t.hold_down_ns = d.duration_ps(n, &path).map_or(t.hold_down_ns, |ps| ps / 1_000),
