@@ -32,9 +32,11 @@ pub(crate) struct Net {
     pub dest_of: Vec<u32>,
     pub dests: Vec<SwitchId>,
     /// `[d * n + s]`: index into `groups` of `s`'s group toward
-    /// destination `d`, or NONE (no route, or `s` is the leaf itself).
+    /// destination `d`; 0 (an empty group) for none (no route, or `s` is
+    /// the leaf itself). Four bytes a cell: on the 2,048-switch Clos there
+    /// are 3.1 million.
     pub cell: Vec<u32>,
-    /// `(start, len)` into `members`.
+    /// `(start, len)` into `members`; small enough to stay in cache.
     pub groups: Vec<(u32, u32)>,
     pub members: Vec<Mem>,
     intern: HashMap<(SwitchId, GroupId), u32>,
@@ -49,6 +51,13 @@ pub(crate) struct Net {
     pub capf: Vec<f64>,
     pub link_up: Vec<bool>,
     pub switch_up: Vec<bool>,
+    /// Per directed link: it and both its switches are in service.
+    pub dl_ok: Vec<bool>,
+    /// Per switch (leaves only), the live capacity up and in, and the
+    /// fastest live uplink: the cuts of the lower bound.
+    pub leaf_up_cap: Vec<u64>,
+    pub leaf_in_cap: Vec<u64>,
+    pub leaf_up_max: Vec<u64>,
     /// Per switch, its tier (0 = leaf).
     pub tier: Vec<u8>,
     pub host_by_ip: HashMap<Ipv4Addr, HostId>,
@@ -89,9 +98,9 @@ impl Net {
         let mut net = Net {
             n,
             dest_of,
-            cell: vec![NONE; dests.len() * n],
+            cell: vec![0; dests.len() * n],
+            groups: vec![(0, 0)],
             dests,
-            groups: Vec::new(),
             members: Vec::new(),
             intern: HashMap::new(),
             tail,
@@ -101,6 +110,10 @@ impl Net {
             capf,
             link_up: vec![true; nl],
             switch_up: vec![true; n],
+            dl_ok: vec![true; 2 * nl],
+            leaf_up_cap: vec![0; n],
+            leaf_in_cap: vec![0; n],
+            leaf_up_max: vec![0; n],
             tier: topo.switches.iter().map(|s| s.role.tier()).collect(),
             host_by_ip: topo.hosts.iter().enumerate().map(|(i, h)| (h.ip, i)).collect(),
             host_leaf: topo.hosts.iter().map(|h| h.leaf as u32).collect(),
@@ -146,11 +159,29 @@ impl Net {
         for (s, up) in self.switch_up.iter_mut().enumerate() {
             *up = routing.switch_is_up(s);
         }
+        self.leaf_up_cap.iter_mut().for_each(|x| *x = 0);
+        self.leaf_in_cap.iter_mut().for_each(|x| *x = 0);
+        self.leaf_up_max.iter_mut().for_each(|x| *x = 0);
+        for dl in 0..self.tail.len() {
+            let (t, h) = (self.tail[dl] as usize, self.head[dl] as usize);
+            let ok = self.link_up[dl / 2] && self.switch_up[t] && self.switch_up[h];
+            self.dl_ok[dl] = ok;
+            if !ok {
+                continue;
+            }
+            if self.tier[t] == 0 {
+                self.leaf_up_cap[t] += self.cap[dl];
+                self.leaf_up_max[t] = self.leaf_up_max[t].max(self.cap[dl]);
+            }
+            if self.tier[h] == 0 {
+                self.leaf_in_cap[h] += self.cap[dl];
+            }
+        }
     }
 
     /// Our index of `s`'s group toward `leaf`, interning it on first sight.
     fn lookup(&mut self, routing: &Routing, s: SwitchId, leaf: SwitchId) -> u32 {
-        let Some((id, group)) = routing.group_toward(s, leaf) else { return NONE };
+        let Some((id, group)) = routing.group_toward(s, leaf) else { return 0 };
         if let Some(&g) = self.intern.get(&(s, id)) {
             return g;
         }
@@ -171,19 +202,14 @@ impl Net {
     /// Members of `s`'s group toward destination `d` (empty if none).
     #[inline]
     pub fn members(&self, d: u32, s: u32) -> &[Mem] {
-        let g = self.cell[d as usize * self.n + s as usize];
-        if g == NONE {
-            return &[];
-        }
-        let (start, len) = self.groups[g as usize];
+        let (start, len) = self.groups[self.cell[d as usize * self.n + s as usize] as usize];
         &self.members[start as usize..(start + len) as usize]
     }
 
     /// True when the directed link and both its switches are in service.
+    #[inline]
     pub fn dl_up(&self, dl: DirLink) -> bool {
-        self.link_up[dl as usize / 2]
-            && self.switch_up[self.tail[dl as usize] as usize]
-            && self.switch_up[self.head[dl as usize] as usize]
+        self.dl_ok[dl as usize]
     }
 
     pub fn link_of(dl: DirLink) -> LinkId {

@@ -50,6 +50,8 @@ pub(crate) struct Flows {
     pub moved_at: Vec<Option<u64>>,
     /// The decision that last placed it.
     pub placed_in: Vec<u64>,
+    /// The decision that last logged it.
+    pub touched_in: Vec<u64>,
     pub by_key: HashMap<FlowKey, FlowId>,
     pub free: Vec<FlowId>,
 }
@@ -62,7 +64,9 @@ pub struct Planner {
     pub(crate) config: TeConfig,
     pub(crate) net: Net,
     pub(crate) flows: Flows,
-    /// Per directed link: the placed flows' rates, and the background.
+    /// Per directed link: the placed flows' rates plus the background
+    /// (one array, so the search reads one number per link), and the
+    /// background alone.
     pub(crate) load: Vec<u64>,
     pub(crate) bg: Vec<u64>,
     /// Per directed link: the flows placed on it.
@@ -78,6 +82,12 @@ pub struct Planner {
     pub(crate) leaf_in: Vec<u64>,
     /// Per leaf, the largest rate of an inter-leaf flow from it.
     pub(crate) leaf_max: Vec<u64>,
+    /// Per leaf, the background on its live uplinks and downlinks.
+    pub(crate) bg_up: Vec<u64>,
+    pub(crate) bg_in: Vec<u64>,
+    /// Flows known but not placed yet, and flows stuck without a path.
+    pub(crate) pending: Vec<FlowId>,
+    pub(crate) stuck: Vec<FlowId>,
 }
 
 impl Planner {
@@ -95,6 +105,10 @@ impl Planner {
             leaf_out: vec![0; net.n],
             leaf_in: vec![0; net.n],
             leaf_max: vec![0; net.n],
+            bg_up: vec![0; net.n],
+            bg_in: vec![0; net.n],
+            pending: Vec::new(),
+            stuck: Vec::new(),
             net,
             flows: Flows::default(),
             demand_dirty: false,
@@ -137,14 +151,16 @@ impl Planner {
                 f.status.push(Status::Free);
                 f.moved_at.push(None);
                 f.placed_in.push(0);
+                f.touched_in.push(0);
                 (f.key.len() - 1) as FlowId
             }
         };
         let i = id as usize;
         (f.key[i], f.src[i], f.dst[i], f.demand[i]) = (key, src as u32, dst as u32, demand);
         (f.rate[i], f.route[i], f.mask[i]) = (0, Route::default(), 0);
-        (f.status[i], f.moved_at[i], f.placed_in[i]) = (Status::New, None, 0);
+        (f.status[i], f.moved_at[i], f.placed_in[i], f.touched_in[i]) = (Status::New, None, 0, 0);
         f.by_key.insert(key, id);
+        self.pending.push(id);
         self.demand_dirty = true;
         Ok(id)
     }
@@ -177,8 +193,31 @@ impl Planner {
             .out_of(switch as u32)
             .find(|&dl| self.net.port[dl as usize] == port)
             .ok_or(FlowError::UnknownPort { switch, port })?;
-        self.bg[dl as usize] = bps;
+        self.put_background(dl, bps);
         Ok(())
+    }
+
+    /// Sets the background of `dl`, keeping the per-leaf sums.
+    fn put_background(&mut self, dl: DirLink, bps: u64) {
+        let i = dl as usize;
+        let (t, h) = (self.net.tail[i] as usize, self.net.head[i] as usize);
+        let old = std::mem::replace(&mut self.bg[i], bps);
+        self.load[i] = self.load[i] - old + bps;
+        if self.net.tier[t] == 0 {
+            self.bg_up[t] = self.bg_up[t] - old + bps;
+        }
+        if self.net.tier[h] == 0 {
+            self.bg_in[h] = self.bg_in[h] - old + bps;
+        }
+    }
+
+    /// A link out of service carries nothing: forget its background.
+    fn clear_dead_background(&mut self) {
+        for dl in 0..self.net.dirlinks() as DirLink {
+            if !self.net.dl_up(dl) && self.bg[dl as usize] > 0 {
+                self.put_background(dl, 0);
+            }
+        }
     }
 
     /// Takes in the route changes that `Routing::fail_link` or
@@ -202,12 +241,14 @@ impl Planner {
                 self.suspects.extend_from_slice(&self.on[dl]);
             }
         }
+        self.clear_dead_background();
     }
 
     /// Re-reads the whole routing (after a repair, or whenever the caller
     /// cannot say what changed): every flow is checked by the next decision.
     pub fn reset_routing(&mut self, routing: &Routing) {
         self.net.refill(routing);
+        self.clear_dead_background();
         self.suspects.extend(
             (0..self.flows.key.len() as FlowId).filter(|&f| self.flows.status[f as usize] != Status::Free),
         );
@@ -248,7 +289,7 @@ impl Planner {
     // ---- internals shared with the decision ----
 
     pub(crate) fn loads(&self) -> Loads<'_> {
-        Loads { load: &self.load, bg: &self.bg }
+        Loads { load: &self.load }
     }
 
     /// Destination index of a flow.
