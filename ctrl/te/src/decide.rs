@@ -102,12 +102,7 @@ impl Planner {
                 }
                 self.flows.rate[i] = r;
             }
-            let (a, b) = (self.src_leaf(f) as usize, self.net.host_leaf[self.flows.dst[i] as usize] as usize);
-            if a != b {
-                self.leaf_out[a] += r;
-                self.leaf_in[b] += r;
-                self.leaf_max[a] = self.leaf_max[a].max(r);
-            }
+            self.count(f, true);
         }
         self.demand_dirty = false;
     }
@@ -129,7 +124,10 @@ impl Planner {
             }
             let (route, src, d) = (self.flows.route[i], self.src_leaf(f), self.dest(f));
             if d != NONE && search::valid(&self.net, &route, src, d) {
-                self.flows.status[i] = Status::Placed;
+                if self.flows.status[i] == Status::Stuck {
+                    self.flows.status[i] = Status::Placed;
+                    self.count(f, true);
+                }
                 let mask = self.mask_now(f);
                 if mask != self.flows.mask[i] {
                     let from = self.before(f);
@@ -148,8 +146,8 @@ impl Planner {
                     self.settle(f, r, now);
                 }
                 None => {
-                    self.load_on(f, route);
                     self.flows.status[i] = Status::Stuck;
+                    self.load_on(f, route);
                     self.stuck.push(f);
                     unplaced.push(self.unplaced(f, failed));
                 }
@@ -217,7 +215,7 @@ impl Planner {
     /// with fewer moves wins. Also stops after `max_search_steps`.
     fn search(&mut self, now: u64, log: &mut Log) -> (usize, bool) {
         let mut heap: Heap = (0..self.net.dirlinks() as DirLink)
-            .filter(|&dl| !self.on[dl as usize].is_empty())
+            .filter(|&dl| !self.on[dl as usize].is_empty() && self.net.dl_up(dl))
             .map(|dl| (self.loads().util(&self.net, dl, 0).to_bits(), Reverse(dl)))
             .collect();
         let (mut steps, mut moved, mut budget_hit) = (0, 0, false);
@@ -298,8 +296,8 @@ impl Planner {
     /// Puts `f` on `r` as placed in this decision.
     fn settle(&mut self, f: FlowId, r: Route, now: u64) {
         let i = f as usize;
-        self.load_on(f, r);
         self.flows.status[i] = Status::Placed;
+        self.load_on(f, r);
         self.flows.moved_at[i] = Some(now);
         self.flows.placed_in[i] = self.decision;
     }
@@ -362,6 +360,10 @@ impl Planner {
         let loads = self.loads();
         let mut best: Option<(f64, DirLink)> = None;
         for dl in 0..self.net.dirlinks() as DirLink {
+            if !self.net.dl_up(dl) {
+                // Only kept, broken paths load a link out of service.
+                continue;
+            }
             let u = loads.util(&self.net, dl, 0);
             if u > 0.0 && best.is_none_or(|b| u > b.0) {
                 best = Some((u, dl));

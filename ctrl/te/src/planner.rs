@@ -186,14 +186,18 @@ impl Planner {
 
     /// Sets the load on the egress port `port` of `switch` that the planner
     /// does not place (unsteered traffic, measured), in bits per second. A
-    /// hot port makes the next decision move placed flows off it.
+    /// hot port makes the next decision move placed flows off it. A link
+    /// out of service carries nothing: its background is ignored (set it
+    /// again once the link is back).
     pub fn set_background(&mut self, switch: SwitchId, port: u16, bps: u64) -> Result<(), FlowError> {
         let dl = self
             .net
             .out_of(switch as u32)
             .find(|&dl| self.net.port[dl as usize] == port)
             .ok_or(FlowError::UnknownPort { switch, port })?;
-        self.put_background(dl, bps);
+        if self.net.dl_up(dl) {
+            self.put_background(dl, bps);
+        }
         Ok(())
     }
 
@@ -302,8 +306,31 @@ impl Planner {
         self.net.host_leaf[self.flows.src[f as usize] as usize]
     }
 
+    /// Adds (or takes away) a placed flow's rate to the per-leaf sums of
+    /// the lower bound: only placed flows count, so the bound is about
+    /// what can be placed.
+    pub(crate) fn count(&mut self, f: FlowId, add: bool) {
+        let i = f as usize;
+        if self.flows.status[i] != Status::Placed || self.flows.route[i].len == 0 {
+            return;
+        }
+        let (a, b) = (self.src_leaf(f) as usize, self.net.host_leaf[self.flows.dst[i] as usize] as usize);
+        let r = self.flows.rate[i];
+        if add {
+            self.leaf_out[a] += r;
+            self.leaf_in[b] += r;
+            self.leaf_max[a] = self.leaf_max[a].max(r);
+        } else {
+            // The largest rate stays: it only ever grows between refreshes,
+            // and every flow that set it is still known (removals refresh).
+            self.leaf_out[a] -= r;
+            self.leaf_in[b] -= r;
+        }
+    }
+
     /// Takes the flow's rate off the links of its route.
     pub(crate) fn unload(&mut self, f: FlowId) {
+        self.count(f, false);
         let i = f as usize;
         let (route, rate) = (self.flows.route[i], self.flows.rate[i]);
         for &dl in route.links() {
@@ -323,6 +350,7 @@ impl Planner {
             self.load[dl as usize] += self.flows.rate[i];
             self.on[dl as usize].push(f);
         }
+        self.count(f, true);
     }
 
     /// Which hops of the flow's route have a choice under today's routing.

@@ -24,7 +24,7 @@ fn all_to_all_on_a_leaf_spine_meets_the_bound_exactly() {
     assert!(plan.unplaced.is_empty());
     check_paths(&t, &r, &p);
     assert_eq!(max_flows_per_link(&p), de_werra_bound(&t, &keys, 4));
-    assert!((recomputed_max(&t, &p) - plan.max_utilisation).abs() < 1e-9);
+    assert!((recomputed_max(&t, &r, &p) - plan.max_utilisation).abs() < 1e-9);
     assert!(plan.max_utilisation + 1e-9 >= plan.lower_bound);
     let inter = keys.iter().filter(|k| p.path(k).is_some_and(|x| !x.hops.is_empty())).count();
     assert_eq!(common::moved(&plan, Reason::New), inter, "every inter-leaf flow is a new move");
