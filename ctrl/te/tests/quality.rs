@@ -135,7 +135,8 @@ fn small_fabrics_against_exhaustive_search() {
         }
         // A later decision with no margin and no hold-down: the exact
         // local search may improve on the first decision's beam search.
-        let settle = TeConfig { min_gain_permille: 0, hold_down_ns: 0, max_moves: 1000, ..Default::default() };
+        let settle =
+            TeConfig { min_gain_permille: 0, hold_down_ns: 0, max_moves: 1000, ..Default::default() };
         let mut q = Planner::new(&t, &r, settle).unwrap();
         for &(k, rate) in &flows {
             q.upsert(k, Demand::rate(rate)).unwrap();
