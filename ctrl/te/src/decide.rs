@@ -166,10 +166,16 @@ impl Planner {
         // Largest first (by powers of two, so that flows of one size class
         // go destination by destination: the search then reads one row
         // of the route index for many flows in a row).
-        batch.sort_unstable_by_key(|&f| {
-            let rate = self.flows.rate[f as usize];
-            (Reverse(64 - rate.leading_zeros()), self.dest(f), Reverse(rate), f)
-        });
+        let mut keyed: Vec<_> = batch
+            .iter()
+            .map(|&f| {
+                let rate = self.flows.rate[f as usize];
+                ((Reverse(64 - rate.leading_zeros()), self.dest(f), Reverse(rate)), f)
+            })
+            .collect();
+        keyed.sort_unstable();
+        batch.clear();
+        batch.extend(keyed.into_iter().map(|(_, f)| f));
         batch.dedup();
         let mut inter = Vec::with_capacity(batch.len());
         for f in batch {
@@ -190,9 +196,7 @@ impl Planner {
             }
         }
         for f in inter {
-            match self
-                .best_for(f, Breadth::Beam { beam: self.config.search_beam, width: self.config.search_width })
-            {
+            match self.best_for(f, self.bulk()) {
                 Some((_, r)) => {
                     self.touch(log, f, Reason::New, (None, 0.0));
                     self.settle(f, r, now);

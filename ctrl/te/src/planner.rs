@@ -101,7 +101,9 @@ impl Planner {
             config,
             load: vec![0; dls],
             bg: vec![0; dls],
-            on: vec![Vec::new(); dls],
+            // A few slots per link up front: placing many flows then grows
+            // few lists one element at a time.
+            on: (0..dls).map(|_| Vec::with_capacity(4)).collect(),
             leaf_out: vec![0; net.n],
             leaf_in: vec![0; net.n],
             leaf_max: vec![0; net.n],
