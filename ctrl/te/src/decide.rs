@@ -271,7 +271,7 @@ impl Planner {
             let old = self.flows.route[i];
             let before = self.loads().bottleneck(&self.net, &old, 0);
             self.unload(f);
-            let breadth = if fresh { self.bulk() } else { Breadth::Exact };
+            let breadth = Breadth::Exact;
             match self.best_for(f, breadth) {
                 Some((after, r)) if r != old && after + need <= before => {
                     // `unload` leaves the route in place: this renders the old path.

@@ -231,23 +231,28 @@ impl Planner {
     /// flows whose paths they touch are checked by the next decision, and
     /// re-placed at once if their path broke.
     pub fn routing_changed(&mut self, routing: &Routing, changes: &[RouteChange]) {
-        let cells = self.net.apply(routing, changes);
-        for (s, d) in cells {
+        // Only flows on a member that left the group, or on any member of
+        // a group that gained or lost its choice, can be affected.
+        let (cells, down) = self.net.apply(routing, changes);
+        for (d, old, new) in cells {
             let leaf = self.net.dests[d as usize] as u32;
-            for dl in self.net.out_of(s) {
-                for &f in &self.on[dl as usize] {
+            let (was, now) = (self.net.group(old), self.net.group(new));
+            let flip = (was.len() > 1) != (now.len() > 1);
+            for m in was {
+                if !flip && now.iter().any(|n| n.dl == m.dl) {
+                    continue;
+                }
+                for &f in &self.on[m.dl as usize] {
                     if self.net.host_leaf[self.flows.dst[f as usize] as usize] == leaf {
                         self.suspects.push(f);
                     }
                 }
             }
         }
-        for dl in 0..self.net.dirlinks() {
-            if !self.net.dl_up(dl as DirLink) {
-                self.suspects.extend_from_slice(&self.on[dl]);
-            }
+        for dl in down {
+            self.suspects.extend_from_slice(&self.on[dl as usize]);
+            self.put_background(dl, 0);
         }
-        self.clear_dead_background();
     }
 
     /// Re-reads the whole routing (after a repair, or whenever the caller
