@@ -78,7 +78,7 @@ impl Planner {
     }
 
     /// Caps every flow by its NICs (max-min) and moves the loads to match.
-    fn refresh_rates(&mut self) {
+    pub(crate) fn refresh_rates(&mut self) {
         let live: Vec<FlowId> = (0..self.flows.key.len() as FlowId)
             .filter(|&f| self.flows.status[f as usize] != Status::Free)
             .collect();

@@ -21,6 +21,10 @@ pub enum FlowError {
     SameHost { key: FlowKey },
     #[error("switch {switch} has no fabric port {port}")]
     UnknownPort { switch: SwitchId, port: u16 },
+    #[error("flow {key} is not known to the planner; upsert it first")]
+    UnknownFlow { key: FlowKey },
+    #[error("flow {key}: the pinned ports do not make a path in service at switch {switch}")]
+    NotAPath { key: FlowKey, switch: SwitchId },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,6 +267,52 @@ impl Planner {
         self.suspects.extend(
             (0..self.flows.key.len() as FlowId).filter(|&f| self.flows.status[f as usize] != Status::Free),
         );
+    }
+
+    /// Takes over a placement made elsewhere (the steer entries read back
+    /// after a restart, or a snapshot being rolled back to): the flow's
+    /// path becomes the one that `pins` (switch, egress port) select at
+    /// every switch with a choice, if that path follows today's groups over
+    /// links in service. No move is reported for it; the flow is held
+    /// down from `now_ns` like a flow that just moved.
+    pub fn adopt(&mut self, key: &FlowKey, pins: &[(SwitchId, u16)], now_ns: u64) -> Result<Path, FlowError> {
+        let &f = self.flows.by_key.get(key).ok_or(FlowError::UnknownFlow { key: *key })?;
+        let i = f as usize;
+        if self.flows.status[i] == Status::New && self.demand_dirty {
+            // Its rate is needed to load the path.
+            self.refresh_rates();
+        }
+        let (d, mut s) = (self.dest(f), self.src_leaf(f));
+        let dst = self.net.dests.get(d as usize).map_or(NONE, |&x| x as u32);
+        let mut route = Route::default();
+        while s != dst {
+            let members = self.net.members(d, s);
+            let pick = match members {
+                [m] => Some(*m),
+                _ => pins
+                    .iter()
+                    .find(|p| p.0 == s as usize)
+                    .and_then(|p| members.iter().find(|m| self.net.port[m.dl as usize] == p.1).copied()),
+            };
+            let bad = FlowError::NotAPath { key: *key, switch: s as usize };
+            let m = pick.filter(|m| self.net.dl_up(m.dl)).ok_or(bad.clone())?;
+            if usize::from(route.len) == crate::net::MAX_HOPS {
+                return Err(bad);
+            }
+            route.dl[usize::from(route.len)] = m.dl;
+            route.mask |= u8::from(members.len() > 1) << route.len;
+            route.len += 1;
+            s = m.peer;
+        }
+        self.unload(f);
+        if self.flows.status[i] == Status::Stuck {
+            self.stuck.retain(|&x| x != f);
+        }
+        self.flows.status[i] = Status::Placed;
+        self.load_on(f, route);
+        self.flows.mask[i] = route.mask;
+        self.flows.moved_at[i] = Some(now_ns);
+        Ok(self.render(f, route.mask))
     }
 
     /// The flow's current path, if it has one, with its choices as last
