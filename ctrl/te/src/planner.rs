@@ -212,12 +212,12 @@ impl Planner {
         let i = dl as usize;
         let (t, h) = (self.net.tail[i] as usize, self.net.head[i] as usize);
         let old = std::mem::replace(&mut self.bg[i], bps);
-        self.load[i] = self.load[i] - old + bps;
+        self.load[i] = self.load[i].saturating_sub(old) + bps;
         if self.net.tier[t] == 0 {
-            self.bg_up[t] = self.bg_up[t] - old + bps;
+            self.bg_up[t] = self.bg_up[t].saturating_sub(old) + bps;
         }
         if self.net.tier[h] == 0 {
-            self.bg_in[h] = self.bg_in[h] - old + bps;
+            self.bg_in[h] = self.bg_in[h].saturating_sub(old) + bps;
         }
     }
 
@@ -380,8 +380,8 @@ impl Planner {
         } else {
             // The largest rate stays: it only ever grows between refreshes,
             // and every flow that set it is still known (removals refresh).
-            self.leaf_out[a] -= r;
-            self.leaf_in[b] -= r;
+            self.leaf_out[a] = self.leaf_out[a].saturating_sub(r);
+            self.leaf_in[b] = self.leaf_in[b].saturating_sub(r);
         }
     }
 
