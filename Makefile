@@ -68,6 +68,7 @@ bench: p4rt-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-sim --bench engine
 	$(CARGO) bench -p metaroce-sim --bench twin
 	$(CARGO) bench -p metaroce-policy --bench decide
+	$(CARGO) bench -p metaroce-te --bench plan
 	$(CARGO) bench -p metaroce-telemetry --bench ingest
 	$(CARGO) bench -p metaroce-controller --bench reaction
 	@tests/p4/throughput/run.sh

@@ -1,1 +1,292 @@
-fn main() {}
+//! Planner time on the 2,048-switch 3-tier Clos of the routing bench with
+//! 100,000 flows, and job placement on `ai-64x16`.
+//!
+//! - `full_100k`: every flow new, one decision places them all.
+//! - `hot_link`: one decision after unsteered load fills the busiest leaf
+//!   uplink (flows move off it).
+//! - `link_failure`: one decision after that uplink fails (its flows are
+//!   re-placed); the routing repair itself is `metaroce-topo`'s bench.
+//! - `job_a2a_512_ai64x16`: an All-to-All over all 512 hosts of
+//!   `topologies/ai-64x16.yaml` (261,632 host-pair flows), announced and
+//!   placed in one decision; `job_a2a_1024_64x16`: 1,024 ranks on the same
+//!   64 x 16 leaf-spine with 16 hosts per leaf (ai-64x16 has 8, so one
+//!   rank per host cannot reach 1,024 there): 1,047,552 flows.
+//!
+//! Targets: full placement <= 100 ms, re-placement after one hot link or
+//! failure <= 1 ms. Criterion prints the timings; a summary line per
+//! figure follows.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, BatchSize, Criterion};
+use metaroce_te::job::Pattern;
+use metaroce_te::{Demand, FlowKey, Planner, TeConfig};
+use metaroce_topo::gen::{self, Common};
+use metaroce_topo::units::Bandwidth;
+use metaroce_topo::{Routing, Topology};
+
+const MS: u64 = 1_000_000;
+const FLOWS: usize = 100_000;
+
+/// 32 pods x (48 leaves + 8 spines) + 8 planes x 32 super-spines = 2,048 switches.
+fn fabric() -> Topology {
+    let t = gen::clos3(&Common::new("bench-2048", Bandwidth::gbps(400)), 32, 48, 8, 32, 4)
+        .unwrap_or_else(|e| panic!("benchmark fabric: {e}"));
+    assert_eq!(t.switches.len(), 2048);
+    t
+}
+
+/// `FLOWS` flows between pseudo-random distinct hosts, each offering
+/// 1..=100 Gb/s, from a fixed sequence so every run places the same ones.
+fn flows(t: &Topology) -> Vec<(FlowKey, Demand)> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let n = t.hosts.len() as u64;
+    let mut out = Vec::with_capacity(FLOWS);
+    while out.len() < FLOWS {
+        let (a, b) = ((next() % n) as usize, (next() % n) as usize);
+        if a == b {
+            continue;
+        }
+        let sport = 0xC000 | (next() as u16 & 0x3FFF);
+        let key = FlowKey::flow(t.hosts[a].ip, t.hosts[b].ip, sport, (next() & 0xFF_FFFF) as u32);
+        out.push((key, Demand::rate((next() % 100 + 1) * 1_000_000_000)));
+    }
+    out
+}
+
+/// A planner with every flow known and none placed yet.
+fn loaded(t: &Topology, r: &Routing, fl: &[(FlowKey, Demand)]) -> Planner {
+    let mut p = Planner::new(t, r, TeConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    for &(k, d) in fl {
+        p.upsert(k, d).unwrap_or_else(|e| panic!("{e}"));
+    }
+    p
+}
+
+/// The busiest leaf uplink of a placed planner: (switch, port, link).
+fn busiest_uplink(t: &Topology, p: &Planner) -> (usize, u16, usize) {
+    let mut best = (0.0, (0, 0, 0));
+    for s in (0..t.switches.len()).filter(|&s| t.switches[s].role == metaroce_topo::Role::Leaf) {
+        for a in t.adjacency(s) {
+            let u = p.utilisation(s, a.port).unwrap_or(0.0);
+            if u > best.0 {
+                best = (u, (s, a.port, a.link));
+            }
+        }
+    }
+    best.1
+}
+
+fn job(t: &Topology, hosts: usize) -> Vec<FlowKey> {
+    let ranks: Vec<usize> = (0..hosts).collect();
+    Pattern::AllToAll
+        .pairs(&ranks)
+        .into_iter()
+        .map(|(a, b)| FlowKey::pair(t.hosts[a].ip, t.hosts[b].ip))
+        .collect()
+}
+
+fn job_planner(t: &Topology, r: &Routing, keys: &[FlowKey]) -> Planner {
+    let mut p = Planner::new(t, r, TeConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    for &k in keys {
+        p.upsert(k, Demand::announced(1 << 20, None)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    p
+}
+
+fn ai64x16() -> Topology {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies/ai-64x16.yaml");
+    metaroce_topo::load_file(&path).unwrap_or_else(|e| panic!("ai-64x16: {e}"))
+}
+
+fn big64x16() -> Topology {
+    gen::leaf_spine(&Common::new("a2a-1024", Bandwidth::gbps(400)), 64, 16, 16, 1)
+        .unwrap_or_else(|e| panic!("64x16x16: {e}"))
+}
+
+fn bench(c: &mut Criterion) {
+    let t = fabric();
+    let r = Routing::compute(&t);
+    let fl = flows(&t);
+    let fresh = loaded(&t, &r, &fl);
+    let mut placed = fresh.clone();
+    placed.plan(0);
+    let (sw, port, link) = busiest_uplink(&t, &placed);
+    let mut failed = r.clone();
+    let changes = failed.fail_link(&t, link).unwrap_or_default();
+    let mut g = c.benchmark_group("plan");
+    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    g.bench_function("full_100k", |b| {
+        b.iter_batched_ref(|| fresh.clone(), |p| black_box(p.plan(0)), BatchSize::LargeInput)
+    });
+    g.bench_function("hot_link", |b| {
+        b.iter_batched_ref(
+            || {
+                let mut p = placed.clone();
+                p.set_background(sw, port, 400_000_000_000).unwrap_or_else(|e| panic!("{e}"));
+                p
+            },
+            |p| black_box(p.plan(1000 * MS)),
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("link_failure", |b| {
+        b.iter_batched_ref(
+            || placed.clone(),
+            |p| {
+                p.routing_changed(&failed, &changes);
+                black_box(p.plan(1000 * MS))
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let ai = ai64x16();
+    let ai_r = Routing::compute(&ai);
+    let keys = job(&ai, ai.hosts.len());
+    let jp = job_planner(&ai, &ai_r, &keys);
+    g.bench_function("job_a2a_512_ai64x16", |b| {
+        b.iter_batched_ref(|| jp.clone(), |p| black_box(p.plan(0)), BatchSize::LargeInput)
+    });
+    g.finish();
+}
+
+/// One plain measurement of each figure, so `make bench` ends with them.
+fn summary() {
+    let t = fabric();
+    let (route_ms, _, r) = timed(|| Routing::compute(&t));
+    let fl = flows(&t);
+    let (index_ms, _, empty) = timed(|| Planner::new(&t, &r, TeConfig::default()));
+    let mut p = empty.unwrap_or_else(|e| panic!("{e}"));
+    let (upsert_ms, _, ()) = timed(|| {
+        for &(k, d) in &fl {
+            p.upsert(k, d).unwrap_or_else(|e| panic!("{e}"));
+        }
+    });
+    let (full, full_cpu, plan) = timed(|| p.plan(0));
+    println!(
+        "\nsummary: 2,048 switches, {} hosts, {FLOWS} flows: index {index_ms:.0} ms (routing {route_ms:.0} ms), \
+         upserts {upsert_ms:.1} ms; full placement {full:.1} ms wall, {full_cpu:.0} ms CPU: \
+         max utilisation {:.3}, lower bound {:.3}, {} search steps, {} unplaced",
+        t.hosts.len(),
+        plan.max_utilisation,
+        plan.lower_bound,
+        plan.search_steps,
+        plan.unplaced.len()
+    );
+    let (sw, port, link) = busiest_uplink(&t, &p);
+    let on = p.placement().iter().filter(|(_, x)| x.hops.iter().any(|h| h.link == link)).count();
+    let (hot, d) = repeat(&p, |q| {
+        q.set_background(sw, port, 400_000_000_000).unwrap_or_else(|e| panic!("{e}"));
+        q.plan(1000 * MS)
+    });
+    println!(
+        "summary: one hot leaf uplink ({on} flows on it): re-placement {hot}, moves {}, max utilisation {:.3}",
+        by_reason(&d),
+        d.max_utilisation
+    );
+    let mut failed = r.clone();
+    let (repair_ms, _, changes) = timed(|| failed.fail_link(&t, link).unwrap_or_default());
+    let (fail, d) = repeat(&p, |q| {
+        q.routing_changed(&failed, &changes);
+        q.plan(1000 * MS)
+    });
+    println!(
+        "summary: one failed leaf uplink: re-placement {fail} ({} route changes; topo's repair {repair_ms:.2} ms), \
+         moves {}, {} unplaced",
+        changes.len(),
+        by_reason(&d),
+        d.unplaced.len()
+    );
+    if std::env::args().any(|a| a == "--clos-only") {
+        return;
+    }
+    for (name, topo) in [("ai-64x16, 512 ranks", ai64x16()), ("64x16 x 16 hosts, 1,024 ranks", big64x16())] {
+        let r = Routing::compute(&topo);
+        let keys = job(&topo, topo.hosts.len());
+        let (up_ms, _, mut jp) = timed(|| job_planner(&topo, &r, &keys));
+        let (ms, cpu, d) = timed(|| jp.plan(0));
+        println!(
+            "summary: All-to-All job on {name}: {} flows, announce {up_ms:.0} ms, placement {ms:.0} ms wall \
+             {cpu:.0} ms CPU (exact colouring: {}), max utilisation {:.4}, lower bound {:.4}",
+            keys.len(),
+            d.exact,
+            d.max_utilisation,
+            d.lower_bound
+        );
+    }
+}
+
+/// "reason count" for every reason that moved a flow.
+fn by_reason(plan: &metaroce_te::Plan) -> String {
+    let mut counts = std::collections::BTreeMap::new();
+    for m in &plan.moves {
+        *counts.entry(m.reason.as_str()).or_insert(0) += 1;
+    }
+    let parts: Vec<String> = counts.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Runs `f` on 21 copies of `p` and gives the median and fastest wall
+/// time (on a shared machine the fastest is the one least disturbed), and
+/// the last plan.
+fn repeat(p: &Planner, f: impl Fn(&mut Planner) -> metaroce_te::Plan) -> (String, metaroce_te::Plan) {
+    let mut times = Vec::new();
+    let mut last = None;
+    for _ in 0..21 {
+        let mut q = p.clone();
+        let start = Instant::now();
+        let plan = f(&mut q);
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+        last = Some(plan);
+    }
+    times.sort_by(f64::total_cmp);
+    let plan = last.unwrap_or_else(|| panic!("no run"));
+    (format!("median {:.3} ms, fastest {:.3} ms wall", times[times.len() / 2], times[0]), plan)
+}
+
+/// Wall and CPU milliseconds of `f` (CPU: -1 where /proc is missing).
+fn timed<T>(f: impl FnOnce() -> T) -> (f64, f64, T) {
+    let cpu = cpu_ms();
+    let start = Instant::now();
+    let out = f();
+    let wall = start.elapsed().as_secs_f64() * 1e3;
+    let cpu = cpu_ms().zip(cpu).map_or(-1.0, |(after, before)| after - before);
+    (wall, cpu, out)
+}
+
+/// CPU time of this thread in milliseconds, from /proc/thread-self/schedstat
+/// (Linux; updated at scheduler ticks, so good to a few ms); None
+/// elsewhere. The planner is single-threaded, so on a machine shared with
+/// other work this is the figure to read for the long runs.
+fn cpu_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: f64 = stat.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e6)
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    // `cargo test --all-targets` runs benches once in a debug build, without
+    // `--bench`: measuring there only costs time, so skip.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    if !std::env::args().any(|a| a == "--summary-only") {
+        benches();
+        Criterion::default().configure_from_args().final_summary();
+    }
+    summary();
+}

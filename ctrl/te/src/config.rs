@@ -24,6 +24,13 @@ pub struct TeConfig {
     /// flows of the hottest link), so a decision's cost stays bounded on
     /// any input. Default 100,000.
     pub max_search_steps: usize,
+    /// New flows are placed by a beam search: at a switch with more than
+    /// `search_beam` members it looks at `search_width` of them (with the
+    /// links they lead into where the route has no more choice) and
+    /// follows the `search_beam` least utilised. Rebalancing and repairs
+    /// search every path. Defaults 2 and 8.
+    pub search_beam: usize,
+    pub search_width: usize,
     /// Place a batch of new, equal, two-tier flows by an equitable edge
     /// colouring (optimal for All-to-All, permutations and rings on a
     /// uniform leaf-spine) instead of greedily. Default true.
@@ -37,6 +44,8 @@ impl Default for TeConfig {
             max_moves: 64,
             hold_down_ns: 100_000_000,
             max_search_steps: 100_000,
+            search_beam: 2,
+            search_width: 8,
             exact_jobs: true,
         }
     }
@@ -58,6 +67,12 @@ impl TeConfig {
         }
         if self.max_moves == 0 {
             return bad("max_moves", "at least 1 (0 would never rebalance)", 0);
+        }
+        if !(1..=16).contains(&self.search_beam) {
+            return bad("search_beam", "between 1 and 16", self.search_beam as u64);
+        }
+        if self.search_width < self.search_beam {
+            return bad("search_width", "at least search_beam", self.search_width as u64);
         }
         if self.max_search_steps == 0 {
             return bad("max_search_steps", "at least 1", 0);
@@ -91,6 +106,8 @@ mod tests {
         assert_eq!(named(TeConfig { min_gain_permille: 1001, ..d() }), "min_gain_permille");
         assert_eq!(named(TeConfig { max_moves: 0, ..d() }), "max_moves");
         assert_eq!(named(TeConfig { max_search_steps: 0, ..d() }), "max_search_steps");
+        assert_eq!(named(TeConfig { search_beam: 0, ..d() }), "search_beam");
+        assert_eq!(named(TeConfig { search_width: 1, ..d() }), "search_width");
         assert_eq!(named(TeConfig { min_gain_permille: 0, ..d() }), "ok");
     }
 

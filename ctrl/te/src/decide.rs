@@ -3,7 +3,7 @@
 //! within the margin, the hold-down and the move budget.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use crate::config::EPS;
 use crate::demand::max_min;
@@ -11,22 +11,26 @@ use crate::flow::FlowId;
 use crate::net::{DirLink, NONE};
 use crate::planner::{Planner, Status};
 use crate::report::{LinkUse, Move, Path, Plan, Reason, Unplaced};
-use crate::search::{self, Route};
+use crate::search::{self, Breadth, Route};
 
 /// The first reason and placement of every flow a decision touches.
 #[derive(Debug, Default)]
 pub(crate) struct Log {
-    order: Vec<FlowId>,
-    first: HashMap<FlowId, (Reason, Option<Path>, f64)>,
+    first: Vec<(FlowId, Reason, Option<Path>, f64)>,
 }
 
-impl Log {
-    fn touch(&mut self, f: FlowId, reason: Reason, from: impl FnOnce() -> (Option<Path>, f64)) {
-        if let std::collections::hash_map::Entry::Vacant(e) = self.first.entry(f) {
-            let (path, before) = from();
-            e.insert((reason, path, before));
-            self.order.push(f);
+impl Planner {
+    fn touch(&mut self, log: &mut Log, f: FlowId, reason: Reason, from: (Option<Path>, f64)) {
+        let i = f as usize;
+        if self.flows.touched_in[i] != self.decision {
+            self.flows.touched_in[i] = self.decision;
+            log.first.push((f, reason, from.0, from.1));
         }
+    }
+
+    /// The path and bottleneck to log for `f` before it moves.
+    fn before(&self, f: FlowId) -> (Option<Path>, f64) {
+        self.from(f)
     }
 }
 
@@ -57,7 +61,7 @@ impl Planner {
         self.repair(now_ns, &mut log, &mut unplaced);
         let exact = self.place_new(now_ns, &mut log, &mut unplaced);
         let (search_steps, budget_hit) = self.search(now_ns, &mut log);
-        self.report(&log, &mut moves);
+        self.report(log, &mut moves);
         let hottest = self.hottest();
         Plan {
             now_ns,
@@ -74,7 +78,7 @@ impl Planner {
     }
 
     /// Caps every flow by its NICs (max-min) and moves the loads to match.
-    fn refresh_rates(&mut self) {
+    pub(crate) fn refresh_rates(&mut self) {
         let live: Vec<FlowId> = (0..self.flows.key.len() as FlowId)
             .filter(|&f| self.flows.status[f as usize] != Status::Free)
             .collect();
@@ -98,12 +102,7 @@ impl Planner {
                 }
                 self.flows.rate[i] = r;
             }
-            let (a, b) = (self.src_leaf(f) as usize, self.net.host_leaf[self.flows.dst[i] as usize] as usize);
-            if a != b {
-                self.leaf_out[a] += r;
-                self.leaf_in[b] += r;
-                self.leaf_max[a] = self.leaf_max[a].max(r);
-            }
+            self.count(f, true);
         }
         self.demand_dirty = false;
     }
@@ -112,9 +111,10 @@ impl Planner {
     /// choices moved under a flow that can stay.
     fn repair(&mut self, now: u64, log: &mut Log, unplaced: &mut Vec<Unplaced>) {
         let mut todo = std::mem::take(&mut self.suspects);
-        todo.extend((0..self.flows.key.len() as FlowId).filter(|&f| {
-            self.flows.status[f as usize] == Status::Stuck && self.flows.route[f as usize].len > 0
-        }));
+        let stuck = std::mem::take(&mut self.stuck);
+        todo.extend(stuck.iter().copied().filter(|&f| self.flows.route[f as usize].len > 0));
+        // Stuck flows that never had a route wait with the new ones.
+        self.pending.extend(stuck.iter().copied().filter(|&f| self.flows.route[f as usize].len == 0));
         todo.sort_unstable();
         todo.dedup();
         for f in todo {
@@ -124,25 +124,32 @@ impl Planner {
             }
             let (route, src, d) = (self.flows.route[i], self.src_leaf(f), self.dest(f));
             if d != NONE && search::valid(&self.net, &route, src, d) {
-                self.flows.status[i] = Status::Placed;
-                if self.mask_now(f) != self.flows.mask[i] {
-                    log.touch(f, Reason::RouteChanged, || self.from(f));
+                if self.flows.status[i] == Status::Stuck {
+                    self.flows.status[i] = Status::Placed;
+                    self.count(f, true);
                 }
+                let mask = self.mask_now(f);
+                if mask != self.flows.mask[i] {
+                    let from = self.before(f);
+                    self.touch(log, f, Reason::RouteChanged, from);
+                }
+                self.flows.route[i].mask = mask;
                 continue;
             }
             let failed = route.links().iter().any(|&dl| !self.net.dl_up(dl));
             let reason = if failed { Reason::LinkFailed } else { Reason::RouteChanged };
-            let from = self.from(f);
+            let from = self.before(f);
             self.unload(f);
-            match self.best_for(f) {
+            match self.best_for(f, Breadth::Exact) {
                 Some((_, r)) => {
-                    log.touch(f, reason, || from);
+                    self.touch(log, f, reason, from);
                     self.settle(f, r, now);
                 }
                 None => {
-                    self.load_on(f, route);
                     self.flows.status[i] = Status::Stuck;
-                    unplaced.push(self.stuck(f, failed));
+                    self.load_on(f, route);
+                    self.stuck.push(f);
+                    unplaced.push(self.unplaced(f, failed));
                 }
             }
         }
@@ -151,14 +158,25 @@ impl Planner {
     /// Places every flow that has no route yet: by the exact colouring if
     /// the batch allows it, else greedily, largest first. True if exact.
     fn place_new(&mut self, now: u64, log: &mut Log, unplaced: &mut Vec<Unplaced>) -> bool {
-        let mut batch: Vec<FlowId> = (0..self.flows.key.len() as FlowId)
-            .filter(|&f| {
-                let i = f as usize;
-                self.flows.status[i] == Status::New
-                    || (self.flows.status[i] == Status::Stuck && self.flows.route[i].len == 0)
+        let mut batch = std::mem::take(&mut self.pending);
+        batch.retain(|&f| {
+            let i = f as usize;
+            self.flows.route[i].len == 0 && matches!(self.flows.status[i], Status::New | Status::Stuck)
+        });
+        // Largest first (by powers of two, so that flows of one size class
+        // go destination by destination: the search then reads one row
+        // of the route index for many flows in a row).
+        let mut keyed: Vec<_> = batch
+            .iter()
+            .map(|&f| {
+                let rate = self.flows.rate[f as usize];
+                ((Reverse(64 - rate.leading_zeros()), self.dest(f), Reverse(rate)), f)
             })
             .collect();
-        batch.sort_unstable_by_key(|&f| (Reverse(self.flows.rate[f as usize]), f));
+        keyed.sort_unstable();
+        batch.clear();
+        batch.extend(keyed.into_iter().map(|(_, f)| f));
+        batch.dedup();
         let mut inter = Vec::with_capacity(batch.len());
         for f in batch {
             let dst_leaf = self.net.host_leaf[self.flows.dst[f as usize] as usize];
@@ -171,21 +189,22 @@ impl Planner {
         if self.config.exact_jobs {
             if let Some(routes) = self.exact_routes(&inter) {
                 for (&f, r) in inter.iter().zip(routes) {
-                    log.touch(f, Reason::New, || (None, 0.0));
+                    self.touch(log, f, Reason::New, (None, 0.0));
                     self.settle(f, r, now);
                 }
                 return true;
             }
         }
         for f in inter {
-            match self.best_for(f) {
+            match self.best_for(f, self.bulk()) {
                 Some((_, r)) => {
-                    log.touch(f, Reason::New, || (None, 0.0));
+                    self.touch(log, f, Reason::New, (None, 0.0));
                     self.settle(f, r, now);
                 }
                 None => {
                     self.flows.status[f as usize] = Status::Stuck;
-                    unplaced.push(self.stuck(f, false));
+                    self.stuck.push(f);
+                    unplaced.push(self.unplaced(f, false));
                 }
             }
         }
@@ -195,25 +214,29 @@ impl Planner {
     /// Local search: while the hottest link can be relieved by moving one
     /// of its flows to a path whose bottleneck is lower by the margin, do
     /// it. Stops at the first hottest link none of whose flows can move:
-    /// the highest utilisation cannot go down by single moves from there.
+    /// the highest utilisation cannot go down by single moves from there,
+    /// and among placements with the same highest utilisation the one
+    /// with fewer moves wins. Also stops after `max_search_steps`.
     fn search(&mut self, now: u64, log: &mut Log) -> (usize, bool) {
         let mut heap: Heap = (0..self.net.dirlinks() as DirLink)
-            .filter(|&dl| self.load[dl as usize] > 0)
+            .filter(|&dl| !self.on[dl as usize].is_empty() && self.net.dl_up(dl))
             .map(|dl| (self.loads().util(&self.net, dl, 0).to_bits(), Reverse(dl)))
             .collect();
         let (mut steps, mut moved, mut budget_hit) = (0, 0, false);
-        let mut stuck = 0.0f64;
         while let Some((bits, Reverse(dl))) = heap.pop() {
             let u = self.loads().util(&self.net, dl, 0);
             if u.to_bits() != bits {
                 continue;
             }
-            if u <= stuck || steps >= self.config.max_search_steps {
+            if steps >= self.config.max_search_steps {
                 break;
             }
             steps += 1;
             if !self.relieve(dl, now, log, (&mut moved, &mut budget_hit), &mut heap) {
-                stuck = u;
+                // The hottest link cannot be relieved by moving one flow:
+                // the highest utilisation stays, and any other move would
+                // move flows without lowering it.
+                break;
             }
         }
         (steps, budget_hit)
@@ -248,10 +271,12 @@ impl Planner {
             let old = self.flows.route[i];
             let before = self.loads().bottleneck(&self.net, &old, 0);
             self.unload(f);
-            match self.best_for(f) {
+            let breadth = Breadth::Exact;
+            match self.best_for(f, breadth) {
                 Some((after, r)) if r != old && after + need <= before => {
                     // `unload` leaves the route in place: this renders the old path.
-                    log.touch(f, Reason::Rebalance, || (Some(self.render(f, self.flows.mask[i])), before));
+                    let from = (Some(self.render(f, self.flows.mask[i])), before);
+                    self.touch(log, f, Reason::Rebalance, from);
                     self.settle(f, r, now);
                     if !fresh {
                         *moved += 1;
@@ -267,30 +292,30 @@ impl Planner {
         false
     }
 
+    /// How widely to search for flows placed in bulk (new ones).
+    fn bulk(&self) -> Breadth {
+        Breadth::Beam { beam: self.config.search_beam, width: self.config.search_width }
+    }
+
     /// Puts `f` on `r` as placed in this decision.
     fn settle(&mut self, f: FlowId, r: Route, now: u64) {
         let i = f as usize;
-        self.load_on(f, r);
         self.flows.status[i] = Status::Placed;
+        self.load_on(f, r);
         self.flows.moved_at[i] = Some(now);
         self.flows.placed_in[i] = self.decision;
     }
 
-    /// The best route for `f`, which must not be loaded.
-    pub(crate) fn best_for(&self, f: FlowId) -> Option<(f64, Route)> {
+    /// The best route for `f`, which must not be loaded, searched as
+    /// widely as `breadth` says.
+    pub(crate) fn best_for(&self, f: FlowId, breadth: Breadth) -> Option<(f64, Route)> {
         let d = self.dest(f);
         if d == NONE {
             return None;
         }
         let i = f as usize;
-        search::best(
-            &self.net,
-            self.loads(),
-            self.src_leaf(f),
-            d,
-            self.flows.rate[i],
-            self.flows.key[i].spread(),
-        )
+        let (rate, spread) = (self.flows.rate[i], self.flows.key[i].spread());
+        search::best(&self.net, self.loads(), (self.src_leaf(f), d), rate, spread, breadth)
     }
 
     /// The flow's path as last reported, and its bottleneck now.
@@ -301,7 +326,7 @@ impl Planner {
         (path, self.loads().bottleneck(&self.net, route, 0))
     }
 
-    fn stuck(&self, f: FlowId, broken: bool) -> Unplaced {
+    fn unplaced(&self, f: FlowId, broken: bool) -> Unplaced {
         let i = f as usize;
         let (a, b) = (self.src_leaf(f), self.net.host_leaf[self.flows.dst[i] as usize]);
         let kept = (self.flows.route[i].len > 0).then(|| self.render(f, self.flows.mask[i]));
@@ -314,11 +339,10 @@ impl Planner {
     }
 
     /// Turns the log into moves, skipping flows that ended where they began.
-    fn report(&mut self, log: &Log, moves: &mut Vec<Move>) {
-        for &f in &log.order {
-            let Some((reason, from, before)) = log.first.get(&f) else { continue };
+    fn report(&mut self, log: Log, moves: &mut Vec<Move>) {
+        for (f, reason, from, before) in log.first {
             let i = f as usize;
-            let mask = self.mask_now(f);
+            let mask = self.flows.route[i].mask;
             let to = self.render(f, mask);
             self.flows.mask[i] = mask;
             if from.as_ref() == Some(&to) {
@@ -326,9 +350,9 @@ impl Planner {
             }
             moves.push(Move {
                 flow: self.flows.key[i],
-                reason: *reason,
-                from: from.clone(),
-                bottleneck_before: *before,
+                reason,
+                from,
+                bottleneck_before: before,
                 bottleneck_after: self.loads().bottleneck(&self.net, &self.flows.route[i], 0),
                 to: Some(to),
             });
@@ -340,6 +364,10 @@ impl Planner {
         let loads = self.loads();
         let mut best: Option<(f64, DirLink)> = None;
         for dl in 0..self.net.dirlinks() as DirLink {
+            if !self.net.dl_up(dl) {
+                // Only kept, broken paths load a link out of service.
+                continue;
+            }
             let u = loads.util(&self.net, dl, 0);
             if u > 0.0 && best.is_none_or(|b| u > b.0) {
                 best = Some((u, dl));

@@ -5,9 +5,6 @@
 //! So the eight flows of an 8→1 incast get an eighth of the receiver's NIC
 //! each: together they weigh one link, however much each offers.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 /// Max-min fair rates of flows over host NICs.
 ///
 /// `flows[i] = (src host, dst host, offered bps)`; `nic[h]` is host `h`'s
@@ -39,23 +36,18 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
     let mut order: Vec<u32> = (0..flows.len() as u32).collect();
     order.sort_unstable_by_key(|&i| (flows[i as usize].2, i));
     let mut rate = vec![u64::MAX; flows.len()];
-    let share = |left: &[u64], count: &[u32], r: usize| left[r] / u64::from(count[r].max(1));
-    let mut heap: BinaryHeap<Reverse<(u64, u32)>> =
-        (0..nr).filter(|&r| count[r] > 0).map(|r| Reverse((share(&left, &count, r), r as u32))).collect();
+    let mut heap =
+        Shares::new((0..nr).filter(|&r| count[r] > 0).map(|r| (left[r] / u64::from(count[r]), r as u32)));
     let mut next = 0;
-    let freeze = |i: usize,
-                  x: u64,
-                  rate: &mut [u64],
-                  left: &mut [u64],
-                  count: &mut [u32],
-                  heap: &mut BinaryHeap<_>| {
+    let mut freeze = |i: usize, x: u64, rate: &mut [u64], heap: &mut Shares| {
         rate[i] = x;
         let (s, d, _) = flows[i];
         for r in [2 * s as usize, 2 * d as usize + 1] {
             left[r] = left[r].saturating_sub(x);
             count[r] -= 1;
-            if count[r] > 0 {
-                heap.push(Reverse((share(left, count, r), r as u32)));
+            match count[r] {
+                0 => heap.remove(r as u32),
+                c => heap.update(r as u32, left[r] / u64::from(c)),
             }
         }
     };
@@ -66,33 +58,109 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
         if next == order.len() {
             break;
         }
-        // The tightest resource, skipping entries that are out of date.
-        let tight = loop {
-            match heap.peek() {
-                Some(&Reverse((s, r))) if count[r as usize] > 0 && share(&left, &count, r as usize) == s => {
-                    break Some((s, r as usize))
-                }
-                Some(_) => {
-                    heap.pop();
-                }
-                None => break None,
-            }
-        };
         let f = order[next] as usize;
-        match tight {
-            Some((s, r)) if flows[f].2 > s => {
-                heap.pop();
+        match heap.min() {
+            // The tightest resource's share is below this flow's offer:
+            // every unfrozen flow of it gets the share.
+            Some((share, r)) if flows[f].2 > share => {
+                let r = r as usize;
                 for k in start[r]..start[r + 1] {
                     let i = of[k as usize] as usize;
                     if rate[i] == u64::MAX {
-                        freeze(i, s, &mut rate, &mut left, &mut count, &mut heap);
+                        freeze(i, share, &mut rate, &mut heap);
                     }
                 }
             }
-            _ => freeze(f, flows[f].2, &mut rate, &mut left, &mut count, &mut heap),
+            _ => freeze(f, flows[f].2, &mut rate, &mut heap),
         }
     }
     rate
+}
+
+/// A min-heap of resources by fair share, indexed so that a share can be
+/// changed in place (a few thousand entries: it stays in cache).
+struct Shares {
+    heap: Vec<(u64, u32)>,
+    /// Position of each resource in `heap`, or `u32::MAX`.
+    pos: Vec<u32>,
+}
+
+impl Shares {
+    fn new(items: impl Iterator<Item = (u64, u32)>) -> Self {
+        let heap: Vec<(u64, u32)> = items.collect();
+        let top = heap.iter().map(|x| x.1 as usize + 1).max().unwrap_or(0);
+        let mut h = Shares { pos: vec![u32::MAX; top], heap };
+        for (i, x) in h.heap.iter().enumerate() {
+            h.pos[x.1 as usize] = i as u32;
+        }
+        for i in (0..h.heap.len() / 2).rev() {
+            h.down(i);
+        }
+        h
+    }
+
+    fn min(&self) -> Option<(u64, u32)> {
+        self.heap.first().copied()
+    }
+
+    fn update(&mut self, r: u32, share: u64) {
+        let Some(&p) = self.pos.get(r as usize).filter(|&&p| p != u32::MAX) else { return };
+        let p = p as usize;
+        let old = self.heap[p].0;
+        self.heap[p].0 = share;
+        if share < old {
+            self.up(p);
+        } else {
+            self.down(p);
+        }
+    }
+
+    fn remove(&mut self, r: u32) {
+        let Some(&p) = self.pos.get(r as usize).filter(|&&p| p != u32::MAX) else { return };
+        let (p, last) = (p as usize, self.heap.len() - 1);
+        self.swap(p, last);
+        self.heap.pop();
+        self.pos[r as usize] = u32::MAX;
+        if p < self.heap.len() {
+            self.down(p);
+            self.up(p);
+        }
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.heap.swap(a, b);
+        self.pos[self.heap[a].1 as usize] = a as u32;
+        self.pos[self.heap[b].1 as usize] = b as u32;
+    }
+
+    fn up(&mut self, mut i: usize) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.heap[parent] <= self.heap[i] {
+                break;
+            }
+            self.swap(i, parent);
+            i = parent;
+        }
+    }
+
+    fn down(&mut self, mut i: usize) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < self.heap.len() && self.heap[l] < self.heap[m] {
+                m = l;
+            }
+            if r < self.heap.len() && self.heap[r] < self.heap[m] {
+                m = r;
+            }
+            if m == i {
+                break;
+            }
+            self.swap(i, m);
+            i = m;
+        }
+    }
 }
 
 #[cfg(test)]

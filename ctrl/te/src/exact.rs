@@ -115,6 +115,7 @@ impl Planner {
                 r.dl[0] = first;
                 r.dl[1] = second;
                 r.len = 2;
+                r.mask = 1;
                 r
             })
             .collect::<Vec<_>>();

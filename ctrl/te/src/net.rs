@@ -4,6 +4,7 @@
 //! change updates only the cells it names.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::Ipv4Addr;
 
 use metaroce_topo::{GroupId, HostId, LinkId, NextHop, RouteChange, Routing, SwitchId, Topology};
@@ -32,12 +33,14 @@ pub(crate) struct Net {
     pub dest_of: Vec<u32>,
     pub dests: Vec<SwitchId>,
     /// `[d * n + s]`: index into `groups` of `s`'s group toward
-    /// destination `d`, or NONE (no route, or `s` is the leaf itself).
+    /// destination `d`; 0 (an empty group) for none (no route, or `s` is
+    /// the leaf itself). Four bytes a cell: on the 2,048-switch Clos there
+    /// are 3.1 million.
     pub cell: Vec<u32>,
-    /// `(start, len)` into `members`.
+    /// `(start, len)` into `members`; small enough to stay in cache.
     pub groups: Vec<(u32, u32)>,
     pub members: Vec<Mem>,
-    intern: HashMap<(SwitchId, GroupId), u32>,
+    intern: HashMap<(SwitchId, GroupId), u32, BuildHasherDefault<Mix>>,
     /// Per directed link: the switch it leaves, its egress port there, the
     /// switch it enters, and its capacity.
     pub tail: Vec<u32>,
@@ -49,6 +52,13 @@ pub(crate) struct Net {
     pub capf: Vec<f64>,
     pub link_up: Vec<bool>,
     pub switch_up: Vec<bool>,
+    /// Per directed link: it and both its switches are in service.
+    pub dl_ok: Vec<bool>,
+    /// Per switch (leaves only), the live capacity up and in, and the
+    /// fastest live uplink: the cuts of the lower bound.
+    pub leaf_up_cap: Vec<u64>,
+    pub leaf_in_cap: Vec<u64>,
+    pub leaf_up_max: Vec<u64>,
     /// Per switch, its tier (0 = leaf).
     pub tier: Vec<u8>,
     pub host_by_ip: HashMap<Ipv4Addr, HostId>,
@@ -89,11 +99,11 @@ impl Net {
         let mut net = Net {
             n,
             dest_of,
-            cell: vec![NONE; dests.len() * n],
+            cell: vec![0; dests.len() * n],
+            groups: vec![(0, 0)],
             dests,
-            groups: Vec::new(),
             members: Vec::new(),
-            intern: HashMap::new(),
+            intern: HashMap::default(),
             tail,
             port,
             head,
@@ -101,6 +111,10 @@ impl Net {
             capf,
             link_up: vec![true; nl],
             switch_up: vec![true; n],
+            dl_ok: vec![true; 2 * nl],
+            leaf_up_cap: vec![0; n],
+            leaf_in_cap: vec![0; n],
+            leaf_up_max: vec![0; n],
             tier: topo.switches.iter().map(|s| s.role.tier()).collect(),
             host_by_ip: topo.hosts.iter().enumerate().map(|(i, h)| (h.ip, i)).collect(),
             host_leaf: topo.hosts.iter().map(|h| h.leaf as u32).collect(),
@@ -114,6 +128,7 @@ impl Net {
     /// Re-reads every cell and the up/down state from `routing`.
     pub fn refill(&mut self, routing: &Routing) {
         self.refresh_state(routing);
+        self.recount_all();
         for d in 0..self.dests.len() {
             let leaf = self.dests[d];
             for s in 0..self.n {
@@ -122,35 +137,106 @@ impl Net {
         }
     }
 
-    /// Applies the changes `fail_link`/`fail_switch` reported; returns the
-    /// `(switch, destination index)` cells that changed.
-    pub fn apply(&mut self, routing: &Routing, changes: &[RouteChange]) -> Vec<(u32, u32)> {
-        self.refresh_state(routing);
+    /// Applies the changes `fail_link`/`fail_switch` reported; returns, per
+    /// changed cell, the destination index and the old and new groups, and
+    /// the directed links that went out of service.
+    pub fn apply(
+        &mut self,
+        routing: &Routing,
+        changes: &[RouteChange],
+    ) -> (Vec<(u32, u32, u32)>, Vec<DirLink>) {
+        let down = self.refresh_state(routing);
         let mut out = Vec::with_capacity(changes.len());
         for c in changes {
             let Some(&d) = self.dest_of.get(c.leaf).filter(|&&d| d != NONE) else { continue };
             if c.switch >= self.n {
                 continue;
             }
-            let g = self.lookup(routing, c.switch, c.leaf);
-            self.cell[d as usize * self.n + c.switch] = g;
-            out.push((c.switch as u32, d));
+            let g = match c.new {
+                // Groups are per switch and their ids never reused: one
+                // already seen needs no look-up in the routing.
+                Some(id) => match self.intern.get(&(c.switch, id)) {
+                    Some(&g) => g,
+                    None => self.lookup(routing, c.switch, c.leaf),
+                },
+                None => 0,
+            };
+            let old = std::mem::replace(&mut self.cell[d as usize * self.n + c.switch], g);
+            out.push((d, old, g));
         }
-        out
+        (out, down)
     }
 
-    fn refresh_state(&mut self, routing: &Routing) {
+    /// Re-reads which links and switches are up; returns the directed
+    /// links that went out of service. Only the links whose state changed
+    /// are recomputed.
+    fn refresh_state(&mut self, routing: &Routing) -> Vec<DirLink> {
+        let mut touched: Vec<DirLink> = Vec::new();
         for (l, up) in self.link_up.iter_mut().enumerate() {
-            *up = routing.link_is_up(l);
+            let now = routing.link_is_up(l);
+            if *up != now {
+                *up = now;
+                touched.extend([2 * l as DirLink, 2 * l as DirLink + 1]);
+            }
         }
-        for (s, up) in self.switch_up.iter_mut().enumerate() {
-            *up = routing.switch_is_up(s);
+        for s in 0..self.n {
+            let now = routing.switch_is_up(s);
+            if self.switch_up[s] != now {
+                self.switch_up[s] = now;
+                for dl in 0..self.tail.len() as DirLink {
+                    if self.tail[dl as usize] as usize == s || self.head[dl as usize] as usize == s {
+                        touched.push(dl);
+                    }
+                }
+            }
+        }
+        let mut down = Vec::new();
+        for &dl in &touched {
+            let i = dl as usize;
+            let ok = self.link_up[i / 2]
+                && self.switch_up[self.tail[i] as usize]
+                && self.switch_up[self.head[i] as usize];
+            if ok != self.dl_ok[i] {
+                self.dl_ok[i] = ok;
+                if !ok {
+                    down.push(dl);
+                }
+                self.recount(dl);
+            }
+        }
+        down
+    }
+
+    /// Recomputes the cut capacities of the leaves at either end of `dl`.
+    fn recount(&mut self, dl: DirLink) {
+        let (t, h) = (self.tail[dl as usize] as usize, self.head[dl as usize] as usize);
+        for leaf in [t, h].into_iter().filter(|&x| self.tier[x] == 0) {
+            let (mut up, mut max, mut inn) = (0, 0, 0);
+            for d in self.out_of(leaf as u32).filter(|&d| self.dl_ok[d as usize]) {
+                up += self.cap[d as usize];
+                max = max.max(self.cap[d as usize]);
+                // The reverse direction of a leaf's link runs into the leaf.
+                if self.dl_ok[d as usize ^ 1] {
+                    inn += self.cap[d as usize ^ 1];
+                }
+            }
+            (self.leaf_up_cap[leaf], self.leaf_up_max[leaf], self.leaf_in_cap[leaf]) = (up, max, inn);
+        }
+    }
+
+    /// Every cell's cut capacities from scratch.
+    fn recount_all(&mut self) {
+        for leaf in 0..self.n {
+            let first = self.out_of(leaf as u32).next();
+            if let (0, Some(dl)) = (self.tier[leaf], first) {
+                self.recount(dl);
+            }
         }
     }
 
     /// Our index of `s`'s group toward `leaf`, interning it on first sight.
     fn lookup(&mut self, routing: &Routing, s: SwitchId, leaf: SwitchId) -> u32 {
-        let Some((id, group)) = routing.group_toward(s, leaf) else { return NONE };
+        let Some((id, group)) = routing.group_toward(s, leaf) else { return 0 };
         if let Some(&g) = self.intern.get(&(s, id)) {
             return g;
         }
@@ -168,22 +254,23 @@ impl Net {
         g
     }
 
+    /// Members of group `g` (an index from `cell`).
+    pub fn group(&self, g: u32) -> &[Mem] {
+        let (start, len) = self.groups.get(g as usize).copied().unwrap_or((0, 0));
+        &self.members[start as usize..(start + len) as usize]
+    }
+
     /// Members of `s`'s group toward destination `d` (empty if none).
     #[inline]
     pub fn members(&self, d: u32, s: u32) -> &[Mem] {
-        let g = self.cell[d as usize * self.n + s as usize];
-        if g == NONE {
-            return &[];
-        }
-        let (start, len) = self.groups[g as usize];
+        let (start, len) = self.groups[self.cell[d as usize * self.n + s as usize] as usize];
         &self.members[start as usize..(start + len) as usize]
     }
 
     /// True when the directed link and both its switches are in service.
+    #[inline]
     pub fn dl_up(&self, dl: DirLink) -> bool {
-        self.link_up[dl as usize / 2]
-            && self.switch_up[self.tail[dl as usize] as usize]
-            && self.switch_up[self.head[dl as usize] as usize]
+        self.dl_ok[dl as usize]
     }
 
     pub fn link_of(dl: DirLink) -> LinkId {
@@ -197,5 +284,30 @@ impl Net {
 
     pub fn dirlinks(&self) -> usize {
         self.tail.len()
+    }
+}
+
+/// A fast hasher for our own small integer keys (switch and group ids,
+/// not chosen by an adversary).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Mix(u64);
+
+impl Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 }

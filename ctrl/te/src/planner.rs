@@ -21,6 +21,10 @@ pub enum FlowError {
     SameHost { key: FlowKey },
     #[error("switch {switch} has no fabric port {port}")]
     UnknownPort { switch: SwitchId, port: u16 },
+    #[error("flow {key} is not known to the planner; upsert it first")]
+    UnknownFlow { key: FlowKey },
+    #[error("flow {key}: the pinned ports do not make a path in service at switch {switch}")]
+    NotAPath { key: FlowKey, switch: SwitchId },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +54,8 @@ pub(crate) struct Flows {
     pub moved_at: Vec<Option<u64>>,
     /// The decision that last placed it.
     pub placed_in: Vec<u64>,
+    /// The decision that last logged it.
+    pub touched_in: Vec<u64>,
     pub by_key: HashMap<FlowKey, FlowId>,
     pub free: Vec<FlowId>,
 }
@@ -62,7 +68,9 @@ pub struct Planner {
     pub(crate) config: TeConfig,
     pub(crate) net: Net,
     pub(crate) flows: Flows,
-    /// Per directed link: the placed flows' rates, and the background.
+    /// Per directed link: the placed flows' rates plus the background
+    /// (one array, so the search reads one number per link), and the
+    /// background alone.
     pub(crate) load: Vec<u64>,
     pub(crate) bg: Vec<u64>,
     /// Per directed link: the flows placed on it.
@@ -78,6 +86,12 @@ pub struct Planner {
     pub(crate) leaf_in: Vec<u64>,
     /// Per leaf, the largest rate of an inter-leaf flow from it.
     pub(crate) leaf_max: Vec<u64>,
+    /// Per leaf, the background on its live uplinks and downlinks.
+    pub(crate) bg_up: Vec<u64>,
+    pub(crate) bg_in: Vec<u64>,
+    /// Flows known but not placed yet, and flows stuck without a path.
+    pub(crate) pending: Vec<FlowId>,
+    pub(crate) stuck: Vec<FlowId>,
 }
 
 impl Planner {
@@ -91,10 +105,16 @@ impl Planner {
             config,
             load: vec![0; dls],
             bg: vec![0; dls],
-            on: vec![Vec::new(); dls],
+            // A few slots per link up front: placing many flows then grows
+            // few lists one element at a time.
+            on: (0..dls).map(|_| Vec::with_capacity(4)).collect(),
             leaf_out: vec![0; net.n],
             leaf_in: vec![0; net.n],
             leaf_max: vec![0; net.n],
+            bg_up: vec![0; net.n],
+            bg_in: vec![0; net.n],
+            pending: Vec::new(),
+            stuck: Vec::new(),
             net,
             flows: Flows::default(),
             demand_dirty: false,
@@ -137,14 +157,16 @@ impl Planner {
                 f.status.push(Status::Free);
                 f.moved_at.push(None);
                 f.placed_in.push(0);
+                f.touched_in.push(0);
                 (f.key.len() - 1) as FlowId
             }
         };
         let i = id as usize;
         (f.key[i], f.src[i], f.dst[i], f.demand[i]) = (key, src as u32, dst as u32, demand);
         (f.rate[i], f.route[i], f.mask[i]) = (0, Route::default(), 0);
-        (f.status[i], f.moved_at[i], f.placed_in[i]) = (Status::New, None, 0);
+        (f.status[i], f.moved_at[i], f.placed_in[i], f.touched_in[i]) = (Status::New, None, 0, 0);
         f.by_key.insert(key, id);
+        self.pending.push(id);
         self.demand_dirty = true;
         Ok(id)
     }
@@ -170,15 +192,42 @@ impl Planner {
 
     /// Sets the load on the egress port `port` of `switch` that the planner
     /// does not place (unsteered traffic, measured), in bits per second. A
-    /// hot port makes the next decision move placed flows off it.
+    /// hot port makes the next decision move placed flows off it. A link
+    /// out of service carries nothing: its background is ignored (set it
+    /// again once the link is back).
     pub fn set_background(&mut self, switch: SwitchId, port: u16, bps: u64) -> Result<(), FlowError> {
         let dl = self
             .net
             .out_of(switch as u32)
             .find(|&dl| self.net.port[dl as usize] == port)
             .ok_or(FlowError::UnknownPort { switch, port })?;
-        self.bg[dl as usize] = bps;
+        if self.net.dl_up(dl) {
+            self.put_background(dl, bps);
+        }
         Ok(())
+    }
+
+    /// Sets the background of `dl`, keeping the per-leaf sums.
+    fn put_background(&mut self, dl: DirLink, bps: u64) {
+        let i = dl as usize;
+        let (t, h) = (self.net.tail[i] as usize, self.net.head[i] as usize);
+        let old = std::mem::replace(&mut self.bg[i], bps);
+        self.load[i] = self.load[i].saturating_sub(old) + bps;
+        if self.net.tier[t] == 0 {
+            self.bg_up[t] = self.bg_up[t].saturating_sub(old) + bps;
+        }
+        if self.net.tier[h] == 0 {
+            self.bg_in[h] = self.bg_in[h].saturating_sub(old) + bps;
+        }
+    }
+
+    /// A link out of service carries nothing: forget its background.
+    fn clear_dead_background(&mut self) {
+        for dl in 0..self.net.dirlinks() as DirLink {
+            if !self.net.dl_up(dl) && self.bg[dl as usize] > 0 {
+                self.put_background(dl, 0);
+            }
+        }
     }
 
     /// Takes in the route changes that `Routing::fail_link` or
@@ -186,21 +235,27 @@ impl Planner {
     /// flows whose paths they touch are checked by the next decision, and
     /// re-placed at once if their path broke.
     pub fn routing_changed(&mut self, routing: &Routing, changes: &[RouteChange]) {
-        let cells = self.net.apply(routing, changes);
-        for (s, d) in cells {
+        // Only flows on a member that left the group, or on any member of
+        // a group that gained or lost its choice, can be affected.
+        let (cells, down) = self.net.apply(routing, changes);
+        for (d, old, new) in cells {
             let leaf = self.net.dests[d as usize] as u32;
-            for dl in self.net.out_of(s) {
-                for &f in &self.on[dl as usize] {
+            let (was, now) = (self.net.group(old), self.net.group(new));
+            let flip = (was.len() > 1) != (now.len() > 1);
+            for m in was {
+                if !flip && now.iter().any(|n| n.dl == m.dl) {
+                    continue;
+                }
+                for &f in &self.on[m.dl as usize] {
                     if self.net.host_leaf[self.flows.dst[f as usize] as usize] == leaf {
                         self.suspects.push(f);
                     }
                 }
             }
         }
-        for dl in 0..self.net.dirlinks() {
-            if !self.net.dl_up(dl as DirLink) {
-                self.suspects.extend_from_slice(&self.on[dl]);
-            }
+        for dl in down {
+            self.suspects.extend_from_slice(&self.on[dl as usize]);
+            self.put_background(dl, 0);
         }
     }
 
@@ -208,9 +263,56 @@ impl Planner {
     /// cannot say what changed): every flow is checked by the next decision.
     pub fn reset_routing(&mut self, routing: &Routing) {
         self.net.refill(routing);
+        self.clear_dead_background();
         self.suspects.extend(
             (0..self.flows.key.len() as FlowId).filter(|&f| self.flows.status[f as usize] != Status::Free),
         );
+    }
+
+    /// Takes over a placement made elsewhere (the steer entries read back
+    /// after a restart, or a snapshot being rolled back to): the flow's
+    /// path becomes the one that `pins` (switch, egress port) select at
+    /// every switch with a choice, if that path follows today's groups over
+    /// links in service. No move is reported for it; the flow is held
+    /// down from `now_ns` like a flow that just moved.
+    pub fn adopt(&mut self, key: &FlowKey, pins: &[(SwitchId, u16)], now_ns: u64) -> Result<Path, FlowError> {
+        let &f = self.flows.by_key.get(key).ok_or(FlowError::UnknownFlow { key: *key })?;
+        let i = f as usize;
+        if self.flows.status[i] == Status::New && self.demand_dirty {
+            // Its rate is needed to load the path.
+            self.refresh_rates();
+        }
+        let (d, mut s) = (self.dest(f), self.src_leaf(f));
+        let dst = self.net.dests.get(d as usize).map_or(NONE, |&x| x as u32);
+        let mut route = Route::default();
+        while s != dst {
+            let members = self.net.members(d, s);
+            let pick = match members {
+                [m] => Some(*m),
+                _ => pins
+                    .iter()
+                    .find(|p| p.0 == s as usize)
+                    .and_then(|p| members.iter().find(|m| self.net.port[m.dl as usize] == p.1).copied()),
+            };
+            let bad = FlowError::NotAPath { key: *key, switch: s as usize };
+            let m = pick.filter(|m| self.net.dl_up(m.dl)).ok_or(bad.clone())?;
+            if usize::from(route.len) == crate::net::MAX_HOPS {
+                return Err(bad);
+            }
+            route.dl[usize::from(route.len)] = m.dl;
+            route.mask |= u8::from(members.len() > 1) << route.len;
+            route.len += 1;
+            s = m.peer;
+        }
+        self.unload(f);
+        if self.flows.status[i] == Status::Stuck {
+            self.stuck.retain(|&x| x != f);
+        }
+        self.flows.status[i] = Status::Placed;
+        self.load_on(f, route);
+        self.flows.mask[i] = route.mask;
+        self.flows.moved_at[i] = Some(now_ns);
+        Ok(self.render(f, route.mask))
     }
 
     /// The flow's current path, if it has one, with its choices as last
@@ -248,7 +350,7 @@ impl Planner {
     // ---- internals shared with the decision ----
 
     pub(crate) fn loads(&self) -> Loads<'_> {
-        Loads { load: &self.load, bg: &self.bg }
+        Loads { load: &self.load }
     }
 
     /// Destination index of a flow.
@@ -261,8 +363,31 @@ impl Planner {
         self.net.host_leaf[self.flows.src[f as usize] as usize]
     }
 
+    /// Adds (or takes away) a placed flow's rate to the per-leaf sums of
+    /// the lower bound: only placed flows count, so the bound is about
+    /// what can be placed.
+    pub(crate) fn count(&mut self, f: FlowId, add: bool) {
+        let i = f as usize;
+        if self.flows.status[i] != Status::Placed || self.flows.route[i].len == 0 {
+            return;
+        }
+        let (a, b) = (self.src_leaf(f) as usize, self.net.host_leaf[self.flows.dst[i] as usize] as usize);
+        let r = self.flows.rate[i];
+        if add {
+            self.leaf_out[a] += r;
+            self.leaf_in[b] += r;
+            self.leaf_max[a] = self.leaf_max[a].max(r);
+        } else {
+            // The largest rate stays: it only ever grows between refreshes,
+            // and every flow that set it is still known (removals refresh).
+            self.leaf_out[a] = self.leaf_out[a].saturating_sub(r);
+            self.leaf_in[b] = self.leaf_in[b].saturating_sub(r);
+        }
+    }
+
     /// Takes the flow's rate off the links of its route.
     pub(crate) fn unload(&mut self, f: FlowId) {
+        self.count(f, false);
         let i = f as usize;
         let (route, rate) = (self.flows.route[i], self.flows.rate[i]);
         for &dl in route.links() {
@@ -282,6 +407,7 @@ impl Planner {
             self.load[dl as usize] += self.flows.rate[i];
             self.on[dl as usize].push(f);
         }
+        self.count(f, true);
     }
 
     /// Which hops of the flow's route have a choice under today's routing.

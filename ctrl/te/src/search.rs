@@ -5,6 +5,12 @@
 //! branch already as hot as the best path found; ties go to the first
 //! path found, and each flow starts its member order at its own offset so
 //! equal flows spread over equal paths.
+//!
+//! With a beam, a switch with more members than the beam looks at a few
+//! of them (each with the chain of single-member groups it leads into)
+//! and follows only the coolest: on the 2,048-switch Clos a cross-pod flow
+//! has 256 paths, and new flows in bulk cannot afford to look at all of
+//! them. Rebalancing and repairs search exactly.
 
 use crate::net::{DirLink, Net, MAX_HOPS};
 
@@ -13,6 +19,9 @@ use crate::net::{DirLink, Net, MAX_HOPS};
 pub(crate) struct Route {
     pub dl: [DirLink; MAX_HOPS],
     pub len: u8,
+    /// Bit i: the group at hop i had more than one member when the route
+    /// was chosen (or last checked), so the hop needs a steer entry.
+    pub mask: u8,
 }
 
 impl Route {
@@ -24,8 +33,8 @@ impl Route {
 /// Loads the search reads: per directed link, bits per second.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Loads<'a> {
+    /// Placed flows plus background.
     pub load: &'a [u64],
-    pub bg: &'a [u64],
 }
 
 impl Loads<'_> {
@@ -33,7 +42,7 @@ impl Loads<'_> {
     #[inline]
     pub fn util(&self, net: &Net, dl: DirLink, extra: u64) -> f64 {
         let i = dl as usize;
-        (self.load[i] as f64 + self.bg[i] as f64 + extra as f64) / net.capf[i]
+        (self.load[i] + extra) as f64 / net.capf[i]
     }
 
     /// Highest utilisation along `route` with `extra` added on each link.
@@ -49,15 +58,21 @@ struct Dfs<'a> {
     dst: u32,
     rate: u64,
     spread: u64,
+    beam: usize,
+    width: usize,
     cur: Route,
     best: Option<(f64, Route)>,
 }
+
+/// Widest beam kept on the stack.
+const MAX_BEAM: usize = 16;
 
 impl Dfs<'_> {
     fn walk(&mut self, s: u32, depth: usize, prefix: f64) {
         if s == self.dst {
             if self.best.as_ref().is_none_or(|b| prefix < b.0) {
                 self.cur.len = depth as u8;
+                self.cur.mask &= (1u8 << depth) - 1;
                 self.best = Some((prefix, self.cur));
             }
             return;
@@ -67,40 +82,117 @@ impl Dfs<'_> {
         }
         let members = self.net.members(self.d, s);
         let k = members.len();
-        if k == 0 {
-            return;
+        if k > self.beam {
+            return self.walk_beam(s, depth, prefix);
         }
-        let start = (self.spread.rotate_left(7 * depth as u32) % k as u64) as usize;
+        let start = if k > 1 { (self.spread.rotate_left(7 * depth as u32) % k as u64) as usize } else { 0 };
         for i in 0..k {
             let m = members[(start + i) % k];
-            if !self.net.dl_up(m.dl) {
+            self.step(m.dl, m.peer, (depth, k > 1), prefix);
+        }
+    }
+
+    /// Follows `dl` to `peer` unless it is out of service or no better
+    /// than the best path found.
+    #[inline]
+    fn step(&mut self, dl: DirLink, peer: u32, (depth, choice): (usize, bool), prefix: f64) {
+        // Group members are never on a link out of service (the routing
+        // leaves them out, and the index follows the routing), so the
+        // hot loop does not check.
+        let u = prefix.max(self.loads.util(self.net, dl, self.rate));
+        if self.best.as_ref().is_some_and(|b| u >= b.0) {
+            return;
+        }
+        self.cur.dl[depth] = dl;
+        if choice {
+            self.cur.mask |= 1 << depth;
+        } else {
+            self.cur.mask &= !(1 << depth);
+        }
+        self.walk(peer, depth + 1, u);
+    }
+
+    /// Utilisation along the chain of single-member groups from `s`
+    /// toward the destination (0 where the chain forks): what every path
+    /// through `s` must cross anyway.
+    fn tail(&self, mut s: u32) -> f64 {
+        let mut worst = 0.0f64;
+        for _ in 0..MAX_HOPS {
+            match self.net.members(self.d, s) {
+                [m] => {
+                    worst = worst.max(self.loads.util(self.net, m.dl, self.rate));
+                    s = m.peer;
+                }
+                _ => break,
+            }
+        }
+        worst
+    }
+
+    /// At a switch with more members than the beam: looks at `width` of
+    /// them (all if there are no more; else evenly spaced from the flow's
+    /// own offset), each with the chain it leads into, and follows the
+    /// `beam` coolest (ties in the flow's rotation, so equal flows spread).
+    fn walk_beam(&mut self, s: u32, depth: usize, prefix: f64) {
+        let members = self.net.members(self.d, s);
+        let k = members.len();
+        let beam = self.beam.min(MAX_BEAM);
+        let look = self.width.min(k);
+        let start = (self.spread.rotate_left(7 * depth as u32) % k as u64) as usize;
+        let mut keep: [(f64, u32); MAX_BEAM] = [(f64::INFINITY, 0); MAX_BEAM];
+        let mut kept = 0;
+        for j in 0..look {
+            let idx = (start + j * k / look) % k;
+            let m = members[idx];
+            let u = self.loads.util(self.net, m.dl, self.rate).max(self.tail(m.peer));
+            if kept == beam && u >= keep[beam - 1].0 {
                 continue;
             }
-            let u = prefix.max(self.loads.util(self.net, m.dl, self.rate));
-            if self.best.as_ref().is_some_and(|b| u >= b.0) {
-                continue;
+            // Insert in order; equal utilisations keep rotation order.
+            let mut at = kept.min(beam - 1);
+            while at > 0 && keep[at - 1].0 > u {
+                keep[at] = keep[at - 1];
+                at -= 1;
             }
-            self.cur.dl[depth] = m.dl;
-            self.walk(m.peer, depth + 1, u);
+            keep[at] = (u, idx as u32);
+            kept = (kept + 1).min(beam);
+        }
+        for &(_, idx) in &keep[..kept] {
+            let m = members[idx as usize];
+            self.step(m.dl, m.peer, (depth, true), prefix);
         }
     }
 }
 
+/// How widely the search looks: `Exact` follows every path; `Beam` at a
+/// switch with more than `beam` members looks at `width` of them and
+/// follows the `beam` coolest.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Breadth {
+    Exact,
+    Beam { beam: usize, width: usize },
+}
+
 /// The best route from leaf `src` to destination index `d` for a flow of
-/// `rate` (not counted in `loads`), and its bottleneck; None if no path.
+/// `rate` (not counted in `loads`), as widely as `breadth` says; and its
+/// bottleneck. None if there is no path.
 pub(crate) fn best(
     net: &Net,
     loads: Loads<'_>,
-    src: u32,
-    d: u32,
+    (src, d): (u32, u32),
     rate: u64,
     spread: u64,
+    breadth: Breadth,
 ) -> Option<(f64, Route)> {
     let dst = net.dests[d as usize] as u32;
     if src == dst {
         return Some((0.0, Route::default()));
     }
-    let mut dfs = Dfs { net, loads, d, dst, rate, spread, cur: Route::default(), best: None };
+    let (beam, width) = match breadth {
+        Breadth::Exact => (usize::MAX, usize::MAX),
+        Breadth::Beam { beam, width } => (beam.clamp(1, MAX_BEAM), width.max(beam)),
+    };
+    let mut dfs = Dfs { net, loads, d, dst, rate, spread, beam, width, cur: Route::default(), best: None };
     dfs.walk(src, 0, 0.0);
     dfs.best
 }

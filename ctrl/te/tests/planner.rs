@@ -24,7 +24,7 @@ fn all_to_all_on_a_leaf_spine_meets_the_bound_exactly() {
     assert!(plan.unplaced.is_empty());
     check_paths(&t, &r, &p);
     assert_eq!(max_flows_per_link(&p), de_werra_bound(&t, &keys, 4));
-    assert!((recomputed_max(&t, &p) - plan.max_utilisation).abs() < 1e-9);
+    assert!((recomputed_max(&t, &r, &p) - plan.max_utilisation).abs() < 1e-9);
     assert!(plan.max_utilisation + 1e-9 >= plan.lower_bound);
     let inter = keys.iter().filter(|k| p.path(k).is_some_and(|x| !x.hops.is_empty())).count();
     assert_eq!(common::moved(&plan, Reason::New), inter, "every inter-leaf flow is a new move");
@@ -217,4 +217,32 @@ fn three_tier_paths_pin_every_switch_with_a_choice() {
     let cross = p.placement().into_iter().find(|(_, x)| x.hops.len() == 4).expect("a cross-pod path");
     assert_eq!(cross.1.steer_hops().count(), 2, "leaf→spine and spine→super-spine have choices");
     assert!(plan.max_utilisation + 1e-9 >= plan.lower_bound);
+}
+
+#[test]
+fn a_restarted_planner_adopts_the_installed_placement() {
+    let t = leaf_spine(3, 4, 2, 1);
+    let r = Routing::compute(&t);
+    let mut first = planner(&t, &r, TeConfig::default());
+    let ranks: Vec<usize> = (0..t.hosts.len()).collect();
+    let keys = pattern_keys(&t, &Pattern::AllToAll, &ranks);
+    announce(&mut first, &keys);
+    first.plan(0);
+    // A new planner learns the same flows and the entries read back.
+    let mut again = planner(&t, &r, TeConfig::default());
+    announce(&mut again, &keys);
+    for (k, path) in first.placement() {
+        assert_eq!(again.adopt(&k, &pins(&path), 0).unwrap(), path);
+    }
+    let plan = again.plan(MS);
+    assert!(plan.moves.is_empty(), "nothing new, nothing to move: {:?}", plan.moves);
+    assert_eq!(again.placement(), first.placement());
+    // Pins that make no path, and flows it does not know, are refused.
+    let k = FlowKey::pair(t.hosts[0].ip, t.hosts[2].ip);
+    let leaf = t.hosts[0].leaf;
+    assert_ne!(leaf, t.hosts[2].leaf);
+    let e = again.adopt(&k, &[(leaf, 1)], 0).unwrap_err();
+    assert!(e.to_string().contains("do not make a path"), "{e}");
+    let stranger = FlowKey::flow(t.hosts[0].ip, t.hosts[5].ip, 1, 1);
+    assert!(again.adopt(&stranger, &[], 0).is_err());
 }

@@ -44,8 +44,16 @@ pub fn announce(p: &mut Planner, keys: &[FlowKey]) {
 /// to the destination leaf over links in service, and flags its choices
 /// where the group has more than one member.
 pub fn check_paths(t: &Topology, r: &Routing, p: &Planner) {
+    check_paths_but(t, r, p, &[]);
+}
+
+/// `check_paths`, except for the flows in `skip` (kept on a broken path).
+pub fn check_paths_but(t: &Topology, r: &Routing, p: &Planner, skip: &[FlowKey]) {
     let by_ip: HashMap<_, _> = t.hosts.iter().enumerate().map(|(i, h)| (h.ip, i)).collect();
     for (key, path) in p.placement() {
+        if skip.contains(&key) {
+            continue;
+        }
         let (src, dst) = (by_ip[&key.src()], by_ip[&key.dst()]);
         let (a, b) = (t.hosts[src].leaf, t.hosts[dst].leaf);
         let mut at = a;
@@ -63,12 +71,13 @@ pub fn check_paths(t: &Topology, r: &Routing, p: &Planner) {
     }
 }
 
-/// The highest utilisation recomputed from the placement and the rates.
-pub fn recomputed_max(t: &Topology, p: &Planner) -> f64 {
+/// The highest utilisation recomputed from the placement and the rates,
+/// over links in service.
+pub fn recomputed_max(t: &Topology, r: &Routing, p: &Planner) -> f64 {
     let mut load: HashMap<(usize, u16), u64> = HashMap::new();
     for (key, path) in p.placement() {
         let rate = p.rate(&key).unwrap();
-        for h in &path.hops {
+        for h in path.hops.iter().filter(|h| r.link_is_up(h.link)) {
             *load.entry((h.switch, h.port)).or_default() += rate;
         }
     }
