@@ -39,7 +39,13 @@ pub enum SimCommand {
         quiet: bool,
     },
     /// Check a scenario and its topology; print every problem.
-    Check { scenario: PathBuf },
+    Check {
+        /// Scenario YAML to check (and the topology it names).
+        scenario: PathBuf,
+    },
+    /// Run every mode of a scenario on many seeds, in parallel: median / p90 / worst completion
+    /// over ideal, PFC pauses and out-of-order packets per mode, and a box plot.
+    Sweep(crate::sweep::SweepArgs),
     /// Serve the fabric: every switch a P4Runtime server (at its topology address, on 127.0.0.1)
     /// forwarding with the pipeline twin, for the real controller; optionally play a scenario.
     Serve(crate::serve::ServeArgs),
@@ -49,6 +55,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<Exit> {
     match cmd {
         SimCommand::Check { scenario } => check(&scenario),
         SimCommand::Serve(args) => crate::serve::run(args),
+        SimCommand::Sweep(args) => crate::sweep::run(&args),
         SimCommand::Run { scenario, modes, out, seed, pcap, json, quiet } => {
             let opts = RunOpts { modes, out, seed, pcap, json, quiet };
             run_scenario(&scenario, &opts)
@@ -144,6 +151,9 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
     }
     eprintln!("sim: report, plots{} in {}", if sc.pcap.is_empty() { "" } else { ", pcaps" }, o.out.display());
     let mut plots = vec!["fct-cdf.svg".to_string(), "utilization.svg".to_string()];
+    if sc.jobs.iter().any(|j| j.iterations > 1) {
+        plots.push("iterations.svg".to_string());
+    }
     plots.extend(runs.iter().map(|r| format!("queue-{}.svg", r.summary.mode)));
     for p in plots {
         eprintln!("sim: plot {}", o.out.join(p).display());
@@ -210,6 +220,9 @@ pub(crate) fn write_outputs(dir: &Path, sc: &metaroce_sim::Scenario, runs: &[Mod
     write("report.json".into(), serde_json::to_string_pretty(&report::json(runs))?.as_bytes())?;
     write("fct-cdf.svg".into(), plot::fct_cdf(runs).as_bytes())?;
     write("utilization.svg".into(), plot::utilization_heatmap(runs).as_bytes())?;
+    if let Some(svg) = plot::iterations(runs) {
+        write("iterations.svg".into(), svg.as_bytes())?;
+    }
     for r in runs {
         write(format!("queue-{}.svg", r.summary.mode), plot::queue_depth(r).as_bytes())?;
         if let Some(p) = &r.pcap {

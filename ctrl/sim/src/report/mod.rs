@@ -7,6 +7,7 @@ mod markdown;
 pub mod pcap;
 pub mod plot;
 pub mod stats;
+pub mod sweep;
 
 use metaroce_topo::{Routing, Topology};
 use serde::Serialize;

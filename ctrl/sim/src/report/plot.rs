@@ -1,5 +1,6 @@
 //! SVG plots written by hand: queue depth over time on the hottest links,
-//! the FCT CDF per mode, and a link-utilization heatmap (modes × links).
+//! the FCT CDF per mode, a link-utilization heatmap (modes × links), the
+//! completion of each iteration per mode, and a seed sweep's box plot.
 
 use std::fmt::Write as _;
 
@@ -32,6 +33,10 @@ struct Frame {
 
 impl Frame {
     fn new(title: &str, xlabel: &str, ylabel: &str, xmax: f64, ymax: f64) -> Self {
+        Self::with_x_ticks(title, xlabel, ylabel, xmax, ymax, true)
+    }
+
+    fn with_x_ticks(title: &str, xlabel: &str, ylabel: &str, xmax: f64, ymax: f64, x_ticks: bool) -> Self {
         let (xmax, ymax) = (xmax.max(1e-9), ymax.max(1e-9));
         let mut out = String::new();
         let _ = write!(
@@ -44,7 +49,7 @@ impl Frame {
             esc(title)
         );
         let f = Frame { out, xmax, ymax };
-        f.axes(xlabel, ylabel)
+        f.axes(xlabel, ylabel, x_ticks)
     }
 
     fn x(&self, v: f64) -> f64 {
@@ -55,11 +60,11 @@ impl Frame {
         H - BOTTOM - v / self.ymax * (H - TOP - BOTTOM)
     }
 
-    fn axes(mut self, xlabel: &str, ylabel: &str) -> Self {
+    fn axes(mut self, xlabel: &str, ylabel: &str, x_ticks: bool) -> Self {
         let (x0, y0, x1, y1) = (LEFT, H - BOTTOM, W - RIGHT, TOP);
         let _ = writeln!(self.out, r##"<path d="M{x0},{y1} V{y0} H{x1}" stroke="#333" fill="none"/>"##);
         let (xs, ys) = (tick_step(self.xmax, 6.0), tick_step(self.ymax, 5.0));
-        let mut t = 0.0;
+        let mut t = if x_ticks { 0.0 } else { f64::INFINITY };
         while t <= self.xmax * 1.0001 {
             let x = self.x(t);
             let _ = writeln!(
@@ -115,6 +120,32 @@ impl Frame {
             lx + 18.0,
             lx + 24.0,
             ly + 4.0,
+            esc(label)
+        );
+    }
+
+    /// A legend entry without a line.
+    fn legend(&mut self, i: usize, label: &str) {
+        let color = COLORS[i % COLORS.len()];
+        let (lx, ly) = (W - RIGHT + 12.0, TOP + 10.0 + 18.0 * i as f64);
+        let _ = writeln!(
+            self.out,
+            r#"<rect x="{lx}" y="{}" width="18" height="10" fill="{color}" fill-opacity="0.4" stroke="{color}"/><text x="{}" y="{}">{}</text>"#,
+            ly - 5.0,
+            lx + 24.0,
+            ly + 4.0,
+            esc(label)
+        );
+    }
+
+    /// A dashed reference line across the plot at `y`.
+    fn hline(&mut self, y: f64, label: &str) {
+        let (x0, x1, yy) = (LEFT, W - RIGHT, self.y(y));
+        let _ = writeln!(
+            self.out,
+            r##"<line x1="{x0}" y1="{yy:.1}" x2="{x1}" y2="{yy:.1}" stroke="#888" stroke-dasharray="4 3"/><text x="{}" y="{:.1}" fill="#666">{}</text>"##,
+            x1 - 4.0,
+            yy - 4.0,
             esc(label)
         );
     }
@@ -258,6 +289,120 @@ pub fn utilization_heatmap(runs: &[ModeRun]) -> String {
     );
     out.push_str("</svg>\n");
     out
+}
+
+/// Completion over the ideal bound per iteration, one line per (mode,
+/// job) with several iterations; None when no job has several.
+pub fn iterations(runs: &[ModeRun]) -> Option<String> {
+    let first = runs.first()?;
+    let jobs: Vec<usize> =
+        (0..first.summary.jobs.len()).filter(|&j| first.summary.jobs[j].iterations.len() > 1).collect();
+    if jobs.is_empty() {
+        return None;
+    }
+    let n = jobs.iter().map(|&j| first.summary.jobs[j].iterations.len()).max().unwrap_or(1) as f64;
+    let ymax = runs
+        .iter()
+        .flat_map(|r| r.summary.jobs.iter().flat_map(|j| j.iterations.iter().filter_map(|i| i.slowdown)))
+        .fold(1.0, f64::max);
+    let mut f = Frame::new(
+        "Completion per iteration over the ideal bound",
+        "iteration",
+        "completion / ideal",
+        n + 0.5,
+        ymax * 1.1,
+    );
+    let mut i = 0;
+    for r in runs {
+        for &j in &jobs {
+            let job = &r.summary.jobs[j];
+            let pts: Vec<(f64, f64)> = job
+                .iterations
+                .iter()
+                .enumerate()
+                .filter_map(|(k, it)| Some(((k + 1) as f64, it.slowdown?)))
+                .collect();
+            let label = if jobs.len() > 1 {
+                format!("{} {}", r.summary.mode, job.name)
+            } else {
+                r.summary.mode.clone()
+            };
+            f.line(i, &label, &pts);
+            i += 1;
+        }
+    }
+    f.hline(1.0, "ideal");
+    Some(f.finish())
+}
+
+/// A box plot of a sweep: per job, one box per mode of completion over
+/// ideal across the seeds (whiskers: best and worst; box: p25 to p75;
+/// bar: median).
+pub fn sweep_box(s: &crate::report::sweep::Sweep) -> String {
+    let boxes = s.rows.len().max(1) as f64;
+    let ymax = s.rows.iter().map(|r| r.worst).fold(1.0, f64::max) * 1.08;
+    let title = format!(
+        "{}: completion / ideal over seeds {}",
+        s.scenario,
+        crate::report::sweep::seeds_text(&s.seeds)
+    );
+    let mut f =
+        Frame::with_x_ticks(&title, "job (one box per mode)", "completion / ideal", boxes, ymax, false);
+    let modes = &s.modes;
+    let slot = (W - LEFT - RIGHT) / boxes;
+    let q =
+        |v: &[f64], p: f64| v.get(((p * (v.len() as f64 - 1.0)).round()) as usize).copied().unwrap_or(0.0);
+    let mut jobs: Vec<(String, f64, f64)> = Vec::new();
+    // Boxes grouped by job, modes side by side.
+    let mut order: Vec<usize> = (0..s.rows.len()).collect();
+    let job_index = |name: &str| s.rows.iter().position(|r| r.job == name).unwrap_or(0);
+    order.sort_by_key(|&k| (job_index(&s.rows[k].job), modes.iter().position(|m| *m == s.rows[k].mode)));
+    for (slot_i, &k) in order.iter().enumerate() {
+        let r = &s.rows[k];
+        let m = modes.iter().position(|m| *m == r.mode).unwrap_or(0);
+        let color = COLORS[m % COLORS.len()];
+        let cx = LEFT + (slot_i as f64 + 0.5) * slot;
+        let half = (slot * 0.3).min(30.0);
+        if !r.slowdowns.is_empty() {
+            let (lo, p25, med, p75, hi) =
+                (r.best, q(&r.slowdowns, 0.25), r.median, q(&r.slowdowns, 0.75), r.worst);
+            let _ = writeln!(
+                f.out,
+                r#"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="{color}"/><rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}" fill-opacity="0.25" stroke="{color}"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2.5"/><title>{} {}: median {med:.2}, p90 {:.2}, worst {hi:.2}</title>"#,
+                f.y(lo),
+                f.y(hi),
+                cx - half,
+                f.y(p75),
+                2.0 * half,
+                (f.y(p25) - f.y(p75)).max(1.0),
+                cx - half,
+                f.y(med),
+                cx + half,
+                f.y(med),
+                esc(&r.mode),
+                esc(&r.job),
+                r.p90
+            );
+        }
+        match jobs.last_mut() {
+            Some((name, _, end)) if *name == r.job => *end = cx,
+            _ => jobs.push((r.job.clone(), cx, cx)),
+        }
+    }
+    for (name, a, b) in &jobs {
+        let _ = writeln!(
+            f.out,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle" font-weight="bold">{}</text>"#,
+            (a + b) / 2.0,
+            H - BOTTOM + 32.0,
+            esc(name)
+        );
+    }
+    for (m, mode) in modes.iter().enumerate() {
+        f.legend(m, mode);
+    }
+    f.hline(1.0, "ideal");
+    f.finish()
 }
 
 #[cfg(test)]
