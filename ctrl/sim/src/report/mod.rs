@@ -2,6 +2,7 @@
 //! ideal bound, FCT percentiles, utilization imbalance and queue depth per
 //! tier, PFC, ECN and loss counters; as JSON and as a markdown comparison.
 
+mod heatmap;
 pub mod ideal;
 mod markdown;
 pub mod pcap;
