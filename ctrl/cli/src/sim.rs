@@ -28,6 +28,9 @@ pub enum SimCommand {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Override the scenario's NIC ordering model: go-back-n or out-of-order.
+        #[arg(long, value_name = "MODEL")]
+        ordering: Option<metaroce_sim::Ordering>,
         /// Capture this link end's egress to DIR/MODE.pcap: `switch:port`. Repeatable.
         #[arg(long = "pcap", value_name = "LINK_END")]
         pcap: Vec<String>,
@@ -56,8 +59,8 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<Exit> {
         SimCommand::Check { scenario } => check(&scenario),
         SimCommand::Serve(args) => crate::serve::run(args),
         SimCommand::Sweep(args) => crate::sweep::run(&args),
-        SimCommand::Run { scenario, modes, out, seed, pcap, json, quiet } => {
-            let opts = RunOpts { modes, out, seed, pcap, json, quiet };
+        SimCommand::Run { scenario, modes, out, seed, ordering, pcap, json, quiet } => {
+            let opts = RunOpts { modes, out, seed, ordering, pcap, json, quiet };
             run_scenario(&scenario, &opts)
         }
     }
@@ -67,6 +70,7 @@ struct RunOpts {
     modes: Vec<Mode>,
     out: PathBuf,
     seed: Option<u64>,
+    ordering: Option<metaroce_sim::Ordering>,
     pcap: Vec<String>,
     json: bool,
     quiet: bool,
@@ -110,6 +114,9 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
     let sc = &mut l.scenario;
     if let Some(seed) = o.seed {
         sc.seed = seed;
+    }
+    if let Some(ord) = o.ordering {
+        sc.net.ordering = ord;
     }
     if !o.modes.is_empty() {
         sc.modes = o.modes.clone();

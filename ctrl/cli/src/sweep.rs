@@ -31,6 +31,9 @@ pub struct SweepArgs {
     /// Directory for sweep.md, sweep.json and sweep-box.svg.
     #[arg(short, long, default_value = "sim-sweep")]
     pub out: PathBuf,
+    /// Override the scenario's NIC ordering model: go-back-n or out-of-order.
+    #[arg(long, value_name = "MODEL")]
+    pub ordering: Option<metaroce_sim::Ordering>,
     /// Runs at once (default: the number of cores).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: Option<u16>,
@@ -86,6 +89,10 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
         }
         Err(e) => return Err(e).with_context(|| format!("loading scenario {}", a.scenario.display())),
     };
+    let mut l = l;
+    if let Some(o) = a.ordering {
+        l.scenario.net.ordering = o;
+    }
     let modes = if a.modes.is_empty() { l.scenario.modes.clone() } else { a.modes.clone() };
     let routing = Routing::compute(&l.topology);
     let tasks: Vec<(u64, Mode)> =
