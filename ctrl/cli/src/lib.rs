@@ -6,6 +6,7 @@ mod host;
 mod links;
 mod serve;
 mod sim;
+mod sweep;
 mod topo;
 
 use std::process::ExitCode;

@@ -28,6 +28,9 @@ pub enum SimCommand {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Override the scenario's NIC ordering model: go-back-n or out-of-order.
+        #[arg(long, value_name = "MODEL")]
+        ordering: Option<metaroce_sim::Ordering>,
         /// Capture this link end's egress to DIR/MODE.pcap: `switch:port`. Repeatable.
         #[arg(long = "pcap", value_name = "LINK_END")]
         pcap: Vec<String>,
@@ -39,7 +42,13 @@ pub enum SimCommand {
         quiet: bool,
     },
     /// Check a scenario and its topology; print every problem.
-    Check { scenario: PathBuf },
+    Check {
+        /// Scenario YAML to check (and the topology it names).
+        scenario: PathBuf,
+    },
+    /// Run every mode of a scenario on many seeds, in parallel: median / p90 / worst completion
+    /// over ideal, PFC pauses and out-of-order packets per mode, and a box plot.
+    Sweep(crate::sweep::SweepArgs),
     /// Serve the fabric: every switch a P4Runtime server (at its topology address, on 127.0.0.1)
     /// forwarding with the pipeline twin, for the real controller; optionally play a scenario.
     Serve(crate::serve::ServeArgs),
@@ -49,8 +58,9 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<Exit> {
     match cmd {
         SimCommand::Check { scenario } => check(&scenario),
         SimCommand::Serve(args) => crate::serve::run(args),
-        SimCommand::Run { scenario, modes, out, seed, pcap, json, quiet } => {
-            let opts = RunOpts { modes, out, seed, pcap, json, quiet };
+        SimCommand::Sweep(args) => crate::sweep::run(&args),
+        SimCommand::Run { scenario, modes, out, seed, ordering, pcap, json, quiet } => {
+            let opts = RunOpts { modes, out, seed, ordering, pcap, json, quiet };
             run_scenario(&scenario, &opts)
         }
     }
@@ -60,6 +70,7 @@ struct RunOpts {
     modes: Vec<Mode>,
     out: PathBuf,
     seed: Option<u64>,
+    ordering: Option<metaroce_sim::Ordering>,
     pcap: Vec<String>,
     json: bool,
     quiet: bool,
@@ -104,6 +115,9 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
     if let Some(seed) = o.seed {
         sc.seed = seed;
     }
+    if let Some(ord) = o.ordering {
+        sc.net.ordering = ord;
+    }
     if !o.modes.is_empty() {
         sc.modes = o.modes.clone();
     }
@@ -144,6 +158,9 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
     }
     eprintln!("sim: report, plots{} in {}", if sc.pcap.is_empty() { "" } else { ", pcaps" }, o.out.display());
     let mut plots = vec!["fct-cdf.svg".to_string(), "utilization.svg".to_string()];
+    if sc.jobs.iter().any(|j| j.iterations > 1) {
+        plots.push("iterations.svg".to_string());
+    }
     plots.extend(runs.iter().map(|r| format!("queue-{}.svg", r.summary.mode)));
     for p in plots {
         eprintln!("sim: plot {}", o.out.join(p).display());
@@ -210,6 +227,9 @@ pub(crate) fn write_outputs(dir: &Path, sc: &metaroce_sim::Scenario, runs: &[Mod
     write("report.json".into(), serde_json::to_string_pretty(&report::json(runs))?.as_bytes())?;
     write("fct-cdf.svg".into(), plot::fct_cdf(runs).as_bytes())?;
     write("utilization.svg".into(), plot::utilization_heatmap(runs).as_bytes())?;
+    if let Some(svg) = plot::iterations(runs) {
+        write("iterations.svg".into(), svg.as_bytes())?;
+    }
     for r in runs {
         write(format!("queue-{}.svg", r.summary.mode), plot::queue_depth(r).as_bytes())?;
         if let Some(p) = &r.pcap {

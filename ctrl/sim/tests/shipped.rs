@@ -44,77 +44,198 @@ fn within(v: f64, lo: f64, hi: f64, what: &str) {
 }
 
 /// The controller's modelled reaction can never beat its parts: digest
-/// 50 µs + hold-up 200 µs + decision 100 µs + write 500 µs (less a
+/// 50 µs + hold-up 200 µs + decision 100 µs + write 500 µs for a first
+/// crossing. With several iterations a port crosses up again after it
+/// cooled, and the policy's hold-up may have run since an earlier
+/// crossing: then only digest + decision + write (650 µs, less a
 /// nanosecond: the policy's clock counts nanoseconds, the engine's
-/// picoseconds).
-const LEAST_REACTION_US: f64 = 849.999;
+/// picoseconds) bound the reaction.
+const LEAST_REPEAT_REACTION_US: f64 = 649.999;
+
+/// Runs a shipped scenario on each seed, every mode (modes in parallel);
+/// summaries by mode name, one per seed.
+fn sweep(name: &str, seeds: std::ops::RangeInclusive<u64>) -> BTreeMap<String, Vec<Summary>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name);
+    let l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
+    let routing = Routing::compute(&l.topology);
+    let mut out: BTreeMap<String, Vec<Summary>> = BTreeMap::new();
+    for seed in seeds {
+        let mut sc = l.scenario.clone();
+        sc.seed = seed;
+        let runs: Vec<Summary> = std::thread::scope(|scope| {
+            let hs: Vec<_> = sc
+                .modes
+                .iter()
+                .map(|&mode| {
+                    let (l, routing, sc) = (&l, &routing, &sc);
+                    scope.spawn(move || {
+                        metaroce_sim::run_mode(&l.topology, routing, sc, mode, &mut |_| {}).unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap().summary).collect()
+        });
+        for s in runs {
+            assert!(s.stopped.is_none(), "{name} seed {seed} {}: stopped {:?}", s.mode, s.stopped);
+            assert_eq!(s.unfinished_messages, 0);
+            assert_eq!(s.pfc.headroom_overflows, 0, "{name} {}", s.mode);
+            for j in &s.jobs {
+                assert!(j.iterations.len() >= 3, "{name}: failure-free scenarios run at least 3 iterations");
+                for it in &j.iterations {
+                    assert!(
+                        it.slowdown.unwrap() >= 0.999,
+                        "{name} {}: no iteration beats the ideal bound",
+                        s.mode
+                    );
+                }
+            }
+            out.entry(s.mode.clone()).or_default().push(s);
+        }
+    }
+    let modes: Vec<&str> = out.keys().map(String::as_str).collect();
+    assert_eq!(modes, ["ecmp", "flowlet", "metaroce"], "{name}: every shipped scenario runs all three");
+    out
+}
+
+/// The median over seeds of job `job`'s completion over ideal.
+fn median(runs: &[Summary], job: usize) -> f64 {
+    let mut v: Vec<f64> = runs.iter().map(|s| slowdown(s, job)).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn median_of(runs: &[Summary], f: impl Fn(&Summary) -> f64) -> f64 {
+    let mut v: Vec<f64> = runs.iter().map(f).collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+// Ranges below are around medians over the seeds each test runs (debug
+// time allows 3 to 5), with room for the spread a 20-seed sweep showed
+// (`metaroce sim sweep SCENARIO --seeds 1-20`, quoted in each test).
 
 #[test]
 fn low_entropy_all_to_all_collides_under_ecmp() {
-    let r = run("ecmp-collisions.yaml");
+    let r = sweep("ecmp-collisions.yaml", 1..=5);
     let (e, f, m) = (&r["ecmp"], &r["flowlet"], &r["metaroce"]);
-    // Measured: ecmp 1.43x, flowlet 1.20x, metaroce 1.20x.
-    within(slowdown(e, 0), 1.3, 1.6, "ecmp slowdown");
-    within(slowdown(f, 0), 1.1, 1.3, "flowlet slowdown");
-    within(slowdown(m, 0), 1.1, 1.3, "metaroce slowdown");
-    assert!(slowdown(m, 0) < slowdown(e, 0) * 0.9, "ECMP's collisions cost at least 10%");
-    // Utilization imbalance (max/mean) of the spine downlinks: measured ecmp
-    // 1.67, flowlet and metaroce 1.50 (the leaf uplinks are 1.42 in all three).
+    // Seeds 1-5, medians: ecmp 1.51x, flowlet 1.26x, metaroce 1.37x (20
+    // seeds: 1.37 / 1.33 / 1.34, worst 1.69 / 1.62 / 1.62).
+    within(median(e, 0), 1.3, 1.7, "ecmp slowdown");
+    within(median(f, 0), 1.15, 1.45, "flowlet slowdown");
+    within(median(m, 0), 1.15, 1.55, "metaroce slowdown");
+    assert!(median(f, 0) < median(e, 0), "ECMP's collisions cost more than flowlets' re-picks");
+    // Under ECMP a flow keeps its path: nothing arrives out of order.
+    for s in e {
+        assert_eq!((s.out_of_order.packets, s.out_of_order.naks), (0, 0));
+    }
     let imb = |s: &Summary| s.utilization.iter().find(|u| u.tier == "spine→leaf").unwrap().imbalance;
-    within(imb(e), 1.55, 1.8, "ecmp spine→leaf imbalance");
-    assert!(imb(e) > imb(m) * 1.05, "ECMP loads the spine downlinks less evenly");
-    // Not better than flowlet: the weights land after most flowlets started,
-    // and a running flowlet never moves.
-    within(slowdown(m, 0) / slowdown(f, 0), 0.95, 1.05, "metaroce vs flowlet");
-    let c = m.control.as_ref().unwrap();
-    assert!(c.crossings > 0 && c.group_writes > 0, "{c:?}");
-    let reaction = c.reaction.as_ref().unwrap();
-    within(reaction.min_us, LEAST_REACTION_US, LEAST_REACTION_US + 100.0, "fastest reaction");
-    assert!(e.control.is_none() && f.control.is_none(), "no control without failures");
+    assert!(median_of(e, imb) > median_of(f, imb), "ECMP loads the spine downlinks less evenly");
+    for s in m {
+        let c = s.control.as_ref().unwrap();
+        assert!(c.crossings > 0 && c.group_writes > 0, "{c:?}");
+        // No lower bound here: a reaction counts from the port's latest
+        // crossing, and with iterations the weights decided after an
+        // earlier crossing of the same port can land sooner than the full
+        // chain (measured min 604 µs on seed 2). Single crossings are
+        // bounded in two-jobs and link-failure.
+        let reaction = c.reaction.as_ref().unwrap();
+        assert!(reaction.min_us > 0.0 && reaction.count > 0, "{reaction:?}");
+    }
+    assert!(e[0].control.is_none() && f[0].control.is_none(), "no control without failures");
 }
 
 #[test]
 fn incast_grows_a_congestion_tree_in_every_mode() {
-    let r = run("incast-tree.yaml");
-    for (mode, s) in &r {
-        // Measured: the incast meets N·S/B under ECMP; flowlets re-picked
-        // under the tree's pauses arrive out of order, and go-back-N NICs
-        // resend (1.23x); the tree spans 24 (ecmp) to 32 links.
-        let hi = if mode == "ecmp" { 1.02 } else { 1.35 };
-        within(slowdown(s, 0), 1.0, hi, &format!("{mode} incast"));
-        let t = s.pfc.largest_tree;
-        assert!(t.links >= 20 && t.switches >= 12, "{mode}: {t:?}");
-        assert_eq!(s.drops, 0, "{mode}: PFC keeps it lossless");
+    let r = sweep("incast-tree.yaml", 1..=5);
+    // Seeds 1-5, medians: incast ecmp 1.00x, flowlet 1.17x, metaroce
+    // 1.24x: flowlets re-picked under the tree's pauses arrive out of
+    // order, and go-back-N NICs resend (20 seeds: 1.00 / 1.21 / 1.22).
+    within(median(&r["ecmp"], 0), 1.0, 1.05, "ecmp incast");
+    within(median(&r["flowlet"], 0), 1.05, 1.35, "flowlet incast");
+    within(median(&r["metaroce"], 0), 1.05, 1.35, "metaroce incast");
+    for (mode, runs) in &r {
+        for s in runs {
+            let t = s.pfc.largest_tree;
+            assert!(t.links >= 12 && t.switches >= 8, "{mode}: {t:?}");
+            assert_eq!(s.drops, 0, "{mode}: PFC keeps it lossless");
+        }
+        let ooo = median_of(runs, |s| s.out_of_order.packets as f64);
+        if mode == "ecmp" {
+            assert_eq!(ooo, 0.0);
+        } else {
+            assert!(ooo > 0.0, "{mode}: flowlets reorder under the tree");
+        }
     }
-    // The bystander is where routing matters: measured ecmp 1.85x,
-    // flowlet and metaroce 2.97x (the tree's pauses re-place flowlets
-    // onto its links; the controller's writes land too late to help).
-    within(slowdown(&r["ecmp"], 1), 1.6, 2.1, "ecmp bystander");
-    within(slowdown(&r["flowlet"], 1), 2.6, 3.3, "flowlet bystander");
-    within(slowdown(&r["metaroce"], 1), 2.6, 3.3, "metaroce bystander");
-    let c = r["metaroce"].control.as_ref().unwrap();
-    assert!(c.group_writes > 0, "the controller reacts to the tree: {c:?}");
+    // The bystander is where routing matters: seeds 1-5, medians ecmp
+    // 2.31x, flowlet 2.86x, metaroce 3.03x (20 seeds: 2.75 / 2.87 / 2.92,
+    // worst 3.51 / 3.24 / 3.21): the tree's pauses re-place flowlets onto
+    // its links; the controller's writes land too late to help.
+    within(median(&r["ecmp"], 1), 1.8, 3.3, "ecmp bystander");
+    within(median(&r["flowlet"], 1), 2.5, 3.3, "flowlet bystander");
+    within(median(&r["metaroce"], 1), 2.5, 3.4, "metaroce bystander");
+    for s in &r["metaroce"] {
+        let c = s.control.as_ref().unwrap();
+        assert!(c.group_writes > 0, "the controller reacts to the tree: {c:?}");
+    }
 }
 
 #[test]
 fn two_jobs_share_the_spines() {
-    let r = run("two-jobs.yaml");
+    let r = sweep("two-jobs.yaml", 1..=3);
     let (e, f, m) = (&r["ecmp"], &r["flowlet"], &r["metaroce"]);
-    // Measured: elephants ecmp 2.63x, flowlet and metaroce 1.71x;
-    // All-to-All ecmp 1.24x, flowlet 1.20x, metaroce 1.18x.
-    within(slowdown(e, 0), 2.3, 2.9, "ecmp elephants");
-    within(slowdown(f, 0), 1.5, 1.9, "flowlet elephants");
-    within(slowdown(m, 0), 1.5, 1.9, "metaroce elephants");
-    within(slowdown(e, 1), 1.15, 1.35, "ecmp all-to-all");
-    within(slowdown(f, 1), 1.1, 1.3, "flowlet all-to-all");
-    within(slowdown(m, 1), 1.08, 1.28, "metaroce all-to-all");
-    assert!(slowdown(m, 1) < slowdown(e, 1), "weights beat hashing for the training job");
-    // Only a small gain over flowlet (1.18x vs 1.20x measured).
-    within(slowdown(m, 1) / slowdown(f, 1), 0.9, 1.02, "metaroce vs flowlet, all-to-all");
-    let c = m.control.as_ref().unwrap();
-    assert!(c.group_writes > 0 && c.moved.is_some(), "traffic moved after a reroute: {c:?}");
-    let moved = c.moved.as_ref().unwrap();
-    assert!(moved.min_us >= LEAST_REACTION_US, "traffic cannot move before the weights: {moved:?}");
+    // Seeds 1-3, medians: elephants ecmp 2.38x, flowlet 2.17x, metaroce
+    // 2.22x; All-to-All 1.20x, 1.15x, 1.15x (20 seeds: elephants 2.25 /
+    // 2.15 / 2.09, All-to-All 1.19 / 1.14 / 1.12).
+    within(median(e, 0), 1.9, 2.7, "ecmp elephants");
+    within(median(f, 0), 1.8, 2.5, "flowlet elephants");
+    within(median(m, 0), 1.8, 2.5, "metaroce elephants");
+    within(median(e, 1), 1.1, 1.35, "ecmp all-to-all");
+    within(median(f, 1), 1.05, 1.25, "flowlet all-to-all");
+    within(median(m, 1), 1.05, 1.25, "metaroce all-to-all");
+    assert!(median(m, 1) <= median(e, 1), "weights do not lose to hashing for the training job");
+    for s in m {
+        let c = s.control.as_ref().unwrap();
+        assert!(c.group_writes > 0, "{c:?}");
+        if let Some(moved) = &c.moved {
+            assert!(
+                moved.min_us >= LEAST_REPEAT_REACTION_US,
+                "traffic cannot move before the weights: {moved:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_three_tier_clos_all_to_all_hashes_at_two_tiers() {
+    let r = sweep("clos3-all-to-all.yaml", 1..=5);
+    let (e, f, m) = (&r["ecmp"], &r["flowlet"], &r["metaroce"]);
+    // Seeds 1-5, medians: ecmp 1.28x, flowlet 1.42x, metaroce 1.43x (20
+    // seeds: 1.33 / 1.42 / 1.43, worst 1.62 / 1.54 / 1.55). Flowlets do not
+    // help here: their re-picks at chunk boundaries reorder (go-back-N
+    // resends) and collide as often as the hash does.
+    within(median(e, 0), 1.15, 1.6, "ecmp");
+    within(median(f, 0), 1.25, 1.6, "flowlet");
+    within(median(m, 0), 1.25, 1.6, "metaroce");
+    assert!(median_of(f, |s| s.out_of_order.packets as f64) > 0.0);
+    assert!(e.iter().all(|s| s.out_of_order.packets == 0));
+    assert!(e[0].utilization.iter().any(|u| u.tier == "spine→super-spine"), "traffic climbs to the cores");
+}
+
+#[test]
+fn the_ai_ring_allreduce_scenario_loads() {
+    // 512 hosts, 4 rings of 64 ranks: too heavy for a debug run of every
+    // mode; `metaroce sim sweep` measures it (20 seeds: every mode within
+    // a few percent of ideal).
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/ai-ring-allreduce.yaml");
+    let l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
+    assert_eq!(l.topology.hosts.len(), 512);
+    assert_eq!(l.scenario.jobs.len(), 4);
+    assert!(l.scenario.jobs.iter().all(|j| j.ranks.len() == 64 && j.iterations == 3));
 }
 
 #[test]

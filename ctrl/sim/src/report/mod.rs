@@ -2,11 +2,13 @@
 //! ideal bound, FCT percentiles, utilization imbalance and queue depth per
 //! tier, PFC, ECN and loss counters; as JSON and as a markdown comparison.
 
+mod heatmap;
 pub mod ideal;
 mod markdown;
 pub mod pcap;
 pub mod plot;
 pub mod stats;
+pub mod sweep;
 
 use metaroce_topo::{Routing, Topology};
 use serde::Serialize;

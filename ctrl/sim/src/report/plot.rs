@@ -1,5 +1,6 @@
 //! SVG plots written by hand: queue depth over time on the hottest links,
-//! the FCT CDF per mode, and a link-utilization heatmap (modes × links).
+//! the FCT CDF per mode, a link-utilization heatmap (modes × links), the
+//! completion of each iteration per mode, and a seed sweep's box plot.
 
 use std::fmt::Write as _;
 
@@ -28,10 +29,34 @@ struct Frame {
     out: String,
     xmax: f64,
     ymax: f64,
+    /// A log x axis from this value (None: linear from 0).
+    log_xmin: Option<f64>,
 }
 
 impl Frame {
     fn new(title: &str, xlabel: &str, ylabel: &str, xmax: f64, ymax: f64) -> Self {
+        Self::with_x_ticks(title, xlabel, ylabel, xmax, ymax, true)
+    }
+
+    fn with_x_ticks(title: &str, xlabel: &str, ylabel: &str, xmax: f64, ymax: f64, x_ticks: bool) -> Self {
+        Self::build(title, xlabel, ylabel, (None, xmax), ymax, x_ticks)
+    }
+
+    /// A frame whose x axis is logarithmic over `xmin..xmax`.
+    fn log_x(title: &str, xlabel: &str, ylabel: &str, xmin: f64, xmax: f64, ymax: f64) -> Self {
+        let xmin = xmin.max(1e-9);
+        Self::build(title, xlabel, ylabel, (Some(xmin), xmax.max(xmin * 10.0)), ymax, true)
+    }
+
+    fn build(
+        title: &str,
+        xlabel: &str,
+        ylabel: &str,
+        x: (Option<f64>, f64),
+        ymax: f64,
+        x_ticks: bool,
+    ) -> Self {
+        let (log_xmin, xmax) = x;
         let (xmax, ymax) = (xmax.max(1e-9), ymax.max(1e-9));
         let mut out = String::new();
         let _ = write!(
@@ -43,24 +68,48 @@ impl Frame {
             W / 2.0,
             esc(title)
         );
-        let f = Frame { out, xmax, ymax };
-        f.axes(xlabel, ylabel)
+        let f = Frame { out, xmax, ymax, log_xmin };
+        f.axes(xlabel, ylabel, x_ticks)
     }
 
     fn x(&self, v: f64) -> f64 {
-        LEFT + v / self.xmax * (W - LEFT - RIGHT)
+        let frac = match self.log_xmin {
+            Some(lo) => (v.max(lo) / lo).log10() / (self.xmax / lo).log10(),
+            None => v / self.xmax,
+        };
+        LEFT + frac * (W - LEFT - RIGHT)
+    }
+
+    /// Where the x axis has ticks: round steps, or 1-2-5 per decade.
+    fn x_ticks(&self) -> Vec<f64> {
+        let Some(lo) = self.log_xmin else {
+            let step = tick_step(self.xmax, 6.0);
+            return (0..).map(|k| k as f64 * step).take_while(|t| *t <= self.xmax * 1.0001).collect();
+        };
+        let mut out = Vec::new();
+        let mut decade = 10f64.powf(lo.log10().floor());
+        while decade <= self.xmax {
+            for m in [1.0, 2.0, 5.0] {
+                let t = decade * m;
+                if t >= lo * 0.9999 && t <= self.xmax * 1.0001 {
+                    out.push(t);
+                }
+            }
+            decade *= 10.0;
+        }
+        out
     }
 
     fn y(&self, v: f64) -> f64 {
         H - BOTTOM - v / self.ymax * (H - TOP - BOTTOM)
     }
 
-    fn axes(mut self, xlabel: &str, ylabel: &str) -> Self {
+    fn axes(mut self, xlabel: &str, ylabel: &str, x_ticks: bool) -> Self {
         let (x0, y0, x1, y1) = (LEFT, H - BOTTOM, W - RIGHT, TOP);
         let _ = writeln!(self.out, r##"<path d="M{x0},{y1} V{y0} H{x1}" stroke="#333" fill="none"/>"##);
-        let (xs, ys) = (tick_step(self.xmax, 6.0), tick_step(self.ymax, 5.0));
-        let mut t = 0.0;
-        while t <= self.xmax * 1.0001 {
+        let ys = tick_step(self.ymax, 5.0);
+        let ticks = if x_ticks { self.x_ticks() } else { Vec::new() };
+        for t in ticks {
             let x = self.x(t);
             let _ = writeln!(
                 self.out,
@@ -69,7 +118,6 @@ impl Frame {
                 y0 + 18.0,
                 fmt_num(t)
             );
-            t += xs;
         }
         let mut t = 0.0;
         while t <= self.ymax * 1.0001 {
@@ -119,6 +167,32 @@ impl Frame {
         );
     }
 
+    /// A legend entry without a line.
+    fn legend(&mut self, i: usize, label: &str) {
+        let color = COLORS[i % COLORS.len()];
+        let (lx, ly) = (W - RIGHT + 12.0, TOP + 10.0 + 18.0 * i as f64);
+        let _ = writeln!(
+            self.out,
+            r#"<rect x="{lx}" y="{}" width="18" height="10" fill="{color}" fill-opacity="0.4" stroke="{color}"/><text x="{}" y="{}">{}</text>"#,
+            ly - 5.0,
+            lx + 24.0,
+            ly + 4.0,
+            esc(label)
+        );
+    }
+
+    /// A dashed reference line across the plot at `y`.
+    fn hline(&mut self, y: f64, label: &str) {
+        let (x0, x1, yy) = (LEFT, W - RIGHT, self.y(y));
+        let _ = writeln!(
+            self.out,
+            r##"<line x1="{x0}" y1="{yy:.1}" x2="{x1}" y2="{yy:.1}" stroke="#888" stroke-dasharray="4 3"/><text x="{}" y="{:.1}" fill="#666">{}</text>"##,
+            x1 - 4.0,
+            yy - 4.0,
+            esc(label)
+        );
+    }
+
     fn finish(mut self) -> String {
         self.out.push_str("</svg>\n");
         self.out
@@ -140,7 +214,9 @@ fn fmt_num(v: f64) -> String {
 /// Queue depth over time on one mode's hottest ports (largest maximum).
 pub fn queue_depth(run: &ModeRun) -> String {
     let dt_us = run.series_interval_ps as f64 / 1e6;
-    let xmax = run.hot.iter().map(|h| h.series.len()).max().unwrap_or(1) as f64 * dt_us;
+    // The whole run, so that a stall after the last queue shows as one.
+    let series_end = run.hot.iter().map(|h| h.series.len()).max().unwrap_or(1) as f64 * dt_us;
+    let xmax = series_end.max(run.summary.sim_time_us);
     let ymax = run.hot.iter().map(|h| h.max_bytes).max().unwrap_or(1) as f64 / 1024.0;
     let title = format!("Queue depth on the hottest links ({})", run.summary.mode);
     let mut f = Frame::new(&title, "time (µs)", "queue depth, max per interval (KiB)", xmax, ymax * 1.05);
@@ -153,6 +229,7 @@ pub fn queue_depth(run: &ModeRun) -> String {
                 let y = f64::from(v) / 1024.0;
                 [(k as f64 * dt_us, y), ((k + 1) as f64 * dt_us, y)]
             })
+            .chain([(h.series.len() as f64 * dt_us, 0.0), (xmax, 0.0)])
             .collect();
         f.line(i, &h.label, &pts);
     }
@@ -161,12 +238,16 @@ pub fn queue_depth(run: &ModeRun) -> String {
 
 /// The CDF of message completion times, one line per mode.
 pub fn fct_cdf(runs: &[ModeRun]) -> String {
+    // Log time axis: the body (short messages) and the tail both show.
     let xmax = runs.iter().filter_map(|r| r.fcts_ps.last()).max().copied().unwrap_or(1) as f64 / 1e6;
-    let mut f = Frame::new(
+    let xmin = runs.iter().filter_map(|r| r.fcts_ps.first()).min().copied().unwrap_or(1) as f64 / 1e6;
+    let xmin = 10f64.powf(xmin.max(1e-3).log10().floor());
+    let mut f = Frame::log_x(
         "Message completion time CDF",
-        "completion time (µs)",
+        "completion time (µs, log scale)",
         "fraction of messages",
-        xmax * 1.02,
+        xmin,
+        xmax * 1.1,
         1.0,
     );
     for (i, r) in runs.iter().enumerate() {
@@ -185,79 +266,124 @@ pub fn fct_cdf(runs: &[ModeRun]) -> String {
     f.finish()
 }
 
-/// Utilization of every switch egress port (columns, grouped by tier) for
-/// every mode (rows), white (idle) to dark red (saturated).
+/// Utilization of every switch egress port: a panel per tier, a matrix
+/// per mode (rows: switches, columns: ports), a colour scale.
 pub fn utilization_heatmap(runs: &[ModeRun]) -> String {
-    let Some(first) = runs.first() else { return String::new() };
-    let mut order: Vec<usize> = (0..first.port_util.len()).collect();
-    order.sort_by(|&a, &b| first.port_util[a].1.cmp(&first.port_util[b].1).then(a.cmp(&b)));
-    let cols = order.len().max(1) as f64;
-    let (left, top, row_h) = (90.0, 50.0, 40.0);
-    let width = 900.0f64;
-    let cell = (width - left - 20.0) / cols;
-    let height = top + row_h * runs.len() as f64 + 70.0;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12"><rect width="{width}" height="{height}" fill="white"/>"#
+    crate::report::heatmap::render(runs)
+}
+
+/// Completion over the ideal bound per iteration, one line per (mode,
+/// job) with several iterations; None when no job has several.
+pub fn iterations(runs: &[ModeRun]) -> Option<String> {
+    let first = runs.first()?;
+    let jobs: Vec<usize> =
+        (0..first.summary.jobs.len()).filter(|&j| first.summary.jobs[j].iterations.len() > 1).collect();
+    if jobs.is_empty() {
+        return None;
+    }
+    let n = jobs.iter().map(|&j| first.summary.jobs[j].iterations.len()).max().unwrap_or(1) as f64;
+    let ymax = runs
+        .iter()
+        .flat_map(|r| r.summary.jobs.iter().flat_map(|j| j.iterations.iter().filter_map(|i| i.slowdown)))
+        .fold(1.0, f64::max);
+    let mut f = Frame::new(
+        "Completion per iteration over the ideal bound",
+        "iteration",
+        "completion / ideal",
+        n + 0.5,
+        ymax * 1.1,
     );
-    let _ = writeln!(
-        out,
-        r#"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">Link utilization (switch egress ports, grouped by tier)</text>"#,
-        width / 2.0
+    let mut i = 0;
+    for r in runs {
+        for &j in &jobs {
+            let job = &r.summary.jobs[j];
+            let pts: Vec<(f64, f64)> = job
+                .iterations
+                .iter()
+                .enumerate()
+                .filter_map(|(k, it)| Some(((k + 1) as f64, it.slowdown?)))
+                .collect();
+            let label = if jobs.len() > 1 {
+                format!("{} {}", r.summary.mode, job.name)
+            } else {
+                r.summary.mode.clone()
+            };
+            f.line(i, &label, &pts);
+            i += 1;
+        }
+    }
+    f.hline(1.0, "ideal");
+    Some(f.finish())
+}
+
+/// A box plot of a sweep: per job, one box per mode of completion over
+/// ideal across the seeds (whiskers: best and worst; box: p25 to p75;
+/// bar: median).
+pub fn sweep_box(s: &crate::report::sweep::Sweep) -> String {
+    let boxes = s.rows.len().max(1) as f64;
+    let ymax = s.rows.iter().map(|r| r.worst).fold(1.0, f64::max) * 1.08;
+    let title = format!(
+        "{}: completion / ideal over seeds {}",
+        s.scenario,
+        crate::report::sweep::seeds_text(&s.seeds)
     );
-    for (r, run) in runs.iter().enumerate() {
-        let y = top + r as f64 * row_h;
+    let mut f =
+        Frame::with_x_ticks(&title, "job (one box per mode)", "completion / ideal", boxes, ymax, false);
+    let modes = &s.modes;
+    let slot = (W - LEFT - RIGHT) / boxes;
+    let q =
+        |v: &[f64], p: f64| v.get(((p * (v.len() as f64 - 1.0)).round()) as usize).copied().unwrap_or(0.0);
+    let mut jobs: Vec<(String, f64, f64)> = Vec::new();
+    // Boxes grouped by job, modes side by side.
+    let mut order: Vec<usize> = (0..s.rows.len()).collect();
+    let job_index = |name: &str| s.rows.iter().position(|r| r.job == name).unwrap_or(0);
+    order.sort_by_key(|&k| (job_index(&s.rows[k].job), modes.iter().position(|m| *m == s.rows[k].mode)));
+    for (slot_i, &k) in order.iter().enumerate() {
+        let r = &s.rows[k];
+        let m = modes.iter().position(|m| *m == r.mode).unwrap_or(0);
+        let color = COLORS[m % COLORS.len()];
+        let cx = LEFT + (slot_i as f64 + 0.5) * slot;
+        let half = (slot * 0.3).min(30.0);
+        if !r.slowdowns.is_empty() {
+            let (lo, p25, med, p75, hi) =
+                (r.best, q(&r.slowdowns, 0.25), r.median, q(&r.slowdowns, 0.75), r.worst);
+            let _ = writeln!(
+                f.out,
+                r#"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="{color}"/><rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}" fill-opacity="0.25" stroke="{color}"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2.5"/><title>{} {}: median {med:.2}, p90 {:.2}, worst {hi:.2}</title>"#,
+                f.y(lo),
+                f.y(hi),
+                cx - half,
+                f.y(p75),
+                2.0 * half,
+                (f.y(p25) - f.y(p75)).max(1.0),
+                cx - half,
+                f.y(med),
+                cx + half,
+                f.y(med),
+                esc(&r.mode),
+                esc(&r.job),
+                r.p90
+            );
+        }
+        match jobs.last_mut() {
+            Some((name, _, end)) if *name == r.job => *end = cx,
+            _ => jobs.push((r.job.clone(), cx, cx)),
+        }
+    }
+    for (name, a, b) in &jobs {
         let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-            left - 8.0,
-            y + row_h / 2.0 + 4.0,
-            esc(&run.summary.mode)
+            f.out,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle" font-weight="bold">{}</text>"#,
+            (a + b) / 2.0,
+            H - BOTTOM + 32.0,
+            esc(name)
         );
-        for (c, &p) in order.iter().enumerate() {
-            let Some((label, tier, u)) = run.port_util.get(p) else { continue };
-            let u = u.clamp(0.0, 1.0);
-            let (g, b) = ((255.0 * (1.0 - u)) as u8, (255.0 * (1.0 - u).powi(2)) as u8);
-            let _ = writeln!(
-                out,
-                r#"<rect x="{:.2}" y="{y}" width="{:.2}" height="{}" fill="rgb(255,{g},{b})"><title>{} ({}): {:.0}%</title></rect>"#,
-                left + c as f64 * cell,
-                cell.max(0.5),
-                row_h - 4.0,
-                esc(label),
-                esc(tier),
-                u * 100.0
-            );
-        }
     }
-    let mut x = left;
-    let mut start = 0;
-    let base = top + row_h * runs.len() as f64 + 14.0;
-    for (c, &p) in order.iter().enumerate() {
-        let last = c + 1 == order.len() || first.port_util[order[c + 1]].1 != first.port_util[p].1;
-        if last {
-            let x1 = left + (c + 1) as f64 * cell;
-            let _ = writeln!(
-                out,
-                r##"<path d="M{x:.1},{base} V{} H{x1:.1} V{base}" stroke="#333" fill="none"/><text x="{:.1}" y="{}" text-anchor="middle">{} ({})</text>"##,
-                base + 6.0,
-                (x + x1) / 2.0,
-                base + 22.0,
-                esc(&first.port_util[p].1),
-                c + 1 - start
-            );
-            x = x1;
-            start = c + 1;
-        }
+    for (m, mode) in modes.iter().enumerate() {
+        f.legend(m, mode);
     }
-    let _ = writeln!(
-        out,
-        r#"<text x="{left}" y="{}">white = idle, dark red = 100% of link bandwidth over the run</text>"#,
-        base + 44.0
-    );
-    out.push_str("</svg>\n");
-    out
+    f.hline(1.0, "ideal");
+    f.finish()
 }
 
 #[cfg(test)]

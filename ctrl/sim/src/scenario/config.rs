@@ -138,6 +138,17 @@ pub enum Ordering {
     OutOfOrder,
 }
 
+impl FromStr for Ordering {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "go-back-n" => Ok(Ordering::GoBackN),
+            "out-of-order" => Ok(Ordering::OutOfOrder),
+            _ => Err(format!("unknown NIC ordering \"{s}\"; use go-back-n or out-of-order")),
+        }
+    }
+}
+
 impl Ordering {
     pub const NAMES: [&'static str; 2] = ["go-back-n", "out-of-order"];
 

@@ -237,10 +237,10 @@ fn nic(d: &mut Diags, v: &Node) -> Ordering {
     let mut out = Ordering::default();
     for (_, n) in d.map(v, "nic", &["ordering"]) {
         let Some(s) = d.str(n, "nic.ordering") else { continue };
-        match s {
-            "go-back-n" => out = Ordering::GoBackN,
-            "out-of-order" => out = Ordering::OutOfOrder,
-            other => {
+        match s.parse::<Ordering>() {
+            Ok(o) => out = o,
+            Err(_) => {
+                let other = s;
                 let hint = metaroce_topo::spec::did_you_mean(other, Ordering::NAMES.iter().copied())
                     .map(|k| format!("did you mean \"{k}\"? "))
                     .unwrap_or_default();

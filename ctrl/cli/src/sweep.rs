@@ -1,0 +1,197 @@
+//! `metaroce sim sweep`: every mode of a scenario on many seeds, in
+//! parallel across cores, reduced to median / p90 / worst completion over
+//! ideal, PFC pauses and out-of-order packets per mode, with a box plot.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use anyhow::Context;
+use metaroce_sim::report::{plot, sweep, Summary};
+use metaroce_sim::{Mode, SimError};
+use metaroce_topo::Routing;
+
+use crate::Exit;
+
+/// Most seeds one sweep runs.
+const MAX_SEEDS: usize = 10_000;
+
+#[derive(Debug, clap::Args)]
+pub struct SweepArgs {
+    /// Scenario YAML (it names its topology, relative to itself).
+    pub scenario: PathBuf,
+    /// Seeds to run: a range "1-20", a list "1,5,9", or both "1-10,42".
+    #[arg(long, value_parser = parse_seeds, default_value = "1-20")]
+    pub seeds: Seeds,
+    /// Routing modes, comma-separated: ecmp, flowlet, spray, metaroce (default: the scenario's).
+    #[arg(long, value_delimiter = ',')]
+    pub modes: Vec<Mode>,
+    /// Directory for sweep.md, sweep.json and sweep-box.svg.
+    #[arg(short, long, default_value = "sim-sweep")]
+    pub out: PathBuf,
+    /// Override the scenario's NIC ordering model: go-back-n or out-of-order.
+    #[arg(long, value_name = "MODEL")]
+    pub ordering: Option<metaroce_sim::Ordering>,
+    /// Runs at once (default: the number of cores).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+    /// Print the JSON summary instead of the markdown table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// The seeds of a sweep, ascending, each once.
+#[derive(Debug, Clone)]
+pub struct Seeds(pub Vec<u64>);
+
+fn parse_seeds(text: &str) -> Result<Seeds, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num =
+            |s: &str| s.trim().parse::<u64>().map_err(|_| format!("\"{s}\" is not a seed (a whole number)"));
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if b < a {
+                    return Err(format!("range {part} runs backwards; write it low-high"));
+                }
+                if b - a >= MAX_SEEDS as u64 {
+                    return Err(format!("range {part} is more than {MAX_SEEDS} seeds"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(num(part)?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    if out.is_empty() {
+        return Err("no seed given; write a range like 1-20 or a list like 1,5,9".into());
+    }
+    if out.len() > MAX_SEEDS {
+        return Err(format!("{} seeds is more than the limit of {MAX_SEEDS}", out.len()));
+    }
+    Ok(Seeds(out))
+}
+
+pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
+    let l = match metaroce_sim::scenario::load_file(&a.scenario) {
+        Ok(l) => l,
+        Err(e @ (SimError::Invalid { .. } | SimError::Topology { .. })) => {
+            eprint!("{}", e.report());
+            eprintln!("error: {e}");
+            return Ok(Exit::Invalid);
+        }
+        Err(e) => return Err(e).with_context(|| format!("loading scenario {}", a.scenario.display())),
+    };
+    let mut l = l;
+    if let Some(o) = a.ordering {
+        l.scenario.net.ordering = o;
+    }
+    let modes = if a.modes.is_empty() { l.scenario.modes.clone() } else { a.modes.clone() };
+    let routing = Routing::compute(&l.topology);
+    let tasks: Vec<(u64, Mode)> =
+        a.seeds.0.iter().flat_map(|&s| modes.iter().map(move |&m| (s, m))).collect();
+    let workers = a
+        .jobs
+        .map(usize::from)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .min(tasks.len());
+    let start = Instant::now();
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Result<Summary, String>)>();
+    let results = std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (tasks, next, l, routing) = (&tasks, &next, &l, &routing);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(seed, mode)) = tasks.get(i) else { break };
+                let mut sc = l.scenario.clone();
+                sc.seed = seed;
+                let r = metaroce_sim::run_mode(&l.topology, routing, &sc, mode, &mut |_| {})
+                    .map(|r| r.summary)
+                    .map_err(|e| format!("seed {seed} mode {mode}: {e}"));
+                if tx.send((i, r)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut results: Vec<Option<Summary>> = vec![None; tasks.len()];
+        for (done, (i, r)) in rx.iter().enumerate() {
+            let (seed, mode) = tasks[i];
+            let s = r.map_err(|e| anyhow::anyhow!(e))?;
+            if !a.quiet {
+                let worst = s.jobs.iter().filter_map(|j| j.slowdown).fold(0.0, f64::max);
+                eprintln!(
+                    "sweep: {}/{} runs done ({:.0} s): seed {seed} {mode}, worst job {worst:.2}× of ideal",
+                    done + 1,
+                    tasks.len(),
+                    start.elapsed().as_secs_f64()
+                );
+            }
+            results[i] = Some(s);
+        }
+        anyhow::Ok(results.into_iter().flatten().collect::<Vec<Summary>>())
+    })?;
+    let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
+    let s = sweep::aggregate(&l.scenario.name, &a.seeds.0, &names, &results);
+    write_outputs(a, &s)?;
+    let stdout = &mut std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut *stdout, &s)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", sweep::markdown(&s))?;
+    }
+    if !a.quiet {
+        eprintln!(
+            "sweep: {} runs on {workers} threads in {:.1} s; table, JSON and box plot in {}",
+            tasks.len(),
+            start.elapsed().as_secs_f64(),
+            a.out.display()
+        );
+    }
+    let stopped: Vec<&Summary> = results.iter().filter(|r| r.stopped.is_some()).collect();
+    for r in &stopped {
+        eprintln!(
+            "error: seed {} mode {} stopped before the end, since {}; raise `limits` in the scenario if the run is meant to be this long",
+            r.seed,
+            r.mode,
+            r.stopped.map_or_else(String::new, |s| s.to_string())
+        );
+    }
+    Ok(if stopped.is_empty() { Exit::Ok } else { Exit::Invalid })
+}
+
+fn write_outputs(a: &SweepArgs, s: &sweep::Sweep) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let write = |name: &str, bytes: &[u8]| -> anyhow::Result<()> {
+        let path = a.out.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
+    };
+    write("sweep.md", sweep::markdown(s).as_bytes())?;
+    write("sweep.json", serde_json::to_string_pretty(s)?.as_bytes())?;
+    write("sweep-box.svg", plot::sweep_box(s).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seeds;
+
+    #[test]
+    fn seeds_are_ranges_and_lists() {
+        assert_eq!(parse_seeds("1-4").unwrap().0, vec![1, 2, 3, 4]);
+        assert_eq!(parse_seeds("9, 1-2,2").unwrap().0, vec![1, 2, 9]);
+        assert!(parse_seeds("5-1").unwrap_err().contains("backwards"));
+        assert!(parse_seeds("x").unwrap_err().contains("not a seed"));
+        assert!(parse_seeds("").unwrap_err().contains("no seed"));
+        assert!(parse_seeds("1-100000").unwrap_err().contains("more than"));
+    }
+}

@@ -1,0 +1,167 @@
+//! A seed sweep's figures: every mode of a scenario on many seeds, reduced
+//! to median, p90 and worst completion over the ideal bound per job and
+//! mode, with PFC pauses and out-of-order packets, as markdown, JSON and a
+//! box plot. A claim about a mode is a sweep result, not one seed's luck.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::report::Summary;
+
+/// One (mode, job) over every seed.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    pub mode: String,
+    pub job: String,
+    /// Runs where the job finished.
+    pub finished: usize,
+    /// Runs where it did not (a limit or a stall).
+    pub unfinished: usize,
+    /// Completion over ideal, sorted, one per finished run.
+    pub slowdowns: Vec<f64>,
+    pub median: f64,
+    pub p90: f64,
+    pub worst: f64,
+    pub best: f64,
+    /// PFC pauses of the mode's runs (all jobs): median and largest.
+    pub pfc_pauses_median: f64,
+    pub pfc_pauses_max: u64,
+    /// Out-of-order arrivals of the mode's runs: median and largest.
+    pub out_of_order_median: f64,
+    pub out_of_order_max: u64,
+}
+
+/// The whole sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sweep {
+    pub scenario: String,
+    pub seeds: Vec<u64>,
+    pub modes: Vec<String>,
+    pub nic_ordering: String,
+    pub rows: Vec<SweepRow>,
+}
+
+/// Nearest-rank quantile of sorted values (0 when empty).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// The median, halfway between the middle two of an even count.
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Reduces the runs (any order; each names its mode and seed) to rows by
+/// mode, in the order of `modes`, then by job.
+pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summary]) -> Sweep {
+    let mut rows = Vec::new();
+    for mode in modes {
+        let of_mode: Vec<&Summary> = runs.iter().filter(|s| &s.mode == mode).collect();
+        let Some(first) = of_mode.first() else { continue };
+        let pauses = sorted(of_mode.iter().map(|s| s.pfc.pauses as f64).collect());
+        let ooo = sorted(of_mode.iter().map(|s| s.out_of_order.packets as f64).collect());
+        for (j, job) in first.jobs.iter().enumerate() {
+            let all: Vec<Option<f64>> =
+                of_mode.iter().map(|s| s.jobs.get(j).and_then(|x| x.slowdown)).collect();
+            let done = sorted(all.iter().flatten().copied().collect());
+            rows.push(SweepRow {
+                mode: mode.clone(),
+                job: job.name.clone(),
+                finished: done.len(),
+                unfinished: all.len() - done.len(),
+                median: median(&done),
+                p90: quantile(&done, 0.9),
+                worst: done.last().copied().unwrap_or(0.0),
+                best: done.first().copied().unwrap_or(0.0),
+                slowdowns: done,
+                pfc_pauses_median: median(&pauses),
+                pfc_pauses_max: of_mode.iter().map(|s| s.pfc.pauses).max().unwrap_or(0),
+                out_of_order_median: median(&ooo),
+                out_of_order_max: of_mode.iter().map(|s| s.out_of_order.packets).max().unwrap_or(0),
+            });
+        }
+    }
+    let nic_ordering = runs.first().map_or_else(String::new, |s| s.nic_ordering.clone());
+    Sweep { scenario: scenario.to_string(), seeds: seeds.to_vec(), modes: modes.to_vec(), nic_ordering, rows }
+}
+
+/// "1-20", "1,3,5" or "1-4,9" as written back for people.
+pub fn seeds_text(seeds: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < seeds.len() {
+        let mut j = i;
+        while j + 1 < seeds.len() && seeds[j + 1] == seeds[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i { format!("{}-{}", seeds[i], seeds[j]) } else { seeds[i].to_string() });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// The markdown table: one row per (mode, job).
+pub fn markdown(s: &Sweep) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Seed sweep: {}\n\nSeeds {} ({} runs per mode), NICs {}. Completion over the ideal bound per job; \
+         PFC pauses and out-of-order arrivals per run (all jobs).\n",
+        s.scenario,
+        seeds_text(&s.seeds),
+        s.seeds.len(),
+        s.nic_ordering
+    );
+    out.push_str(
+        "| mode | job | median | p90 | worst | PFC pauses (median / max) | out-of-order packets (median / max) |\n",
+    );
+    out.push_str("|---|---|---:|---:|---:|---:|---:|\n");
+    for r in &s.rows {
+        let unfinished =
+            if r.unfinished > 0 { format!(" ({} unfinished)", r.unfinished) } else { String::new() };
+        let cell = |v: f64| if r.finished == 0 { "unfinished".to_string() } else { format!("{v:.2}×") };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {}{unfinished} | {:.0} / {} | {:.0} / {} |",
+            r.mode,
+            r.job,
+            cell(r.median),
+            cell(r.p90),
+            cell(r.worst),
+            r.pfc_pauses_median,
+            r.pfc_pauses_max,
+            r.out_of_order_median,
+            r.out_of_order_max
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_and_seed_ranges() {
+        let v = sorted(vec![3.0, 1.0, 2.0, 10.0]);
+        assert_eq!(median(&v), 2.5);
+        assert_eq!(quantile(&v, 0.9), 10.0);
+        assert_eq!(quantile(&v, 0.5), 2.0);
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(seeds_text(&[1, 2, 3, 5, 7, 8]), "1-3,5,7-8");
+    }
+}
