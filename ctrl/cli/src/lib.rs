@@ -70,10 +70,14 @@ pub enum Command {
     Doctor(host::DoctorArgs),
 }
 
-/// Logs go to stderr so that command output stays clean on stdout.
-pub fn init_tracing(verbose: u8) {
+/// Logs go to stderr so that command output stays clean on stdout. A
+/// running controller says at the default level what it did to each switch
+/// (its own info lines; not every event, not the driver's).
+pub fn init_tracing(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
-    let default = match verbose {
+    let daemon = matches!(cli.command, Command::Controller(controller::ControllerCommand::Run(_)));
+    let default = match cli.verbose {
+        0 if daemon => "warn,metaroce_controller=info",
         0 => "warn",
         1 => "info",
         _ => "debug",

@@ -15,7 +15,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = metaroce_cli::Cli::parse();
-    metaroce_cli::init_tracing(cli.verbose);
+    metaroce_cli::init_tracing(&cli);
     match metaroce_cli::run(cli) {
         Ok(code) => code.into(),
         Err(err) => {
