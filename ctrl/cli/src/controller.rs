@@ -13,6 +13,7 @@ use metaroce_controller::agent::{self, AgentEvent, Target, Wanted};
 use metaroce_controller::core::CoreConfig;
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
+use metaroce_controller::obs::TokenError;
 use metaroce_controller::snapshot::{SnapshotDoc, SNAPSHOT_VERSION};
 use metaroce_p4rt::{Session, SessionError};
 use metaroce_pipeline::Pipeline;
@@ -25,7 +26,7 @@ use crate::Exit;
 pub enum ControllerCommand {
     /// Connect to every switch, install the pipeline and baseline, and close the loop.
     Run(Box<RunArgs>),
-    /// Write every switch's installed state to a JSON file.
+    /// Write every switch's installed state to a JSON file (reads as a backup: works beside a running controller).
     Snapshot(SnapshotArgs),
     /// Bring every switch back to a snapshot (stop a running controller first,
     /// or use its API: POST /api/v1/rollback).
@@ -118,6 +119,7 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
+    /// Topology YAML: the switches and their p4rt addresses.
     pub topology: PathBuf,
     #[command(flatten)]
     pub program: ProgramArgs,
@@ -131,22 +133,27 @@ pub struct SnapshotArgs {
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
+    /// Topology YAML: the switches and their p4rt addresses.
     pub topology: PathBuf,
     /// Snapshot file written by `snapshot`.
     pub snapshot: PathBuf,
     #[command(flatten)]
     pub program: ProgramArgs,
+    /// P4Runtime election id to write with (above the controller's default 10).
     #[arg(long, default_value_t = 20)]
     pub election_id: u64,
+    /// Seconds to wait for every switch to be restored.
     #[arg(long, default_value_t = 20.0)]
     pub timeout: f64,
 }
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
+    /// Topology YAML the recording was made on.
     pub topology: PathBuf,
     /// Recording (JSON lines of {"t_ns", "input"}).
     pub recording: PathBuf,
+    /// Mode to replay in: observe, advise or act.
     #[arg(long, default_value = "act")]
     pub mode: Mode,
 }
@@ -241,8 +248,15 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
         cfg.mode,
         if cfg.dry_run { " (dry run)" } else { "" }
     );
-    daemon::run(cfg, shutdown).await.context("the controller stopped with an error")?;
-    Ok(Exit::Ok)
+    match daemon::run(cfg, shutdown).await {
+        Ok(()) => Ok(Exit::Ok),
+        // A token file that was read but is wrong is bad input (exit 1).
+        Err(daemon::DaemonError::Tokens(e)) if !matches!(e, TokenError::Read { .. }) => {
+            eprintln!("error: {e}");
+            Ok(Exit::Invalid)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("the controller stopped with an error")),
+    }
 }
 
 /// Runs `f` for every switch at once; the results in switch order.
@@ -413,11 +427,7 @@ async fn snapshot(a: SnapshotArgs) -> anyhow::Result<Exit> {
     let text = serde_json::to_string_pretty(&doc).context("cannot encode the snapshot")?;
     std::fs::write(&a.output, text).with_context(|| format!("cannot write {}", a.output.display()))?;
     let entries: usize = doc.switches.values().map(Vec::len).sum();
-    println!(
-        "snapshot of {} switches ({entries} entries) written to {}",
-        doc.switches.len(),
-        a.output.display()
-    );
+    out!("snapshot of {} switches ({entries} entries) written to {}", doc.switches.len(), a.output.display());
     Ok(Exit::Ok)
 }
 
@@ -460,13 +470,15 @@ async fn rollback(a: RollbackArgs) -> anyhow::Result<Exit> {
     for (s, ev) in got {
         let name = &topo.switches[s].name;
         if let AgentEvent::Programmed { .. } = ev {
-            println!("{name}: already at the snapshot (nothing to write)");
+            out!("{name}: already at the snapshot (nothing to write)");
         }
         if let AgentEvent::Synced { outcome, .. } = ev {
             match &outcome.error {
-                None => println!(
+                None => out!(
                     "{name}: restored ({} inserts, {} modifies, {} deletes)",
-                    outcome.inserts, outcome.modifies, outcome.deletes
+                    outcome.inserts,
+                    outcome.modifies,
+                    outcome.deletes
                 ),
                 Some(e) => {
                     failed = true;
@@ -492,7 +504,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<Exit> {
     let out =
         metaroce_controller::replay::run(topo, CoreConfig::default(), a.mode, &inputs).context("replay")?;
     for v in out {
-        println!("{v}");
+        out!("{v}");
     }
     Ok(Exit::Ok)
 }

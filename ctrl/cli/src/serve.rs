@@ -270,7 +270,7 @@ async fn play(
     }
     let runs = [run];
     crate::sim::write_outputs(&a.out, &loaded.scenario, &runs)?;
-    print!("{}", report::markdown(&loaded.scenario, &runs));
+    outp!("{}", report::markdown(&loaded.scenario, &runs));
     eprintln!("serve: report and plots in {}", a.out.display());
     if unreported > 0 {
         eprintln!(
