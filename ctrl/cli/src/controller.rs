@@ -171,13 +171,17 @@ pub fn run(cmd: ControllerCommand) -> anyhow::Result<Exit> {
     }
 }
 
+/// An invalid topology prints its problems (exit 1); one that cannot be
+/// read is an I/O error (exit 3).
 fn load_topology(path: &Path) -> anyhow::Result<Result<Topology, Exit>> {
     match metaroce_topo::load_file(path) {
         Ok(t) => Ok(Ok(t)),
-        Err(e) => {
+        Err(e @ metaroce_topo::TopoError::Invalid { .. }) => {
+            eprint!("{}", e.report());
             eprintln!("{e}");
             Ok(Err(Exit::Invalid))
         }
+        Err(e) => Err(e.into()),
     }
 }
 
