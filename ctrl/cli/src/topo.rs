@@ -77,6 +77,10 @@ pub enum TopoCommand {
         /// Draw these as failed (dashed red): a link end `switch:port`, or a switch name (all its links). Repeatable.
         #[arg(long = "fail", value_name = "LINK_END|SWITCH")]
         fail: Vec<String>,
+        /// Draw every switch even when a tier has more than 16 (by default such a
+        /// fabric is drawn as pods and blocks of switches).
+        #[arg(long)]
+        detail: bool,
     },
     /// Print the JSON Schema of the topology format (editors use it to complete and check files).
     Schema,
@@ -162,7 +166,9 @@ pub fn run(cmd: TopoCommand) -> anyhow::Result<Exit> {
             with_topology(&file, |t| groups(t, switch.as_deref(), &fail, json))
         }
         TopoCommand::Gen(args) => generate(&args),
-        TopoCommand::Render { file, output, fail } => with_topology(&file, |t| draw(t, &output, &fail)),
+        TopoCommand::Render { file, output, fail, detail } => {
+            with_topology(&file, |t| draw(t, &output, &fail, detail))
+        }
         TopoCommand::Schema => {
             out!("{}", serde_json::to_string_pretty(&spec::json_schema())?);
             Ok(Exit::Ok)
@@ -532,7 +538,7 @@ fn generate(a: &GenArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-fn draw(t: &Topology, output: &Path, fail: &[String]) -> anyhow::Result<Exit> {
+fn draw(t: &Topology, output: &Path, fail: &[String], detail: bool) -> anyhow::Result<Exit> {
     let mut failed_links = Vec::new();
     for f in fail {
         match f.rsplit_once(':') {
@@ -542,8 +548,10 @@ fn draw(t: &Topology, output: &Path, fail: &[String]) -> anyhow::Result<Exit> {
                 .extend(t.adjacency(find_switch(t, f, &format!("--fail {f}"))?).iter().map(|a| a.link)),
         }
     }
-    let svg = render::svg(t, &RenderOptions { failed_links });
+    let overview = !detail && render::overview::wanted(t);
+    let svg = render::svg(t, &RenderOptions { failed_links, detail });
     std::fs::write(output, svg).with_context(|| format!("cannot write {}", output.display()))?;
-    eprintln!("wrote {} ({} switches, {} links)", output.display(), t.switches.len(), t.links.len());
+    let how = if overview { "; an overview of pods and blocks, --detail draws every switch" } else { "" };
+    eprintln!("wrote {} ({} switches, {} links{how})", output.display(), t.switches.len(), t.links.len());
     Ok(Exit::Ok)
 }

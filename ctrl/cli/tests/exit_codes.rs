@@ -331,3 +331,22 @@ fn paths_print_the_true_count() {
         (Some(128), Some(10), Some(true))
     );
 }
+
+/// A fabric with a tier wider than 16 switches is drawn as an overview
+/// of readable width; `--detail` draws every switch.
+#[test]
+fn render_draws_big_fabrics_as_an_overview() {
+    let files = Files::new();
+    let width = |svg: &str| -> f64 {
+        let text = std::fs::read_to_string(svg).unwrap();
+        let w = &text[text.find("width=\"").unwrap() + 7..];
+        w[..w.find('"').unwrap()].parse().unwrap()
+    };
+    let (overview, detail) = (files.arg("@ai.svg"), files.arg("@ai-detail.svg"));
+    let out = metaroce(&["topo", "render", "topologies/ai-64x16.yaml", "-o", &overview]);
+    assert!(out.status.success() && text(&out).contains("--detail draws every switch"), "{}", text(&out));
+    assert!(width(&overview) < 3000.0, "{}", width(&overview));
+    let out = metaroce(&["topo", "render", "topologies/ai-64x16.yaml", "-o", &detail, "--detail"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(width(&detail) > 7000.0, "every leaf side by side: {}", width(&detail));
+}
