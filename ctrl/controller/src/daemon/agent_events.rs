@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::{unix_us_of, State};
+use super::State;
 use crate::agent::{AgentEvent, SyncOutcome};
 use crate::core::Input;
 
@@ -162,4 +162,10 @@ impl State {
         let mode = self.core.mode();
         info!(switches = self.switches.len(), %mode, "the control loop runs: every switch holds its desired state");
     }
+}
+
+/// The wall-clock time (unix µs) of a monotonic instant in the past.
+fn unix_us_of(t: Instant) -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(now.saturating_sub(t.elapsed()).as_micros()).unwrap_or(u64::MAX)
 }

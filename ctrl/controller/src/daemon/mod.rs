@@ -190,18 +190,7 @@ pub async fn run(
         }));
     }
     if let Some(addr) = cfg.metrics_listen {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| DaemonError::Listen { addr, source })?;
-        let (metrics, mut stop) = (metrics.clone(), stop_rx.clone());
-        tasks.push(tokio::spawn(async move {
-            let until = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            if let Err(e) = obs::serve_metrics(listener, metrics, until).await {
-                warn!(error = %e, "metrics listener stopped");
-            }
-        }));
+        tasks.push(links::metrics_listener(addr, metrics.clone(), stop_rx.clone()).await?);
     }
     let (ev_tx, ev_rx) = mpsc::channel::<AgentEvent>(8192);
     let mut desired_tx = Vec::new();
@@ -603,10 +592,4 @@ impl State {
             busy.store(false, std::sync::atomic::Ordering::Release);
         });
     }
-}
-
-/// The wall-clock time (unix µs) of a monotonic instant in the past.
-fn unix_us_of(t: Instant) -> u64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(now.saturating_sub(t.elapsed()).as_micros()).unwrap_or(u64::MAX)
 }
