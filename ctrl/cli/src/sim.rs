@@ -69,7 +69,7 @@ struct RunOpts {
 }
 
 /// Prints a load error the way compilers do and says which exit code it is.
-fn load(path: &Path) -> anyhow::Result<Result<scenario::Loaded, Exit>> {
+pub(crate) fn load(path: &Path) -> anyhow::Result<Result<scenario::Loaded, Exit>> {
     match scenario::load_file(path) {
         Ok(l) => Ok(Ok(l)),
         // The scenario's topology file is missing or unreadable: I/O, exit 3.

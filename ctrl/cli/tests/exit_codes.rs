@@ -124,6 +124,7 @@ const CASES: &[Case] = &[
     (&["sim", "serve", "no/such.yaml"], 3, "cannot read topology file"),
     (&["sim", "serve", M22, "--dilation", "0"], 2, "--dilation"),
     (&["sim", "serve", "@binary.yaml"], 1, "1 problem"),
+    (&["sim", "serve", M22, "@no-topo.yaml"], 3, "cannot read topology file"),
     // controller run
     (&["controller", "run", "no/such.yaml"], 3, "cannot read topology file"),
     (&["controller", "run", "@binary.yaml"], 1, "file is not UTF-8"),
