@@ -13,7 +13,9 @@ use metaroce_controller::agent::{self, AgentEvent, Target, Wanted};
 use metaroce_controller::core::CoreConfig;
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
+use metaroce_controller::obs::TokenError;
 use metaroce_controller::snapshot::{SnapshotDoc, SNAPSHOT_VERSION};
+use metaroce_p4rt::{Session, SessionError};
 use metaroce_pipeline::Pipeline;
 use metaroce_topo::Topology;
 use tokio::sync::{mpsc, watch};
@@ -23,8 +25,8 @@ use crate::Exit;
 #[derive(Debug, Subcommand)]
 pub enum ControllerCommand {
     /// Connect to every switch, install the pipeline and baseline, and close the loop.
-    Run(RunArgs),
-    /// Write every switch's installed state to a JSON file.
+    Run(Box<RunArgs>),
+    /// Write every switch's installed state to a JSON file (reads as a backup: works beside a running controller).
     Snapshot(SnapshotArgs),
     /// Bring every switch back to a snapshot (stop a running controller first,
     /// or use its API: POST /api/v1/rollback).
@@ -58,8 +60,12 @@ pub struct RunArgs {
     /// Status API and /metrics (e.g. 127.0.0.1:9100).
     #[arg(long)]
     pub listen: Option<SocketAddr>,
-    /// Bearer tokens (lines "<viewer|operator|admin> <token>"); without it the API is read-only.
-    #[arg(long)]
+    /// `/metrics` alone on this address, without authentication (for Prometheus while --tokens guards the API).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Bearer tokens (lines "<viewer|operator|admin> <token>", tokens of 16 characters or more);
+    /// without it the API is read-only.
+    #[arg(long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
     /// Append every change as JSON lines to this file.
     #[arg(long)]
@@ -113,6 +119,7 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
+    /// Topology YAML: the switches and their p4rt addresses.
     pub topology: PathBuf,
     #[command(flatten)]
     pub program: ProgramArgs,
@@ -126,22 +133,27 @@ pub struct SnapshotArgs {
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
+    /// Topology YAML: the switches and their p4rt addresses.
     pub topology: PathBuf,
     /// Snapshot file written by `snapshot`.
     pub snapshot: PathBuf,
     #[command(flatten)]
     pub program: ProgramArgs,
+    /// P4Runtime election id to write with (above the controller's default 10).
     #[arg(long, default_value_t = 20)]
     pub election_id: u64,
+    /// Seconds to wait for every switch to be restored.
     #[arg(long, default_value_t = 20.0)]
     pub timeout: f64,
 }
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
+    /// Topology YAML the recording was made on.
     pub topology: PathBuf,
     /// Recording (JSON lines of {"t_ns", "input"}).
     pub recording: PathBuf,
+    /// Mode to replay in: observe, advise or act.
     #[arg(long, default_value = "act")]
     pub mode: Mode,
 }
@@ -152,20 +164,24 @@ pub fn run(cmd: ControllerCommand) -> anyhow::Result<Exit> {
         .build()
         .context("cannot start the async runtime")?;
     match cmd {
-        ControllerCommand::Run(a) => rt.block_on(run_daemon(a)),
+        ControllerCommand::Run(a) => rt.block_on(run_daemon(*a)),
         ControllerCommand::Snapshot(a) => rt.block_on(snapshot(a)),
         ControllerCommand::Rollback(a) => rt.block_on(rollback(a)),
         ControllerCommand::Replay(a) => replay(a),
     }
 }
 
+/// An invalid topology prints its problems (exit 1); one that cannot be
+/// read is an I/O error (exit 3).
 fn load_topology(path: &Path) -> anyhow::Result<Result<Topology, Exit>> {
     match metaroce_topo::load_file(path) {
         Ok(t) => Ok(Ok(t)),
-        Err(e) => {
+        Err(e @ metaroce_topo::TopoError::Invalid { .. }) => {
+            eprint!("{}", e.report());
             eprintln!("{e}");
             Ok(Err(Exit::Invalid))
         }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -200,6 +216,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.mode = a.mode;
     cfg.dry_run = a.dry_run;
     cfg.listen = a.listen;
+    cfg.metrics_listen = a.metrics_listen;
     cfg.tokens = a.tokens;
     cfg.events = a.events;
     cfg.record = a.record;
@@ -235,8 +252,75 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
         cfg.mode,
         if cfg.dry_run { " (dry run)" } else { "" }
     );
-    daemon::run(cfg, shutdown).await.context("the controller stopped with an error")?;
-    Ok(Exit::Ok)
+    match daemon::run(cfg, shutdown).await {
+        Ok(()) => Ok(Exit::Ok),
+        // A token file that was read but is wrong is bad input (exit 1).
+        Err(daemon::DaemonError::Tokens(e)) if !matches!(e, TokenError::Read { .. }) => {
+            eprintln!("error: {e}");
+            Ok(Exit::Invalid)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("the controller stopped with an error")),
+    }
+}
+
+/// Runs `f` for every switch at once; the results in switch order.
+async fn per_switch<T, F, Fut>(topo: &Topology, f: F) -> Vec<Result<T, String>>
+where
+    T: Send + 'static,
+    F: Fn(Arc<Topology>, usize) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>> + Send + 'static,
+{
+    let topo = Arc::new(topo.clone());
+    let tasks: Vec<_> = (0..topo.switches.len()).map(|s| tokio::spawn(f(topo.clone(), s))).collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await.unwrap_or_else(|e| Err(format!("the task failed: {e}"))));
+    }
+    out
+}
+
+/// A session that only reads: a low election id, so a running controller
+/// (election id 10 by default) stays primary. P4Runtime lets a backup read.
+/// Another reader may hold the same id: the next one is tried.
+async fn backup_session(topo: &Topology, s: usize, timeout: Duration) -> Result<Session, String> {
+    let mut last = String::new();
+    for election_id in 1..=4u128 {
+        let mut cfg = daemon::session_config(topo, s, election_id);
+        cfg.connect_attempts = 3;
+        cfg.rpc_timeout = timeout;
+        cfg.connect_timeout = timeout.min(Duration::from_secs(5));
+        match tokio::time::timeout(timeout, Session::connect(cfg)).await {
+            Err(_) => return Err(format!("no answer within {timeout:?}")),
+            Ok(Ok(session)) => return Ok(session),
+            Ok(Err(e @ SessionError::Refused { .. })) => last = e.to_string(),
+            Ok(Err(e)) => return Err(e.to_string()),
+        }
+    }
+    Err(last)
+}
+
+/// The switches on which another client (a running controller) is primary.
+async fn held_by_a_primary(topo: &Topology, timeout: Duration) -> anyhow::Result<Vec<String>> {
+    let probes = per_switch(topo, |topo, s| async move {
+        let session = backup_session(&topo, s, timeout).await?;
+        let role = session.role();
+        Ok(!role.primary && role.election_id.is_some_and(|e| e != session.config().election_id))
+    })
+    .await;
+    let mut held = Vec::new();
+    let mut failed = Vec::new();
+    for (s, r) in probes.into_iter().enumerate() {
+        let name = topo.switches[s].name.clone();
+        match r {
+            Ok(true) => held.push(name),
+            Ok(false) => {}
+            Err(e) => failed.push(format!("{name}: {e}")),
+        }
+    }
+    if !failed.is_empty() {
+        bail!("cannot reach {} (is the fabric up? check the p4rt addresses)", failed.join("; "));
+    }
+    Ok(held)
 }
 
 /// Runs one agent per switch until each reports `Up` (and, with a target, `Synced`).
@@ -276,6 +360,10 @@ async fn visit(
             Ok(Some(e @ AgentEvent::Synced { switch, .. })) => {
                 done.insert(switch, e);
             }
+            // Already at the target: no pass had anything to write.
+            Ok(Some(e @ AgentEvent::Programmed { switch })) if want[&switch] => {
+                done.entry(switch).or_insert(e);
+            }
             Ok(Some(_)) => {}
             Ok(None) | Err(_) => {
                 let missing: Vec<&str> = want
@@ -298,13 +386,40 @@ async fn visit(
 async fn snapshot(a: SnapshotArgs) -> anyhow::Result<Exit> {
     let topo = load_or_exit!(load_topology(&a.topology));
     let pipeline = load_or_exit!(load_pipeline(&a.program));
-    let n = topo.switches.len();
-    let got = visit(&topo, pipeline, 1, true, vec![None; n], Duration::from_secs_f64(a.timeout)).await?;
-    let mut switches = BTreeMap::new();
-    for (s, ev) in got {
-        if let AgentEvent::Up { installed, .. } = ev {
-            switches.insert(topo.switches[s].name.clone(), installed.values().cloned().collect());
+    let timeout = Duration::from_secs_f64(a.timeout);
+    let got = per_switch(&topo, |topo, s| {
+        let pipeline = pipeline.clone();
+        async move {
+            let session = backup_session(&topo, s, timeout).await?;
+            let got = tokio::time::timeout(timeout, pipeline.read_installed(&session))
+                .await
+                .map_err(|_| format!("no read answer within {timeout:?}"))?
+                .map_err(|e| e.to_string())?;
+            for err in &got.unreadable {
+                eprintln!("{}: entry left out of the snapshot: {err}", topo.switches[s].name);
+            }
+            Ok(got.entries)
         }
+    })
+    .await;
+    let mut switches = BTreeMap::new();
+    let mut failed = Vec::new();
+    for (s, r) in got.into_iter().enumerate() {
+        let name = topo.switches[s].name.clone();
+        match r {
+            Ok(entries) => {
+                switches.insert(name, entries.into_values().collect());
+            }
+            Err(e) => failed.push(format!("{name}: {e}")),
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "cannot read {} of {} switches (is the fabric up? check the p4rt addresses):\n  {}",
+            failed.len(),
+            topo.switches.len(),
+            failed.join("\n  ")
+        );
     }
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
     let doc = SnapshotDoc {
@@ -316,11 +431,7 @@ async fn snapshot(a: SnapshotArgs) -> anyhow::Result<Exit> {
     let text = serde_json::to_string_pretty(&doc).context("cannot encode the snapshot")?;
     std::fs::write(&a.output, text).with_context(|| format!("cannot write {}", a.output.display()))?;
     let entries: usize = doc.switches.values().map(Vec::len).sum();
-    println!(
-        "snapshot of {} switches ({entries} entries) written to {}",
-        doc.switches.len(),
-        a.output.display()
-    );
+    out!("snapshot of {} switches ({entries} entries) written to {}", doc.switches.len(), a.output.display());
     Ok(Exit::Ok)
 }
 
@@ -345,17 +456,33 @@ async fn rollback(a: RollbackArgs) -> anyhow::Result<Exit> {
         }
     };
     let targets: Vec<Option<Target>> = names.iter().map(|n| doc.entries(n).map(Target::Exact)).collect();
+    let timeout = Duration::from_secs_f64(a.timeout);
+    let held = held_by_a_primary(&topo, timeout).await?;
+    if !held.is_empty() {
+        eprintln!(
+            "error: a controller is primary on {}: a rollback now would fight it for the switches.\n\
+             Use its API instead (POST /api/v1/rollback with the snapshot as the body, operator token),\n\
+             or stop that controller first and run this again.",
+            held.join(", ")
+        );
+        return Ok(Exit::Failure);
+    }
     let got =
         visit(&topo, pipeline, u128::from(a.election_id), false, targets, Duration::from_secs_f64(a.timeout))
             .await?;
     let mut failed = false;
     for (s, ev) in got {
+        let name = &topo.switches[s].name;
+        if let AgentEvent::Programmed { .. } = ev {
+            out!("{name}: already at the snapshot (nothing to write)");
+        }
         if let AgentEvent::Synced { outcome, .. } = ev {
-            let name = &topo.switches[s].name;
             match &outcome.error {
-                None => println!(
+                None => out!(
                     "{name}: restored ({} inserts, {} modifies, {} deletes)",
-                    outcome.inserts, outcome.modifies, outcome.deletes
+                    outcome.inserts,
+                    outcome.modifies,
+                    outcome.deletes
                 ),
                 Some(e) => {
                     failed = true;
@@ -381,7 +508,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<Exit> {
     let out =
         metaroce_controller::replay::run(topo, CoreConfig::default(), a.mode, &inputs).context("replay")?;
     for v in out {
-        println!("{v}");
+        out!("{v}");
     }
     Ok(Exit::Ok)
 }

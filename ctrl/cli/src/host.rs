@@ -170,7 +170,7 @@ fn export(a: ExportArgs) -> anyhow::Result<Exit> {
         collector = collector.with_csv(path).context("--csv")?;
     }
     if a.once {
-        print!("{}", openmetrics::render(&collector.poll()));
+        outp!("{}", openmetrics::render(&collector.poll()));
         return Ok(Exit::Ok);
     }
     let cfg = exporter::ExportConfig { listen: a.listen, interval: a.interval };
@@ -201,14 +201,14 @@ fn write_fixture(dir: &Path) -> anyhow::Result<Exit> {
         fixture::write_rxe(dir, "rxe0", "eth1", 9000)
     };
     write().with_context(|| format!("writing the fixture to {}", dir.display()))?;
-    println!("{}: mlx5_0 over enp1s0f0np0, rxe0 over eth1; try --sysfs-root {0}", dir.display());
+    out!("{}: mlx5_0 over enp1s0f0np0, rxe0 over eth1; try --sysfs-root {0}", dir.display());
     Ok(Exit::Ok)
 }
 
 fn scrape_one(a: &ScrapeArgs) -> anyhow::Result<Exit> {
     let opts = ScrapeOptions { timeout: a.timeout, ..ScrapeOptions::default() };
     let got = runtime()?.block_on(scrape(&a.addr, &opts)).with_context(|| format!("scraping {}", a.addr))?;
-    println!("{}", serde_json::to_string_pretty(&got)?);
+    out!("{}", serde_json::to_string_pretty(&got)?);
     Ok(Exit::Ok)
 }
 
@@ -226,9 +226,9 @@ pub fn doctor(a: DoctorArgs) -> anyhow::Result<Exit> {
     let opts = DoctorOptions { priority: a.priority, mtu: a.mtu };
     let checks = doctor::diagnose(&first, &second, a.window, &opts);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&doctor::to_json(&checks))?);
+        out!("{}", serde_json::to_string_pretty(&doctor::to_json(&checks))?);
     } else {
-        print!("{}", doctor::render(&checks));
+        outp!("{}", doctor::render(&checks));
     }
     Ok(if checks.iter().any(|c| c.status == Status::Fail) { Exit::Invalid } else { Exit::Ok })
 }

@@ -1,14 +1,6 @@
 //! The `metaroce` command line: argument definitions and the commands
 //! behind them. `main.rs` only calls [`run`].
 
-mod controller;
-mod host;
-mod links;
-mod serve;
-mod sim;
-mod sweep;
-mod topo;
-
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +23,66 @@ impl From<Exit> for ExitCode {
         ExitCode::from(e as u8)
     }
 }
+
+/// An error whose exit code is not [`Exit::Failure`]: wrong arguments
+/// ([`usage`]) or bad input. `main` finds it anywhere in the
+/// error's chain, so context may be added on the way up.
+#[derive(Debug)]
+pub struct ExitError {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl std::fmt::Display for ExitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ExitError {}
+
+/// Wrong arguments: exit 2.
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
+    ExitError { exit: Exit::Usage, message: message.into() }.into()
+}
+
+/// The exit code an error stands for: 3 unless it carries another.
+pub fn exit_code_of(err: &anyhow::Error) -> Exit {
+    err.chain().find_map(|e| e.downcast_ref::<ExitError>()).map_or(Exit::Failure, |e| e.exit)
+}
+
+/// True when the error is a write to a closed pipe (`metaroce ... | head`):
+/// the reader has all it wanted, so the command ends quietly.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `println!` that returns the write error instead of panicking on a
+/// closed pipe.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// `print!` that returns the write error instead of panicking.
+macro_rules! outp {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+mod controller;
+mod host;
+mod links;
+mod serve;
+mod sim;
+mod sweep;
+mod topo;
 
 const EXIT_CODES: &str = "Exit codes: 0 success; 1 the topology, scenario, snapshot or P4Info has problems \
 (all are printed), or a simulation hit a limit; \
@@ -71,10 +123,14 @@ pub enum Command {
     Doctor(host::DoctorArgs),
 }
 
-/// Logs go to stderr so that command output stays clean on stdout.
-pub fn init_tracing(verbose: u8) {
+/// Logs go to stderr so that command output stays clean on stdout. A
+/// running controller says at the default level what it did to each switch
+/// (its own info lines; not every event, not the driver's).
+pub fn init_tracing(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
-    let default = match verbose {
+    let daemon = matches!(cli.command, Command::Controller(controller::ControllerCommand::Run(_)));
+    let default = match cli.verbose {
+        0 if daemon => "warn,metaroce_controller=info",
         0 => "warn",
         1 => "info",
         _ => "debug",

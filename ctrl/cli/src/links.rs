@@ -1,8 +1,9 @@
 //! Serve mode's link watcher: P4Runtime carries no port status, so when a
 //! served scenario fails or repairs a link, `metaroce sim serve` tells the
 //! controller the way a link monitor (BFD, LLDP, the switch OS) would:
-//! `POST /api/v1/links` with `{"link": "leaf1:3", "state": "down"}` and an
-//! operator token.
+//! `POST /api/v1/links` with `{"link": "leaf1:3", "state": "down",
+//! "force": true}` and an operator token (forced: the failure happened, so
+//! the controller applies it even if it partitions the fabric).
 
 use std::path::Path;
 use std::time::Duration;
@@ -118,7 +119,9 @@ impl LinkReporter {
         let name =
             Self::link_name(topo, c.link).ok_or_else(|| format!("link {} is not in the topology", c.link))?;
         let state = if c.up { "up" } else { "down" };
-        let body = serde_json::json!({ "link": name, "state": state }).to_string();
+        // A failure that happened: the controller must apply it even if it
+        // partitions the fabric (it refuses an operator's unforced one).
+        let body = serde_json::json!({ "link": name, "state": state, "force": true }).to_string();
         let mut last = String::new();
         for attempt in 0..3u32 {
             if attempt > 0 {

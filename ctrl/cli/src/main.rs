@@ -14,13 +14,35 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = metaroce_cli::Cli::parse();
-    metaroce_cli::init_tracing(cli.verbose);
+    metaroce_cli::init_tracing(&cli);
     match metaroce_cli::run(cli) {
         Ok(code) => code.into(),
+        Err(err) if metaroce_cli::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
-            metaroce_cli::Exit::Failure.into()
+            metaroce_cli::exit_code_of(&err).into()
         }
     }
+}
+
+/// Output to a reader that went away (`metaroce ... | head -1`) ends the
+/// command quietly. Our own writes return the error; this catches the
+/// `eprintln!` of progress lines and anything else the standard library
+/// prints, which panics on a closed pipe.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if text.starts_with("failed printing to std") && text.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

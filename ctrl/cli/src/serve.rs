@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::Args;
 use metaroce_pipeline::Pipeline;
 use metaroce_sim::serve::{Counters, Fabric, LinkChange, Options, ServeError, Status};
-use metaroce_sim::{report, scenario, Progress, SimError};
+use metaroce_sim::{report, scenario, Progress};
 use metaroce_topo::{Routing, Topology};
 use tokio::sync::watch;
 
@@ -84,17 +84,11 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Exit> {
     };
     let loaded = match &a.scenario {
         None => None,
-        Some(p) => match scenario::load_file(p) {
+        // As `sim run` loads it: a topology the scenario names that cannot
+        // be read is I/O (exit 3), not a problem of the scenario.
+        Some(p) => match crate::sim::load(p)? {
             Ok(l) => Some(l),
-            Err(e @ (SimError::Invalid { .. } | SimError::Topology { .. })) => {
-                eprint!("{}", e.report());
-                eprintln!("error: {e}");
-                return Ok(Exit::Invalid);
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Ok(Exit::Failure);
-            }
+            Err(code) => return Ok(code),
         },
     };
     if let Some(l) = &loaded {
@@ -270,7 +264,7 @@ async fn play(
     }
     let runs = [run];
     crate::sim::write_outputs(&a.out, &loaded.scenario, &runs)?;
-    print!("{}", report::markdown(&loaded.scenario, &runs));
+    outp!("{}", report::markdown(&loaded.scenario, &runs));
     eprintln!("serve: report and plots in {}", a.out.display());
     if unreported > 0 {
         eprintln!(

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use metaroce_sim::report::{self, plot};
 use metaroce_sim::{scenario, Mode, ModeRun, Progress, SimError};
-use metaroce_topo::Routing;
+use metaroce_topo::{Routing, TopoError};
 
 use crate::Exit;
 
@@ -43,7 +43,7 @@ pub enum SimCommand {
     },
     /// Check a scenario and its topology; print every problem.
     Check {
-        /// Scenario YAML to check (and the topology it names).
+        /// Scenario YAML (it names its topology, relative to itself).
         scenario: PathBuf,
     },
     /// Run every mode of a scenario on many seeds, in parallel: median / p90 / worst completion
@@ -77,9 +77,13 @@ struct RunOpts {
 }
 
 /// Prints a load error the way compilers do and says which exit code it is.
-fn load(path: &Path) -> anyhow::Result<Result<scenario::Loaded, Exit>> {
+pub(crate) fn load(path: &Path) -> anyhow::Result<Result<scenario::Loaded, Exit>> {
     match scenario::load_file(path) {
         Ok(l) => Ok(Ok(l)),
+        // The scenario's topology file is missing or unreadable: I/O, exit 3.
+        Err(SimError::Topology {
+            source: e @ (TopoError::Io { .. } | TopoError::TooLarge { .. }), ..
+        }) => Err(anyhow::Error::new(e).context(format!("the topology of scenario {}", path.display()))),
         Err(e @ (SimError::Invalid { .. } | SimError::Topology { .. })) => {
             eprint!("{}", e.report());
             eprintln!("error: {e}");
@@ -95,7 +99,7 @@ fn check(path: &Path) -> anyhow::Result<Exit> {
         Err(code) => return Ok(code),
     };
     let s = &l.scenario;
-    println!(
+    out!(
         "{}: ok: {} job(s) on {} ({} hosts), modes {}",
         path.display(),
         s.jobs.len(),
@@ -167,11 +171,12 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
     }
     let stopped: Vec<&ModeRun> = runs.iter().filter(|r| r.summary.stopped.is_some()).collect();
     for r in &stopped {
+        let n = r.summary.unfinished_messages;
         eprintln!(
-            "error: mode {} stopped before the end, since {}, with {} messages unfinished; raise `limits` in the scenario if the run is meant to be this long",
+            "error: mode {} stopped before the end, since {}, with {n} message{} unfinished; raise `limits` in the scenario if the run is meant to be this long",
             r.summary.mode,
             r.summary.stopped.map_or_else(String::new, |s| s.to_string()),
-            r.summary.unfinished_messages
+            if n == 1 { "" } else { "s" }
         );
     }
     Ok(if stopped.is_empty() { Exit::Ok } else { Exit::Invalid })

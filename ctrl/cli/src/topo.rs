@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use metaroce_topo::gen::{self, Common};
 use metaroce_topo::render::{self, RenderOptions};
@@ -12,7 +12,7 @@ use metaroce_topo::units::{Bandwidth, Duration};
 use metaroce_topo::{emit, spec, HostId, NextHop, NodeRef, Role, Routing, TopoError, Topology};
 use serde_json::json;
 
-use crate::Exit;
+use crate::{usage, Exit};
 
 #[derive(Debug, Subcommand)]
 pub enum TopoCommand {
@@ -27,12 +27,15 @@ pub enum TopoCommand {
     },
     /// Summarize a fabric: tiers, hosts, links, oversubscription, routes.
     Show {
+        /// Topology YAML.
         file: PathBuf,
+        /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
     },
     /// List every equal-cost path between two hosts, with its bottleneck.
     Paths {
+        /// Topology YAML.
         file: PathBuf,
         /// Source host, by name or IP address.
         src: String,
@@ -41,14 +44,16 @@ pub enum TopoCommand {
         /// Fail these first: a link end `switch:port`, or a switch name. Repeatable.
         #[arg(long = "fail", value_name = "LINK_END|SWITCH")]
         fail: Vec<String>,
-        /// Show at most this many paths.
+        /// Show at most this many paths (the count printed is always the true total).
         #[arg(long, default_value_t = 64)]
         limit: usize,
+        /// Print the paths as JSON (`total`, `shown`, `paths`, `truncated`).
         #[arg(long)]
         json: bool,
     },
     /// Print the next-hop groups and routes of one switch (or all).
     Groups {
+        /// Topology YAML.
         file: PathBuf,
         /// Only this switch.
         #[arg(long)]
@@ -56,6 +61,7 @@ pub enum TopoCommand {
         /// Fail these first: a link end `switch:port`, or a switch name. Repeatable.
         #[arg(long = "fail", value_name = "LINK_END|SWITCH")]
         fail: Vec<String>,
+        /// Print the groups and routes as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -63,13 +69,18 @@ pub enum TopoCommand {
     Gen(GenArgs),
     /// Draw the fabric as a layered SVG picture with port labels.
     Render {
+        /// Topology YAML.
         file: PathBuf,
         /// Where to write the SVG.
         #[arg(short, long, default_value = "fabric.svg")]
         output: PathBuf,
-        /// Draw these links as failed (dashed red): a link end `switch:port`. Repeatable.
-        #[arg(long = "fail", value_name = "LINK_END")]
+        /// Draw these as failed (dashed red): a link end `switch:port`, or a switch name (all its links). Repeatable.
+        #[arg(long = "fail", value_name = "LINK_END|SWITCH")]
         fail: Vec<String>,
+        /// Draw every switch even when a tier has more than 16 (by default such a
+        /// fabric is drawn as pods and blocks of switches).
+        #[arg(long)]
+        detail: bool,
     },
     /// Print the JSON Schema of the topology format (editors use it to complete and check files).
     Schema,
@@ -155,9 +166,11 @@ pub fn run(cmd: TopoCommand) -> anyhow::Result<Exit> {
             with_topology(&file, |t| groups(t, switch.as_deref(), &fail, json))
         }
         TopoCommand::Gen(args) => generate(&args),
-        TopoCommand::Render { file, output, fail } => with_topology(&file, |t| draw(t, &output, &fail)),
+        TopoCommand::Render { file, output, fail, detail } => {
+            with_topology(&file, |t| draw(t, &output, &fail, detail))
+        }
         TopoCommand::Schema => {
-            println!("{}", serde_json::to_string_pretty(&spec::json_schema())?);
+            out!("{}", serde_json::to_string_pretty(&spec::json_schema())?);
             Ok(Exit::Ok)
         }
     }
@@ -184,7 +197,7 @@ fn check(files: &[PathBuf], as_json: bool) -> anyhow::Result<Exit> {
         match metaroce_topo::load_file(file) {
             Ok(t) => {
                 if !as_json {
-                    println!(
+                    out!(
                         "{}: ok: {} switches, {} hosts, {} links",
                         file.display(),
                         t.switches.len(),
@@ -202,8 +215,8 @@ fn check(files: &[PathBuf], as_json: bool) -> anyhow::Result<Exit> {
                     .collect();
                 if !as_json {
                     let e = TopoError::Invalid { origin, diagnostics };
-                    print!("{}", e.report());
-                    println!("{}: {e}", file.display());
+                    outp!("{}", e.report());
+                    out!("{}: {e}", file.display());
                 }
                 results.push(json!({"file": file, "ok": false, "problems": problems}));
             }
@@ -218,7 +231,7 @@ fn check(files: &[PathBuf], as_json: bool) -> anyhow::Result<Exit> {
         }
     }
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        out!("{}", serde_json::to_string_pretty(&results)?);
     }
     Ok(worst)
 }
@@ -252,7 +265,7 @@ fn show(t: &Topology, as_json: bool) -> anyhow::Result<Exit> {
         .max()
         .unwrap_or(0);
     if as_json {
-        println!(
+        out!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "name": t.name, "description": t.description,
@@ -295,7 +308,7 @@ fn show(t: &Topology, as_json: bool) -> anyhow::Result<Exit> {
         f.cpu_port
     )?;
     writeln!(o, "routing    {routes} routes in {groups} groups, widest group {widest} members")?;
-    print!("{o}");
+    outp!("{o}");
     Ok(Exit::Ok)
 }
 
@@ -311,7 +324,17 @@ fn find_host(t: &Topology, what: &str) -> anyhow::Result<HostId> {
     let hint = spec::did_you_mean(what, t.hosts.iter().map(|h| h.name.as_str()))
         .map(|s| format!("; did you mean \"{s}\"?"))
         .unwrap_or_default();
-    bail!("no host named \"{what}\" in {}{hint}", t.name)
+    Err(usage(format!("no host named \"{what}\" in {}{hint}", t.name)))
+}
+
+/// A switch by name; a miss is a usage error with "did you mean".
+fn find_switch(t: &Topology, name: &str, what: &str) -> anyhow::Result<usize> {
+    t.switch_id(name).ok_or_else(|| {
+        let hint = spec::did_you_mean(name, t.switches.iter().map(|s| s.name.as_str()))
+            .map(|h| format!("; did you mean \"{h}\"?"))
+            .unwrap_or_default();
+        usage(format!("{what}: no switch named \"{name}\" in {}{hint}", t.name))
+    })
 }
 
 /// Applies `--fail` arguments: `switch:port` fails that link, a bare name fails the switch.
@@ -323,7 +346,7 @@ fn apply_failures(t: &Topology, routing: &mut Routing, fail: &[String]) -> anyho
             routing.fail_link(t, link)?;
             failed_links.push(link);
         } else {
-            let s = t.switch_id(f).with_context(|| format!("--fail {f}: no switch named \"{f}\""))?;
+            let s = find_switch(t, f, &format!("--fail {f}"))?;
             routing.fail_switch(t, s)?;
             failed_links.extend(t.adjacency(s).iter().map(|a| a.link));
         }
@@ -332,14 +355,14 @@ fn apply_failures(t: &Topology, routing: &mut Routing, fail: &[String]) -> anyho
 }
 
 fn find_link(t: &Topology, name: &str, port: &str) -> anyhow::Result<usize> {
-    let s = t.switch_id(name).with_context(|| format!("--fail {name}:{port}: no switch named \"{name}\""))?;
+    let s = find_switch(t, name, &format!("--fail {name}:{port}"))?;
     let port: u16 =
-        port.parse().with_context(|| format!("--fail {name}:{port}: \"{port}\" is not a port number"))?;
+        port.parse().map_err(|_| usage(format!("--fail {name}:{port}: \"{port}\" is not a port number")))?;
     t.adjacency(s)
         .iter()
         .find(|a| a.port == port)
         .map(|a| a.link)
-        .with_context(|| format!("--fail {name}:{port}: no switch-to-switch link on that port"))
+        .ok_or_else(|| usage(format!("--fail {name}:{port}: no switch-to-switch link on that port")))
 }
 
 fn paths(
@@ -354,6 +377,7 @@ fn paths(
     let mut routing = Routing::compute(t);
     apply_failures(t, &mut routing, fail)?;
     let (found, more) = routing.host_paths(t, s, d, limit.max(1));
+    let total = routing.count_host_paths(t, s, d);
     let (hs, hd) = (&t.hosts[s], &t.hosts[d]);
     if as_json {
         let list: Vec<_> = found
@@ -367,27 +391,26 @@ fn paths(
                 json!({"hops": hops, "bottleneck_bps": p.bottleneck_bps})
             })
             .collect();
-        println!(
+        out!(
             "{}",
             serde_json::to_string_pretty(
-                &json!({"src": hs.name, "dst": hd.name, "paths": list, "truncated": more})
+                &json!({"src": hs.name, "dst": hd.name, "total": total, "shown": list.len(), "paths": list, "truncated": more})
             )?
         );
         return Ok(if found.is_empty() { Exit::Invalid } else { Exit::Ok });
     }
     if found.is_empty() {
-        println!("{} ({}) cannot reach {} ({}): no valley-free path", hs.name, hs.ip, hd.name, hd.ip);
+        out!("{} ({}) cannot reach {} ({}): no valley-free path", hs.name, hs.ip, hd.name, hd.ip);
         return Ok(Exit::Invalid);
     }
-    println!(
-        "{} equal-cost path{} from {} ({}) to {} ({}){}:",
-        found.len(),
-        if found.len() == 1 { "" } else { "s" },
+    out!(
+        "{total} equal-cost path{} from {} ({}) to {} ({}){}:",
+        if total == 1 { "" } else { "s" },
         hs.name,
         hs.ip,
         hd.name,
         hd.ip,
-        if more { format!(", showing the first {limit}") } else { String::new() }
+        if more { format!(", showing the first {} (--limit)", found.len()) } else { String::new() }
     );
     for (i, p) in found.iter().enumerate() {
         let mut line = hs.name.clone();
@@ -395,9 +418,9 @@ fn paths(
             write!(line, " -> {}[{}>{}]", t.switches[h.switch].name, h.in_port, h.out_port)?;
         }
         write!(line, " -> {}", hd.name)?;
-        println!("{:>3}. {line}   bottleneck {}", i + 1, gbps(p.bottleneck_bps));
+        out!("{:>3}. {line}   bottleneck {}", i + 1, gbps(p.bottleneck_bps));
     }
-    println!("(switch[in>out] gives the ingress and egress port at each hop)");
+    out!("(switch[in>out] gives the ingress and egress port at each hop)");
     Ok(Exit::Ok)
 }
 
@@ -405,13 +428,7 @@ fn groups(t: &Topology, only: Option<&str>, fail: &[String], as_json: bool) -> a
     let mut routing = Routing::compute(t);
     apply_failures(t, &mut routing, fail)?;
     let switches: Vec<usize> = match only {
-        Some(name) => vec![t.switch_id(name).with_context(|| {
-            let hint = spec::did_you_mean(name, t.switches.iter().map(|s| s.name.as_str()));
-            format!(
-                "no switch named \"{name}\"{}",
-                hint.map(|h| format!("; did you mean \"{h}\"?")).unwrap_or_default()
-            )
-        })?],
+        Some(name) => vec![find_switch(t, name, "--switch")?],
         None => (0..t.switches.len()).collect(),
     };
     let hop = |n: &NextHop| match n {
@@ -491,7 +508,7 @@ fn generate(a: &GenArgs) -> anyhow::Result<Exit> {
         ),
         Shape::FatTree => (gen::fat_tree(&c, a.k), format!("fat-tree --k {}", a.k)),
     };
-    let topo = topo.context("cannot generate that fabric")?;
+    let topo = topo.map_err(|e| usage(format!("cannot generate that fabric: {e}")))?;
     let mut cmd = format!("metaroce topo gen {params} --name {} --bandwidth {}", a.name, a.bandwidth);
     if let Some(n) = a.nic_rate {
         write!(cmd, " --nic-rate {n}")?;
@@ -516,19 +533,25 @@ fn generate(a: &GenArgs) -> anyhow::Result<Exit> {
                 topo.links.len()
             );
         }
-        None => print!("{text}"),
+        None => outp!("{text}"),
     }
     Ok(Exit::Ok)
 }
 
-fn draw(t: &Topology, output: &Path, fail: &[String]) -> anyhow::Result<Exit> {
+fn draw(t: &Topology, output: &Path, fail: &[String], detail: bool) -> anyhow::Result<Exit> {
     let mut failed_links = Vec::new();
     for f in fail {
-        let (name, port) = f.rsplit_once(':').with_context(|| format!("--fail {f}: expected switch:port"))?;
-        failed_links.push(find_link(t, name, port)?);
+        match f.rsplit_once(':') {
+            Some((name, port)) => failed_links.push(find_link(t, name, port)?),
+            // A switch: every link it has, as `paths --fail` takes it.
+            None => failed_links
+                .extend(t.adjacency(find_switch(t, f, &format!("--fail {f}"))?).iter().map(|a| a.link)),
+        }
     }
-    let svg = render::svg(t, &RenderOptions { failed_links });
+    let overview = !detail && render::overview::wanted(t);
+    let svg = render::svg(t, &RenderOptions { failed_links, detail });
     std::fs::write(output, svg).with_context(|| format!("cannot write {}", output.display()))?;
-    eprintln!("wrote {} ({} switches, {} links)", output.display(), t.switches.len(), t.links.len());
+    let how = if overview { "; an overview of pods and blocks, --detail draws every switch" } else { "" };
+    eprintln!("wrote {} ({} switches, {} links{how})", output.display(), t.switches.len(), t.links.len());
     Ok(Exit::Ok)
 }

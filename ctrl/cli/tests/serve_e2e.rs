@@ -173,6 +173,50 @@ fn controller(dir: &Path, topo: &str, extra: &[&str]) -> Controller {
     Controller { _proc: proc, api, events, log }
 }
 
+/// `metaroce host export` for h1 on a fixture sysfs tree, on a free port
+/// written into the topology as h1's `exporter`.
+fn host_exporter(dir: &Path, topo: &Path) -> Proc {
+    let root = dir.join("sysfs");
+    let out = common::metaroce(&["host", "fixture", root.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", common::text(&out));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let text = std::fs::read_to_string(topo).unwrap();
+    let h1 = "{name: h1, ip: 10.0.1.1, mac: \"02:00:00:00:01:01\", leaf: leaf1, port: 1";
+    assert!(text.contains(h1), "h1 as in mininet-2x2.yaml");
+    std::fs::write(topo, text.replace(h1, &format!("{h1}, exporter: \"{addr}\""))).unwrap();
+    let args = ["host", "export", "--listen", &addr, "--sysfs-root", root.to_str().unwrap(), "--host", "h1"];
+    spawn(&[&args[..], &["--interval", "200ms"]].concat(), &dir.join("exporter.log"))
+}
+
+/// The metric names the README's metrics table and the Grafana dashboard
+/// name: each must have a sample in a served run's scrape.
+fn every_documented_metric_has_samples(scrape: &str) {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let table = readme.split("### Metrics").nth(1).and_then(|t| t.split("\n#").next()).unwrap_or("");
+    let mut names: Vec<String> = table
+        .split('`')
+        .filter(|w| w.starts_with("metaroce_") && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .map(str::to_owned)
+        .collect();
+    assert!(names.len() >= 15, "the README's metrics table lists the families: {names:?}");
+    let dash = std::fs::read_to_string(repo().join("ctrl/controller/grafana/metaroce.json")).unwrap();
+    for expr in dash.split("\"expr\": \"").skip(1) {
+        let expr = expr.split('"').next().unwrap_or("");
+        for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("metaroce_") {
+                names.push(word.to_owned());
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| !scrape.lines().any(|l| !l.starts_with('#') && l.starts_with(n.as_str())))
+        .collect();
+    assert!(missing.is_empty(), "no samples for {missing:?} in\n{scrape}");
+}
+
 /// Both processes' stderr, for a failing assertion.
 fn both_logs(serve: &Path, controller: &Path) -> String {
     format!(
@@ -187,12 +231,19 @@ async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
     let dir = tempfile::tempdir().unwrap();
     let (topo, sc, addrs) = fabric(dir.path(), "serve-hotspot.yaml");
     let (topo_s, sc_s) = (topo.to_str().unwrap(), sc.to_str().unwrap());
+    // h1 runs a counter exporter (over a fixture sysfs tree), so the host
+    // metrics have samples too.
+    let _exporter = host_exporter(dir.path(), &topo);
     let out = dir.path().join("report");
     let serve_log = dir.path().join("serve.log");
     let mut serve_proc =
         spawn(&["sim", "serve", topo_s, sc_s, "-o", out.to_str().unwrap(), "--wait", "120"], &serve_log);
     // A long hold-down keeps derated weights in place long enough to be read.
-    let ctl = controller(dir.path(), topo_s, &["--hold-down-ms", "3000", "--hold-up-ms", "0.5"]);
+    let ctl = controller(
+        dir.path(),
+        topo_s,
+        &["--hold-down-ms", "3000", "--hold-up-ms", "0.5", "--host-scrape-ms", "200"],
+    );
     let (api, events, ctl_log) = (ctl.api, ctl.events.clone(), ctl.log.clone());
     let p = pipeline();
     let logs = || both_logs(&serve_log, &ctl_log);
@@ -245,6 +296,8 @@ async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
     assert!(digests >= 1, "the switches raised threshold digests:\n{serve}");
 
     let metrics = get(api, "/metrics");
+    every_documented_metric_has_samples(&metrics);
+    assert!(metric(&metrics, "metaroce_ecn_marks_total") >= 1.0, "the switches' ECN marks\n{metrics}");
     assert!(
         metric(&metrics, "metaroce_digests_total") >= 1.0,
         "threshold digests reach the controller\n{metrics}"

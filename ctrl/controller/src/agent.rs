@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use metaroce_p4rt::entity::DigestConfig;
 use metaroce_p4rt::proto::p4::v1 as p4;
-use metaroce_p4rt::session::Bmv2Json;
+use metaroce_p4rt::session::{Bmv2Json, PipelineOutcome};
 use metaroce_p4rt::thrift::ThriftConfig;
 use metaroce_p4rt::{Event as SessionEvent, Session, SessionConfig, SessionError};
 use metaroce_pipeline::{Entry, Key, PacketInReason, Pipeline, PortRegister, QueueDigest};
@@ -22,6 +22,10 @@ use tracing::{debug, info, warn};
 
 use crate::plan::{self, SwitchPlan};
 use crate::reconcile::{self, Change};
+
+/// The ECN counters are read with every this many register polls (once a
+/// second at the default 100 ms): they feed /metrics only, not decisions.
+const ECN_POLL_EVERY: u64 = 10;
 
 /// What a switch should hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,10 +86,21 @@ pub enum AgentEvent {
         ports: Vec<(u16, u32, bool)>,
         received: Instant,
     },
+    /// The switch's own count of ECN-marked packets per polled port.
+    EcnMarks {
+        switch: usize,
+        ports: Vec<(u16, u64)>,
+    },
     /// A Telemetry Report frame received as packet-in.
     Report {
         switch: usize,
         frame: Vec<u8>,
+    },
+    /// The switch holds its desired state for the first time since its
+    /// session (or stream) came up (after the `Synced` of the pass that
+    /// got it there, if one had anything to write).
+    Programmed {
+        switch: usize,
     },
     /// A reconcile pass ended.
     Synced {
@@ -186,22 +201,27 @@ enum AgentError {
 async fn open(
     cfg: &AgentConfig,
     pipeline: &Pipeline,
-) -> Result<(Session, mpsc::UnboundedReceiver<SessionEvent>), AgentError> {
+) -> Result<(Session, mpsc::UnboundedReceiver<SessionEvent>, &'static str), AgentError> {
     let mut session = Session::connect(cfg.session.clone()).await?;
     if let Some(addr) = cfg.thrift {
         session = session.with_thrift(ThriftConfig::new(addr));
     }
     let rx = session.subscribe()?;
     session.wait_primary().await?;
-    if !cfg.dry_run {
+    let program = if !cfg.dry_run {
         let outcome =
             session.set_pipeline(pipeline.info(), &Bmv2Json(pipeline.device_config().to_vec()), None).await?;
-        info!(?outcome, "pipeline");
+        debug!(?outcome, "pipeline");
         session.configure_digest(pipeline.digest_entry(cfg.digest)?).await?;
+        match outcome {
+            PipelineOutcome::Pushed => "pushed",
+            PipelineOutcome::AlreadyInstalled => "already running",
+        }
     } else {
         session.use_p4info(pipeline.info())?;
-    }
-    Ok((session, rx))
+        "not pushed (dry run)"
+    };
+    Ok((session, rx, program))
 }
 
 /// Reads back every entry of ours the switch holds; entries it cannot
@@ -224,6 +244,13 @@ struct Live<'a> {
     /// Deletes are pending until then.
     cleanup_at: Option<Instant>,
     backoff: Duration,
+    /// What became of the pipeline when the session opened.
+    program: &'static str,
+    /// Register polls so far: every tenth also reads the ECN counters.
+    polls: u64,
+    /// The switch reached the desired state since the session (or its
+    /// stream) came up: the operator has been told so.
+    programmed: bool,
 }
 
 async fn connected(
@@ -235,15 +262,18 @@ async fn connected(
 ) -> Result<(), AgentError> {
     let mut stop = shutdown.clone();
     let opening = async {
-        let (session, stream) = open(cfg, pipeline).await?;
+        let (session, stream, program) = open(cfg, pipeline).await?;
         let installed = read_installed(&session, pipeline).await?;
-        Ok::<_, AgentError>((session, stream, installed))
+        Ok::<_, AgentError>((session, stream, program, installed))
     };
-    let (session, mut stream, installed) = tokio::select! {
+    let (session, mut stream, program, installed) = tokio::select! {
         r = opening => r?,
         _ = stop.changed() => return Ok(()),
     };
-    info!(entries = installed.len(), "switch up; installed state read back");
+    debug!(entries = installed.len(), "switch up; installed state read back");
+    // The status follows arbitration from its first answer on.
+    let primary = session.role().primary;
+    let _ = events.send(AgentEvent::Primary { switch: cfg.switch, primary }).await;
     let _ = events.send(AgentEvent::Up { switch: cfg.switch, installed: Arc::new(installed.clone()) }).await;
     let mut live = Live {
         cfg,
@@ -254,6 +284,9 @@ async fn connected(
         retry_at: None,
         cleanup_at: None,
         backoff: cfg.retry_initial,
+        program,
+        programmed: false,
+        polls: 0,
     };
     let first = desired.borrow_and_update().clone();
     live.sync(&first, true).await;
@@ -299,6 +332,23 @@ async fn connected(
 }
 
 impl Live<'_> {
+    /// The one line per switch an operator sees at the default log level:
+    /// the first time the switch holds its desired state.
+    async fn announce(&mut self, written: usize) {
+        if self.programmed {
+            return;
+        }
+        self.programmed = true;
+        let primary = self.session.role().primary;
+        let entries = self.installed.len();
+        if self.cfg.dry_run {
+            info!(entries, would_write = written, primary, "switch read (dry run: nothing written)");
+        } else {
+            info!(pipeline = self.program, entries, written, primary, "switch programmed");
+        }
+        let _ = self.events.send(AgentEvent::Programmed { switch: self.cfg.switch }).await;
+    }
+
     /// Before the agent stops: the deferred deletes, so that no unused
     /// groups stay behind.
     async fn finish(&mut self, desired: &watch::Receiver<Desired>) {
@@ -345,6 +395,8 @@ impl Live<'_> {
                 // back what it holds and bring it to the desired state.
                 self.installed = read_installed(&self.session, self.pipeline).await?;
                 info!(entries = self.installed.len(), "stream back; re-syncing");
+                self.programmed = false;
+                self.program = "restored if the switch had lost it";
                 let _ = self
                     .events
                     .send(AgentEvent::Up { switch, installed: Arc::new(self.installed.clone()) })
@@ -384,6 +436,7 @@ impl Live<'_> {
             self.cleanup_at = None;
         }
         if batches.is_empty() {
+            self.announce(0).await;
             return;
         }
         let (inserts, modifies, deletes) = reconcile::counts(&batches);
@@ -414,7 +467,7 @@ impl Live<'_> {
         match &error {
             None => {
                 self.backoff = self.cfg.retry_initial;
-                info!(inserts, modifies, deletes, ?write_time, "switch in sync");
+                debug!(inserts, modifies, deletes, ?write_time, "switch in sync");
             }
             Some(e) => {
                 warn!(error = %e, retry_in = ?self.backoff, "write failed; will re-read and retry");
@@ -434,8 +487,12 @@ impl Live<'_> {
             started_at,
             moved_at,
         };
+        let ok = outcome.error.is_none();
         let installed = Arc::new(self.installed.clone());
         let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome, installed }).await;
+        if ok {
+            self.announce(inserts + modifies + deletes).await;
+        }
     }
 
     async fn write(&self, batch: &[Change]) -> Result<(), AgentError> {
@@ -493,5 +550,33 @@ impl Live<'_> {
         }
         let received = Instant::now();
         let _ = self.events.send(AgentEvent::Registers { switch: self.cfg.switch, ports, received }).await;
+        self.polls += 1;
+        if self.polls % ECN_POLL_EVERY == 1 {
+            self.poll_ecn_marks().await;
+        }
+    }
+
+    /// Reads the ECN-mark counter of every polled port (for /metrics).
+    async fn poll_ecn_marks(&mut self) {
+        use metaroce_p4rt::proto::p4::v1::entity::Entity as E;
+        let read = match self.pipeline.counter_read(metaroce_pipeline::Counter::EcnMarks) {
+            Ok(r) => r,
+            Err(e) => return debug!(error = %e, "no ECN counter to read"),
+        };
+        let entities = match self.session.read(vec![read]).await {
+            Ok(v) => v,
+            Err(e) => return debug!(error = %e, "ECN counter read failed"),
+        };
+        let mut counts = BTreeMap::new();
+        for e in entities {
+            if let Some(E::CounterEntry(c)) = e.entity {
+                if let (Some(i), Some(d)) = (c.index, c.data) {
+                    counts.insert(i.index, u64::try_from(d.packet_count).unwrap_or(0));
+                }
+            }
+        }
+        let ports =
+            self.cfg.ports.iter().map(|&p| (p, counts.get(&i64::from(p)).copied().unwrap_or(0))).collect();
+        let _ = self.events.send(AgentEvent::EcnMarks { switch: self.cfg.switch, ports }).await;
     }
 }

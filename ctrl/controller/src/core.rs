@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::mode::Mode;
 use crate::plan::{self, Overrides, Settings, SwitchPlan};
+use crate::reach;
 
 /// One controller input: what a recording holds, with its time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,6 +116,8 @@ pub struct Core {
     pinned: bool,
     /// An input changed something a decision depends on.
     dirty: bool,
+    /// Leaf pairs without a path now ([`reach::cut_pairs`]).
+    unreachable: Vec<(SwitchId, SwitchId)>,
 }
 
 /// Re-plans the routes of `s` toward the leaves `leaves` selects, in
@@ -173,6 +176,7 @@ impl Core {
     pub fn new(topo: Topology, cfg: CoreConfig, mode: Mode) -> Result<Self, CoreError> {
         let policy = Policy::new(cfg.policy)?;
         let routing = Routing::compute(&topo);
+        let unreachable = reach::cut_pairs(&routing);
         let nodes = topo.switches.iter().enumerate().map(|(i, s)| (s.int_node_id, i)).collect();
         let view = CongestionView::new(cfg.view, nodes, &links_of(&topo));
         let n = topo.switches.len();
@@ -195,6 +199,7 @@ impl Core {
             replan_all: true,
             pinned: false,
             dirty: true,
+            unreachable,
         })
     }
 
@@ -285,13 +290,27 @@ impl Core {
                 if self.failed_links.insert(*link) {
                     let _ = self.routing.fail_link(&self.topo, *link);
                     self.replan_all = true;
-                    notes.push(self.link_note("link_down", *link, "link down; routed around at once"));
+                    let cut = self.refresh_reach();
+                    let reason = if cut.is_empty() {
+                        "link down; routed around at once".to_owned()
+                    } else {
+                        format!(
+                            "link down; routed around where a path is left, but {} cut off: {}",
+                            reach::count_text(cut.len()),
+                            reach::describe(&self.topo, &cut)
+                        )
+                    };
+                    let mut note = self.link_note("link_down", *link, &reason);
+                    self.add_reach(&mut note.details, &cut);
+                    notes.push(note);
                 }
             }
             Input::LinkUp { link } if *link < self.topo.links.len() => {
                 if self.failed_links.remove(link) {
                     self.rebuild_routing();
-                    notes.push(self.link_note("link_up", *link, "link up; back in the groups"));
+                    let mut note = self.link_note("link_up", *link, "link up; back in the groups");
+                    self.add_reach(&mut note.details, &[]);
+                    notes.push(note);
                 }
             }
             Input::Tick => {}
@@ -317,7 +336,15 @@ impl Core {
             self.failed_switches.insert(s);
             let _ = self.routing.fail_switch(&self.topo, s);
             self.replan_all = true;
-            notes.push(self.note("switch_down", Some(s), "switch unreachable; routing around it", json!({})));
+            let cut = self.refresh_reach();
+            let mut reason = "switch unreachable; routing around it".to_owned();
+            if !cut.is_empty() {
+                let names = reach::describe(&self.topo, &cut);
+                reason = format!("{reason}, but {} cut off: {names}", reach::count_text(cut.len()));
+            }
+            let mut note = self.note("switch_down", Some(s), &reason, json!({}));
+            self.add_reach(&mut note.details, &cut);
+            notes.push(note);
         }
         notes
     }
@@ -334,6 +361,41 @@ impl Core {
         let switches: Vec<SwitchId> = self.failed_switches.iter().copied().collect();
         self.routing = Routing::with_failures(&self.topo, self.routing.options(), &links, &switches);
         self.replan_all = true;
+        self.refresh_reach();
+    }
+
+    /// Recomputes the leaf pairs without a path; returns those that were
+    /// not cut before.
+    fn refresh_reach(&mut self) -> Vec<(SwitchId, SwitchId)> {
+        let after = reach::cut_pairs(&self.routing);
+        let new = reach::newly_cut(&self.unreachable, &after);
+        self.unreachable = after;
+        new
+    }
+
+    /// Adds the partition to an event's details: the pairs this change cut
+    /// off and every pair without a path now.
+    fn add_reach(&self, details: &mut Value, cut: &[(SwitchId, SwitchId)]) {
+        if let Some(obj) = details.as_object_mut() {
+            obj.insert("cut_off".into(), reach::pairs_json(&self.topo, cut));
+            obj.insert("unreachable_pairs".into(), json!(self.unreachable.len()));
+        }
+    }
+
+    /// Leaf pairs without a path now: `(from, to)`, sorted.
+    pub fn unreachable(&self) -> &[(SwitchId, SwitchId)] {
+        &self.unreachable
+    }
+
+    /// The leaf pairs that taking link `link` down would cut off (none if
+    /// it is down already).
+    pub fn would_cut(&self, link: usize) -> Vec<(SwitchId, SwitchId)> {
+        if self.failed_links.contains(&link) || link >= self.topo.links.len() {
+            return Vec::new();
+        }
+        let mut r = self.routing.clone();
+        let _ = r.fail_link(&self.topo, link);
+        reach::newly_cut(&self.unreachable, &reach::cut_pairs(&r))
     }
 
     fn name_str(&self, s: SwitchId) -> std::borrow::Cow<'_, str> {

@@ -8,6 +8,7 @@ pub mod hosts;
 pub mod mode;
 pub mod obs;
 pub mod plan;
+pub mod reach;
 pub mod reaction;
 pub mod reconcile;
 pub mod replay;

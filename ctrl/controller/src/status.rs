@@ -18,6 +18,8 @@ use metaroce_telemetry::view::ViewSummary;
 pub struct SwitchStatus {
     pub connected: bool,
     pub primary: bool,
+    /// It has held its desired state since its session came up.
+    pub programmed: bool,
     pub installed: Arc<BTreeMap<Key, Entry>>,
     pub last_error: Option<String>,
     pub syncs: u64,
@@ -32,7 +34,7 @@ pub fn status(core: &Core, switches: &[SwitchStatus], decisions: u64) -> Value {
         .map(|(s, st)| {
             json!({
                 "name": s.name, "role": s.role.as_str(), "p4rt": s.p4rt,
-                "connected": st.connected, "primary": st.primary,
+                "connected": st.connected, "primary": st.primary, "programmed": st.programmed,
                 "installed_entries": st.installed.len(), "syncs": st.syncs, "last_error": st.last_error,
             })
         })

@@ -218,6 +218,37 @@ async fn congestion_moves_upstream_weights_and_restores() {
     let _ = stop.send(true);
 }
 
+/// The status and `metaroce_switch_primary` follow the very first
+/// arbitration answer (the one `connect` waits for), not only later ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_is_primary_after_the_first_arbitration() {
+    let p = pipeline();
+    let (_switches, addrs, stop) = fabric().await;
+    let topo = topology(&addrs);
+    let listen = free_port();
+    let mut cfg = Config::new(topo, p);
+    cfg.listen = Some(listen);
+    let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(daemon::run(cfg, async move {
+        let _ = quit_rx.await;
+    }));
+    wait_for("every switch programmed", 10, || async {
+        http_get(listen, "/api/v1/status").await.matches("\"programmed\":true").count() == 4
+    })
+    .await;
+    let status = http_get(listen, "/api/v1/status").await;
+    assert_eq!(status.matches("\"primary\":true").count(), 4, "{status}");
+    assert!(!status.contains("\"primary\":false"), "{status}");
+    let metrics = http_get(listen, "/metrics").await;
+    for name in ["leaf1", "leaf2", "spine1", "spine2"] {
+        let line = format!("metaroce_switch_primary{{switch=\"{name}\"}} 1");
+        assert!(metrics.contains(&line), "no {line} in\n{metrics}");
+    }
+    let _ = quit.send(());
+    daemon.await.unwrap().unwrap();
+    let _ = stop.send(true);
+}
+
 fn tempfile_path(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("metaroce-e2e-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -336,6 +367,31 @@ async fn a_reported_link_failure_is_routed_around_at_once() {
     .await;
     let metrics = http_send(listen, "GET", "/metrics", token, "").await;
     assert!(metrics.contains("metaroce_reroutes_total{reason=\"link_down\"} 1"), "{metrics}");
+    assert!(metrics.contains("metaroce_unreachable_leaf_pairs 0"), "{metrics}");
+
+    // With leaf1–spine1 down, leaf2–spine2 down too would leave leaf1 and
+    // leaf2 without a path: refused, naming the pairs, unless forced.
+    let cut = r#"{"link":"spine2:2","state":"down"}"#;
+    let refused = http_post(listen, "/api/v1/links", token, cut).await;
+    assert!(refused.starts_with("HTTP/1.1 409"), "{refused}");
+    assert!(
+        refused.contains("leaf1→leaf2, leaf2→leaf1") && refused.contains("nothing was changed. Send"),
+        "{refused}"
+    );
+    let forced = r#"{"link":"spine2:2","state":"down","force":true}"#;
+    let answer = http_post(listen, "/api/v1/links", token, forced).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""cut_off":[["leaf1","leaf2"],["leaf2","leaf1"]]"#), "{answer}");
+    assert!(answer.contains(r#""unreachable_pairs":2"#), "{answer}");
+    let metrics = http_send(listen, "GET", "/metrics", token, "").await;
+    assert!(metrics.contains("metaroce_unreachable_leaf_pairs 2"), "{metrics}");
+    let events = http_send(listen, "GET", "/api/v1/events", token, "").await;
+    assert!(
+        events.contains("link_down_refused") && events.contains("2 leaf pairs cut off: leaf1→leaf2"),
+        "{events}"
+    );
+    let answer = http_post(listen, "/api/v1/links", token, r#"{"link":"leaf2:4","state":"up"}"#).await;
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains(r#""unreachable_pairs":0"#), "{answer}");
 
     let answer = http_post(listen, "/api/v1/links", token, r#"{"link":"leaf1:3","state":"up"}"#).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");

@@ -496,6 +496,24 @@ async fn packets_and_idle_timeouts() {
     assert_eq!(r.switch.check_idle(), 0, "notified once");
 }
 
+/// The first arbitration answer arrives inside `connect`, before anyone
+/// can subscribe: a subscription starts with the standing role, so a
+/// caller that tracks the role (the controller's status) never misses it.
+#[tokio::test]
+async fn a_subscription_starts_with_the_standing_role() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let s = Session::connect(common::config(&r.addr, 5)).await.unwrap();
+    s.wait_primary().await.unwrap();
+    let mut ev = s.subscribe().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), ev.recv()).await.unwrap().unwrap();
+    assert_eq!(first, Event::Role { primary: true, election_id: Some(5) });
+    // A backup hears that it is one, and who the primary is.
+    let backup = Session::connect(common::config(&r.addr, 2)).await.unwrap();
+    let mut ev = backup.subscribe().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), ev.recv()).await.unwrap().unwrap();
+    assert_eq!(first, Event::Role { primary: false, election_id: Some(5) });
+}
+
 #[tokio::test]
 async fn arbitration_primary_backup_and_failover() {
     let r = common::rig(SwitchOptions::default()).await;

@@ -51,7 +51,8 @@ impl TopoError {
                 let mut out = String::new();
                 for d in diagnostics {
                     out.push_str(origin);
-                    out.push(':');
+                    // `file:line:col: what`, and `file: what` for the whole file.
+                    out.push_str(if d.pos.is_some() { ":" } else { ": " });
                     out.push_str(&d.to_string());
                     out.push('\n');
                 }

@@ -38,6 +38,15 @@ impl Role {
             Role::SuperSpine => "super-spine",
         }
     }
+
+    /// The tier's name in the plural: "leaves", "spines", "super-spines".
+    pub fn plural(self) -> &'static str {
+        match self {
+            Role::Leaf => "leaves",
+            Role::Spine => "spines",
+            Role::SuperSpine => "super-spines",
+        }
+    }
 }
 
 impl FromStr for Role {

@@ -4,7 +4,9 @@
 //! Each tier is ordered by the mean position of its neighbors below
 //! (barycenter), which keeps pods together and links short. Large fabrics
 //! drop port labels and fold each leaf's hosts into one box, so the picture
-//! stays readable.
+//! stays readable. A fabric with more than [`overview::MAX_BOXES`] switches
+//! in a tier is drawn as an [`overview`] (pods and blocks of switches as
+//! boxes) unless [`RenderOptions::detail`] asks for every switch.
 
 use std::fmt::Write;
 
@@ -25,7 +27,11 @@ const MAX_DRAWN_HOSTS: usize = 96;
 pub struct RenderOptions {
     /// Links to draw as failed (dashed red); indices into `links`.
     pub failed_links: Vec<usize>,
+    /// Every switch, however wide the picture gets (no overview).
+    pub detail: bool,
 }
+
+pub mod overview;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -91,6 +97,9 @@ fn layout(t: &Topology) -> (Vec<(f64, f64)>, f64, usize) {
 
 /// Renders the fabric as a standalone SVG document.
 pub fn svg(t: &Topology, opts: &RenderOptions) -> String {
+    if !opts.detail && overview::wanted(t) {
+        return overview::svg(t, opts);
+    }
     let (pos, width, top_tier) = layout(t);
     let hosts_y = MARGIN + 50.0 + (top_tier as f64 + 1.0) * LAYER_GAP * 0.75;
     let height = hosts_y + 40.0;
@@ -231,7 +240,7 @@ mod tests {
     #[test]
     fn large_fabrics_fold_hosts_and_drop_labels() {
         let t = gen::leaf_spine(&Common::new("big", Bandwidth::gbps(400)), 64, 16, 8, 1).unwrap();
-        let svg = svg(&t, &RenderOptions::default());
+        let svg = svg(&t, &RenderOptions { detail: true, ..RenderOptions::default() });
         assert!(svg.contains("port labels omitted"));
         assert_eq!(svg.matches(">8 hosts<").count(), 64);
         assert!(!svg.contains("<circle"));

@@ -4,6 +4,14 @@
 //! Each type parses strictly (a clear message naming the accepted units) and
 //! prints back in the largest unit that keeps the value exact, so a generated
 //! file reads like a hand-written one.
+//!
+//! Spaces around the number and unit are allowed (`"1 us"` is `"1us"`).
+//! Sizes take both binary and decimal units, exactly: `KiB`, `MiB`, `GiB`
+//! are powers of 2 (1MiB = 1,048,576 bytes, how switch buffers are quoted),
+//! `KB`/`kB`, `MB`, `GB` powers of 10 (1MB = 1,000,000 bytes, about 0.95MiB).
+//! A size prints in the unit family it is exact in, so `1MB` stays `1MB`.
+//! Units are case-sensitive (`mb` and `Mb` are refused, naming `MB` and
+//! `MiB`), since `Mb` could be megabits.
 
 use std::fmt;
 
@@ -112,7 +120,13 @@ fn parse_with(
         return Err(UnitError(if unit.is_empty() {
             format!("{what} \"{text}\" has no unit; write it like \"{example}\" (units: {})", accepted())
         } else {
-            format!("{what} \"{text}\" has unknown unit \"{unit}\"; use one of {}", accepted())
+            let close: Vec<&str> = units.iter().map(|(u, _)| *u).filter(|u| unit_folds_to(unit, u)).collect();
+            let hint = match close.as_slice() {
+                [] => String::new(),
+                some => format!("did you mean {}? Otherwise ", some.join(" or ")),
+            };
+            let sizes = if std::ptr::eq(units, BYTE_UNITS) { SIZE_NOTE } else { "" };
+            format!("{what} \"{text}\" has unknown unit \"{unit}\"; {hint}use one of {}{sizes}", accepted())
         }));
     };
     let value = scaled(number, factor).ok_or_else(|| {
@@ -124,6 +138,17 @@ fn parse_with(
         return Err(UnitError(format!("{what} \"{text}\" is larger than the maximum of {max_text}")));
     }
     Ok(value)
+}
+
+/// What the size units mean, for messages.
+const SIZE_NOTE: &str =
+    " (KiB, MiB, GiB are powers of 2: 1MiB = 1048576 bytes; KB, MB, GB powers of 10: 1MB = 1000000 bytes)";
+
+/// `unit` differs from `known` only in case, or is `known` without its `i`
+/// (`mb` → `MB`, `MiB`; `mib` → `MiB`).
+fn unit_folds_to(unit: &str, known: &str) -> bool {
+    let fold = |s: &str| s.to_ascii_lowercase().replace('i', "");
+    unit != known && fold(unit) == fold(known) && !known.starts_with('k')
 }
 
 /// Writes `value` in the largest unit that divides it exactly.
@@ -221,7 +246,18 @@ impl fmt::Display for Duration {
 
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        format_with(f, self.0, &[("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)])
+        // Binary units first, then decimal ones: a size reads the way it
+        // was written (`1MB`, not `1000000B`).
+        let units = [
+            ("GiB", 1 << 30),
+            ("MiB", 1 << 20),
+            ("KiB", 1 << 10),
+            ("GB", 1_000_000_000),
+            ("MB", 1_000_000),
+            ("KB", 1_000),
+            ("B", 1),
+        ];
+        format_with(f, self.0, &units)
     }
 }
 
@@ -311,8 +347,28 @@ mod tests {
         for text in ["2us", "1ms", "1500ns", "3s"] {
             assert_eq!(Duration::parse(text).unwrap().to_string(), text);
         }
-        for text in ["256KiB", "12MiB", "100B"] {
+        for text in ["256KiB", "12MiB", "100B", "1MB", "2MB", "1500KB", "3GB"] {
             assert_eq!(ByteSize::parse(text).unwrap().to_string(), text);
         }
+    }
+
+    /// The units issue 17 asked about: spaces are fine, MB and MiB are
+    /// both exact and different, and a unit in the wrong case is refused
+    /// with what was meant.
+    #[test]
+    fn spaces_and_decimal_versus_binary_sizes() {
+        assert_eq!(Duration::parse("1 us").unwrap(), Duration::parse("1us").unwrap());
+        assert_eq!(ByteSize::parse("1MB").unwrap().bytes(), 1_000_000);
+        assert_eq!(ByteSize::parse("2MB").unwrap().bytes(), 2_000_000);
+        assert_eq!(ByteSize::parse("1MiB").unwrap().bytes(), 1_048_576);
+        assert_eq!(ByteSize::parse(" 1 MiB ").unwrap().bytes(), 1_048_576);
+        let e = ByteSize::parse("1mb").unwrap_err().0;
+        assert!(e.contains("did you mean MiB or MB?") && e.contains("1MB = 1000000 bytes"), "{e}");
+        let e = ByteSize::parse("1Mb").unwrap_err().0;
+        assert!(e.contains("did you mean MiB or MB?"), "{e}");
+        let e = Duration::parse("1 US").unwrap_err().0;
+        assert!(e.contains("did you mean us?") && !e.contains("MiB"), "{e}");
+        let e = Bandwidth::parse("1gbps").unwrap_err().0;
+        assert!(e.contains("did you mean Gbps?"), "{e}");
     }
 }

@@ -366,9 +366,11 @@ fn links(
                 format!("links[{i}]"),
                 Some(l.pos),
                 format!(
-                    "link joins two {}s ({} and {}); links must join different tiers so that routes stay \
+                    "link joins two {} ({} and {}); links must join different tiers so that routes stay \
                      valley-free (a down-then-up path risks PFC deadlock)",
-                    sa.role, sa.name, sb.name
+                    sa.role.plural(),
+                    sa.name,
+                    sb.name
                 ),
             );
             continue;

@@ -284,6 +284,23 @@ proptest! {
         }
     }
 
+    /// The count `topo paths` prints is the number of paths there are.
+    #[test]
+    fn path_counts_match_the_listing(shape in shape(), fail in any::<prop::sample::Index>()) {
+        let t = load_str(&yaml(&shape), "prop").map_err(|e| TestCaseError::fail(e.report()))?;
+        let mut r = Routing::compute(&t);
+        if !t.links.is_empty() {
+            r.fail_link(&t, fail.index(t.links.len())).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        }
+        for src in 0..t.hosts.len() {
+            for dst in 0..t.hosts.len() {
+                let (all, more) = r.host_paths(&t, src, dst, usize::MAX);
+                prop_assert!(!more);
+                prop_assert_eq!(r.count_host_paths(&t, src, dst), all.len() as u128, "{} to {}", src, dst);
+            }
+        }
+    }
+
     #[test]
     fn failures_repair_exactly(
         shape in shape(),

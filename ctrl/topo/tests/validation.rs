@@ -142,7 +142,7 @@ fn links_join_different_switches_and_tiers() {
     let text = edit(r#"b: "spine1:1""#, r#"b: "leaf2:7""#);
     assert_error(
         &text,
-        &["links[0]: link joins two leafs (leaf1 and leaf2); links must join different tiers"],
+        &["links[0]: link joins two leaves (leaf1 and leaf2); links must join different tiers"],
     );
 }
 

@@ -10,9 +10,9 @@ use metaroce_telemetry::view::{PortRegisters, RegisterSnapshot, ThresholdCrossin
 use metaroce_telemetry::PortKey;
 use serde_json::json;
 use tokio::time::Instant;
-use tracing::warn;
+use tracing::{info, warn};
 
-use super::{unix_us_of, State};
+use super::State;
 use crate::agent::{AgentEvent, SyncOutcome};
 use crate::core::Input;
 
@@ -38,6 +38,7 @@ impl State {
                 self.metrics.set_switch_connected(&name, false);
                 self.metrics.set_switch_primary(&name, false);
                 self.switches[switch].connected = false;
+                self.switches[switch].programmed = false;
                 self.switches[switch].last_error = Some(reason.clone());
                 self.events.record("switch_down", Some(&name), &reason, json!({}));
                 self.input(&Input::SwitchDown { switch });
@@ -49,7 +50,17 @@ impl State {
             AgentEvent::Digests { switch, digests, received } => self.on_digests(switch, digests, received),
             AgentEvent::Registers { switch, ports, received } => self.on_registers(switch, &ports, received),
             AgentEvent::Report { switch, frame } => self.on_report(Some(switch), &frame, true),
+            AgentEvent::EcnMarks { switch, ports } => {
+                let name = self.name(switch);
+                for (port, total) in ports {
+                    self.metrics.set_ecn_marks(&name, port, total);
+                }
+            }
             AgentEvent::Synced { switch, outcome, installed } => self.on_synced(switch, &outcome, installed),
+            AgentEvent::Programmed { switch } => {
+                self.switches[switch].programmed = true;
+                self.announce_loop();
+            }
         }
     }
 
@@ -83,7 +94,12 @@ impl State {
             };
             let key = PortKey { switch, port: d.port };
             let was_hot = self.is_hot(key);
+            let lost_before = self.core.view().counters().digests.lost;
             self.input(&Input::Crossing(c));
+            let lost = self.core.view().counters().digests.lost.saturating_sub(lost_before);
+            if lost > 0 {
+                self.metrics.digests_lost(&name, lost);
+            }
             // Reaction time runs from the digest that made the port hot,
             // not from later ones that only repeat it.
             if !was_hot && self.is_hot(key) {
@@ -134,4 +150,22 @@ impl State {
         self.events.record(kind, Some(&name), "reconciled to the desired state", details);
         self.metrics_dirty.insert(switch);
     }
+
+    /// One info line when every switch holds its desired state for the
+    /// first time: from then on the loop is closed on the whole fabric.
+    fn announce_loop(&mut self) {
+        let all = self.switches.iter().all(|s| s.connected && s.programmed);
+        if self.loop_announced || !all {
+            return;
+        }
+        self.loop_announced = true;
+        let mode = self.core.mode();
+        info!(switches = self.switches.len(), %mode, "the control loop runs: every switch holds its desired state");
+    }
+}
+
+/// The wall-clock time (unix µs) of a monotonic instant in the past.
+fn unix_us_of(t: Instant) -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(now.saturating_sub(t.elapsed()).as_micros()).unwrap_or(u64::MAX)
 }

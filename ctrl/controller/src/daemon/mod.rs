@@ -30,6 +30,7 @@ use crate::snapshot::SnapshotDoc;
 use crate::status::{self, SwitchStatus};
 
 mod agent_events;
+mod links;
 
 /// Everything `run` needs.
 #[derive(Debug, Clone)]
@@ -41,6 +42,8 @@ pub struct Config {
     pub dry_run: bool,
     /// Status API and /metrics.
     pub listen: Option<SocketAddr>,
+    /// `/metrics` alone, without authentication, for scrapers.
+    pub metrics_listen: Option<SocketAddr>,
     pub tokens: Option<PathBuf>,
     /// JSON-lines event log.
     pub events: Option<PathBuf>,
@@ -65,6 +68,7 @@ impl Config {
             mode: Mode::Observe,
             dry_run: false,
             listen: None,
+            metrics_listen: None,
             tokens: None,
             events: None,
             record: None,
@@ -152,6 +156,7 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     let metrics = Metrics::new();
     metrics.set_mode(cfg.mode);
+    metrics.init_switches(cfg.topology.switches.iter().map(|s| s.name.as_str()));
     let events = match &cfg.events {
         Some(p) => EventLog::with_file(4096, p).map_err(DaemonError::Events)?,
         None => EventLog::new(4096),
@@ -183,6 +188,9 @@ pub async fn run(
                 warn!(error = %e, "status API stopped");
             }
         }));
+    }
+    if let Some(addr) = cfg.metrics_listen {
+        tasks.push(links::metrics_listener(addr, metrics.clone(), stop_rx.clone()).await?);
     }
     let (ev_tx, ev_rx) = mpsc::channel::<AgentEvent>(8192);
     let mut desired_tx = Vec::new();
@@ -255,6 +263,7 @@ pub async fn run(
         publishing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         names: Arc::new(cfg.topology.switches.iter().map(|s| s.name.clone()).collect()),
         hosts: hosts::Hosts::default(),
+        loop_announced: false,
     };
     state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -291,6 +300,8 @@ struct State {
     publishing: Arc<std::sync::atomic::AtomicBool>,
     names: Arc<Vec<String>>,
     hosts: hosts::Hosts,
+    /// The operator has been told that every switch is programmed.
+    loop_announced: bool,
 }
 
 /// One scrape of every host exporter: host name → counters or error.
@@ -374,6 +385,9 @@ impl State {
             }
         }
         let notes = self.core.observe(now, input);
+        if !matches!(input, Input::Crossing(_) | Input::Snapshot(_) | Input::Report(_) | Input::Tick) {
+            self.metrics.set_unreachable_pairs(self.core.unreachable().len());
+        }
         self.log(notes);
     }
 
@@ -441,10 +455,10 @@ impl State {
                 let _ = reply.send(Ok(()));
                 self.decide_and_publish(true).await;
             }
-            Command::SetLink { link, up, reply } => {
-                let _ = reply.send(Ok(()));
-                self.input(&if up { Input::LinkUp { link } } else { Input::LinkDown { link } });
-                self.decide_and_publish(true).await;
+            Command::SetLink { link, up, force, reply } => {
+                if self.on_set_link(link, up, force, reply) {
+                    self.decide_and_publish(true).await;
+                }
             }
             Command::Rollback { snapshot, reply } => {
                 let names: Vec<String> =
@@ -578,10 +592,4 @@ impl State {
             busy.store(false, std::sync::atomic::Ordering::Release);
         });
     }
-}
-
-/// The wall-clock time (unix µs) of a monotonic instant in the past.
-fn unix_us_of(t: Instant) -> u64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(now.saturating_sub(t.elapsed()).as_micros()).unwrap_or(u64::MAX)
 }

@@ -96,6 +96,38 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
+/// Only `GET /metrics` (and `/healthz`), without authentication: for a
+/// scraper on its own listener (`--metrics-listen`), so that a stock
+/// Prometheus scrape config works while the API needs tokens.
+pub fn metrics_router(metrics: Metrics) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route(
+            "/metrics",
+            get(|State(m): State<Metrics>| async move {
+                (StatusCode::OK, [(CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], m.encode()).into_response()
+            }),
+        )
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "only /metrics and /healthz are served here")
+        })
+        .with_state(metrics)
+}
+
+/// Serves [`metrics_router`] on `listener` until `shutdown` completes.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    metrics: Metrics,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ObsError> {
+    let addr = listener.local_addr().map_err(|source| ObsError::Serve { source })?;
+    tracing::info!(%addr, "metrics listening (no authentication)");
+    axum::serve(listener, metrics_router(metrics))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|source| ObsError::Serve { source })
+}
+
 /// Serves the API on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::{authorize, json_response, ApiError, ApiState};
 use crate::mode::Mode;
-use crate::obs::{Command, Reply, Role};
+use crate::obs::{Command, Role};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -58,6 +58,9 @@ struct LinkBody {
     /// Either end of the link, `switch:port`.
     link: String,
     state: LinkState,
+    /// Take it down even if that leaves some leaf pair without a path.
+    #[serde(default)]
+    force: bool,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -67,33 +70,42 @@ enum LinkState {
     Up,
 }
 
-/// `POST /api/v1/links` with `{"link": "leaf1:3", "state": "down" | "up"}`:
-/// a link monitor (or an operator) reports a fabric link; the controller
-/// routes around it at once, or puts it back.
+/// `POST /api/v1/links` with `{"link": "leaf1:3", "state": "down" | "up"}`
+/// (and `"force": true` to accept a partition): a link monitor (or an
+/// operator) reports a fabric link; the controller routes around it at
+/// once, or puts it back. The answer names the leaf pairs it cut off; a
+/// link-down that would cut some off is refused (409) unless forced.
 pub(super) async fn set_link(
     State(state): State<ApiState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let role = authorize(&state, &headers, Role::Operator, "links")?;
-    let LinkBody { link: name, state: link_state } = parse_body(body)?;
+    let LinkBody { link: name, state: link_state, force } = parse_body(body)?;
     let fabric = state.fabric.as_ref().ok_or_else(|| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "this controller takes no link reports")
     })?;
     let link = fabric.fabric_link(&name).map_err(|why| ApiError::new(StatusCode::BAD_REQUEST, why))?;
     let up = matches!(link_state, LinkState::Up);
-    let outcome = ask(&state, |reply| Command::SetLink { link, up, reply }).await;
+    let outcome = ask(&state, |reply| Command::SetLink { link, up, force, reply }).await;
     let what = if up { "up" } else { "down" };
+    let audited = match &outcome {
+        Ok(_) => Ok(()),
+        Err(e) => Err(ApiError::new(e.status, e.message.clone())),
+    };
     audit(
         &state,
         role,
         "links",
         &format!("link {name} {what}"),
-        json!({ "link": name, "state": what }),
-        &outcome,
+        json!({ "link": name, "state": what, "force": force }),
+        &audited,
     );
-    outcome?;
-    Ok(json_response(StatusCode::OK, &json!({ "ok": true, "link": name, "state": what })))
+    let mut answer = json!({ "ok": true, "link": name, "state": what });
+    if let (Some(obj), Value::Object(extra)) = (answer.as_object_mut(), outcome?) {
+        obj.extend(extra);
+    }
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
@@ -105,7 +117,10 @@ fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection
 }
 
 /// Sends a command and waits for the reply, up to `command_timeout`.
-async fn ask(state: &ApiState, make: impl FnOnce(Reply) -> Command) -> Result<(), ApiError> {
+async fn ask<T>(
+    state: &ApiState,
+    make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Command,
+) -> Result<T, ApiError> {
     let unavailable = |msg: &str| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, msg);
     let (tx, rx) = oneshot::channel();
     let exchange = async {
@@ -116,7 +131,7 @@ async fn ask(state: &ApiState, make: impl FnOnce(Reply) -> Command) -> Result<()
         Err(_) => Err(unavailable("the controller did not answer in time; try again")),
         Ok(Err(e)) => Err(e),
         Ok(Ok(Err(refusal))) => Err(ApiError::new(StatusCode::CONFLICT, refusal)),
-        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Ok(v))) => Ok(v),
     }
 }
 

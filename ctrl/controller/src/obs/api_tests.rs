@@ -55,9 +55,10 @@ fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
                     log.lock().unwrap().push(format!("rollback {snapshot}"));
                     reply
                 }
-                Command::SetLink { link, up, reply } => {
-                    log.lock().unwrap().push(format!("link {link} up {up}"));
-                    reply
+                Command::SetLink { link, up, force, reply } => {
+                    log.lock().unwrap().push(format!("link {link} up {up} force {force}"));
+                    let _ = reply.send(answer.clone().map(|()| json!({ "cut_off": [] })));
+                    continue;
                 }
             };
             let _ = reply.send(answer.clone());
@@ -212,12 +213,12 @@ async fn obs_api_links_are_reported_by_operators_and_checked_against_the_fabric(
     let a = call(&f.state, "POST", "/api/v1/links", Some(OPER), down).await;
     assert_eq!(
         (a.status, a.json()),
-        (StatusCode::OK, json!({ "ok": true, "link": "spine1:1", "state": "down" }))
+        (StatusCode::OK, json!({ "ok": true, "link": "spine1:1", "state": "down", "cut_off": [] }))
     );
-    let up = r#"{"link":"leaf1:3","state":"up"}"#;
+    let up = r#"{"link":"leaf1:3","state":"up","force":true}"#;
     assert_eq!(call(&f.state, "POST", "/api/v1/links", Some(ADMIN), up).await.status, StatusCode::OK);
     // Either end names the same link (leaf1:3 is spine1:1's peer).
-    assert_eq!(*f.seen.lock().unwrap(), vec!["link 0 up false", "link 0 up true"]);
+    assert_eq!(*f.seen.lock().unwrap(), vec!["link 0 up false force false", "link 0 up true force true"]);
     let cases = [
         (r#"{"link":"leef1:3","state":"down"}"#, "did you mean \"leaf1\""),
         (r#"{"link":"leaf1:1","state":"down"}"#, "leads to a host"),
@@ -328,4 +329,29 @@ async fn obs_api_serves_on_a_real_listener_until_shutdown() {
     assert!(reply.ends_with(r#"{"status":"ok"}"#), "{reply}");
     let _ = stop_tx.send(());
     assert!(matches!(server.await, Ok(Ok(()))));
+}
+
+/// `--metrics-listen`: a scraper needs no token there, and gets nothing
+/// but the metrics, while the API itself still wants one.
+#[tokio::test]
+async fn obs_metrics_listener_is_anonymous_and_serves_only_metrics() {
+    let f = fixture(true, Ok(()));
+    assert_eq!(get(&f.state, "metrics", None).await.status, StatusCode::UNAUTHORIZED);
+    let scrape = |uri: &'static str| {
+        let app = metrics_router(f.state.metrics.clone());
+        async move {
+            let req = Request::builder().uri(uri).body(Body::empty()).unwrap();
+            let resp = app.oneshot(req).await.unwrap();
+            let status = resp.status();
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+            (status, String::from_utf8(bytes.to_vec()).unwrap())
+        }
+    };
+    let (status, text) = scrape("/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    check_openmetrics(&text);
+    assert!(text.contains("metaroce_digests_total{switch=\"leaf1\"} 1"), "{text}");
+    for uri in ["/api/v1/status", "/api/v1/events"] {
+        assert_eq!(scrape(uri).await.0, StatusCode::NOT_FOUND, "{uri}");
+    }
 }

@@ -49,13 +49,14 @@ const MODE: usize = 13;
 const REACTION: usize = 14;
 const HOST_RATE: usize = 15;
 const HOST_UP: usize = 16;
+const UNREACHABLE: usize = 17;
 
 const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str], help: &'static str) -> Spec {
     Spec { name, help, kind, unit: None, labels, buckets: &[] }
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 17] = [
+static SPECS: [Spec; 18] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -121,6 +122,12 @@ static SPECS: [Spec; 17] = [
         "Per-second rate of a RoCE NIC congestion counter scraped from a host exporter (signals: pfc_tx, pfc_rx, pause_tx, pause_rx, cnp_sent, cnp_handled, ecn_marked).",
     ),
     family("metaroce_host_exporter_up", Kind::Gauge, &["host"], "1 when the host's counter exporter answered the last scrape."),
+    family(
+        "metaroce_unreachable_leaf_pairs",
+        Kind::Gauge,
+        &[],
+        "Ordered pairs of working leaves with no path between them (0 unless failures partition the fabric).",
+    ),
 ];
 
 /// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
@@ -187,6 +194,32 @@ impl Metrics {
 
     pub fn add_ecn_marks(&self, switch: &str, port: u16, n: u64) {
         self.lock().add(ECN_MARKS, sw_port(switch, port), n);
+    }
+
+    /// The switch's own count of packets ECN-marked at `port` (its
+    /// `ecn_marks` counter, read with the registers).
+    pub fn set_ecn_marks(&self, switch: &str, port: u16, total: u64) {
+        self.lock().set_counter(ECN_MARKS, sw_port(switch, port), total);
+    }
+
+    /// Every per-switch counter at 0 and the session gauges down, for each
+    /// switch of the topology: every family a dashboard shows has samples
+    /// from the first scrape, and rates work from the first event.
+    pub fn init_switches<'a>(&self, switches: impl IntoIterator<Item = &'a str>) {
+        let mut r = self.lock();
+        for name in switches {
+            for family in [DIGESTS, DIGESTS_LOST, INT_REPORTS, INT_REPORTS_LOST] {
+                r.add(family, sw(name), 0);
+            }
+            r.set(CONNECTED, sw(name), 0.0);
+            r.set(PRIMARY, sw(name), 0.0);
+        }
+        r.set(UNREACHABLE, Vec::new(), 0.0);
+    }
+
+    /// Ordered leaf pairs with no path between them (a partition).
+    pub fn set_unreachable_pairs(&self, n: usize) {
+        self.lock().set(UNREACHABLE, Vec::new(), n as f64);
     }
 
     pub fn digest_received(&self, switch: &str) {

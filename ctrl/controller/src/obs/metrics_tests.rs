@@ -103,6 +103,7 @@ fn full() -> Metrics {
     m.set_switch_connected("leaf1", true);
     m.set_switch_primary("leaf1", false);
     m.set_mode(Mode::Act);
+    m.set_unreachable_pairs(2);
     m
 }
 
@@ -131,6 +132,7 @@ fn obs_metrics_exposition_is_valid_openmetrics() {
         "metaroce_switch_primary{switch=\"leaf1\"} 0.0",
         "metaroce_mode{mode=\"act\"} 1.0",
         "metaroce_mode{mode=\"observe\"} 0.0",
+        "metaroce_unreachable_leaf_pairs 2.0",
     ] {
         assert!(text.lines().any(|l| l == want), "missing {want} in\n{text}");
     }

@@ -27,7 +27,9 @@ use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-pub use api::{router, serve, ApiState, MAX_BODY_BYTES, OPENMETRICS_CONTENT_TYPE};
+pub use api::{
+    metrics_router, router, serve, serve_metrics, ApiState, MAX_BODY_BYTES, OPENMETRICS_CONTENT_TYPE,
+};
 pub use events::{Event, EventLog, Recent};
 pub use metrics::{Metrics, REROUTE_REASONS};
 pub use tokens::{Role, TokenError, Tokens, MIN_TOKEN_LEN};
@@ -94,6 +96,9 @@ impl std::fmt::Debug for LazyJson {
 /// API client (served with 409 Conflict).
 pub type Reply = oneshot::Sender<Result<(), String>>;
 
+/// Like [`Reply`], with what the change did (merged into the API's answer).
+pub type ValueReply = oneshot::Sender<Result<Value, String>>;
+
 /// What the API asks the state task to do, on behalf of an operator.
 #[derive(Debug)]
 pub enum Command {
@@ -109,10 +114,15 @@ pub enum Command {
     /// A fabric link went down (`up` false) or came back, as an outside
     /// monitor (BFD, LLDP, the switch OS, an operator) reports it: P4Runtime
     /// has no port status of its own.
+    ///
+    /// A link-down that would leave some leaf pair without a path is
+    /// refused unless `force` is set (a monitor reporting a failure it saw
+    /// sets it: the link is gone whatever the controller does).
     SetLink {
         link: metaroce_topo::LinkId,
         up: bool,
-        reply: Reply,
+        force: bool,
+        reply: ValueReply,
     },
 }
 

@@ -104,6 +104,15 @@ impl Registry {
         }
     }
 
+    /// Sets a counter to a total counted elsewhere (a switch's own
+    /// counter; it restarts from 0 when the switch does, which scrapers
+    /// read as a counter reset).
+    pub fn set_counter(&mut self, id: usize, labels: Vec<String>, total: u64) {
+        if let Some(fam) = self.family(id) {
+            fam.series.insert(labels, Series::Counter(total));
+        }
+    }
+
     pub fn set(&mut self, id: usize, labels: Vec<String>, value: f64) {
         if let Some(fam) = self.family(id) {
             fam.series.insert(labels, Series::Gauge(value));

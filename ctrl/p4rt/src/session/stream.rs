@@ -20,6 +20,7 @@ use p4::stream_message_response::Update as In;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// An arbitration answer: are we primary, and whose election id wins.
+    /// A new subscription starts with the standing role.
     Role {
         primary: bool,
         election_id: Option<u128>,
@@ -161,7 +162,18 @@ impl Task {
 
     async fn command(&mut self, c: Cmd, out: Option<&mpsc::Sender<p4::StreamMessageRequest>>) {
         match c {
-            Cmd::Subscribe(s) => self.subscribers.push(s),
+            Cmd::Subscribe(s) => {
+                // The first arbitration answer came before anyone could
+                // subscribe (connect waits for it): a new subscriber hears
+                // the standing role first, then every change.
+                let r = self.role.borrow().clone();
+                if r.generation > 0
+                    && s.send(Event::Role { primary: r.primary, election_id: r.election_id }).is_err()
+                {
+                    return;
+                }
+                self.subscribers.push(s);
+            }
             Cmd::KnownDigests(ids) => self.known_digests = ids,
             Cmd::Pipeline(p) => self.pipeline = Some(*p),
             Cmd::Digest(d) => {

@@ -46,6 +46,40 @@ impl Routing {
         (out, more)
     }
 
+    /// How many paths [`Routing::host_paths`] would list without a limit,
+    /// counted without listing them (a large Clos has millions).
+    pub fn count_host_paths(&self, topo: &Topology, src: HostId, dst: HostId) -> u128 {
+        let (hs, hd) = (&topo.hosts[src], &topo.hosts[dst]);
+        if !self.switch_up[hs.leaf] || !self.switch_up[hd.leaf] {
+            return 0;
+        }
+        if hs.leaf == hd.leaf {
+            return 1;
+        }
+        let Some(d) = self.dest_of[hd.leaf] else { return 0 };
+        let mut memo: Vec<Option<u128>> = vec![None; topo.switches.len()];
+        self.count_from(topo, d, hs.leaf, &mut memo)
+    }
+
+    /// Paths from `s` toward destination `d` over the next-hop graph (a DAG:
+    /// every next hop is one step closer).
+    fn count_from(&self, topo: &Topology, d: usize, s: SwitchId, memo: &mut Vec<Option<u128>>) -> u128 {
+        if s == self.dests[d] {
+            return 1;
+        }
+        if let Some(n) = memo[s] {
+            return n;
+        }
+        let mut n = 0u128;
+        for a in topo.adjacency(s) {
+            if self.is_next_hop(d, s, a) {
+                n = n.saturating_add(self.count_from(topo, d, a.peer, memo));
+            }
+        }
+        memo[s] = Some(n);
+        n
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn walk(
         &self,

@@ -1,0 +1,64 @@
+//! The state task's handling of a link report (`POST /api/v1/links`): it
+//! applies it, unless an operator's link-down would partition the fabric
+//! and was not forced, and says which leaf pairs lost their paths. Also the
+//! anonymous metrics listener (`--metrics-listen`).
+
+use std::net::SocketAddr;
+
+use serde_json::json;
+use tokio::sync::watch;
+use tracing::warn;
+
+use super::{DaemonError, State};
+use crate::core::Input;
+use crate::obs::ValueReply;
+use crate::obs::{self, Metrics};
+use crate::reach;
+
+impl State {
+    /// True when the link changed state (a decision is due).
+    pub(super) fn on_set_link(&mut self, link: usize, up: bool, force: bool, reply: ValueReply) -> bool {
+        let cut = if up { Vec::new() } else { self.core.would_cut(link) };
+        let topo = self.core.topology();
+        let name = topo.links.get(link).map(|l| topo.endpoint_name(l.a)).unwrap_or_default();
+        if !cut.is_empty() && !force {
+            let message = format!(
+                "taking link {name} down would cut off {}: {}; nothing was changed. \
+                 Send \"force\": true to take it down anyway (a link monitor reporting a failure it saw should)",
+                reach::count_text(cut.len()),
+                reach::describe(topo, &cut)
+            );
+            let details = json!({"link": name, "cut_off": reach::pairs_json(topo, &cut)});
+            self.events.record("link_down_refused", None, &message, details);
+            let _ = reply.send(Err(message));
+            return false;
+        }
+        let cut_off = reach::pairs_json(topo, &cut);
+        if !cut.is_empty() {
+            let names = reach::describe(topo, &cut);
+            warn!(link = %name, pairs = cut.len(), cut_off = %names, "forced link-down partitions the fabric");
+        }
+        self.input(&if up { Input::LinkUp { link } } else { Input::LinkDown { link } });
+        let answer = json!({"cut_off": cut_off, "unreachable_pairs": self.core.unreachable().len()});
+        let _ = reply.send(Ok(answer));
+        true
+    }
+}
+
+/// Serves `/metrics` alone, without authentication, on `addr` until `stop`.
+pub(super) async fn metrics_listener(
+    addr: SocketAddr,
+    metrics: Metrics,
+    mut stop: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, DaemonError> {
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.map_err(|source| DaemonError::Listen { addr, source })?;
+    Ok(tokio::spawn(async move {
+        let until = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        if let Err(e) = obs::serve_metrics(listener, metrics, until).await {
+            warn!(error = %e, "metrics listener stopped");
+        }
+    }))
+}
