@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use metaroce_sim::report::{plot, sweep, Summary};
-use metaroce_sim::{Mode, SimError};
+use metaroce_sim::Mode;
 use metaroce_topo::Routing;
 
 use crate::Exit;
@@ -80,16 +80,10 @@ fn parse_seeds(text: &str) -> Result<Seeds, String> {
 }
 
 pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
-    let l = match metaroce_sim::scenario::load_file(&a.scenario) {
+    let mut l = match crate::sim::load(&a.scenario)? {
         Ok(l) => l,
-        Err(e @ (SimError::Invalid { .. } | SimError::Topology { .. })) => {
-            eprint!("{}", e.report());
-            eprintln!("error: {e}");
-            return Ok(Exit::Invalid);
-        }
-        Err(e) => return Err(e).with_context(|| format!("loading scenario {}", a.scenario.display())),
+        Err(code) => return Ok(code),
     };
-    let mut l = l;
     if let Some(o) = a.ordering {
         l.scenario.net.ordering = o;
     }

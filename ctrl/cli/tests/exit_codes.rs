@@ -121,6 +121,11 @@ const CASES: &[Case] = &[
     (&["sim", "run", "@ok.yaml", "--pcap", "leaf9:1", "-o", "@run"], 2, "--pcap leaf9:1"),
     (&["sim", "run", "@ok.yaml", "--modes", "ecmp", "-q", "-o", "@binary.yaml/run"], 3, "binary.yaml/run"),
     // sim serve (the rest: serve_e2e's serve_refuses_bad_input_before_listening)
+    (&["sim", "sweep", "@ok.yaml", "--seeds", "1", "--modes", "ecmp", "-q", "-o", "@sweep"], 0, "ecmp"),
+    (&["sim", "sweep", "@bad-scenario.yaml", "--seeds", "1", "-o", "@sweep"], 1, "seed"),
+    (&["sim", "sweep", "@no-topo.yaml", "--seeds", "1", "-o", "@sweep"], 3, "cannot read topology file"),
+    (&["sim", "sweep", "@ok.yaml", "--seeds", "9-1"], 2, "runs backwards"),
+    (&["sim", "sweep", "@ok.yaml", "--seeds", "1", "--modes", "ecmp", "-q", "-o", "@binary.yaml/x"], 3, "binary.yaml/x"),
     (&["sim", "serve", "no/such.yaml"], 3, "cannot read topology file"),
     (&["sim", "serve", M22, "--dilation", "0"], 2, "--dilation"),
     (&["sim", "serve", "@binary.yaml"], 1, "1 problem"),

@@ -40,7 +40,9 @@ impl SimError {
     pub fn report(&self) -> String {
         match self {
             SimError::Invalid { origin, diagnostics } => {
-                diagnostics.iter().map(|d| format!("{origin}:{d}\n")).collect()
+                // `file:line:col: what`, and `file: what` for the whole file.
+                let sep = |d: &Diagnostic| if d.pos.is_some() { ":" } else { ": " };
+                diagnostics.iter().map(|d| format!("{origin}{}{d}\n", sep(d))).collect()
             }
             SimError::Topology { source, .. } => format!("{self}\n{}", source.report()),
             other => {
