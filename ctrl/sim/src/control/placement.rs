@@ -67,6 +67,8 @@ pub(crate) struct Placement {
     pub stats: PlacementStats,
     /// Large flows offer their line rate (see `on_large_flow`).
     elastic: bool,
+    /// Detected flows are placed per host pair (see `on_large_flow`).
+    per_pair: bool,
     /// Planned highest utilisation after each decision that moved flows.
     pub planned_max: Vec<f64>,
 }
@@ -102,6 +104,7 @@ impl Placement {
             held: BTreeMap::new(),
             stats: PlacementStats::default(),
             elastic: true,
+            per_pair: true,
             planned_max: Vec::new(),
         })
     }
@@ -140,7 +143,16 @@ impl Placement {
         else {
             return false;
         };
-        let key = FlowKey::flow(src, dst, f.sport, dest_qp(f.src, f.dst));
+        // A queue pair that rotates its UDP source port per message
+        // (`sports_per_qp`) shows up as several flows, one per port, each
+        // active in turn; planned apart they would count its load twice.
+        // The simulator's queue pairs are one per host pair and job, so the
+        // host pair is the queue pair here and a pair entry carries it.
+        let key = if self.per_pair {
+            FlowKey::pair(src, dst)
+        } else {
+            FlowKey::flow(src, dst, f.sport, dest_qp(f.src, f.dst))
+        };
         // A RoCE queue pair sends as fast as DCQCN and PFC let it: what it
         // sent in a congested window understates what it would send on a
         // clean path. So a large flow is elastic (it offers its line rate,
