@@ -38,6 +38,7 @@ const bit<8> DROP_UNSUPPORTED = 7;       // neither IPv4 nor ARP
 
 // Digest receivers.
 const bit<32> DIGEST_QUEUE = 1;
+const bit<32> DIGEST_LARGE_FLOW = 2;
 
 // Why a packet reaches the controller.
 const bit<8> PACKET_IN_REPORT = 1;

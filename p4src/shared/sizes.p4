@@ -12,6 +12,11 @@
 #define INT_WATCHLIST_SIZE 64       // flows to instrument
 #define INT_REPORT_SLOTS 8192       // per-flow report sampling state
 #define DROP_REASON_COUNT 16        // drop counter cells, one per reason
+#define STEER_FLOW_TABLE_SIZE 4096  // steered flows (exact: ipv4 src, dst, UDP source port, dest QP)
+#define STEER_PAIR_TABLE_SIZE 1024  // steered host pairs (exact: ipv4 src, dst)
+// Large-flow detector registers, indexed by the flow slot of the flowlet
+// registers (the same hash bits), so they must be as many.
+#define LARGE_FLOW_SLOTS FLOWLET_SLOTS
 
 // INT-MD: the hops of a 3-tier Clos path (leaf, spine, super-spine, spine,
 // leaf), each adding HOP_WORDS 32-bit words (node id, ports, hop latency,

@@ -14,9 +14,11 @@
 counter<bit<8>>(DROP_REASON_COUNT, CounterType.packets) drop_reasons;
 
 #include "routing.p4"
+#include "large_flows.p4"
 
 control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
     Routing() routing;
+    LargeFlows() large_flows;
 
     // Switch-wide settings: the default action of a keyless table, which the
     // controller rewrites. Defaults suit BMv2 (timestamps in microseconds).
@@ -36,7 +38,8 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
     action set_edge() {
     }
 
-    // Host-facing ports: where INT sources instrument traffic.
+    // Host-facing ports: where INT sources instrument traffic, and where
+    // the large-flow detector watches flows enter the fabric.
     table ingress_port_role {
         key = {
             standard_metadata.ingress_port: exact @name("port");
@@ -88,13 +91,20 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
                 && standard_metadata.parser_error == error.NoError && standard_metadata.checksum_error == 0
                 && hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
             config.apply();
-            // Only UDP from a host-facing port can become an INT source.
+            // A packet that is not forwarded ends ingress here (exit).
+            routing.apply(hdr, meta, standard_metadata);
+            // Only UDP from a host-facing port can become an INT source,
+            // and only UDP from one, routed to a group, is watched for
+            // large flows (routing decided first: the detector reports
+            // the egress port; nothing in routing reads the INT flag).
             if (hdr.udp.isValid() && !hdr.int_hdr.isValid()) {
                 if (ingress_port_role.apply().hit) {
                     int_watchlist.apply();
+                    if (meta.group_id != 0) {
+                        large_flows.apply(hdr, meta, standard_metadata);
+                    }
                 }
             }
-            routing.apply(hdr, meta, standard_metadata);
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_RECIRC && IS_DIGEST_COPY(meta)) {
             digest<queue_digest_t>(DIGEST_QUEUE, { DIGEST_DATA(meta, 167, 136), DIGEST_DATA(meta, 135, 120),
                                                   DIGEST_DATA(meta, 119, 88), DIGEST_DATA(meta, 87, 40),

@@ -16,6 +16,8 @@ const bit<32> PKT_INSTANCE_TYPE_RECIRC = 4;
 
 // BMv2 reports the CPU port given by --cpu-port; metaroce uses 255.
 const bit<9> CPU_PORT = 255;
+// A port_down key no port has (ports are 9 bits): nothing to check.
+const bit<16> PORT_NONE = 0xffff;
 
 // Clone sessions the controller configures.
 const bit<32> REPORT_SESSION = 500;
@@ -30,6 +32,20 @@ struct queue_digest_t {
     bit<48> timestamp;
     bit<32> seq;
     bit<8> congested;
+}
+
+// Large-flow digest: the bytes one flow slot counted in one window
+// (see large_flows.p4). `flow` is the steer_flow key of the packet that
+// closed the window: ipv4 src ++ dst ++ UDP source port ++ dest QP.
+struct large_flow_digest_t {
+    bit<32> switch_id;
+    bit<104> flow;
+    bit<16> egress_port;
+    bit<32> bytes;
+    bit<32> window_us;
+    bit<16> slot;
+    bit<8> collision;
+    bit<48> timestamp;
 }
 
 // BMv2 resets every metadata field of every packet, and every field write
@@ -54,11 +70,15 @@ struct metadata_t {
     // reset instead of four), read through the FLAG_ macros below:
     // new flowlet (bit 0), threshold crossing (1), ECN as received when
     // this hop marks CE (1 ++ ECN, bits 4:2), INT source (1 ++ max_hops
-    // when the watchlist matched, bits 13:5). 20 bits where 14 would do:
+    // when the watchlist matched, bits 13:5), the new flowlet follows a
+    // steer entry (14). 20 bits where 15 would do:
     // the struct's widths then add up to whole bytes, and p4c pads it with
     // no extra field (one more to reset).
     bit<20> flags;
     // `egress_config`: digest_interval_us ++ report_period_us ++ latency_shift.
+    // Ingress, which needs it not, keeps the large-flow detector's
+    // settings here (LF_CONFIG): egress always applies `egress_config`
+    // before it reads the field. One field less to reset.
     bit<104> egress_cfg;
     // `egress_port_config`: edge ++ mtu ++ queue_high ++ queue_low ++ ecn_threshold.
     bit<113> port_cfg;
@@ -110,6 +130,9 @@ struct metadata_t {
 #define FLAG_CROSSING(m) m.flags[1:1]
 #define FLAG_ECN_RECEIVED(m) m.flags[4:2]
 #define FLAG_INT_SOURCE(m) m.flags[13:5]
+#define FLAG_STEERED(m) m.flags[14:14]
+#define LF_WINDOW(m) m.egress_cfg[63:32]
+#define LF_THRESHOLD(m) m.egress_cfg[31:0]
 #define IS_DIGEST_COPY(m) (m.digest_copy[168:168] == 1)
 #define IS_REPORT_COPY(m) (m.report_copy[1241:1241] == 1)
 #define DIGEST_DATA(m, hi, lo) m.digest_copy[(hi):(lo)]

@@ -1,4 +1,5 @@
-// Routing: LPM to a weighted next-hop group, flowlet pinning, next hop.
+// Routing: LPM to a weighted next-hop group, flowlet pinning, steering,
+// next hop.
 //
 // A new flowlet draws a member from the group's action selector, whose
 // hash covers the flow's RoCE entropy and its flowlet number; the chosen
@@ -6,6 +7,12 @@
 // so rewriting a group never moves a running flowlet. A pinned next hop
 // whose port the controller marked down (port_down) starts a new flowlet
 // at once: fast failover without waiting for the gap.
+//
+// A new flowlet first looks its flow up in steer_flow, then (on a miss)
+// its host pair in steer_pair: a hit pins the entry's next hop instead of
+// a draw, unless the entry's port is down, when the group draws as if
+// there were no entry (failover beats steering). A running flowlet never
+// looks: a steer entry moves a flow only at its next flowlet boundary.
 #ifndef METAROCE_V1MODEL_ROUTING_P4
 #define METAROCE_V1MODEL_ROUTING_P4
 
@@ -18,6 +25,7 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
     register<bit<16>, bit<32>>(FLOWLET_SLOTS) flowlet_port;
     register<bit<16>, bit<32>>(FLOWLET_SLOTS) flowlet_id;
     counter<bit<9>>(PORT_COUNT, CounterType.packets) new_flowlets;
+    counter<bit<9>>(PORT_COUNT, CounterType.packets) steered;
     action_selector(HashAlgorithm.crc16, GROUP_SELECTOR_SIZE, GROUP_SELECTOR_HASH_BITS) nhop_selector;
 
 
@@ -30,6 +38,9 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
 
     HIDDEN_STEP(new_flowlet_sig, meta.scratch_16 = meta.flow_hash[31:16];)
     HIDDEN_STEP(new_flowlet_port, meta.scratch_16 = (bit<16>)standard_metadata.egress_spec;)
+    // A new flowlet checks no port unless a steer entry names one: no
+    // port_down entry has this key (ports are 9 bits).
+    HIDDEN_STEP(no_port_to_check, meta.scratch_16 = PORT_NONE;)
 
     // One hash: its low bits index the flowlet slot, its high 16 bits are
     // the slot's signature.
@@ -95,14 +106,62 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         size = GROUP_SELECTOR_SIZE;
     }
 
-    // A hit is all that matters (see apply).
+    // The next hop, and its port for the port_down check, that a new
+    // flowlet of this flow (steer_flow) or host pair (steer_pair) pins
+    // instead of drawing from the group. `port` must be the next hop's
+    // own (the controller checks it; the pinned port is the next hop's).
+    action steer(bit<16> nhop_id, bit<9> port) {
+        meta.nhop_id = nhop_id;
+        meta.scratch_16 = (bit<16>)port;
+        FLAG_STEERED(meta) = 1;
+    }
+
+    // Exact tables (SRAM on Tofino, no TCAM), one per granularity: the
+    // flow's entry takes precedence over its pair's (applied on a miss).
+    table steer_flow {
+        key = {
+            hdr.ipv4.src_addr: exact @name("src_addr");
+            hdr.ipv4.dst_addr: exact @name("dst_addr");
+            hdr.flow_key.l4_ports[31:16]: exact @name("udp_src_port");  // 0 unless TCP or UDP
+            hdr.flow_key.entropy: exact @name("dest_qp");  // BTH destination QP, 0 unless RoCEv2
+        }
+        actions = {
+            steer;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = STEER_FLOW_TABLE_SIZE;
+    }
+
+    table steer_pair {
+        key = {
+            hdr.ipv4.src_addr: exact @name("src_addr");
+            hdr.ipv4.dst_addr: exact @name("dst_addr");
+        }
+        actions = {
+            steer;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = STEER_PAIR_TABLE_SIZE;
+    }
+
+    // A port out of service: a steer entry on it does not hold, and the
+    // next hop read from the flowlet's slot is forgotten, so that whatever
+    // the group gives (nothing, if its entry were missing: next hop 0,
+    // which no next hop has, drops) never leaves on the down port.
     action mark_port_down() {
+        meta.nhop_id = 0;
+        FLAG_NEW_FLOWLET(meta) = 1;
+        FLAG_STEERED(meta) = 0;
     }
 
     // Ports the controller has taken out of service.
     table port_down {
         key = {
-            meta.scratch_16: exact @name("port");  // the flowlet's pinned port
+            // The port to check: the running flowlet's pinned port, a
+            // new flowlet's steer entry's, or PORT_NONE.
+            meta.scratch_16: exact @name("port");
         }
         actions = {
             mark_port_down;
@@ -137,26 +196,32 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         switch (ipv4_lpm.apply().action_run) {
             set_group: {
                 read_slot.apply();
-                // Same flow (signature), within the timeout and its port
-                // in service: the flowlet goes on. Otherwise a new one
-                // starts.
-                if (meta.flowlet_id == meta.flow_hash[31:16]
-                        && standard_metadata.ingress_global_timestamp - meta.scratch_time
-                           <= CFG_FLOWLET_TIMEOUT(meta)) {
-                    if (port_down.apply().hit) {  // key: the pinned port
-                        FLAG_NEW_FLOWLET(meta) = 1;
-                    }
-                } else {
+                // Same flow (signature) within the timeout: the flowlet
+                // goes on, on its pinned next hop, unless its port is down
+                // (below). Otherwise a new one starts: its steer entry,
+                // if it has one, else the group.
+                if (meta.flowlet_id != meta.flow_hash[31:16]
+                        || standard_metadata.ingress_global_timestamp - meta.scratch_time
+                           > CFG_FLOWLET_TIMEOUT(meta)) {
                     FLAG_NEW_FLOWLET(meta) = 1;
+                    no_port_to_check.apply();
+                    if (!steer_flow.apply().hit) {
+                        steer_pair.apply();
+                    }
                 }
+                // A down port turns a running flowlet into a new one, and
+                // a steered new flowlet into a drawn one (mark_port_down).
+                port_down.apply();
                 if (FLAG_NEW_FLOWLET(meta) == 1) {
-                    flowlet_id.read(meta.flowlet_id, meta.flow_slot);
-                    meta.flowlet_id = meta.flowlet_id + 1;
-                    nhop_group.apply();
+                    if (FLAG_STEERED(meta) == 0) {
+                        flowlet_id.read(meta.flowlet_id, meta.flow_slot);
+                        meta.flowlet_id = meta.flowlet_id + 1;
+                        nhop_group.apply();
+                        flowlet_id.write(meta.flow_slot, meta.flowlet_id);
+                    }
                     new_flowlet_sig.apply();
                     flowlet_sig.write(meta.flow_slot, meta.scratch_16);
                     flowlet_nhop.write(meta.flow_slot, meta.nhop_id);
-                    flowlet_id.write(meta.flow_slot, meta.flowlet_id);
                 }
             }
             set_nhop: {
@@ -175,6 +240,9 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
                 new_flowlet_port.apply();
                 flowlet_port.write(meta.flow_slot, meta.scratch_16);
                 new_flowlets.count(standard_metadata.egress_spec);
+                if (FLAG_STEERED(meta) == 1) {
+                    steered.count(standard_metadata.egress_spec);
+                }
             }
         }
     }

@@ -7,10 +7,10 @@ use metaroce_p4rt::codec::{decode_u128, Bits};
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::{P4Info, P4InfoError};
 
-use crate::contract::DIGEST_FIELDS;
-use crate::entry::{Entry, RouteTarget};
+use crate::contract::{DIGEST_FIELDS, LARGE_FLOW_DIGEST_FIELDS};
+use crate::entry::{Entry, FlowKey, RouteTarget};
 use crate::names as n;
-use crate::{Counter, PipelineError, QueueDigest};
+use crate::{Counter, LargeFlowDigest, PipelineError, QueueDigest};
 
 use p4::entity::Entity as E;
 use p4::field_match::FieldMatchType as M;
@@ -23,6 +23,7 @@ pub(crate) struct Ids {
     by_table: HashMap<&'static str, u32>,
     profile: u32,
     pub digest: u32,
+    pub large_flow_digest: u32,
     counters: HashMap<u32, Counter>,
 }
 
@@ -34,12 +35,15 @@ const OUR_TABLES: &[&str] = &[
     n::NHOP_GROUP,
     n::PORT_DOWN,
     n::NHOP,
+    n::STEER_FLOW,
+    n::STEER_PAIR,
+    n::LARGE_FLOW_CONFIG,
     n::EGRESS_CONFIG,
     n::EGRESS_PORT_CONFIG,
     n::REPORT_CONFIG,
 ];
 
-const KEYLESS: &[&str] = &[n::CONFIG, n::EGRESS_CONFIG, n::REPORT_CONFIG];
+const KEYLESS: &[&str] = &[n::CONFIG, n::LARGE_FLOW_CONFIG, n::EGRESS_CONFIG, n::REPORT_CONFIG];
 
 impl Ids {
     pub fn resolve(info: &P4Info) -> Result<Self, P4InfoError> {
@@ -56,6 +60,7 @@ impl Ids {
             (n::NEW_FLOWLETS, Counter::NewFlowlets),
             (n::ECN_MARKS, Counter::EcnMarks),
             (n::REPORTS_SENT, Counter::ReportsSent),
+            (n::STEERED, Counter::Steered),
         ] {
             counters.insert(info.counters.id_of(name)?, c);
         }
@@ -65,6 +70,7 @@ impl Ids {
             by_table,
             profile: info.action_profiles.id_of(n::NHOP_SELECTOR)?,
             digest: info.digests.id_of(n::QUEUE_DIGEST)?,
+            large_flow_digest: info.digests.id_of(n::LARGE_FLOW_DIGEST)?,
             counters,
         })
     }
@@ -174,8 +180,12 @@ impl Ids {
                 dst_ip: Ipv4Addr::from(get(&p, "dst_ip")? as u32),
                 dst_port: get(&p, "dst_port")? as u16,
             },
+            n::LARGE_FLOW_CONFIG if aname == n::CONFIGURE_LARGE_FLOWS => Entry::LargeFlowConfig {
+                window_us: get(&p, "window_us")? as u32,
+                threshold_bytes: get(&p, "threshold_bytes")? as u32,
+            },
             // A keyless table still holding p4c's default (NoAction): nothing of ours.
-            n::CONFIG | n::EGRESS_CONFIG | n::REPORT_CONFIG => return Ok(None),
+            n::CONFIG | n::EGRESS_CONFIG | n::REPORT_CONFIG | n::LARGE_FLOW_CONFIG => return Ok(None),
             n::INGRESS_PORT_ROLE => Entry::EdgePort { port: exact(t, 1)? as u16 },
             n::INT_WATCHLIST => Entry::Watch {
                 src: ternary32(t, 1)?,
@@ -197,6 +207,22 @@ impl Ids {
                 Entry::Route { prefix, len, target }
             }
             n::PORT_DOWN => Entry::PortDown { port: exact(t, 1)? as u16 },
+            n::STEER_FLOW if aname == n::STEER => Entry::SteerFlow {
+                flow: FlowKey {
+                    src: Ipv4Addr::from(exact(t, 1)? as u32),
+                    dst: Ipv4Addr::from(exact(t, 2)? as u32),
+                    sport: exact(t, 3)? as u16,
+                    qp: exact(t, 4)? as u32,
+                },
+                nhop_id: get(&p, "nhop_id")? as u16,
+                port: get(&p, "port")? as u16,
+            },
+            n::STEER_PAIR if aname == n::STEER => Entry::SteerPair {
+                src: Ipv4Addr::from(exact(t, 1)? as u32),
+                dst: Ipv4Addr::from(exact(t, 2)? as u32),
+                nhop_id: get(&p, "nhop_id")? as u16,
+                port: get(&p, "port")? as u16,
+            },
             n::NHOP => Entry::Nhop {
                 id: exact(t, 1)? as u16,
                 port: get(&p, "port")? as u16,
@@ -323,6 +349,31 @@ pub(crate) fn build(info: &P4Info, entry: &Entry) -> Result<p4::Entity, P4InfoEr
             .default_action()
             .build()
             .into(),
+        Entry::LargeFlowConfig { window_us, threshold_bytes } => info
+            .table_entry(n::LARGE_FLOW_CONFIG)?
+            .action(
+                n::CONFIGURE_LARGE_FLOWS,
+                &[("window_us", (*window_us).into()), ("threshold_bytes", (*threshold_bytes).into())],
+            )?
+            .default_action()
+            .build()
+            .into(),
+        Entry::SteerFlow { flow, nhop_id, port } => info
+            .table_entry(n::STEER_FLOW)?
+            .exact("src_addr", flow.src)?
+            .exact("dst_addr", flow.dst)?
+            .exact("udp_src_port", flow.sport)?
+            .exact("dest_qp", flow.qp)?
+            .action(n::STEER, &[("nhop_id", (*nhop_id).into()), ("port", (*port).into())])?
+            .build()
+            .into(),
+        Entry::SteerPair { src, dst, nhop_id, port } => info
+            .table_entry(n::STEER_PAIR)?
+            .exact("src_addr", *src)?
+            .exact("dst_addr", *dst)?
+            .action(n::STEER, &[("nhop_id", (*nhop_id).into()), ("port", (*port).into())])?
+            .build()
+            .into(),
         Entry::EdgePort { port } => info
             .table_entry(n::INGRESS_PORT_ROLE)?
             .exact("port", *port)?
@@ -396,28 +447,61 @@ pub(crate) fn build(info: &P4Info, entry: &Entry) -> Result<p4::Entity, P4InfoEr
 
 /// One digest item: a struct of the fields in [`DIGEST_FIELDS`] order.
 pub(crate) fn decode_digest(d: &p4::P4Data) -> Result<QueueDigest, PipelineError> {
-    let Some(p4::p4_data::Data::Struct(s)) = d.data.as_ref() else {
-        return Err(bad(n::QUEUE_DIGEST, "item is not a struct"));
+    let v = digest_values(d, n::QUEUE_DIGEST, DIGEST_FIELDS)?;
+    let [switch_id, port, depth, timestamp, seq, congested] = v[..] else {
+        return Err(bad(n::QUEUE_DIGEST, "wrong member count"));
     };
-    if s.members.len() != DIGEST_FIELDS.len() {
-        return Err(bad(
-            n::QUEUE_DIGEST,
-            &format!("{} members, expected {}", s.members.len(), DIGEST_FIELDS.len()),
-        ));
-    }
-    let mut v = [0u128; 6];
-    for (i, (m, (name, w))) in s.members.iter().zip(DIGEST_FIELDS).enumerate() {
-        let Some(p4::p4_data::Data::Bitstring(b)) = m.data.as_ref() else {
-            return Err(bad(n::QUEUE_DIGEST, &format!("{name} is not a bitstring")));
-        };
-        v[i] = decode_u128(b, *w).map_err(|e| bad(n::QUEUE_DIGEST, &format!("{name}: {e}")))?;
-    }
     Ok(QueueDigest {
-        switch_id: v[0] as u32,
-        port: v[1] as u16,
-        depth: v[2] as u32,
-        timestamp: v[3] as u64,
-        seq: v[4] as u32,
-        congested: v[5] != 0,
+        switch_id: switch_id as u32,
+        port: port as u16,
+        depth: depth as u32,
+        timestamp: timestamp as u64,
+        seq: seq as u32,
+        congested: congested != 0,
+    })
+}
+
+/// The bitstring members of a digest item, decoded by `fields`' widths.
+fn digest_values(d: &p4::P4Data, name: &str, fields: &[(&str, i32)]) -> Result<Vec<u128>, PipelineError> {
+    let Some(p4::p4_data::Data::Struct(s)) = d.data.as_ref() else {
+        return Err(bad(name, "item is not a struct"));
+    };
+    if s.members.len() != fields.len() {
+        return Err(bad(name, &format!("{} members, expected {}", s.members.len(), fields.len())));
+    }
+    s.members
+        .iter()
+        .zip(fields)
+        .map(|(m, (field, w))| {
+            let Some(p4::p4_data::Data::Bitstring(b)) = m.data.as_ref() else {
+                return Err(bad(name, &format!("{field} is not a bitstring")));
+            };
+            decode_u128(b, *w).map_err(|e| bad(name, &format!("{field}: {e}")))
+        })
+        .collect()
+}
+
+/// One large-flow digest item: a struct of [`LARGE_FLOW_DIGEST_FIELDS`].
+pub(crate) fn decode_large_flow(d: &p4::P4Data) -> Result<LargeFlowDigest, PipelineError> {
+    let v = digest_values(d, n::LARGE_FLOW_DIGEST, LARGE_FLOW_DIGEST_FIELDS)?;
+    let [switch_id, flow, egress_port, bytes, window_us, slot, collision, timestamp] = v[..] else {
+        return Err(bad(n::LARGE_FLOW_DIGEST, "wrong member count"));
+    };
+    // flow: src 32 ++ dst 32 ++ UDP source port 16 ++ dest QP 24.
+    let flow = FlowKey {
+        src: Ipv4Addr::from((flow >> 72) as u32),
+        dst: Ipv4Addr::from((flow >> 40) as u32),
+        sport: (flow >> 24) as u16,
+        qp: (flow & 0xff_ffff) as u32,
+    };
+    Ok(LargeFlowDigest {
+        switch_id: switch_id as u32,
+        flow,
+        egress_port: egress_port as u16,
+        bytes: bytes as u32,
+        window_us: window_us as u32,
+        slot: slot as u16,
+        collision: collision != 0,
+        timestamp: timestamp as u64,
     })
 }

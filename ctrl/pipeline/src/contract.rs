@@ -52,6 +52,22 @@ const TABLES: &[TableSpec] = &[
         fields: &[("nhop_id", MatchType::Exact, 16)],
         actions: &[n::FORWARD, n::ROUTING_DROP],
     },
+    TableSpec {
+        name: n::STEER_FLOW,
+        fields: &[
+            ("src_addr", MatchType::Exact, 32),
+            ("dst_addr", MatchType::Exact, 32),
+            ("udp_src_port", MatchType::Exact, 16),
+            ("dest_qp", MatchType::Exact, 24),
+        ],
+        actions: &[n::STEER],
+    },
+    TableSpec {
+        name: n::STEER_PAIR,
+        fields: &[("src_addr", MatchType::Exact, 32), ("dst_addr", MatchType::Exact, 32)],
+        actions: &[n::STEER],
+    },
+    TableSpec { name: n::LARGE_FLOW_CONFIG, fields: &[], actions: &[n::CONFIGURE_LARGE_FLOWS] },
     TableSpec { name: n::EGRESS_CONFIG, fields: &[], actions: &[n::CONFIGURE_EGRESS] },
     TableSpec {
         name: n::EGRESS_PORT_CONFIG,
@@ -71,6 +87,8 @@ const ACTIONS: &[(&str, &[(&str, i32)])] = &[
     (n::SELECT_NHOP, &[("nhop_id", 16)]),
     (n::MARK_PORT_DOWN, &[]),
     (n::FORWARD, &[("port", 9), ("src_mac", 48), ("dst_mac", 48)]),
+    (n::STEER, &[("nhop_id", 16), ("port", 9)]),
+    (n::CONFIGURE_LARGE_FLOWS, &[("window_us", 32), ("threshold_bytes", 32)]),
     (n::CONFIGURE_EGRESS, &[("digest_interval_us", 48), ("report_period_us", 48), ("latency_shift", 8)]),
     (n::SET_PORT, &[("edge", 1), ("mtu", 16), ("queue_high", 32), ("queue_low", 32), ("ecn_threshold", 32)]),
     (
@@ -95,13 +113,30 @@ const REGISTERS: &[(&str, i32, i32)] = &[
     (n::REPORT_LAST_BUCKET, n::FLOW_SLOTS as i32, 32),
     (n::REPORT_LAST_TIME, n::FLOW_SLOTS as i32, 48),
     (n::REPORT_SEQ, 1, 32),
+    (n::WINDOW_SIG, n::FLOW_SLOTS as i32, 16),
+    (n::WINDOW_START, n::FLOW_SLOTS as i32, 48),
+    (n::WINDOW_BYTES, n::FLOW_SLOTS as i32, 32),
+    (n::WINDOW_COLLISION, n::FLOW_SLOTS as i32, 8),
 ];
 
-const COUNTERS: &[&str] = &[n::DROP_REASONS, n::NEW_FLOWLETS, n::ECN_MARKS, n::REPORTS_SENT];
+const COUNTERS: &[&str] = &[n::DROP_REASONS, n::NEW_FLOWLETS, n::ECN_MARKS, n::REPORTS_SENT, n::STEERED];
 
 /// Digest struct members in order, with widths.
 pub(crate) const DIGEST_FIELDS: &[(&str, i32)] =
     &[("switch_id", 32), ("port", 16), ("depth", 32), ("timestamp", 48), ("seq", 32), ("congested", 8)];
+
+/// Large-flow digest members in order, with widths. `flow` is the
+/// steer_flow key: src 32 ++ dst 32 ++ UDP source port 16 ++ dest QP 24.
+pub(crate) const LARGE_FLOW_DIGEST_FIELDS: &[(&str, i32)] = &[
+    ("switch_id", 32),
+    ("flow", 104),
+    ("egress_port", 16),
+    ("bytes", 32),
+    ("window_us", 32),
+    ("slot", 16),
+    ("collision", 8),
+    ("timestamp", 48),
+];
 
 const PACKET_IN_FIELDS: &[(&str, i32)] = &[("ingress_port", 16), ("reason", 8), ("reserved", 8)];
 const PACKET_OUT_FIELDS: &[(&str, i32)] = &[("egress_port", 16), ("flags", 8)];
@@ -155,7 +190,8 @@ pub(crate) fn check(info: &P4Info) -> Vec<String> {
         }
     }
     check_profile(info, &mut errs);
-    check_digest(info, &mut errs);
+    check_digest(info, n::QUEUE_DIGEST, DIGEST_FIELDS, &mut errs);
+    check_digest(info, n::LARGE_FLOW_DIGEST, LARGE_FLOW_DIGEST_FIELDS, &mut errs);
     check_packet_metadata(info, n::PACKET_IN, PACKET_IN_FIELDS, &mut errs);
     check_packet_metadata(info, n::PACKET_OUT, PACKET_OUT_FIELDS, &mut errs);
     errs
@@ -214,20 +250,19 @@ fn check_profile(info: &P4Info, errs: &mut Vec<String>) {
     }
 }
 
-fn check_digest(info: &P4Info, errs: &mut Vec<String>) {
-    let d = match info.digest(n::QUEUE_DIGEST) {
+fn check_digest(info: &P4Info, name: &str, fields: &[(&str, i32)], errs: &mut Vec<String>) {
+    let d = match info.digest(name) {
         Ok(d) => d,
         Err(e) => return errs.push(e.to_string()),
     };
     let members = digest_members(info, d);
     let got: Vec<(String, i32)> = members.unwrap_or_default();
-    let want: Vec<(String, i32)> = DIGEST_FIELDS.iter().map(|(f, w)| ((*f).to_owned(), *w)).collect();
+    let want: Vec<(String, i32)> = fields.iter().map(|(f, w)| ((*f).to_owned(), *w)).collect();
     if got != want {
         let show =
             |v: &[(String, i32)]| v.iter().map(|(f, w)| format!("{f}:{w}")).collect::<Vec<_>>().join(", ");
         errs.push(format!(
-            "digest {}: fields are [{}], the controller expects [{}]",
-            n::QUEUE_DIGEST,
+            "digest {name}: fields are [{}], the controller expects [{}]",
             show(&got),
             show(&want)
         ));

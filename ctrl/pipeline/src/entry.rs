@@ -20,6 +20,24 @@ pub enum RouteTarget {
     Nhop(u16),
 }
 
+/// A RoCEv2 flow as `steer_flow` keys it (and as a large-flow digest
+/// names it): IPv4 source and destination, UDP source port, BTH
+/// destination QP (24 bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FlowKey {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub sport: u16,
+    /// Destination QP; only the low 24 bits exist on the wire.
+    pub qp: u32,
+}
+
+impl std::fmt::Display for FlowKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{} -> {} qp {:#08x}", self.src, self.sport, self.dst, self.qp)
+    }
+}
+
 /// One piece of control-plane state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -55,6 +73,16 @@ pub enum Entry {
     },
     /// A port taken out of service.
     PortDown { port: u16 },
+    /// Pins the new flowlets of one flow to next hop `nhop_id`, whose
+    /// egress port is `port` (checked against `port_down` first). Must be
+    /// a member of the route's group: see [`crate::check_steer`].
+    SteerFlow { flow: FlowKey, nhop_id: u16, port: u16 },
+    /// The same for every flow of a host pair without an entry of its own.
+    SteerPair { src: Ipv4Addr, dst: Ipv4Addr, nhop_id: u16, port: u16 },
+    /// Default action of the keyless large-flow `config` table: window
+    /// length (µs on BMv2) and the bytes per window that make a flow
+    /// large; `threshold_bytes` 0 turns the detector off.
+    LargeFlowConfig { window_us: u32, threshold_bytes: u32 },
     /// Egress thresholds and MTU of a port.
     EgressPort { port: u16, edge: bool, mtu: u16, queue_high: u32, queue_low: u32, ecn_threshold: u32 },
     /// A clone session to one port.
@@ -68,13 +96,22 @@ pub enum Key {
     EgressConfig,
     ReportConfig,
     EdgePort(u16),
-    Watch { src: (u32, u32), dst: (u32, u32), l4: (u16, u16), priority: i32 },
+    Watch {
+        src: (u32, u32),
+        dst: (u32, u32),
+        l4: (u16, u16),
+        priority: i32,
+    },
     Route(u32, u8),
     Nhop(u16),
     Member(u32),
     Group(u32),
     GroupEntry(u16),
     PortDown(u16),
+    SteerFlow(FlowKey),
+    /// Source and destination addresses.
+    SteerPair(u32, u32),
+    LargeFlowConfig,
     EgressPort(u16),
     CloneSession(u32),
 }
@@ -116,6 +153,9 @@ impl Entry {
             Entry::Group { id, .. } => Key::Group(id),
             Entry::GroupEntry { id, .. } => Key::GroupEntry(id),
             Entry::PortDown { port } => Key::PortDown(port),
+            Entry::SteerFlow { flow, .. } => Key::SteerFlow(flow),
+            Entry::SteerPair { src, dst, .. } => Key::SteerPair(u32::from(src), u32::from(dst)),
+            Entry::LargeFlowConfig { .. } => Key::LargeFlowConfig,
             Entry::EgressPort { port, .. } => Key::EgressPort(port),
             Entry::CloneSession { id, .. } => Key::CloneSession(id),
         }
@@ -127,7 +167,9 @@ impl Entry {
             Entry::Member { .. } => Phase::Members,
             Entry::Group { .. } => Phase::Groups,
             Entry::GroupEntry { .. } => Phase::GroupEntries,
-            Entry::Route { .. } => Phase::Routes,
+            // A steer entry points at a next hop like a route at a group:
+            // written after it, deleted before it.
+            Entry::Route { .. } | Entry::SteerFlow { .. } | Entry::SteerPair { .. } => Phase::Routes,
             _ => Phase::Settings,
         }
     }
@@ -144,13 +186,19 @@ impl Entry {
 
     /// Keyless-table defaults can only be modified, never inserted or deleted.
     pub fn is_default(&self) -> bool {
-        matches!(self, Entry::Config { .. } | Entry::EgressConfig { .. } | Entry::ReportConfig { .. })
+        matches!(
+            self,
+            Entry::Config { .. }
+                | Entry::EgressConfig { .. }
+                | Entry::ReportConfig { .. }
+                | Entry::LargeFlowConfig { .. }
+        )
     }
 }
 
 impl Key {
     pub fn is_default(&self) -> bool {
-        matches!(self, Key::Config | Key::EgressConfig | Key::ReportConfig)
+        matches!(self, Key::Config | Key::EgressConfig | Key::ReportConfig | Key::LargeFlowConfig)
     }
 }
 

@@ -1,7 +1,8 @@
 //! The P4 program's contract in Rust: typed tables, actions, registers and
 //! digests of `p4src/`, resolved against the loaded P4Info at start-up.
 //! This is the only crate that spells a P4 name ([`names`]); everything
-//! else speaks [`Entry`], [`QueueDigest`] and [`PacketIn`].
+//! else speaks [`Entry`], [`QueueDigest`], [`LargeFlowDigest`] and
+//! [`PacketIn`].
 //!
 //! [`Pipeline::new`] checks the whole P4Info against what the controller
 //! expects and reports every disagreement at once, so a stale build fails
@@ -11,14 +12,18 @@ mod codec;
 mod contract;
 pub mod entry;
 pub mod names;
+pub mod steer;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use metaroce_p4rt::entity::{self as ent, DigestConfig};
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::{P4Info, P4InfoError};
 
-pub use entry::{route_weights, Entry, Key, Mac, Phase, RouteTarget};
+pub use entry::{route_weights, Entry, FlowKey, Key, Mac, Phase, RouteTarget};
+pub use steer::{check_steer, check_steer_in, route_members, SteerError};
 
 /// Why the pipeline could not be loaded or an entity not be built or read.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +51,8 @@ pub enum PipelineError {
     },
     #[error("cannot read {what} from the switch: {message}")]
     Parse { what: String, message: String },
+    #[error("refusing to write {what}: {message}")]
+    Refused { what: String, message: String },
 }
 
 /// One queue-threshold crossing, as the switch reports it.
@@ -60,6 +67,50 @@ pub struct QueueDigest {
     pub seq: u32,
     /// True for an up crossing through `queue_high`.
     pub congested: bool,
+}
+
+/// One flow slot's window at the flow's first switch that counted at
+/// least the threshold (`Entry::LargeFlowConfig`), as the switch reports
+/// it when the window closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LargeFlowDigest {
+    pub switch_id: u32,
+    /// The flow of the packet that closed the window: the window's own,
+    /// unless `collision`.
+    pub flow: FlowKey,
+    /// Where that packet left (its next hop's port).
+    pub egress_port: u16,
+    /// IPv4 bytes (total length) the slot counted in the window.
+    pub bytes: u32,
+    /// The window's actual length, from its first packet to the one that
+    /// closed it (µs on BMv2; saturates at `u32::MAX`): the rate is
+    /// `bytes / window_us`.
+    pub window_us: u32,
+    /// The flow slot (flow hash mod `names::FLOW_SLOTS`).
+    pub slot: u16,
+    /// Another flow used the slot during the window, or closed it: the
+    /// bytes may be more than one flow's.
+    pub collision: bool,
+    /// Switch time of the report (µs on BMv2).
+    pub timestamp: u64,
+}
+
+impl LargeFlowDigest {
+    /// Bytes per second, with the target's time unit in nanoseconds
+    /// (1000 on BMv2, 1 on Tofino); `None` for a window of length 0.
+    pub fn bytes_per_second(&self, unit_ns: u64) -> Option<f64> {
+        let window_ns = u64::from(self.window_us).checked_mul(unit_ns)?;
+        (window_ns > 0).then(|| f64::from(self.bytes) * 1e9 / window_ns as f64)
+    }
+}
+
+/// A list of large-flow digests, decoded: what parsed, and every item
+/// that did not (already counted in
+/// [`Pipeline::malformed_large_flow_digests`]).
+#[derive(Debug, Default)]
+pub struct LargeFlows {
+    pub flows: Vec<LargeFlowDigest>,
+    pub malformed: Vec<PipelineError>,
 }
 
 /// Why the switch sent a packet to the controller.
@@ -94,6 +145,8 @@ pub enum Counter {
     NewFlowlets,
     EcnMarks,
     ReportsSent,
+    /// Flowlets started on a steer entry, by egress port.
+    Steered,
 }
 
 /// What a switch holds of ours ([`Pipeline::read_installed`]).
@@ -110,6 +163,8 @@ pub struct Pipeline {
     info: P4Info,
     device_config: Vec<u8>,
     ids: codec::Ids,
+    /// Large-flow digest items dropped as malformed, over every clone.
+    malformed_large_flows: Arc<AtomicU64>,
 }
 
 impl Pipeline {
@@ -122,7 +177,7 @@ impl Pipeline {
         }
         let ids = codec::Ids::resolve(&info)
             .map_err(|source| PipelineError::Build { what: "ids".into(), source })?;
-        Ok(Pipeline { info, device_config, ids })
+        Ok(Pipeline { info, device_config, ids, malformed_large_flows: Arc::default() })
     }
 
     /// Loads the P4Info and device config files (`p4src/build/`).
@@ -161,6 +216,15 @@ impl Pipeline {
 
     /// The P4Runtime entity of `entry`.
     pub fn entity(&self, entry: &Entry) -> Result<p4::Entity, PipelineError> {
+        if let Entry::PortDown { port: names::PORT_NONE } = entry {
+            return Err(PipelineError::Refused {
+                what: format!("{:?}", entry.key()),
+                message: format!(
+                    "port {} is PORT_NONE, the key a new flowlet without a steer entry checks; ports are 9 bits",
+                    names::PORT_NONE
+                ),
+            });
+        }
         codec::build(&self.info, entry)
             .map_err(|source| PipelineError::Build { what: format!("{:?}", entry.key()), source })
     }
@@ -223,6 +287,40 @@ impl Pipeline {
         list.data.iter().map(codec::decode_digest).collect()
     }
 
+    /// The large-flow digest subscription.
+    pub fn large_flow_digest_entry(&self, config: DigestConfig) -> Result<p4::DigestEntry, PipelineError> {
+        self.info
+            .digest_entry(names::LARGE_FLOW_DIGEST, config)
+            .map_err(|source| PipelineError::Build { what: "large-flow digest entry".into(), source })
+    }
+
+    /// True when the list is one of our large-flow digests.
+    pub fn is_large_flow_digest(&self, list: &p4::DigestList) -> bool {
+        list.digest_id == self.ids.large_flow_digest
+    }
+
+    /// Decodes a list of large-flow digests. A malformed item is dropped
+    /// and counted ([`Pipeline::malformed_large_flow_digests`]); the
+    /// others are kept.
+    pub fn decode_large_flows(&self, list: &p4::DigestList) -> LargeFlows {
+        let mut out = LargeFlows::default();
+        for item in &list.data {
+            match codec::decode_large_flow(item) {
+                Ok(d) => out.flows.push(d),
+                Err(e) => out.malformed.push(e),
+            }
+        }
+        if !out.malformed.is_empty() {
+            self.malformed_large_flows.fetch_add(out.malformed.len() as u64, Ordering::Relaxed);
+        }
+        out
+    }
+
+    /// Large-flow digest items dropped as malformed so far.
+    pub fn malformed_large_flow_digests(&self) -> u64 {
+        self.malformed_large_flows.load(Ordering::Relaxed)
+    }
+
     pub fn decode_packet_in(&self, p: &p4::PacketIn) -> Result<PacketIn, PipelineError> {
         let fields = self
             .info
@@ -263,6 +361,7 @@ impl Pipeline {
             Counter::NewFlowlets => names::NEW_FLOWLETS,
             Counter::EcnMarks => names::ECN_MARKS,
             Counter::ReportsSent => names::REPORTS_SENT,
+            Counter::Steered => names::STEERED,
         };
         self.info
             .counter_entry(name, None)

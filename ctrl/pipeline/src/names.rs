@@ -19,6 +19,11 @@ pub const PORT_DOWN: &str = "MetaroceIngress.routing.port_down";
 pub const MARK_PORT_DOWN: &str = "MetaroceIngress.routing.mark_port_down";
 pub const NHOP: &str = "MetaroceIngress.routing.nhop";
 pub const FORWARD: &str = "MetaroceIngress.routing.forward";
+pub const STEER_FLOW: &str = "MetaroceIngress.routing.steer_flow";
+pub const STEER_PAIR: &str = "MetaroceIngress.routing.steer_pair";
+pub const STEER: &str = "MetaroceIngress.routing.steer";
+pub const LARGE_FLOW_CONFIG: &str = "MetaroceIngress.large_flows.config";
+pub const CONFIGURE_LARGE_FLOWS: &str = "MetaroceIngress.large_flows.configure";
 pub const EGRESS_CONFIG: &str = "MetaroceEgress.egress_config";
 pub const CONFIGURE_EGRESS: &str = "MetaroceEgress.configure_egress";
 pub const EGRESS_PORT_CONFIG: &str = "MetaroceEgress.egress_port_config";
@@ -39,13 +44,19 @@ pub const DIGEST_SEQ: &str = "MetaroceEgress.queue_sensing.digest_seq";
 pub const REPORT_LAST_BUCKET: &str = "MetaroceEgress.int_egress.report_last_bucket";
 pub const REPORT_LAST_TIME: &str = "MetaroceEgress.int_egress.report_last_time";
 pub const REPORT_SEQ: &str = "MetaroceEgress.report_builder.report_seq";
+pub const WINDOW_SIG: &str = "MetaroceIngress.large_flows.window_sig";
+pub const WINDOW_START: &str = "MetaroceIngress.large_flows.window_start";
+pub const WINDOW_BYTES: &str = "MetaroceIngress.large_flows.window_bytes";
+pub const WINDOW_COLLISION: &str = "MetaroceIngress.large_flows.window_collision";
 
 pub const DROP_REASONS: &str = "MetaroceIngress.drop_reasons";
 pub const NEW_FLOWLETS: &str = "MetaroceIngress.routing.new_flowlets";
 pub const ECN_MARKS: &str = "MetaroceEgress.queue_sensing.ecn_marks";
 pub const REPORTS_SENT: &str = "MetaroceEgress.report_builder.reports_sent";
+pub const STEERED: &str = "MetaroceIngress.routing.steered";
 
 pub const QUEUE_DIGEST: &str = "queue_digest_t";
+pub const LARGE_FLOW_DIGEST: &str = "large_flow_digest_t";
 pub const PACKET_IN: &str = "packet_in";
 pub const PACKET_OUT: &str = "packet_out";
 
@@ -58,8 +69,15 @@ pub const PACKET_IN_REPORT: u8 = 1;
 pub const PACKET_IN_ARP: u8 = 2;
 /// Size of the per-port register arrays.
 pub const PORT_REGISTER_SIZE: u32 = 512;
-/// Size of the flowlet and report-sampling registers (per flow slot).
+/// Size of the flowlet, report-sampling and large-flow registers (per
+/// flow slot).
 pub const FLOW_SLOTS: u32 = 8192;
+/// Entries of `steer_flow` and `steer_pair` (`sizes.p4`).
+pub const STEER_FLOW_TABLE_SIZE: u32 = 4096;
+pub const STEER_PAIR_TABLE_SIZE: u32 = 1024;
+/// A `port_down` key no port has: a new flowlet without a steer entry
+/// checks it (`PORT_NONE` in p4src). Never mark it down.
+pub const PORT_NONE: u16 = 0xffff;
 /// The CPU port (`--cpu-port` on BMv2): packet-in and packet-out.
 pub const CPU_PORT: u32 = 255;
 /// Digest receiver and packet-in reasons are above; drop reasons index
@@ -74,6 +92,8 @@ pub mod field {
     pub const L4_DST_PORT: &str = "l4_dst_port";
     pub const GROUP_ID: &str = "group_id";
     pub const NHOP_ID: &str = "nhop_id";
+    pub const UDP_SRC_PORT: &str = "udp_src_port";
+    pub const DEST_QP: &str = "dest_qp";
 }
 
 /// Action parameter and packet metadata field names.
@@ -101,4 +121,6 @@ pub mod param {
     pub const INGRESS_PORT: &str = "ingress_port";
     pub const EGRESS_PORT: &str = "egress_port";
     pub const RESERVED: &str = "reserved";
+    pub const WINDOW_US: &str = "window_us";
+    pub const THRESHOLD_BYTES: &str = "threshold_bytes";
 }

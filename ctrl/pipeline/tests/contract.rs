@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::P4Info;
-use metaroce_pipeline::{Entry, Pipeline, PipelineError, RouteTarget};
+use metaroce_pipeline::{Entry, FlowKey, Pipeline, PipelineError, RouteTarget};
 
 fn build_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build")
@@ -50,6 +50,23 @@ pub fn samples() -> Vec<Entry> {
         Entry::Group { id: 3, members: vec![(2, 5), (4, 1)] },
         Entry::GroupEntry { id: 3, group: 3 },
         Entry::PortDown { port: 4 },
+        Entry::SteerFlow {
+            flow: FlowKey {
+                src: Ipv4Addr::new(10, 0, 1, 1),
+                dst: Ipv4Addr::new(10, 0, 2, 1),
+                sport: 49152,
+                qp: 0xab_cdef,
+            },
+            nhop_id: 2,
+            port: 1,
+        },
+        Entry::SteerPair {
+            src: Ipv4Addr::new(10, 0, 1, 1),
+            dst: Ipv4Addr::new(10, 0, 2, 2),
+            nhop_id: 4,
+            port: 3,
+        },
+        Entry::LargeFlowConfig { window_us: 10_000, threshold_bytes: 1_000_000 },
         Entry::EgressPort {
             port: 1,
             edge: true,
@@ -66,7 +83,7 @@ pub fn samples() -> Vec<Entry> {
 fn committed_p4info_matches_the_contract() {
     let p = pipeline();
     assert!(!p.device_config().is_empty());
-    assert_eq!(p.read_requests().len(), 13);
+    assert_eq!(p.read_requests().len(), 16);
 }
 
 #[test]
@@ -94,6 +111,15 @@ fn values_that_do_not_fit_are_refused() {
     let e = Entry::Nhop { id: 1, port: 600, src_mac: [0; 6], dst_mac: [0; 6] };
     let err = p.entity(&e).unwrap_err().to_string();
     assert!(err.contains("Nhop"), "{err}");
+    // A QP is 24 bits; a steer port is 9.
+    let flow = FlowKey { src: Ipv4Addr::LOCALHOST, dst: Ipv4Addr::LOCALHOST, sport: 1, qp: 1 << 24 };
+    let err = p.entity(&Entry::SteerFlow { flow, nhop_id: 1, port: 1 }).unwrap_err().to_string();
+    assert!(err.contains("SteerFlow"), "{err}");
+    let pair = Entry::SteerPair { src: Ipv4Addr::LOCALHOST, dst: Ipv4Addr::LOCALHOST, nhop_id: 1, port: 512 };
+    assert!(p.entity(&pair).is_err());
+    // The key a new flowlet without a steer entry checks is never marked down.
+    let err = p.entity(&Entry::PortDown { port: 0xffff }).unwrap_err();
+    assert!(matches!(err, PipelineError::Refused { .. }) && err.to_string().contains("PORT_NONE"), "{err}");
 }
 
 #[test]
@@ -141,4 +167,71 @@ fn digests_decode_and_malformed_ones_are_errors() {
     let wide = item(vec![bits(3, 4), bits(70_000, 3), bits(45, 4), bits(1, 6), bits(9, 4), bits(1, 1)]);
     let list = p4::DigestList { digest_id: 0, list_id: 1, data: vec![wide], timestamp: 0 };
     assert!(p.decode_digests(&list).is_err(), "a 17-bit port must not be truncated silently");
+}
+
+fn bits(v: u128, bytes: usize) -> p4::P4Data {
+    p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(v.to_be_bytes()[16 - bytes..].to_vec())) }
+}
+
+fn item(members: Vec<p4::P4Data>) -> p4::P4Data {
+    p4::P4Data { data: Some(p4::p4_data::Data::Struct(p4::P4StructLike { members })) }
+}
+
+#[test]
+fn large_flow_digests_decode_and_malformed_ones_are_counted_and_dropped() {
+    let p = pipeline();
+    let flow: u128 = (0x0a00_0101u128 << 72) | (0x0a00_0201u128 << 40) | (49152u128 << 24) | 0x11;
+    let good = item(vec![
+        bits(7, 4),
+        bits(flow, 13),
+        bits(3, 2),
+        bits(2_500_000, 4),
+        bits(10_010, 4),
+        bits(0x1abc, 2),
+        bits(1, 1),
+        bits(1_234_567, 6),
+    ]);
+    let short = item(vec![bits(7, 4)]);
+    let not_struct = bits(1, 1);
+    let mut wide_port = match good.data.clone() {
+        Some(p4::p4_data::Data::Struct(s)) => s,
+        _ => unreachable!(),
+    };
+    wide_port.members[2] = bits(70_000, 3);
+    let wide_port = p4::P4Data { data: Some(p4::p4_data::Data::Struct(wide_port)) };
+    let id = p.info().digests.id_of(metaroce_pipeline::names::LARGE_FLOW_DIGEST).unwrap();
+    let list = p4::DigestList {
+        digest_id: id,
+        list_id: 1,
+        data: vec![short, good, not_struct, wide_port],
+        timestamp: 0,
+    };
+    assert!(p.is_large_flow_digest(&list) && !p.is_queue_digest(&list));
+    let before = p.malformed_large_flow_digests();
+    let out = p.clone().decode_large_flows(&list);
+    assert_eq!(out.malformed.len(), 3, "{:?}", out.malformed);
+    assert_eq!(p.malformed_large_flow_digests(), before + 3, "counted, also through a clone");
+    let [d] = out.flows[..] else { panic!("{:?}", out.flows) };
+    assert_eq!(d.switch_id, 7);
+    assert_eq!(
+        d.flow,
+        FlowKey { src: Ipv4Addr::new(10, 0, 1, 1), dst: Ipv4Addr::new(10, 0, 2, 1), sport: 49152, qp: 0x11 }
+    );
+    assert_eq!((d.egress_port, d.bytes, d.window_us, d.slot), (3, 2_500_000, 10_010, 0x1abc));
+    assert!(d.collision);
+    assert_eq!(d.timestamp, 1_234_567);
+    let rate = d.bytes_per_second(1000).unwrap();
+    assert!((rate - 2_500_000.0 / 0.010_010).abs() < 1.0, "{rate}");
+    assert_eq!(metaroce_pipeline::LargeFlowDigest { window_us: 0, ..d }.bytes_per_second(1000), None);
+}
+
+#[test]
+fn a_missing_steer_table_and_a_changed_large_flow_digest_are_reported() {
+    let bad = text()
+        .replace("MetaroceIngress.routing.steer_pair\"", "MetaroceIngress.routing.steer_pairs\"")
+        .replacen("name: \"window_us\"\n        type_spec", "name: \"window\"\n        type_spec", 1);
+    let info = P4Info::from_text(&bad).unwrap();
+    let Err(PipelineError::Mismatch { problems }) = Pipeline::new(info, vec![]) else { panic!("accepted") };
+    assert!(problems.iter().any(|p| p.contains("steer_pair") && p.contains("did you mean")), "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains("digest large_flow_digest_t")), "{problems:?}");
 }

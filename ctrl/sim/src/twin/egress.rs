@@ -146,18 +146,23 @@ impl Twin {
     /// The digest clone: one per replica of session 501, none without it.
     fn digest(&mut self, values: &[u128]) {
         let Some(replicas) = self.switch.clone_session_ports(DIGEST_SESSION) else { return };
-        let members: Vec<p4::P4Data> = self
-            .ids
-            .digest_widths
+        let widths = self.ids.digest_widths.clone();
+        for _ in replicas {
+            self.emit_digest(self.ids.digest, &widths, values);
+        }
+    }
+
+    /// One digest item of `digest` (members of `widths`) to the switch's
+    /// client.
+    pub(super) fn emit_digest(&mut self, digest: u32, widths: &[i32], values: &[u128]) {
+        let members: Vec<p4::P4Data> = widths
             .iter()
             .zip(values)
             .map(|(w, v)| p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(encode(*v, *w))) })
             .collect();
         let data = p4::P4Data { data: Some(p4::p4_data::Data::Struct(p4::P4StructLike { members })) };
-        for _ in replicas {
-            if self.switch.emit_digest(self.ids.digest, data.clone()) {
-                self.digests_sent += 1;
-            }
+        if self.switch.emit_digest(digest, data) {
+            self.digests_sent += 1;
         }
     }
 

@@ -135,6 +135,9 @@ pub struct Bridged {
     pub switch_id: u32,
     /// Flow slot (`flow_hash mod 8192`), where it was computed.
     pub flow_slot: u32,
+    /// The flow hash itself (its high 16 bits: the slot's signature),
+    /// where it was computed.
+    pub flow_hash: u32,
     /// `int_source(max_hops)` matched at this switch.
     pub int_source: Option<u8>,
 }

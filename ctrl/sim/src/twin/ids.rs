@@ -64,6 +64,16 @@ pub(super) struct Ids {
     pub port_down: TableId,
     pub nhop: TableId,
     pub forward: ActionId,
+    pub steer_flow: TableId,
+    pub steer_pair: TableId,
+    pub steer: ActionId,
+    pub large_flow_config: TableId,
+    pub configure_large_flows: ActionId,
+    pub window_sig: RegisterId,
+    pub window_start: RegisterId,
+    pub window_bytes: RegisterId,
+    pub window_collision: RegisterId,
+    pub steered: u32,
     pub egress_config: TableId,
     pub configure_egress: ActionId,
     pub egress_port_config: TableId,
@@ -89,6 +99,8 @@ pub(super) struct Ids {
     pub digest: u32,
     /// Digest struct members' widths, in order.
     pub digest_widths: Vec<i32>,
+    pub large_flow_digest: u32,
+    pub large_flow_digest_widths: Vec<i32>,
     /// `packet_in` fields `ingress_port`, `reason`, `reserved`.
     pub packet_in: Vec<(u32, i32)>,
     /// `packet_out` field `egress_port`.
@@ -151,14 +163,13 @@ fn packet_fields(info: &P4Info, header: &str, fields: &[&str]) -> Result<Vec<(u3
         .collect()
 }
 
-fn digest_widths(info: &P4Info) -> Result<(u32, Vec<i32>), TwinError> {
+fn digest_members(info: &P4Info, name: &str) -> Result<(u32, Vec<i32>), TwinError> {
     use cfg::p4_bitstring_like_type_spec::TypeSpec as B;
     use cfg::p4_data_type_spec::TypeSpec as T;
     use metaroce_p4rt::proto::p4::config::v1 as cfg;
-    let d = info.digest(n::QUEUE_DIGEST).map_err(|e| missing(format!("digest {}", n::QUEUE_DIGEST), e))?;
+    let d = info.digest(name).map_err(|e| missing(format!("digest {name}"), e))?;
     let id = d.preamble.as_ref().map(|p| p.id).unwrap_or_default();
-    let bad =
-        || TwinError::Contract { problem: format!("digest {} is not a struct of bit<W>", n::QUEUE_DIGEST) };
+    let bad = || TwinError::Contract { problem: format!("digest {name} is not a struct of bit<W>") };
     let Some(T::Struct(s)) = d.type_spec.as_ref().and_then(|t| t.type_spec.as_ref()) else {
         return Err(bad());
     };
@@ -180,7 +191,8 @@ fn digest_widths(info: &P4Info) -> Result<(u32, Vec<i32>), TwinError> {
 
 impl Ids {
     pub fn resolve(info: &P4Info) -> Result<Self, TwinError> {
-        let (digest, digest_widths) = digest_widths(info)?;
+        let (digest, digest_widths) = digest_members(info, n::QUEUE_DIGEST)?;
+        let (large_flow_digest, large_flow_digest_widths) = digest_members(info, n::LARGE_FLOW_DIGEST)?;
         let port_out = packet_fields(info, n::PACKET_OUT, &[pa::EGRESS_PORT])?;
         Ok(Ids {
             config: table(info, n::CONFIG, &[])?,
@@ -197,6 +209,20 @@ impl Ids {
             port_down: table(info, n::PORT_DOWN, &[f::PORT])?,
             nhop: table(info, n::NHOP, &[f::NHOP_ID])?,
             forward: action(info, n::FORWARD, &[pa::PORT, pa::SRC_MAC, pa::DST_MAC])?,
+            steer_flow: table(info, n::STEER_FLOW, &[f::SRC_ADDR, f::DST_ADDR, f::UDP_SRC_PORT, f::DEST_QP])?,
+            steer_pair: table(info, n::STEER_PAIR, &[f::SRC_ADDR, f::DST_ADDR])?,
+            steer: action(info, n::STEER, &[pa::NHOP_ID, pa::PORT])?,
+            large_flow_config: table(info, n::LARGE_FLOW_CONFIG, &[])?,
+            configure_large_flows: action(
+                info,
+                n::CONFIGURE_LARGE_FLOWS,
+                &[pa::WINDOW_US, pa::THRESHOLD_BYTES],
+            )?,
+            window_sig: register(info, n::WINDOW_SIG)?,
+            window_start: register(info, n::WINDOW_START)?,
+            window_bytes: register(info, n::WINDOW_BYTES)?,
+            window_collision: register(info, n::WINDOW_COLLISION)?,
+            steered: counter(info, n::STEERED)?,
             egress_config: table(info, n::EGRESS_CONFIG, &[])?,
             configure_egress: action(
                 info,
@@ -233,6 +259,8 @@ impl Ids {
             reports_sent: counter(info, n::REPORTS_SENT)?,
             digest,
             digest_widths,
+            large_flow_digest,
+            large_flow_digest_widths,
             packet_in: packet_fields(info, n::PACKET_IN, &[pa::INGRESS_PORT, pa::REASON, pa::RESERVED])?,
             packet_out_port: port_out.first().copied().unwrap_or((0, 16)),
         })

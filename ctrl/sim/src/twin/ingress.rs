@@ -1,15 +1,25 @@
 //! Ingress (`p4src/v1model/ingress.p4`, `routing.p4`): switch settings,
-//! the INT watchlist at edge ports, LPM to a next hop or a weighted group,
-//! flowlet pinning in registers, the next hop's rewrite and TTL, and a
-//! drop reason counted for every drop.
+//! LPM to a next hop or a weighted group, flowlet pinning in registers,
+//! steer entries for new flowlets (failover first), the next hop's rewrite
+//! and TTL, a drop reason counted for every drop; then, for UDP from an
+//! edge port, the INT watchlist and the large-flow detector.
 
 use super::hash::{flow_hash, selector_hash};
 use super::headers::{Bridged, Headers, ETHERTYPE_ARP};
 use super::{DropReason, Twin, TwinError, Verdict, TIME_MASK};
-use metaroce_pipeline::names::{FLOW_SLOTS, PACKET_IN_ARP};
+use metaroce_pipeline::names::{FLOW_SLOTS, PACKET_IN_ARP, PORT_NONE};
 
 /// `flowlet_timeout_us` until the controller writes `config`.
 const DEFAULT_FLOWLET_TIMEOUT_US: u64 = 50_000;
+
+/// A group-routed packet's flowlet: its next hop, whether it starts a
+/// new flowlet, and whether that follows a steer entry.
+#[derive(Default)]
+struct Flowlet {
+    nhop: u16,
+    new: bool,
+    steered: bool,
+}
 
 /// Where LPM sent the packet.
 enum Route {
@@ -49,14 +59,20 @@ impl Twin {
             _ => (0, DEFAULT_FLOWLET_TIMEOUT_US),
         };
         h.meta.switch_id = switch_id;
-        // Only UDP from a host-facing port can become an INT source.
+        let (verdict, group) = self.routing(h, now, timeout)?;
+        let Verdict::Forward { port: out } = verdict else { return Ok(verdict) };
+        // Only UDP from a host-facing port can become an INT source, and
+        // only UDP from one, routed to a group, is watched for large flows.
         if h.udp().is_some() && h.int.is_none() {
             let port = u128::from(h.meta.ingress_port);
             if self.lookup(&self.ids.port_role, &[port], 0)?.hit {
                 self.watchlist(h)?;
+                if group != 0 {
+                    self.large_flows(h, out, now)?;
+                }
             }
         }
-        self.routing(h, now, timeout)
+        Ok(verdict)
     }
 
     fn watchlist(&self, h: &mut Headers) -> Result<(), TwinError> {
@@ -87,71 +103,107 @@ impl Twin {
         Ok(Route::Drop(DropReason::NoRoute))
     }
 
-    fn routing(&mut self, h: &mut Headers, now: u64, timeout: u64) -> Result<Verdict, TwinError> {
-        let Some(ip) = h.ipv4 else { return Ok(Verdict::Drop(DropReason::Ipv4Invalid)) };
+    /// The verdict and the route's group (0: none).
+    fn routing(&mut self, h: &mut Headers, now: u64, timeout: u64) -> Result<(Verdict, u16), TwinError> {
+        let Some(ip) = h.ipv4 else { return Ok((Verdict::Drop(DropReason::Ipv4Invalid), 0)) };
         if ip.ttl <= 1 {
-            return Ok(Verdict::Drop(DropReason::TtlExpired));
+            return Ok((Verdict::Drop(DropReason::TtlExpired), 0));
         }
         let (group, mut nhop) = match self.route(ip.dst)? {
-            Route::Drop(r) => return Ok(Verdict::Drop(r)),
+            Route::Drop(r) => return Ok((Verdict::Drop(r), 0)),
             Route::Group(g) => (g, 0),
             Route::NextHop(n) => (0, n),
         };
-        let mut hash = 0;
         if group != 0 || h.int.is_some() {
-            hash = flow_hash(h);
-            h.meta.flow_slot = hash & (FLOW_SLOTS - 1);
+            h.meta.flow_hash = flow_hash(h);
+            h.meta.flow_slot = h.meta.flow_hash & (FLOW_SLOTS - 1);
         }
-        let mut new_flowlet = false;
+        let mut flowlet = Flowlet::default();
         if group != 0 {
-            let (n, new) = self.flowlet(h, group, hash, now, timeout)?;
-            nhop = n;
-            new_flowlet = new;
+            flowlet = self.flowlet(h, group, now, timeout)?;
+            nhop = flowlet.nhop;
         }
         let verdict = self.next_hop(h, nhop)?;
-        if let (true, Verdict::Forward { port }) = (new_flowlet, verdict) {
+        if let (true, Verdict::Forward { port }) = (flowlet.new, verdict) {
             self.set_reg(self.ids.flowlet_port, h.meta.flow_slot, u128::from(port))?;
             self.count(self.ids.new_flowlets, port);
+            if flowlet.steered {
+                self.count(self.ids.steered, port);
+            }
         }
-        Ok(verdict)
+        Ok((verdict, group))
     }
 
-    /// The next hop of the packet's flowlet and whether it starts a new one:
-    /// the same flow (signature) within the timeout on a port in service
-    /// keeps its pinned next hop, whatever happened to the group since.
-    fn flowlet(
-        &self,
-        h: &Headers,
-        group: u16,
-        hash: u32,
-        now: u64,
-        timeout: u64,
-    ) -> Result<(u16, bool), TwinError> {
+    /// The packet's flowlet: the same flow (signature) within the timeout
+    /// keeps its pinned next hop, whatever happened to the group or the
+    /// steer tables since; a new one takes its flow's steer entry, else its
+    /// host pair's, else draws from the group. `port_down` is checked once,
+    /// on the port at stake (the pinned one, the steer entry's, or
+    /// PORT_NONE): a hit makes the flowlet a new, drawn one.
+    fn flowlet(&self, h: &Headers, group: u16, now: u64, timeout: u64) -> Result<Flowlet, TwinError> {
         let ids = &self.ids;
         let slot = h.meta.flow_slot;
-        let sig = u128::from(hash >> 16);
+        let sig = u128::from(h.meta.flow_hash >> 16);
         let last = self.reg(ids.flowlet_last_seen, slot)? as u64;
-        let mut nhop = 0;
-        let mut new = true;
-        if self.reg(ids.flowlet_sig, slot)? == sig && now.wrapping_sub(last) & TIME_MASK <= timeout {
-            let pinned = self.reg(ids.flowlet_port, slot)?;
-            if !self.lookup(&ids.port_down, &[pinned], 0)?.hit {
-                nhop = self.reg(ids.flowlet_nhop, slot)? as u16;
-                new = false;
+        let running =
+            self.reg(ids.flowlet_sig, slot)? == sig && now.wrapping_sub(last) & TIME_MASK <= timeout;
+        let mut steer = None;
+        let check = if running {
+            self.reg(ids.flowlet_port, slot)?
+        } else {
+            steer = self.steer_entry(h)?;
+            steer.map_or(u128::from(PORT_NONE), |(_, port)| port)
+        };
+        let down = self.lookup(&ids.port_down, &[check], 0)?.hit;
+        let nhop = match (running, steer, down) {
+            (true, _, false) => {
+                self.set_reg(ids.flowlet_last_seen, slot, u128::from(now))?;
+                return Ok(Flowlet {
+                    nhop: self.reg(ids.flowlet_nhop, slot)? as u16,
+                    new: false,
+                    steered: false,
+                });
             }
-        }
-        if new {
-            let id = (self.reg(ids.flowlet_id, slot)? as u16).wrapping_add(1);
-            let hit = self.lookup(&ids.nhop_group, &[u128::from(group)], u64::from(selector_hash(h, id)))?;
-            if let Some([n]) = hit.params(&ids.select_nhop).as_deref() {
-                nhop = *n as u16;
+            (false, Some((n, _)), false) => n,
+            _ => {
+                let id = (self.reg(ids.flowlet_id, slot)? as u16).wrapping_add(1);
+                let hit =
+                    self.lookup(&ids.nhop_group, &[u128::from(group)], u64::from(selector_hash(h, id)))?;
+                self.set_reg(ids.flowlet_id, slot, u128::from(id))?;
+                match hit.params(&ids.select_nhop).as_deref() {
+                    Some([n]) => *n as u16,
+                    // No member: what the slot held (mark_port_down made it 0).
+                    _ if down => 0,
+                    _ => self.reg(ids.flowlet_nhop, slot)? as u16,
+                }
             }
-            self.set_reg(ids.flowlet_sig, slot, sig)?;
-            self.set_reg(ids.flowlet_nhop, slot, u128::from(nhop))?;
-            self.set_reg(ids.flowlet_id, slot, u128::from(id))?;
-        }
+        };
+        self.set_reg(ids.flowlet_sig, slot, sig)?;
+        self.set_reg(ids.flowlet_nhop, slot, u128::from(nhop))?;
         self.set_reg(ids.flowlet_last_seen, slot, u128::from(now))?;
-        Ok((nhop, new))
+        Ok(Flowlet { nhop, new: true, steered: steer.is_some() && !down })
+    }
+
+    /// The `steer(nhop_id, port)` of the flow's `steer_flow` entry, else of
+    /// its host pair's `steer_pair` entry. An empty table is not looked up
+    /// (a miss either way; neither table has a direct counter).
+    fn steer_entry(&self, h: &Headers) -> Result<Option<(u16, u128)>, TwinError> {
+        let Some(ip) = h.ipv4 else { return Ok(None) };
+        let (src, dst) = (u128::from(ip.src), u128::from(ip.dst));
+        let ids = &self.ids;
+        let mut hit = None;
+        if self.switch.table_len(ids.steer_flow.id) != Some(0) {
+            let qp = u128::from(h.bth.map(|b| b.dest_qp).unwrap_or(0));
+            let flow = self.lookup(&ids.steer_flow, &[src, dst, u128::from(h.l4_ports().0), qp], 0)?;
+            hit = flow.hit.then_some(flow);
+        }
+        if hit.is_none() && self.switch.table_len(ids.steer_pair.id) != Some(0) {
+            hit = Some(self.lookup(&ids.steer_pair, &[src, dst], 0)?);
+        }
+        Ok(match hit.and_then(|x| x.params(&ids.steer)).as_deref() {
+            Some([n, port]) => Some((*n as u16, *port & 0x1ff)),
+            _ => None,
+        })
     }
 
     fn next_hop(&self, h: &mut Headers, nhop: u16) -> Result<Verdict, TwinError> {

@@ -22,6 +22,12 @@
 //!     Verdict::Forward { port } | ToCpu { reason } | Drop(DropReason)
 //!     Fills Headers::meta (the v1model metadata egress needs): keep it
 //!     with the headers while the packet waits in your queue.
+//!     Steer entries (steer_flow, then steer_pair) pin a NEW flowlet's next
+//!     hop unless their port is in port_down; a running flowlet keeps its
+//!     own. UDP from an edge port routed to a group goes through the
+//!     large-flow detector, whose large_flow_digest_t items reach the
+//!     switch's client like threshold digests (decode them with
+//!     Pipeline::decode_large_flows; counted in sent_to_controller).
 //! twin.egress(port, &mut Headers, depth_pkts, now_us) -> Result<Vec<Output>, TwinError>
 //!     At dequeue: depth is the queue depth the packet leaves behind
 //!     (BMv2's deq_qdepth). ECN, thresholds and digests (sent through the
@@ -49,6 +55,7 @@ mod hash;
 mod headers;
 mod ids;
 mod ingress;
+mod large_flows;
 mod process;
 mod report;
 
@@ -339,3 +346,5 @@ impl Twin {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_steer;

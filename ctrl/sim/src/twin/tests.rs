@@ -28,14 +28,14 @@ fn pipeline() -> Pipeline {
 
 const MAC: [u8; 6] = [2, 0, 0, 0, 0, 7];
 
-struct Rig {
-    twin: Twin,
-    session: Session,
-    pipeline: Pipeline,
-    events: UnboundedReceiver<Event>,
+pub(super) struct Rig {
+    pub twin: Twin,
+    pub session: Session,
+    pub pipeline: Pipeline,
+    pub events: UnboundedReceiver<Event>,
 }
 
-async fn rig() -> Rig {
+pub(super) async fn rig() -> Rig {
     let pipeline = pipeline();
     let sw = Switch::new(SwitchOptions::default());
     let session = Session::connect_with(SessionConfig::new("twin", 1), sw.in_memory_channel()).await.unwrap();
@@ -47,16 +47,16 @@ async fn rig() -> Rig {
 }
 
 impl Rig {
-    async fn write(&self, kind: p4::update::Type, entries: &[Entry]) {
+    pub async fn write(&self, kind: p4::update::Type, entries: &[Entry]) {
         let ups = entries.iter().map(|e| self.pipeline.update(kind, e).unwrap()).collect();
         self.session.write(ups).await.unwrap();
     }
 
-    async fn insert(&self, entries: &[Entry]) {
+    pub async fn insert(&self, entries: &[Entry]) {
         self.write(p4::update::Type::Insert, entries).await;
     }
 
-    async fn counter(&self, c: Counter, index: usize) -> i64 {
+    pub async fn counter(&self, c: Counter, index: usize) -> i64 {
         let got = self.session.read(vec![self.pipeline.counter_read(c).unwrap()]).await.unwrap();
         let cells: Vec<(i64, i64)> = got
             .into_iter()
@@ -68,7 +68,7 @@ impl Rig {
         cells.iter().find(|(i, _)| *i == index as i64).map(|(_, n)| *n).unwrap_or(0)
     }
 
-    async fn register(&self, name: &str, index: i64) -> u128 {
+    pub async fn register(&self, name: &str, index: i64) -> u128 {
         self.session.read_register(self.pipeline.info(), name, Some(index)).await.unwrap()[0].1
     }
 
@@ -97,16 +97,16 @@ impl Rig {
     }
 }
 
-fn nhop(id: u16, port: u16) -> Entry {
+pub(super) fn nhop(id: u16, port: u16) -> Entry {
     Entry::Nhop { id, port, src_mac: MAC, dst_mac: [2, 0, 0, 0, 0, port as u8] }
 }
 
-fn route(prefix: [u8; 4], len: u8, target: RouteTarget) -> Entry {
+pub(super) fn route(prefix: [u8; 4], len: u8, target: RouteTarget) -> Entry {
     Entry::Route { prefix: Ipv4Addr::from(prefix), len, target }
 }
 
 /// A RoCEv2 packet 10.0.1.1 -> `dst`, UDP source port `sport`.
-fn roce(dst: [u8; 4], sport: u16) -> Headers {
+pub(super) fn roce(dst: [u8; 4], sport: u16) -> Headers {
     let payload = vec![0xab; 32];
     let ipv4 = Ipv4 {
         version: 4,
@@ -130,7 +130,7 @@ fn roce(dst: [u8; 4], sport: u16) -> Headers {
 }
 
 /// Parses what `deparse` wrote, so the checksum field is the computed one.
-fn wire(h: &Headers) -> Headers {
+pub(super) fn wire(h: &Headers) -> Headers {
     Headers::parse(&h.deparse()).unwrap()
 }
 
