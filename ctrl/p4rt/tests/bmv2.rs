@@ -41,6 +41,10 @@ fn program() -> Option<(PathBuf, PathBuf)> {
         return Some((i.into(), j.into()));
     }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");
+    if dir.join("PENDING").is_file() {
+        // Not p4c's output of p4src/ yet (see p4src/build/PENDING).
+        return None;
+    }
     let files: Vec<PathBuf> = std::fs::read_dir(&dir).ok()?.filter_map(|e| Some(e.ok()?.path())).collect();
     let info = files
         .iter()
