@@ -63,7 +63,7 @@ pub struct RunArgs {
     /// `/metrics` alone on this address, without authentication (for Prometheus while --tokens guards the API).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
-    /// Bearer tokens (lines "<viewer|operator|admin> <token>", tokens of 16 characters or more);
+    /// Bearer tokens (lines "<viewer|scheduler|operator|admin> <token>", tokens of 16 characters or more);
     /// without it the API is read-only.
     #[arg(long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::mode::Mode;
+use crate::place::{LargeFlowReport, PlaceConfig, PlaceStep, Placement};
 use crate::plan::{self, Overrides, Settings, SwitchPlan};
 use crate::reach;
 
@@ -41,6 +42,17 @@ pub enum Input {
     LinkUp {
         link: usize,
     },
+    /// The data plane found a flow large.
+    LargeFlow(LargeFlowReport),
+    /// A job registered through the job API: its body as received (the
+    /// core validates it again on replay, against the jobs of the run).
+    JobRegister {
+        body: Value,
+    },
+    /// A job removed through the job API.
+    JobRemove {
+        name: String,
+    },
     Tick,
 }
 
@@ -59,6 +71,7 @@ pub struct CoreConfig {
     pub view: ViewConfig,
     pub settings: Settings,
     pub switch_down_after_ns: u64,
+    pub place: PlaceConfig,
 }
 
 impl Default for CoreConfig {
@@ -68,6 +81,7 @@ impl Default for CoreConfig {
             view: ViewConfig::default(),
             settings: Settings::default(),
             switch_down_after_ns: 3_000_000_000,
+            place: PlaceConfig::default(),
         }
     }
 }
@@ -76,6 +90,8 @@ impl Default for CoreConfig {
 pub enum CoreError {
     #[error(transparent)]
     Policy(#[from] metaroce_policy::ConfigError),
+    #[error(transparent)]
+    Placement(#[from] metaroce_te::ConfigError),
 }
 
 /// What one decision produced.
@@ -85,6 +101,8 @@ pub struct Step {
     /// Switches whose desired state changed, with the new plan.
     pub plans: Vec<(SwitchId, SwitchPlan)>,
     pub notes: Vec<Note>,
+    /// The placement's decision, when one ran.
+    pub placement: Option<PlaceStep>,
 }
 
 /// The fabric state the controller decides on.
@@ -100,6 +118,8 @@ pub struct Core {
     heat_stale: bool,
     policy: Policy,
     state: PolicyState,
+    /// Flow placement: the planner, the jobs and the steer entries.
+    place: Placement,
     settings: Settings,
     mode: Mode,
     switch_down_after_ns: u64,
@@ -180,6 +200,7 @@ impl Core {
         let nodes = topo.switches.iter().enumerate().map(|(i, s)| (s.int_node_id, i)).collect();
         let view = CongestionView::new(cfg.view, nodes, &links_of(&topo));
         let n = topo.switches.len();
+        let place = Placement::new(&topo, &routing, cfg.place)?;
         Ok(Core {
             topo,
             routing,
@@ -188,6 +209,7 @@ impl Core {
             heat_stale: true,
             policy,
             state: PolicyState::default(),
+            place,
             settings: cfg.settings,
             mode,
             switch_down_after_ns: cfg.switch_down_after_ns,
@@ -288,7 +310,10 @@ impl Core {
             }
             Input::LinkDown { link } if *link < self.topo.links.len() => {
                 if self.failed_links.insert(*link) {
-                    let _ = self.routing.fail_link(&self.topo, *link);
+                    match self.routing.fail_link(&self.topo, *link) {
+                        Ok(changes) => self.place.routing_changed(&self.routing, &changes),
+                        Err(_) => self.place.reset_routing(&self.routing),
+                    }
                     self.replan_all = true;
                     let cut = self.refresh_reach();
                     let reason = if cut.is_empty() {
@@ -313,6 +338,21 @@ impl Core {
                     notes.push(note);
                 }
             }
+            Input::LargeFlow(r) if r.switch < n => {
+                if let Err(why) = self.place.on_large_flow(now_ns, r) {
+                    notes.push(self.note("large_flow_ignored", Some(r.switch), &why, json!(r)));
+                }
+            }
+            Input::JobRegister { body } => {
+                if let Err(e) = self.register_job(now_ns, body) {
+                    notes.push(self.note("job_refused", None, &e.to_string(), json!(e.problems)));
+                }
+            }
+            Input::JobRemove { name } => {
+                if self.remove_job(name).is_none() {
+                    notes.push(self.note("job_refused", None, "no job of that name", json!({"name": name})));
+                }
+            }
             Input::Tick => {}
             other => notes.push(self.note(
                 "input_rejected",
@@ -321,7 +361,16 @@ impl Core {
                 json!(format!("{other:?}")),
             )),
         }
-        if !matches!(input, Input::Crossing(_) | Input::Snapshot(_) | Input::Report(_) | Input::Tick) {
+        if !matches!(
+            input,
+            Input::Crossing(_)
+                | Input::Snapshot(_)
+                | Input::Report(_)
+                | Input::Tick
+                | Input::LargeFlow(_)
+                | Input::JobRegister { .. }
+                | Input::JobRemove { .. }
+        ) {
             self.dirty = true;
         }
         let expired: Vec<SwitchId> = self
@@ -334,7 +383,10 @@ impl Core {
             .collect();
         for s in expired {
             self.failed_switches.insert(s);
-            let _ = self.routing.fail_switch(&self.topo, s);
+            match self.routing.fail_switch(&self.topo, s) {
+                Ok(changes) => self.place.routing_changed(&self.routing, &changes),
+                Err(_) => self.place.reset_routing(&self.routing),
+            }
             self.replan_all = true;
             let cut = self.refresh_reach();
             let mut reason = "switch unreachable; routing around it".to_owned();
@@ -360,6 +412,7 @@ impl Core {
         let links: Vec<usize> = self.failed_links.iter().copied().collect();
         let switches: Vec<SwitchId> = self.failed_switches.iter().copied().collect();
         self.routing = Routing::with_failures(&self.topo, self.routing.options(), &links, &switches);
+        self.place.reset_routing(&self.routing);
         self.replan_all = true;
         self.refresh_reach();
     }
@@ -398,6 +451,33 @@ impl Core {
         reach::newly_cut(&self.unreachable, &reach::cut_pairs(&r))
     }
 
+    /// Registers a job (the job API, or its recording replayed): validated
+    /// against the topology and the registered jobs; placed by the next
+    /// decision, which the caller runs at once, before the job's traffic
+    /// starts. The summary on success; every problem otherwise.
+    pub fn register_job(&mut self, now_ns: u64, body: &Value) -> Result<Value, metaroce_te::job::JobError> {
+        self.place.register(now_ns, &self.topo, body)
+    }
+
+    /// Removes a job; its entries go with the next decision.
+    pub fn remove_job(&mut self, name: &str) -> Option<Value> {
+        self.place.remove_job(&self.topo, name)
+    }
+
+    pub fn placement(&self) -> &Placement {
+        &self.place
+    }
+
+    pub fn placement_mut(&mut self) -> &mut Placement {
+        &mut self.place
+    }
+
+    /// True when the placement wants a decision at `now_ns` (a flow or job
+    /// came or went, the re-plan interval passed, idle flows to sweep).
+    pub fn placement_due(&self, now_ns: u64) -> bool {
+        self.place.due(now_ns)
+    }
+
     fn name_str(&self, s: SwitchId) -> std::borrow::Cow<'_, str> {
         match self.topo.switches.get(s) {
             Some(x) => std::borrow::Cow::Borrowed(x.name.as_str()),
@@ -420,7 +500,7 @@ impl Core {
     /// ([`Core::wants_decision`]) can wait for the next tick, so a storm of
     /// digests that only repeat known state costs no decisions.
     pub fn input_changed(&self) -> bool {
-        self.dirty || self.replan_all
+        self.dirty || self.replan_all || self.place.input_changed()
     }
 
     /// True when a decision could change something: an input changed the
@@ -440,6 +520,9 @@ impl Core {
         let mut step = self.decide_plans(now_ns);
         if let Some(d) = &step.decision {
             step.notes = self.notes(d);
+        }
+        if let Some(p) = &step.placement {
+            step.notes.extend(self.placement_notes(p));
         }
         step
     }
@@ -461,6 +544,14 @@ impl Core {
         notes
     }
 
+    /// The event-log lines of a placement decision: each move with its
+    /// reason (up to `max_move_notes`, then one line counting the rest),
+    /// each flow left where it was for want of a path, each refused entry.
+    pub fn placement_notes(&self, p: &PlaceStep) -> Vec<Note> {
+        let applied = self.mode.writes() && !self.pinned;
+        self.place.notes(&self.topo, p, applied)
+    }
+
     /// [`Core::decide`] without the notes, which only the event log needs:
     /// the daemon publishes the plans first and asks for [`Core::notes`]
     /// afterwards.
@@ -474,8 +565,12 @@ impl Core {
         debug_assert!(self.heat == self.view.heat(), "the cached heat is the view's");
         let input = PolicyInput { topo: &self.topo, routing: &self.routing, heat: &self.heat, now_ns };
         let decision = self.policy.decide(input, &mut self.state);
-        let touched: BTreeSet<SwitchId> = decision.changes.iter().map(|c| c.switch).collect();
-        let mut step = Step { decision: Some(decision), plans: Vec::new(), notes: Vec::new() };
+        let mut touched: BTreeSet<SwitchId> = decision.changes.iter().map(|c| c.switch).collect();
+        let placement = self.place.decide(now_ns, &self.topo, &self.routing);
+        if let Some(p) = &placement {
+            touched.extend(p.touched.iter().copied());
+        }
+        let mut step = Step { decision: Some(decision), plans: Vec::new(), notes: Vec::new(), placement };
         if self.pinned {
             return step;
         }
@@ -507,6 +602,8 @@ impl Core {
             changed.extend(d.changes.iter().map(|c| (c.switch, c.leaf)));
         }
         for s in switches {
+            // The placement's entries in force: in `act` mode only.
+            let steer = if writes { self.place.steer(s) } else { Arc::default() };
             let fixed = self.fixed[s]
                 .get_or_insert_with(|| {
                     Arc::new(plan::fixed_entries(&self.topo, &self.routing, &self.settings, s))
@@ -515,10 +612,13 @@ impl Core {
             let moved = match self.plans[s].as_mut().filter(|_| !all) {
                 Some(old) => {
                     let leaves = |leaf| changed.contains(&(s, leaf));
-                    update_in_place(&self.routing, overrides, s, leaves, fixed, old)
+                    let steer_moved = !Arc::ptr_eq(&old.steer, &steer) && old.steer != steer;
+                    old.steer = steer;
+                    update_in_place(&self.routing, overrides, s, leaves, fixed, old) | steer_moved
                 }
                 None => {
-                    let p = SwitchPlan { fixed, routes: plan::routes(&self.routing, overrides, s) };
+                    let routes = plan::routes(&self.routing, overrides, s);
+                    let p = SwitchPlan { fixed, routes, steer };
                     let moved = self.plans[s].as_ref() != Some(&p);
                     self.plans[s] = Some(p);
                     moved

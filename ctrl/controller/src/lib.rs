@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod hosts;
 pub mod mode;
 pub mod obs;
+pub mod place;
 pub mod plan;
 pub mod reach;
 pub mod reaction;

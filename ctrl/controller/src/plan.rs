@@ -16,6 +16,8 @@ use metaroce_pipeline::{Entry, Key, Mac, RouteTarget};
 use metaroce_topo::units::QueueDepth;
 use metaroce_topo::{NextHop, Role, Routing, SwitchId, Topology};
 
+use crate::place::Steer;
+
 /// Target-specific settings the YAML does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -72,6 +74,10 @@ pub struct SwitchPlan {
     pub fixed: Arc<Vec<Entry>>,
     /// Per prefix `(addr, len)`: members `(nhop id, weight)` sorted by nhop.
     pub routes: Routes,
+    /// The placement's steer entries for this switch (empty unless the
+    /// mode writes). Shared with the placement: a decision that moves no
+    /// flow through this switch reuses it.
+    pub steer: Arc<Steer>,
 }
 
 fn depth(q: QueueDepth, settings: &Settings) -> u32 {
@@ -97,7 +103,7 @@ pub fn switch_plan(
 ) -> SwitchPlan {
     let fixed = Arc::new(fixed_entries(topo, routing, settings, s));
     let routes = routes(routing, |s, leaf| overrides.get(&(s, leaf)).cloned(), s);
-    SwitchPlan { fixed, routes }
+    SwitchPlan { fixed, routes, steer: Arc::default() }
 }
 
 /// Weighted routes of a plan: per prefix `(addr, len)`, members

@@ -48,7 +48,8 @@ pub fn parse(text: &str) -> Result<Vec<(u64, Input)>, ReplayError> {
 }
 
 /// Runs the inputs and returns one record per decision that changed
-/// something: the notes (with reasons) and the per-switch desired groups.
+/// something: the notes (with reasons, placement moves included) and the
+/// per-switch desired groups and steer entries.
 pub fn run(
     topo: Topology,
     cfg: CoreConfig,
@@ -77,7 +78,14 @@ pub fn run(
                         json!({"prefix": format!("{a}/{l}"), "members": m.iter().map(|(h, w)| json!([h.saturating_sub(1), w])).collect::<Vec<_>>()})
                     })
                     .collect();
-                json!({"switch": core.topology().switches[*s].name, "weighted_routes": multi})
+                let mut plan = json!({"switch": core.topology().switches[*s].name, "weighted_routes": multi});
+                // Steer entries, where the placement asks for some.
+                if !p.steer.is_empty() {
+                    let steer: Vec<Value> =
+                        p.steer.iter().map(|(k, h)| json!({"flow": k, "port": h.port, "after": h.downstream})).collect();
+                    plan["steer"] = json!(steer);
+                }
+                plan
             })
             .collect();
         out.push(json!({"t_ns": t, "notes": notes, "plans": plans}));

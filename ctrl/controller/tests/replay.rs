@@ -47,6 +47,16 @@ fn observe_mode_decides_the_same_but_plans_no_reroute() {
 }
 
 #[test]
+fn jobs_and_large_flows_are_placed_with_steer_entries_in_act_mode() {
+    check("jobs-2x2.jsonl", "mininet-2x2.yaml", Mode::Act);
+}
+
+#[test]
+fn observe_mode_plans_the_placement_but_writes_no_steer_entry() {
+    check("jobs-2x2.jsonl", "mininet-2x2.yaml", Mode::Observe);
+}
+
+#[test]
 fn a_replay_is_deterministic() {
     let topo = metaroce_topo::load_file(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../topologies/mininet-2x2.yaml"),

@@ -30,6 +30,7 @@ use crate::snapshot::SnapshotDoc;
 use crate::status::{self, SwitchStatus};
 
 mod agent_events;
+mod jobs;
 mod links;
 
 /// Everything `run` needs.
@@ -264,6 +265,7 @@ pub async fn run(
         names: Arc::new(cfg.topology.switches.iter().map(|s| s.name.clone()).collect()),
         hosts: hosts::Hosts::default(),
         loop_announced: false,
+        topo: Arc::new(cfg.topology.clone()),
     };
     state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -302,6 +304,7 @@ struct State {
     hosts: hosts::Hosts,
     /// The operator has been told that every switch is programmed.
     loop_announced: bool,
+    topo: Arc<Topology>,
 }
 
 /// One scrape of every host exporter: host name → counters or error.
@@ -352,7 +355,7 @@ impl State {
                 got = host_rx.recv() => { if let Some(got) = got { self.on_hosts(got) } true }
                 _ = ticker.tick() => {
                     self.input(&Input::Tick);
-                    if self.core.wants_decision() {
+                    if self.core.wants_decision() || self.core.placement_due(self.now_ns()) {
                         self.decide_and_publish(false).await;
                     } else {
                         self.maybe_publish(false);
@@ -375,6 +378,16 @@ impl State {
 
     fn input(&mut self, input: &Input) {
         let now = self.now_ns();
+        self.record(now, input);
+        let notes = self.core.observe(now, input);
+        if !matches!(input, Input::Crossing(_) | Input::Snapshot(_) | Input::Report(_) | Input::Tick) {
+            self.metrics.set_unreachable_pairs(self.core.unreachable().len());
+        }
+        self.log(notes);
+    }
+
+    /// Appends an input to the recording, if one is kept.
+    fn record(&mut self, now: u64, input: &Input) {
         if let Some(w) = self.recorder.as_mut() {
             if !matches!(input, Input::Tick) {
                 let line = json!({"t_ns": now, "input": input});
@@ -384,11 +397,6 @@ impl State {
                 }
             }
         }
-        let notes = self.core.observe(now, input);
-        if !matches!(input, Input::Crossing(_) | Input::Snapshot(_) | Input::Report(_) | Input::Tick) {
-            self.metrics.set_unreachable_pairs(self.core.unreachable().len());
-        }
-        self.log(notes);
     }
 
     fn log(&self, notes: Vec<Note>) {
@@ -487,12 +495,16 @@ impl State {
                     }
                 }
             }
+            Command::RegisterJob { body, reply } => self.on_register_job(body, reply).await,
+            Command::RemoveJob { name, reply } => self.on_remove_job(name, reply).await,
         }
     }
 
-    async fn decide_and_publish(&mut self, force_status: bool) {
+    /// Decides, publishes the plans that changed, logs and counts; returns
+    /// what the placement did, if it decided.
+    async fn decide_and_publish(&mut self, force_status: bool) -> Option<serde_json::Value> {
         let started = std::time::Instant::now();
-        let step = self.core.decide_plans(self.now_ns());
+        let mut step = self.core.decide_plans(self.now_ns());
         let deciding = started.elapsed();
         self.decisions += 1;
         let caused = self.reactions.causes(step.decision.as_ref(), self.core.view(), Instant::now());
@@ -512,7 +524,11 @@ impl State {
             tokio::task::yield_now().await;
         }
         let noting = std::time::Instant::now();
-        let notes = step.decision.as_ref().map(|d| self.core.notes(d)).unwrap_or_default();
+        let mut notes = step.decision.as_ref().map(|d| self.core.notes(d)).unwrap_or_default();
+        let placed = step.placement.take().map(|p| {
+            notes.extend(self.core.placement_notes(&p));
+            self.placement_metrics(&p)
+        });
         self.metrics.observe_decision((deciding + noting.elapsed()).as_secs_f64());
         if published || !notes.is_empty() {
             self.dirty_status = true;
@@ -520,6 +536,7 @@ impl State {
         self.log(notes);
         drop(replaced);
         self.maybe_publish(force_status);
+        placed
     }
 
     /// Status JSON and group metrics cover the whole fabric: refresh them
@@ -549,6 +566,9 @@ impl State {
         let (mode, pinned) = (self.core.mode(), self.core.pinned());
         let summary = self.core.view().summary(8);
         let hosts = self.hosts.status();
+        let jobs = self.core.placement().jobs_doc();
+        let flows = self.core.placement_mut().view();
+        let topo = self.topo.clone();
         let snap = Snapshot {
             status,
             topology: self.topology_json.clone(),
@@ -564,6 +584,8 @@ impl State {
                 let names = names.clone();
                 move || status::recommendations(&names, &recs, mode, pinned)
             }),
+            jobs: LazyJson::later(move || (*jobs).clone()),
+            flows: LazyJson::later(move || flows.to_json(&topo, mode, pinned)),
         };
         let old = self.snap_tx.send_replace(Arc::new(snap));
         if self.metrics_dirty.is_empty() || self.publishing.swap(true, std::sync::atomic::Ordering::AcqRel) {

@@ -4,7 +4,9 @@
 //! endpoints answer 403 saying how to enable them. With one, every endpoint
 //! but `/healthz` needs a bearer token: `viewer` to read (including
 //! `/metrics`), `operator` to change the mode, roll back or report a link
-//! down or up. Errors are JSON `{"error": "..."}`.
+//! down or up, `scheduler` (or operator) to register and remove jobs.
+//! Errors are JSON `{"error": "..."}`; a refused job body is 400 with
+//! `{"error": ..., "problems": [{"path", "message"}, ...]}`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -88,6 +90,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/mode", post(set_mode))
         .route("/api/v1/rollback", post(rollback))
         .route("/api/v1/links", post(set_link))
+        .route("/api/v1/jobs", post(jobs::register).get(jobs_list))
+        .route("/api/v1/jobs/{name}", axum::routing::delete(jobs::remove))
+        .route("/api/v1/flows", get(flows))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
@@ -194,7 +199,7 @@ fn authorize(
         }
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "the API is read-only; start the controller with --tokens FILE to enable mode changes and rollback",
+            "the API is read-only; start the controller with --tokens FILE to enable mode changes, rollback and jobs",
         ));
     };
     let unauthorized = |why: &'static str| {
@@ -208,7 +213,7 @@ fn authorize(
         _ => return Err(unauthorized("Authorization must be `Bearer <token>`")),
     };
     let role = tokens.role_of(token).ok_or_else(|| unauthorized("unknown token"))?;
-    if role < need {
+    if !role.may(need) {
         tracing::warn!(endpoint = what, %role, need = %need, "API request refused: role too low");
         let msg = format!("this needs the {need} role; the token has the {role} role");
         return Err(ApiError::new(StatusCode::FORBIDDEN, msg));
@@ -261,6 +266,14 @@ async fn recommendations(State(s): State<ApiState>, h: HeaderMap) -> Result<Resp
     resource(&s, &h, "recommendations", |snap| snap.recommendations.get()).await
 }
 
+async fn jobs_list(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
+    resource(&s, &h, "jobs", |snap| snap.jobs.get()).await
+}
+
+async fn flows(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
+    resource(&s, &h, "flows", |snap| snap.flows.get()).await
+}
+
 async fn events(
     State(state): State<ApiState>,
     headers: HeaderMap,
@@ -296,6 +309,10 @@ fn events_query(query: &str) -> Result<(u64, usize), ApiError> {
 #[path = "api_commands.rs"]
 mod commands;
 use commands::{rollback, set_link, set_mode};
+
+#[path = "api_jobs.rs"]
+mod jobs;
+pub use jobs::problems_body as job_problems_body;
 
 #[cfg(test)]
 #[path = "api_tests.rs"]

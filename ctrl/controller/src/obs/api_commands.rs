@@ -137,7 +137,7 @@ async fn ask<T>(
 
 /// Records who asked for what and how it went; the state task records the
 /// change itself.
-fn audit(
+pub(super) fn audit(
     state: &ApiState,
     role: Option<Role>,
     what: &str,

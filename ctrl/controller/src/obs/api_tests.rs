@@ -12,13 +12,14 @@ use tower::ServiceExt;
 use super::*;
 use crate::obs::metrics::tests::check_openmetrics;
 use crate::obs::testutil::capture_logs;
-use crate::obs::LazyJson;
+use crate::obs::{LazyJson, Refusal};
 
 const VIEW: &str = "viewer-secret-0123456789";
 const OPER: &str = "operator-secret-0123456789";
 const ADMIN: &str = "admin-secret-0123456789";
-const READS: [&str; 7] =
-    ["status", "topology", "congestion", "groups", "recommendations", "events", "metrics"];
+const SCHED: &str = "scheduler-secret-0123456789";
+const READS: [&str; 9] =
+    ["status", "topology", "congestion", "groups", "recommendations", "events", "metrics", "jobs", "flows"];
 
 struct Fixture {
     state: ApiState,
@@ -30,7 +31,7 @@ struct Fixture {
 /// A state whose fake state task answers `answer` to every command.
 fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
     let tokens = with_tokens.then(|| {
-        let text = format!("viewer {VIEW}\noperator {OPER}\nadmin {ADMIN}\n");
+        let text = format!("viewer {VIEW}\noperator {OPER}\nadmin {ADMIN}\nscheduler {SCHED}\n");
         Arc::new(Tokens::parse(Path::new("tokens"), &text).unwrap())
     });
     let snapshot = Snapshot {
@@ -39,6 +40,8 @@ fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
         congestion: LazyJson::ready(json!({ "leaf1": { "3": 40 } })),
         groups: LazyJson::later(|| json!([{ "switch": "leaf1", "group": 1 }])),
         recommendations: LazyJson::ready(json!([])),
+        jobs: LazyJson::ready(json!({ "jobs": [{ "name": "moe-7" }], "flows": 2 })),
+        flows: LazyJson::later(|| json!({ "placed": 0, "flows": [] })),
     };
     let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot));
     let (cmd_tx, mut cmd_rx) = mpsc::channel(4);
@@ -58,6 +61,22 @@ fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
                 Command::SetLink { link, up, force, reply } => {
                     log.lock().unwrap().push(format!("link {link} up {up} force {force}"));
                     let _ = reply.send(answer.clone().map(|()| json!({ "cut_off": [] })));
+                    continue;
+                }
+                Command::RegisterJob { body, reply } => {
+                    log.lock().unwrap().push(format!("job {}", body["name"]));
+                    let _ = reply.send(Ok(json!({ "ok": true, "job": { "name": body["name"] } })));
+                    continue;
+                }
+                Command::RemoveJob { name, reply } => {
+                    log.lock().unwrap().push(format!("remove {name}"));
+                    let answer = match name.as_str() {
+                        "nope" => {
+                            Err(Refusal { status: 404, body: json!({ "error": "no job named \"nope\"" }) })
+                        }
+                        _ => Ok(json!({ "ok": true })),
+                    };
+                    let _ = reply.send(answer);
                     continue;
                 }
             };
@@ -152,7 +171,7 @@ async fn obs_api_tokens_gate_every_endpoint_but_healthz() {
             get(&f.state, what, Some("no-such-token-0123456789")).await.status,
             StatusCode::UNAUTHORIZED
         );
-        for token in [VIEW, OPER, ADMIN] {
+        for token in [VIEW, OPER, ADMIN, SCHED] {
             assert_eq!(get(&f.state, what, Some(token)).await.status, StatusCode::OK, "{what}");
         }
     }
@@ -354,4 +373,64 @@ async fn obs_metrics_listener_is_anonymous_and_serves_only_metrics() {
     for uri in ["/api/v1/status", "/api/v1/events"] {
         assert_eq!(scrape(uri).await.0, StatusCode::NOT_FOUND, "{uri}");
     }
+}
+
+#[tokio::test]
+async fn obs_api_jobs_need_the_scheduler_role_which_can_do_nothing_else() {
+    let f = fixture(true, Ok(()));
+    let job = r#"{"name":"moe-7","pattern":"all-to-all","hosts":["h1","h2"],"bytes":1048576}"#;
+    let v = call(&f.state, "POST", "/api/v1/jobs", Some(VIEW), job).await;
+    assert_eq!(v.status, StatusCode::FORBIDDEN, "{}", v.text);
+    assert!(v.error().contains("needs the scheduler role"), "{}", v.text);
+    assert_eq!(call(&f.state, "POST", "/api/v1/jobs", None, job).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        call(&f.state, "DELETE", "/api/v1/jobs/moe-7", Some(VIEW), "").await.status,
+        StatusCode::FORBIDDEN
+    );
+    for token in [SCHED, OPER, ADMIN] {
+        let a = call(&f.state, "POST", "/api/v1/jobs", Some(token), job).await;
+        assert_eq!(a.status, StatusCode::CREATED, "{}", a.text);
+        assert_eq!(a.json()["job"]["name"], "moe-7");
+    }
+    let a = call(&f.state, "DELETE", "/api/v1/jobs/moe-7", Some(SCHED), "").await;
+    assert_eq!((a.status, a.json()), (StatusCode::OK, json!({ "ok": true })));
+    let a = call(&f.state, "DELETE", "/api/v1/jobs/nope", Some(SCHED), "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(a.error().contains("no job named"), "{}", a.text);
+    // Nothing an operator does.
+    for (uri, body) in [
+        ("/api/v1/mode", r#"{"mode":"act"}"#),
+        ("/api/v1/rollback", "{}"),
+        ("/api/v1/links", r#"{"link":"leaf1:3","state":"down"}"#),
+    ] {
+        let a = call(&f.state, "POST", uri, Some(SCHED), body).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{uri}: {}", a.text);
+    }
+    assert_eq!(
+        *f.seen.lock().unwrap(),
+        vec!["job \"moe-7\"", "job \"moe-7\"", "job \"moe-7\"", "remove moe-7", "remove nope"]
+    );
+    let audit = f.state.events.recent(2, 100);
+    let job_audits: Vec<_> = audit.events.iter().filter(|e| e.details["endpoint"] == "jobs").collect();
+    assert_eq!(job_audits[0].details["role"], "scheduler");
+    assert_eq!(job_audits.last().map(|e| e.details["outcome"].clone()), Some(json!("refused")));
+    assert_eq!(get(&f.state, "jobs", Some(SCHED)).await.json()["flows"], 2);
+}
+
+#[tokio::test]
+async fn obs_api_a_job_body_that_is_not_json_is_400_with_problems() {
+    let f = fixture(true, Ok(()));
+    let a = call(&f.state, "POST", "/api/v1/jobs", Some(SCHED), "{\"name\": ").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    let v = a.json();
+    assert!(v["error"].as_str().unwrap().contains("1 problem"), "{v}");
+    assert!(v["problems"][0]["message"].as_str().unwrap().contains("not JSON"), "{v}");
+    assert_eq!(v["problems"][0]["path"], "");
+    let a = call(&f.state, "POST", "/api/v1/jobs", None, "{}").await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    let ro = fixture(false, Ok(()));
+    let a = call(&ro.state, "POST", "/api/v1/jobs", None, "{}").await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert!(a.error().contains("--tokens FILE"), "{}", a.text);
+    assert!(f.seen.lock().unwrap().is_empty() && ro.seen.lock().unwrap().is_empty());
 }

@@ -50,13 +50,23 @@ const REACTION: usize = 14;
 const HOST_RATE: usize = 15;
 const HOST_UP: usize = 16;
 const UNREACHABLE: usize = 17;
+const STEERED: usize = 18;
+const FLOW_MOVES: usize = 19;
+const PLANNED_MAX: usize = 20;
+const OBSERVED_MAX: usize = 21;
+const PLACEMENT: usize = 22;
+const JOBS: usize = 23;
+const PLACED: usize = 24;
+
+/// The reasons a flow move is counted under (the planner's).
+pub const MOVE_REASONS: [&str; 5] = ["new", "rebalance", "link_failed", "route_changed", "ended"];
 
 const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str], help: &'static str) -> Spec {
     Spec { name, help, kind, unit: None, labels, buckets: &[] }
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 18] = [
+static SPECS: [Spec; 25] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -128,6 +138,34 @@ static SPECS: [Spec; 18] = [
         &[],
         "Ordered pairs of working leaves with no path between them (0 unless failures partition the fabric).",
     ),
+    family("metaroce_steered_flows", Kind::Gauge, &[], "Flows (or host pairs) the placement pins with steer entries."),
+    family("metaroce_flow_moves", Kind::Counter, &["reason"], "Flow placement changes decided, by reason (new, rebalance, link_failed, route_changed, ended)."),
+    Spec {
+        name: "metaroce_planned_max_utilisation_ratio",
+        help: "Highest link utilisation the placement plans for (placed demands over capacity; 1 = a full link).",
+        kind: Kind::Gauge,
+        unit: Some("ratio"),
+        labels: &[],
+        buckets: &[],
+    },
+    Spec {
+        name: "metaroce_observed_max_utilisation_ratio",
+        help: "Highest link utilisation the large-flow reports show (reported rates on the ports they left by, over capacity).",
+        kind: Kind::Gauge,
+        unit: Some("ratio"),
+        labels: &[],
+        buckets: &[],
+    },
+    Spec {
+        name: "metaroce_placement_duration_seconds",
+        help: "Time the placement planner takes for one decision.",
+        kind: Kind::Histogram,
+        unit: Some("seconds"),
+        labels: &[],
+        buckets: LATENCY_BUCKETS,
+    },
+    family("metaroce_jobs", Kind::Gauge, &[], "Jobs registered through the job API."),
+    family("metaroce_placed_flows", Kind::Gauge, &[], "Flows the planner knows (announced and reported large)."),
 ];
 
 /// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
@@ -177,6 +215,12 @@ impl Metrics {
             let mut r = m.lock();
             for reason in REROUTE_REASONS {
                 r.add(REROUTES, vec![reason.to_string()], 0);
+            }
+            for reason in MOVE_REASONS {
+                r.add(FLOW_MOVES, vec![reason.to_string()], 0);
+            }
+            for id in [STEERED, PLANNED_MAX, OBSERVED_MAX, JOBS, PLACED] {
+                r.set(id, Vec::new(), 0.0);
             }
         }
         m.set_mode(Mode::default());
@@ -314,6 +358,31 @@ impl Metrics {
         for m in Mode::ALL {
             r.set(MODE, vec![m.as_str().to_string()], flag(m == mode));
         }
+    }
+
+    /// Counts flow moves; `reason` is one of [`MOVE_REASONS`] (the
+    /// planner's reasons; anything else is ignored).
+    pub fn flow_moves(&self, reason: &str, n: u64) {
+        if let Some(r) = MOVE_REASONS.iter().find(|r| **r == reason) {
+            self.lock().add(FLOW_MOVES, vec![r.to_string()], n);
+        }
+    }
+
+    /// The placement's figures after a decision.
+    pub fn set_placement(&self, steered: usize, placed: usize, planned_max: f64, observed_max: f64) {
+        let mut r = self.lock();
+        r.set(STEERED, Vec::new(), steered as f64);
+        r.set(PLACED, Vec::new(), placed as f64);
+        r.set(PLANNED_MAX, Vec::new(), planned_max);
+        r.set(OBSERVED_MAX, Vec::new(), observed_max);
+    }
+
+    pub fn observe_placement(&self, seconds: f64) {
+        self.lock().observe(PLACEMENT, Vec::new(), seconds);
+    }
+
+    pub fn set_jobs(&self, jobs: usize) {
+        self.lock().set(JOBS, Vec::new(), jobs as f64);
     }
 
     /// The OpenMetrics text exposition, ending with `# EOF`.

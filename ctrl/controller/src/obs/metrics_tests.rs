@@ -104,6 +104,11 @@ fn full() -> Metrics {
     m.set_switch_primary("leaf1", false);
     m.set_mode(Mode::Act);
     m.set_unreachable_pairs(2);
+    m.flow_moves("rebalance", 3);
+    m.flow_moves("bogus", 1);
+    m.set_placement(4, 6, 0.75, 0.5);
+    m.observe_placement(0.0002);
+    m.set_jobs(1);
     m
 }
 
@@ -133,6 +138,14 @@ fn obs_metrics_exposition_is_valid_openmetrics() {
         "metaroce_mode{mode=\"act\"} 1.0",
         "metaroce_mode{mode=\"observe\"} 0.0",
         "metaroce_unreachable_leaf_pairs 2.0",
+        "metaroce_flow_moves_total{reason=\"rebalance\"} 3",
+        "metaroce_flow_moves_total{reason=\"new\"} 0",
+        "metaroce_steered_flows 4.0",
+        "metaroce_placed_flows 6.0",
+        "metaroce_planned_max_utilisation_ratio 0.75",
+        "metaroce_observed_max_utilisation_ratio 0.5",
+        "metaroce_placement_duration_seconds_bucket{le=\"0.00025\"} 1",
+        "metaroce_jobs 1.0",
     ] {
         assert!(text.lines().any(|l| l == want), "missing {want} in\n{text}");
     }

@@ -6,6 +6,8 @@
 //! - [`EventLog`]: every change with its reason, as JSON lines and a
 //!   bounded ring served at `GET /api/v1/events`.
 //! - [`Tokens`]: bearer tokens with least-privilege [`Role`]s.
+//! - The job API (`POST`/`GET /api/v1/jobs`, `DELETE /api/v1/jobs/NAME`)
+//!   and the placement (`GET /api/v1/flows`).
 //! - [`serve`] / [`router`]: the HTTP status API. The core publishes a
 //!   [`Snapshot`] on a `watch` channel and receives [`Command`]s on an
 //!   `mpsc` channel, so the state task stays the only owner of the state.
@@ -28,10 +30,11 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 pub use api::{
-    metrics_router, router, serve, serve_metrics, ApiState, MAX_BODY_BYTES, OPENMETRICS_CONTENT_TYPE,
+    job_problems_body, metrics_router, router, serve, serve_metrics, ApiState, MAX_BODY_BYTES,
+    OPENMETRICS_CONTENT_TYPE,
 };
 pub use events::{Event, EventLog, Recent};
-pub use metrics::{Metrics, REROUTE_REASONS};
+pub use metrics::{Metrics, MOVE_REASONS, REROUTE_REASONS};
 pub use tokens::{Role, TokenError, Tokens, MIN_TOKEN_LEN};
 
 use crate::mode::Mode;
@@ -45,6 +48,10 @@ pub struct Snapshot {
     pub congestion: LazyJson,
     pub groups: LazyJson,
     pub recommendations: LazyJson,
+    /// `GET /api/v1/jobs`.
+    pub jobs: LazyJson,
+    /// `GET /api/v1/flows`: the placement.
+    pub flows: LazyJson,
 }
 
 type Build = Box<dyn FnOnce() -> Value + Send>;
@@ -99,6 +106,17 @@ pub type Reply = oneshot::Sender<Result<(), String>>;
 /// Like [`Reply`], with what the change did (merged into the API's answer).
 pub type ValueReply = oneshot::Sender<Result<Value, String>>;
 
+/// A refusal with its HTTP status and JSON body (a job with problems: 400
+/// and every problem; an unknown job: 404).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub status: u16,
+    pub body: Value,
+}
+
+/// The state task's answer to a job command: the JSON to serve, or a refusal.
+pub type JobReply = oneshot::Sender<Result<Value, Refusal>>;
+
 /// What the API asks the state task to do, on behalf of an operator.
 #[derive(Debug)]
 pub enum Command {
@@ -123,6 +141,17 @@ pub enum Command {
         up: bool,
         force: bool,
         reply: ValueReply,
+    },
+    /// Register a job (the body of `POST /api/v1/jobs`, parsed as JSON) and
+    /// place it before answering.
+    RegisterJob {
+        body: Value,
+        reply: JobReply,
+    },
+    /// Remove a job and its steer entries.
+    RemoveJob {
+        name: String,
+        reply: JobReply,
     },
 }
 

@@ -4,19 +4,22 @@
 //!
 //! ```text
 //! # comments and blank lines are ignored
-//! viewer   k3J9x-read-only-dashboards-0001
-//! operator 9f2c1e0b7a6d5c4b3a29181706f5e4d3
+//! viewer    k3J9x-read-only-dashboards-0001
+//! scheduler 4b0d-training-job-launcher-0001
+//! operator  9f2c1e0b7a6d5c4b3a29181706f5e4d3
 //! admin    <another long random token>
 //! ```
 //!
-//! Each line is `<role> <token>`: role one of `viewer`, `operator`,
-//! `admin`; token at least [`MIN_TOKEN_LEN`] characters of the RFC 6750
+//! Each line is `<role> <token>`: role one of `viewer`, `scheduler`,
+//! `operator`, `admin`; token at least [`MIN_TOKEN_LEN`] characters of the RFC 6750
 //! `b64token` alphabet (letters, digits, `-._~+/`, trailing `=`). Every
 //! token must be distinct. The file should be readable by its owner only; a
 //! group- or world-readable file is loaded with a warning.
 //!
-//! Roles follow least privilege: `viewer` reads, `operator` may also change
-//! the mode and roll back, `admin` may do everything (reserved for
+//! Roles follow least privilege ([`Role::may`]): `viewer` reads;
+//! `scheduler` (a job scheduler's token) reads and registers or removes
+//! jobs, nothing else; `operator` reads, changes the mode, rolls back,
+//! reports links and manages jobs; `admin` may do everything (reserved for
 //! administrative endpoints). Tokens never appear in `Debug` output, logs or
 //! error messages; a lookup compares against every token in constant time.
 
@@ -30,26 +33,45 @@ use thiserror::Error;
 /// echo in an error (it cannot be a valid token).
 pub const MIN_TOKEN_LEN: usize = 16;
 
-/// What a token may do; ordered, so `role >= Role::Operator` reads naturally.
+/// What a token may do. Not a ladder: a `scheduler` may register jobs,
+/// which a `viewer` may not, but nothing an operator does; see
+/// [`Role::may`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Viewer,
+    Scheduler,
     Operator,
     Admin,
 }
 
 impl Role {
+    pub const ALL: [Role; 4] = [Role::Viewer, Role::Scheduler, Role::Operator, Role::Admin];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Viewer => "viewer",
+            Role::Scheduler => "scheduler",
             Role::Operator => "operator",
             Role::Admin => "admin",
         }
     }
 
     fn parse(s: &str) -> Option<Role> {
-        [Role::Viewer, Role::Operator, Role::Admin].into_iter().find(|r| r.as_str() == s)
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// True when a token of this role may do what needs `need`: every role
+    /// reads (`Viewer`); job registration (`Scheduler`) is for schedulers,
+    /// operators and admins; operator actions for operators and admins;
+    /// admin actions for admins only.
+    pub fn may(self, need: Role) -> bool {
+        match need {
+            Role::Viewer => true,
+            Role::Scheduler => matches!(self, Role::Scheduler | Role::Operator | Role::Admin),
+            Role::Operator => matches!(self, Role::Operator | Role::Admin),
+            Role::Admin => self == Role::Admin,
+        }
     }
 }
 
@@ -151,7 +173,7 @@ fn parse_line(line: &str) -> Result<(Role, &str), String> {
     let role = Role::parse(role).ok_or_else(|| {
         // Echo the word only when it is too short to be a token.
         let shown = if role.len() < MIN_TOKEN_LEN { format!("\"{role}\"") } else { "(not shown)".into() };
-        format!("unknown role {shown}; expected viewer, operator or admin as the first field")
+        format!("unknown role {shown}; expected viewer, scheduler, operator or admin as the first field")
     })?;
     if token.len() < MIN_TOKEN_LEN {
         return Err(format!("token has {} characters; at least {MIN_TOKEN_LEN} are required", token.len()));

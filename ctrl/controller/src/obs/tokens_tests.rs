@@ -23,7 +23,13 @@ fn obs_tokens_map_to_roles() {
     assert_eq!(t.role_of(ADMIN), Some(Role::Admin));
     assert_eq!(t.role_of("viewer-token-012345678"), None);
     assert_eq!(t.role_of(""), None);
-    assert!(Role::Viewer < Role::Operator && Role::Operator < Role::Admin);
+    let may = |r: Role| Role::ALL.into_iter().filter(|&n| r.may(n)).collect::<Vec<_>>();
+    assert_eq!(may(Role::Viewer), [Role::Viewer]);
+    assert_eq!(may(Role::Scheduler), [Role::Viewer, Role::Scheduler]);
+    assert_eq!(may(Role::Operator), [Role::Viewer, Role::Scheduler, Role::Operator]);
+    assert_eq!(may(Role::Admin), Role::ALL);
+    let t = parse("scheduler scheduler-token-0123456789\n").unwrap();
+    assert_eq!(t.role_of("scheduler-token-0123456789"), Some(Role::Scheduler));
 }
 
 #[test]

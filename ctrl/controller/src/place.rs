@@ -1,0 +1,618 @@
+//! Flow placement in the state task: the traffic-engineering planner
+//! (`metaroce-te`), the registered jobs, the large flows the data plane
+//! reported, and what the planner's placement asks of each switch (its
+//! desired steer entries, target-neutral: a flow key and the egress port
+//! with its next-hop id). Pure like the rest of [`crate::core`]: time is an
+//! argument, so a recording replays exactly.
+//!
+//! Inputs: jobs registered and removed (the job API), large-flow reports,
+//! route changes. One decision ([`Placement::decide`]) removes the
+//! unannounced flows no report refreshed for `flow_idle_ns`, runs the
+//! planner, and turns its moves into per-switch steer changes. An entry
+//! is only ever built for a port that is a member of the switch's route
+//! group toward the flow's destination leaf; anything else is refused and
+//! named in a note.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use metaroce_te::job::{self, JobError, JobLimits, JobRegistry};
+use metaroce_te::{Demand, FlowKey, Move, Path, Plan, Planner, TeConfig};
+use metaroce_topo::{Routing, SwitchId, Topology};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::core::Note;
+use crate::plan::nhop_id;
+
+/// The placement's tunables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaceConfig {
+    pub te: TeConfig,
+    pub limits: JobLimits,
+    /// An unannounced flow that no large-flow report refreshed for this
+    /// long has ended: it leaves the planner and its entries are removed.
+    pub flow_idle_ns: u64,
+    /// While flows are placed, decide at least this often (rebalancing,
+    /// hold-downs running out).
+    pub replan_interval_ns: u64,
+    /// Move notes logged per decision; the rest are counted in one note.
+    pub max_move_notes: usize,
+}
+
+impl Default for PlaceConfig {
+    fn default() -> Self {
+        PlaceConfig {
+            te: TeConfig::default(),
+            limits: JobLimits::default(),
+            flow_idle_ns: 1_000_000_000,
+            replan_interval_ns: 100_000_000,
+            max_move_notes: 256,
+        }
+    }
+}
+
+/// One steer entry a switch should hold, target-neutral: pin the flow to
+/// `port` (next hop `nhop_id`). `downstream` lists the choice hops after
+/// this one on the flow's path, `(switch, port)`: the entries that must be
+/// in place before this one is written (downstream first).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct SteerHop {
+    pub port: u16,
+    pub nhop_id: u16,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub downstream: Vec<(SwitchId, u16)>,
+}
+
+/// A switch's desired steer entries by flow.
+pub type Steer = BTreeMap<FlowKey, SteerHop>;
+
+/// A large flow as the data plane reported it, target-neutral (the agent
+/// decodes the switch's digest and converts its time unit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LargeFlowReport {
+    /// The reporting switch (the flow's first switch).
+    pub switch: usize,
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub sport: u16,
+    pub qp: u32,
+    /// The port the flow left by.
+    pub egress_port: u16,
+    pub bytes: u64,
+    pub window_ns: u64,
+    /// The flow slot was shared during the window: the bytes may be more
+    /// than this flow's. Such a report refreshes a known flow but never
+    /// adds one.
+    #[serde(default)]
+    pub collision: bool,
+}
+
+impl LargeFlowReport {
+    pub fn key(&self) -> FlowKey {
+        FlowKey::flow(self.src, self.dst, self.sport, self.qp)
+    }
+    pub fn bps(&self) -> u64 {
+        let bps = u128::from(self.bytes) * 8 * 1_000_000_000 / u128::from(self.window_ns.max(1));
+        u64::try_from(bps).unwrap_or(u64::MAX)
+    }
+}
+
+/// A flow the data plane reported: when last, where, at what rate.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    last_ns: u64,
+    switch: usize,
+    port: u16,
+    bps: u64,
+    /// Unannounced: the placement owns it and ages it out.
+    own: bool,
+}
+
+/// A registered job and when it was registered.
+#[derive(Debug, Clone)]
+struct JobMeta {
+    registered_ns: u64,
+}
+
+/// What one decision did, for the event log, metrics and the API.
+#[derive(Debug, Default)]
+pub struct PlaceStep {
+    /// Switches whose desired steer entries changed.
+    pub touched: BTreeSet<SwitchId>,
+    pub moves: Vec<Move>,
+    pub unplaced: Vec<metaroce_te::Unplaced>,
+    /// Entries refused because their port is not a member of the route group.
+    pub refused: Vec<String>,
+    pub max_utilisation: f64,
+    pub lower_bound: f64,
+    /// Highest utilisation the large-flow reports show (their rates on the
+    /// ports they left by), 0 without reports.
+    pub observed_max_utilisation: f64,
+    pub flows: usize,
+    pub steered: usize,
+    /// Wall time of the planner's decision (not part of any replay output).
+    pub plan_seconds: f64,
+}
+
+/// The planner, the jobs, the reported flows and each switch's steer set.
+#[derive(Debug)]
+pub struct Placement {
+    cfg: PlaceConfig,
+    planner: Planner,
+    jobs: JobRegistry,
+    meta: BTreeMap<String, JobMeta>,
+    /// The announced demand of every job flow.
+    announced: HashMap<FlowKey, Demand>,
+    seen: HashMap<FlowKey, Seen>,
+    steer: Vec<Arc<Steer>>,
+    host_leaf: HashMap<Ipv4Addr, SwitchId>,
+    /// Link capacity of each switch port, bits per second.
+    capacity: HashMap<(usize, u16), u64>,
+    /// An input the planner has not decided on yet.
+    dirty: bool,
+    last_plan_ns: Option<u64>,
+    next_sweep_ns: u64,
+    /// The last decision's figures and moves, for the API.
+    last: Arc<Value>,
+    /// The placement as of the last decision that moved a flow.
+    placement: Arc<Vec<(FlowKey, Path)>>,
+    placement_stale: bool,
+    steered: usize,
+    /// `GET /api/v1/jobs`, rebuilt when a job comes or goes.
+    jobs_doc: Arc<Value>,
+}
+
+/// Counts flows (keys) that hold an entry on at least one switch.
+fn count_steered(steer: &[Arc<Steer>]) -> usize {
+    let mut keys: BTreeSet<&FlowKey> = BTreeSet::new();
+    for s in steer {
+        keys.extend(s.keys());
+    }
+    keys.len()
+}
+
+impl Placement {
+    pub fn new(
+        topo: &Topology,
+        routing: &Routing,
+        cfg: PlaceConfig,
+    ) -> Result<Self, metaroce_te::ConfigError> {
+        let planner = Planner::new(topo, routing, cfg.te.clone())?;
+        let mut capacity = HashMap::new();
+        for l in &topo.links {
+            capacity.insert((l.a.switch, l.a.port), l.bandwidth.bps());
+            capacity.insert((l.b.switch, l.b.port), l.bandwidth.bps());
+        }
+        Ok(Placement {
+            cfg,
+            planner,
+            jobs: JobRegistry::default(),
+            meta: BTreeMap::new(),
+            announced: HashMap::new(),
+            seen: HashMap::new(),
+            steer: (0..topo.switches.len()).map(|_| Arc::new(Steer::new())).collect(),
+            host_leaf: topo.hosts.iter().map(|h| (h.ip, h.leaf)).collect(),
+            capacity,
+            dirty: false,
+            last_plan_ns: None,
+            next_sweep_ns: 0,
+            last: Arc::new(Value::Null),
+            placement: Arc::new(Vec::new()),
+            placement_stale: false,
+            steered: 0,
+            jobs_doc: Arc::new(json!({"jobs": [], "flows": 0})),
+        })
+    }
+
+    /// The desired steer entries of switch `s`.
+    pub fn steer(&self, s: SwitchId) -> Arc<Steer> {
+        self.steer.get(s).cloned().unwrap_or_default()
+    }
+
+    pub fn jobs(&self) -> &JobRegistry {
+        &self.jobs
+    }
+
+    pub fn flow_count(&self) -> usize {
+        self.planner.flow_count()
+    }
+
+    /// Validates a job body against the topology and the registered jobs,
+    /// registers it and hands its flows to the planner (placed by the next
+    /// decision, which the caller runs at once).
+    pub fn register(&mut self, now_ns: u64, topo: &Topology, body: &Value) -> Result<Value, JobError> {
+        let job = job::validate_job(body, topo, &self.jobs, &self.cfg.limits)?;
+        let summary = job_summary(topo, &job, now_ns);
+        let name = job.name.clone();
+        let demands: Vec<(FlowKey, Demand)> = job.demands().collect();
+        self.jobs.register(job)?;
+        for (key, demand) in demands {
+            self.announced.insert(key, demand);
+            // A flow the data plane reported first becomes the job's.
+            let demand = match self.seen.get_mut(&key) {
+                Some(s) => {
+                    s.own = false;
+                    Demand { rate_bps: Some(s.bps), ..demand }
+                }
+                None => demand,
+            };
+            if let Err(e) = self.planner.upsert(key, demand) {
+                // validate_job checked the hosts; nothing else can fail.
+                tracing::warn!(error = %e, "job flow refused by the planner");
+            }
+        }
+        self.remove_unannounced_under_jobs();
+        self.meta.insert(name, JobMeta { registered_ns: now_ns });
+        self.dirty = true;
+        self.jobs_doc = Arc::new(self.build_jobs_doc(topo));
+        Ok(summary)
+    }
+
+    /// Unannounced flows that a job's host-pair flow now covers leave the
+    /// planner: the pair's entry carries them.
+    fn remove_unannounced_under_jobs(&mut self) {
+        let covered: Vec<FlowKey> = self
+            .seen
+            .iter()
+            .filter(|(k, s)| s.own && self.jobs.owner(k).is_some())
+            .map(|(k, _)| *k)
+            .collect();
+        for k in covered {
+            if let Some(s) = self.seen.get_mut(&k) {
+                s.own = false;
+            }
+            self.planner.remove(&k);
+        }
+    }
+
+    /// Removes a job and its flows; the next decision removes their entries.
+    pub fn remove_job(&mut self, topo: &Topology, name: &str) -> Option<Value> {
+        let job = self.jobs.remove(name)?;
+        let registered = self.meta.remove(name).map_or(0, |m| m.registered_ns);
+        for f in &job.flows {
+            self.planner.remove(&f.key);
+            self.seen.remove(&f.key);
+            self.announced.remove(&f.key);
+        }
+        self.dirty = true;
+        self.jobs_doc = Arc::new(self.build_jobs_doc(topo));
+        Some(job_summary(topo, &job, registered))
+    }
+
+    /// A large-flow report: an unannounced flow joins the planner's input
+    /// with its measured rate; a job's flow gets its measured rate.
+    /// `Err` names why the report was not used.
+    pub fn on_large_flow(&mut self, now_ns: u64, r: &LargeFlowReport) -> Result<(), String> {
+        let key = r.key();
+        let bps = r.bps();
+        let owner_key = match self.jobs.owner(&key) {
+            Some(_) if self.announced.contains_key(&key) => Some(key),
+            Some(_) => None, // a host-pair flow of a job carries it
+            None => {
+                if r.collision && !self.seen.contains_key(&key) {
+                    return Err("a shared flow slot's report names no known flow".into());
+                }
+                if !self.seen.contains_key(&key) {
+                    self.dirty = true;
+                }
+                self.planner.upsert(key, Demand::rate(bps)).map_err(|e| e.to_string())?;
+                self.seen.insert(
+                    key,
+                    Seen { last_ns: now_ns, switch: r.switch, port: r.egress_port, bps, own: true },
+                );
+                return Ok(());
+            }
+        };
+        if let Some(k) = owner_key {
+            let announced = self.announced.get(&k).copied().unwrap_or_default();
+            let _ = self.planner.upsert(k, Demand { rate_bps: Some(bps), ..announced });
+        }
+        self.seen
+            .insert(key, Seen { last_ns: now_ns, switch: r.switch, port: r.egress_port, bps, own: false });
+        Ok(())
+    }
+
+    /// A link failed: `changes` as `Routing::fail_link` returned them.
+    pub fn routing_changed(&mut self, routing: &Routing, changes: &[metaroce_topo::RouteChange]) {
+        self.planner.routing_changed(routing, changes);
+        self.dirty = true;
+    }
+
+    /// The routing was rebuilt (a repair, a switch lost or back).
+    pub fn reset_routing(&mut self, routing: &Routing) {
+        self.planner.reset_routing(routing);
+        self.dirty = true;
+    }
+
+    /// True when a decision should run now: a flow or job came or went.
+    pub fn input_changed(&self) -> bool {
+        self.dirty
+    }
+
+    /// True when a decision is due at `now_ns` (inputs, the re-plan
+    /// interval while flows are placed, or idle flows to sweep).
+    pub fn due(&self, now_ns: u64) -> bool {
+        self.dirty
+            || (self.planner.flow_count() > 0
+                && self.last_plan_ns.is_none_or(|t| now_ns.saturating_sub(t) >= self.cfg.replan_interval_ns))
+            || (!self.seen.is_empty() && now_ns >= self.next_sweep_ns)
+    }
+
+    /// Removes the unannounced flows idle for `flow_idle_ns`.
+    fn sweep(&mut self, now_ns: u64) {
+        if self.seen.is_empty() || now_ns < self.next_sweep_ns {
+            return;
+        }
+        self.next_sweep_ns = now_ns.saturating_add((self.cfg.flow_idle_ns / 4).max(1));
+        let idle = self.cfg.flow_idle_ns;
+        let gone: Vec<(FlowKey, bool)> = self
+            .seen
+            .iter()
+            .filter(|(_, s)| now_ns.saturating_sub(s.last_ns) >= idle)
+            .map(|(k, s)| (*k, s.own))
+            .collect();
+        for (k, own) in gone {
+            self.seen.remove(&k);
+            if own && self.planner.remove(&k) {
+                self.dirty = true;
+            }
+        }
+    }
+
+    /// One decision, if one is due: the moves and the switches whose steer
+    /// entries they change.
+    pub fn decide(&mut self, now_ns: u64, topo: &Topology, routing: &Routing) -> Option<PlaceStep> {
+        self.sweep(now_ns);
+        if !self.due(now_ns) {
+            return None;
+        }
+        self.dirty = false;
+        self.last_plan_ns = Some(now_ns);
+        let started = std::time::Instant::now();
+        let plan = self.planner.plan(now_ns);
+        let plan_seconds = started.elapsed().as_secs_f64();
+        let mut step = PlaceStep { plan_seconds, ..PlaceStep::default() };
+        for m in &plan.moves {
+            self.apply_move(topo, routing, m, &mut step);
+        }
+        if !plan.moves.is_empty() {
+            self.placement_stale = true;
+            self.steered = count_steered(&self.steer);
+        }
+        step.observed_max_utilisation = self.observed_max();
+        step.max_utilisation = plan.max_utilisation;
+        step.lower_bound = plan.lower_bound;
+        step.flows = plan.flows;
+        step.steered = self.steered;
+        self.last = Arc::new(self.last_json(&plan, &step, topo, now_ns));
+        step.moves = plan.moves;
+        step.unplaced = plan.unplaced;
+        Some(step)
+    }
+
+    /// Turns one move into steer changes: the new path's entries, then the
+    /// removal of the old path's entries the new path does not pin.
+    fn apply_move(&mut self, topo: &Topology, routing: &Routing, m: &Move, step: &mut PlaceStep) {
+        let dst_leaf = self.host_leaf.get(&m.flow.dst()).copied();
+        let mut pinned: BTreeSet<SwitchId> = BTreeSet::new();
+        if let Some(to) = &m.to {
+            let hops: Vec<_> = to.hops.iter().filter(|h| h.choice).collect();
+            for (i, hop) in hops.iter().enumerate() {
+                let member = dst_leaf
+                    .and_then(|leaf| routing.group_toward(hop.switch, leaf))
+                    .is_some_and(|(_, g)| g.members.iter().any(|mb| mb.port == hop.port));
+                if !member {
+                    let name = topo.switches.get(hop.switch).map_or("?", |s| s.name.as_str());
+                    step.refused.push(format!(
+                        "steer {} at {name} to port {}: the port is not a member of the route's group; entry not built",
+                        m.flow, hop.port
+                    ));
+                    continue;
+                }
+                let downstream = hops[i + 1..].iter().map(|h| (h.switch, h.port)).collect();
+                let want = SteerHop { port: hop.port, nhop_id: nhop_id(hop.port), downstream };
+                if let Some(set) = self.steer.get_mut(hop.switch) {
+                    if set.get(&m.flow) != Some(&want) {
+                        Arc::make_mut(set).insert(m.flow, want);
+                        step.touched.insert(hop.switch);
+                    }
+                    pinned.insert(hop.switch);
+                }
+            }
+        }
+        if let Some(from) = &m.from {
+            for hop in from.hops.iter().filter(|h| h.choice && !pinned.contains(&h.switch)) {
+                if let Some(set) = self.steer.get_mut(hop.switch) {
+                    if set.contains_key(&m.flow) {
+                        Arc::make_mut(set).remove(&m.flow);
+                        step.touched.insert(hop.switch);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Highest utilisation the large-flow reports show: per reporting port,
+    /// the reported rates of its flows over the port's capacity.
+    fn observed_max(&self) -> f64 {
+        let mut per_port: HashMap<(usize, u16), u64> = HashMap::new();
+        for s in self.seen.values() {
+            *per_port.entry((s.switch, s.port)).or_default() += s.bps;
+        }
+        per_port
+            .into_iter()
+            .filter_map(|(k, bps)| self.capacity.get(&k).filter(|c| **c > 0).map(|c| bps as f64 / *c as f64))
+            .fold(0.0, f64::max)
+    }
+
+    fn last_json(&self, plan: &Plan, step: &PlaceStep, topo: &Topology, now_ns: u64) -> Value {
+        let name = |s: SwitchId| topo.switches.get(s).map_or("?", |x| x.name.as_str());
+        let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in &plan.moves {
+            *by_reason.entry(m.reason.as_str()).or_default() += 1;
+        }
+        let hottest = plan
+            .hottest
+            .map(|h| json!({"switch": name(h.switch), "port": h.port, "utilisation": h.utilisation}));
+        json!({
+            "t_ns": now_ns,
+            "moves": by_reason,
+            "moves_listed": plan.moves.iter().take(self.cfg.max_move_notes).map(|m| move_json(topo, &self.jobs, m)).collect::<Vec<_>>(),
+            "unplaced": plan.unplaced.iter().take(self.cfg.max_move_notes).map(|u| json!({"flow": u.flow, "why": u.why, "kept": u.kept.as_ref().map(|p| path_json(topo, p)), "broken": u.broken})).collect::<Vec<_>>(),
+            "refused": step.refused,
+            "planned_max_utilisation": plan.max_utilisation,
+            "observed_max_utilisation": step.observed_max_utilisation,
+            "lower_bound": plan.lower_bound,
+            "hottest": hottest,
+            "budget_hit": plan.budget_hit,
+            "exact": plan.exact,
+        })
+    }
+
+    /// What `GET /api/v1/flows` needs, as cheap copies: the placement (as
+    /// of the last decision that moved a flow) and the last decision.
+    pub fn view(&mut self) -> FlowsView {
+        if self.placement_stale {
+            self.placement = Arc::new(self.planner.placement());
+            self.placement_stale = false;
+        }
+        let owners = self
+            .placement
+            .iter()
+            .filter_map(|(k, _)| self.jobs.owner(k).map(|o| (*k, o.to_string())))
+            .collect();
+        let rates = self.placement.iter().filter_map(|(k, _)| Some((*k, self.planner.rate(k)?))).collect();
+        FlowsView {
+            placement: self.placement.clone(),
+            owners,
+            rates,
+            last: self.last.clone(),
+            steered: self.steered,
+        }
+    }
+
+    /// The event-log lines of a decision (see [`crate::core::Core::placement_notes`]).
+    pub fn notes(&self, topo: &Topology, p: &PlaceStep, applied: bool) -> Vec<Note> {
+        let max = self.cfg.max_move_notes;
+        let name = |s: SwitchId| topo.switches.get(s).map(|x| x.name.clone());
+        let mut notes = Vec::new();
+        for m in p.moves.iter().take(max) {
+            let at = m.to.as_ref().or(m.from.as_ref()).and_then(|p| p.hops.first()).map(|h| h.switch);
+            let mut details = move_json(topo, &self.jobs, m);
+            details["applied"] = json!(applied);
+            let reason = format!("{} {}", m.reason.as_str(), m.flow);
+            notes.push(Note { kind: "flow_move", switch: at.and_then(name), reason, details });
+        }
+        if p.moves.len() > max {
+            let reason = format!("{} more moves not listed", p.moves.len() - max);
+            notes.push(Note {
+                kind: "flow_moves",
+                switch: None,
+                reason,
+                details: json!({"moves": p.moves.len()}),
+            });
+        }
+        for u in p.unplaced.iter().take(max) {
+            let details = json!({"flow": u.flow, "why": u.why, "kept": u.kept.as_ref().map(|k| path_json(topo, k)), "broken": u.broken});
+            let reason = format!("no path for {}; previous placement kept: {}", u.flow, u.why);
+            notes.push(Note { kind: "flow_unplaced", switch: None, reason, details });
+        }
+        for r in &p.refused {
+            notes.push(Note { kind: "steer_refused", switch: None, reason: r.clone(), details: json!({}) });
+        }
+        notes
+    }
+
+    /// `GET /api/v1/jobs`: every job's summary, in name order.
+    pub fn jobs_doc(&self) -> Arc<Value> {
+        self.jobs_doc.clone()
+    }
+
+    fn build_jobs_doc(&self, topo: &Topology) -> Value {
+        let list: Vec<Value> = self
+            .jobs
+            .list()
+            .map(|j| job_summary(topo, j, self.meta.get(&j.name).map_or(0, |m| m.registered_ns)))
+            .collect();
+        json!({"jobs": list, "flows": self.jobs.flow_count()})
+    }
+}
+
+/// The placement as the flows endpoint shows it.
+#[derive(Debug, Clone, Default)]
+pub struct FlowsView {
+    placement: Arc<Vec<(FlowKey, Path)>>,
+    owners: HashMap<FlowKey, String>,
+    rates: HashMap<FlowKey, u64>,
+    last: Arc<Value>,
+    steered: usize,
+}
+
+impl FlowsView {
+    /// The document of `GET /api/v1/flows`.
+    pub fn to_json(&self, topo: &Topology, mode: crate::mode::Mode, pinned: bool) -> Value {
+        let flows: Vec<Value> = self
+            .placement
+            .iter()
+            .map(|(k, p)| {
+                json!({
+                    "flow": k,
+                    "job": self.owners.get(k),
+                    "rate_bps": self.rates.get(k),
+                    "path": path_json(topo, p),
+                })
+            })
+            .collect();
+        json!({
+            "mode": mode.as_str(),
+            "applied": mode.writes() && !pinned,
+            "placed": flows.len(),
+            "steered": self.steered,
+            "flows": flows,
+            "last_decision": *self.last,
+        })
+    }
+}
+
+/// A path as `[{"switch", "port", "next", "steered"}]`.
+pub fn path_json(topo: &Topology, p: &Path) -> Value {
+    let name = |s: SwitchId| topo.switches.get(s).map_or("?", |x| x.name.as_str());
+    Value::Array(
+        p.hops
+            .iter()
+            .map(|h| json!({"switch": name(h.switch), "port": h.port, "next": name(h.next), "steered": h.choice}))
+            .collect(),
+    )
+}
+
+/// One move for the event log and the API.
+pub fn move_json(topo: &Topology, jobs: &JobRegistry, m: &Move) -> Value {
+    json!({
+        "flow": m.flow,
+        "job": jobs.owner(&m.flow),
+        "reason": m.reason.as_str(),
+        "from": m.from.as_ref().map(|p| path_json(topo, p)),
+        "to": m.to.as_ref().map(|p| path_json(topo, p)),
+        "bottleneck_before": m.bottleneck_before,
+        "bottleneck_after": m.bottleneck_after,
+    })
+}
+
+/// A job as the API lists it (its flows counted, not listed).
+fn job_summary(topo: &Topology, job: &job::Job, registered_ns: u64) -> Value {
+    let host = |h: usize| topo.hosts.get(h).map_or("?", |x| x.name.as_str());
+    let bytes: BTreeSet<u64> = job.flows.iter().map(|f| f.bytes).collect();
+    let pairs = job.flows.iter().filter(|f| matches!(f.key, FlowKey::Pair { .. })).count();
+    json!({
+        "name": job.name,
+        "pattern": job.pattern.as_ref().map(|p| p.name()),
+        "hosts": job.ranks.iter().map(|&h| host(h)).collect::<Vec<_>>(),
+        "flows": job.flows.len(),
+        "host_pair_flows": pairs,
+        "bytes": if bytes.len() == 1 { bytes.first().copied() } else { None },
+        "period_ms": job.period_ns.map(|p| p as f64 / 1e6),
+        "registered_t_ns": registered_ns,
+    })
+}
