@@ -98,6 +98,20 @@ pub struct RunArgs {
     /// 1334 keeps a two-uplink leaf at 1:2, so moved flowlets do not herd onto the other uplink).
     #[arg(long, default_value_t = 1334)]
     pub max_share_growth_permille: u32,
+    /// Placement: a flow the data plane reported large, with no report for
+    /// this long, has ended; its steer entries are removed (ms).
+    #[arg(long, default_value_t = 1000.0)]
+    pub flow_idle_ms: f64,
+    /// Placement: a placed flow moves only if that lowers its bottleneck by
+    /// this much of a link's capacity (per mille).
+    #[arg(long, default_value_t = 50)]
+    pub te_min_gain_permille: u32,
+    /// Placement: most rebalancing moves per decision.
+    #[arg(long, default_value_t = 64)]
+    pub te_max_moves: usize,
+    /// Placement: a flow that moved is not moved again to rebalance for this long (ms).
+    #[arg(long, default_value_t = 100.0)]
+    pub te_hold_down_ms: f64,
     /// Scrape interval of host exporters (`hosts[].exporter`), milliseconds.
     #[arg(long, default_value_t = 5000)]
     pub host_scrape_ms: u64,
@@ -232,6 +246,10 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.core.policy.derate_step_permille = a.derate_step_permille;
     cfg.core.policy.min_factor_permille = a.min_factor_permille;
     cfg.core.policy.max_share_growth_permille = a.max_share_growth_permille;
+    cfg.core.place.flow_idle_ns = ms(a.flow_idle_ms);
+    cfg.core.place.te.min_gain_permille = a.te_min_gain_permille;
+    cfg.core.place.te.max_moves = a.te_max_moves;
+    cfg.core.place.te.hold_down_ns = ms(a.te_hold_down_ms);
     if let Err(e) = metaroce_policy_check(&cfg) {
         eprintln!("error: {e}");
         return Ok(Exit::Invalid);
@@ -516,5 +534,6 @@ fn replay(a: ReplayArgs) -> anyhow::Result<Exit> {
 /// The policy settings must pass the policy's own validation before any
 /// switch is touched.
 fn metaroce_policy_check(cfg: &Config) -> Result<(), String> {
-    metaroce_policy::Policy::new(cfg.core.policy.clone()).map(|_| ()).map_err(|e| e.to_string())
+    metaroce_policy::Policy::new(cfg.core.policy.clone()).map(|_| ()).map_err(|e| e.to_string())?;
+    cfg.core.place.te.validate().map_err(|e| e.to_string())
 }

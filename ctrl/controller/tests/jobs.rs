@@ -1,0 +1,283 @@
+//! L2: the job API against the controller daemon and in-process
+//! P4Runtime switches on 127.0.0.1. A scheduler registers a job, the
+//! controller places it before answering and lists it with its placement;
+//! bad bodies are refused with every problem; viewers cannot register and
+//! schedulers can do nothing else; a removed job's placement goes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{installed, pipeline};
+use metaroce_controller::daemon::{self, Config};
+use metaroce_controller::mode::Mode;
+use metaroce_p4rt::server::{Switch, SwitchOptions};
+use serde_json::Value;
+
+const SCHED: &str = "scheduler-token-for-the-job-test";
+const VIEW: &str = "viewer-token-for-the-job-test-01";
+const OPER: &str = "operator-token-for-the-job-test-1";
+
+fn topology(addrs: &[SocketAddr]) -> metaroce_topo::Topology {
+    let yaml = format!(
+        r#"
+name: jobs-2x2
+fabric: {{flowlet_timeout: 5ms, queue_high: 40pkt, queue_low: 10pkt, ecn_threshold: 20pkt}}
+defaults: {{link: {{bandwidth: 100Mbps}}, host: {{nic_rate: 100Mbps}}}}
+switches:
+  - {{name: leaf1,  role: leaf,  device_id: 1, p4rt: "{}", subnet: 10.0.1.0/24}}
+  - {{name: leaf2,  role: leaf,  device_id: 2, p4rt: "{}", subnet: 10.0.2.0/24}}
+  - {{name: spine1, role: spine, device_id: 3, p4rt: "{}"}}
+  - {{name: spine2, role: spine, device_id: 4, p4rt: "{}"}}
+hosts:
+  - {{name: h1, ip: 10.0.1.1, mac: "02:00:00:00:01:01", leaf: leaf1, port: 1}}
+  - {{name: h2, ip: 10.0.1.2, mac: "02:00:00:00:01:02", leaf: leaf1, port: 2}}
+  - {{name: h3, ip: 10.0.2.1, mac: "02:00:00:00:02:01", leaf: leaf2, port: 1}}
+  - {{name: h4, ip: 10.0.2.2, mac: "02:00:00:00:02:02", leaf: leaf2, port: 2}}
+links:
+  - {{a: "leaf1:3", b: "spine1:1"}}
+  - {{a: "leaf1:4", b: "spine2:1"}}
+  - {{a: "leaf2:3", b: "spine1:2"}}
+  - {{a: "leaf2:4", b: "spine2:2"}}
+"#,
+        addrs[0], addrs[1], addrs[2], addrs[3]
+    );
+    metaroce_topo::load_str(&yaml, "jobs").unwrap()
+}
+
+async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<bool>) {
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let mut switches = vec![];
+    let mut addrs = vec![];
+    for id in 1..=4u64 {
+        let sw =
+            Switch::new(SwitchOptions { device_id: id, registers_via_p4runtime: true, ..Default::default() });
+        let mut rx = rx.clone();
+        let (addr, _task) = sw
+            .bind("127.0.0.1:0".parse().unwrap(), async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+            .unwrap();
+        switches.push(sw);
+        addrs.push(addr);
+    }
+    (switches, addrs, stop)
+}
+
+fn free_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+fn tempfile_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("metaroce-jobs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// One HTTP exchange: (status, JSON body).
+async fn http(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return (0, Value::Null) };
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let json =
+        out.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
+    (status, json)
+}
+
+async fn wait_for<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
+    what: &str,
+    secs: u64,
+    mut f: F,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+struct Running {
+    listen: SocketAddr,
+    addrs: Vec<SocketAddr>,
+    quit: tokio::sync::oneshot::Sender<()>,
+    daemon: tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    _switches: Vec<Switch>,
+}
+
+async fn start(mode: Mode, tag: &str) -> Running {
+    let p = pipeline();
+    let (switches, addrs, stop) = fabric().await;
+    let topo = topology(&addrs);
+    let listen = free_port();
+    let tokens = tempfile_path(&format!("{tag}-tokens"));
+    std::fs::write(&tokens, format!("scheduler {SCHED}\nviewer {VIEW}\noperator {OPER}\n")).unwrap();
+    let mut cfg = Config::new(topo, p);
+    cfg.mode = mode;
+    cfg.listen = Some(listen);
+    cfg.tokens = Some(tokens);
+    cfg.core.place.limits.max_flows = 8;
+    let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
+    let daemon = tokio::spawn(daemon::run(cfg, async move {
+        let _ = quit_rx.await;
+    }));
+    wait_for("the API", 10, || async { http(listen, "GET", "/healthz", SCHED, "").await.0 == 200 }).await;
+    let p = pipeline();
+    wait_for("the baseline on the leaves", 10, || async {
+        installed(addrs[0], 1, &p).await.len() > 4 && installed(addrs[1], 2, &p).await.len() > 4
+    })
+    .await;
+    Running { listen, addrs, quit, daemon, stop, _switches: switches }
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.quit.send(());
+        self.daemon.await.unwrap().unwrap();
+        let _ = self.stop.send(true);
+    }
+}
+
+const MOE: &str =
+    r#"{"name": "moe-7", "pattern": "all-to-all", "hosts": ["h1", "h3"], "bytes": 1048576, "period_ms": 2}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registered_job_is_placed_listed_and_removed() {
+    let r = start(Mode::Act, "place").await;
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, MOE).await;
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["job"]["name"], "moe-7");
+    assert_eq!(v["job"]["flows"], 2);
+    assert_eq!(v["placement"]["moves"]["new"], 2, "{v}");
+    assert_eq!(v["placement"]["applied"], true);
+    // Listed at once: the registration publishes the status before answering.
+    let (status, jobs) = http(r.listen, "GET", "/api/v1/jobs", VIEW, "").await;
+    assert_eq!((status, jobs["jobs"][0]["name"].clone()), (200, "moe-7".into()), "{jobs}");
+    assert_eq!(jobs["jobs"][0]["hosts"], serde_json::json!(["h1", "h3"]));
+    let (_, flows) = http(r.listen, "GET", "/api/v1/flows", VIEW, "").await;
+    assert_eq!(flows["placed"], 2, "{flows}");
+    assert_eq!(flows["applied"], true);
+    let listed = flows["flows"].as_array().unwrap();
+    assert!(listed.iter().all(|f| f["job"] == "moe-7"), "{flows}");
+    // Each flow crosses a leaf, a spine and the other leaf, steered where the leaf has a choice.
+    for f in listed {
+        let path = f["path"].as_array().unwrap();
+        assert_eq!(path.len(), 2, "{f}");
+        assert_eq!(path[0]["steered"], true, "{f}");
+        assert!(path[0]["port"] == 3 || path[0]["port"] == 4, "{f}");
+    }
+    // The event log has each move with its reason.
+    let (_, events) = http(r.listen, "GET", "/api/v1/events?limit=1000", VIEW, "").await;
+    let moves: Vec<&Value> =
+        events["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "flow_move").collect();
+    assert_eq!(moves.len(), 2, "{events}");
+    assert!(moves.iter().all(|m| m["details"]["reason"] == "new" && m["details"]["job"] == "moe-7"));
+    let (_, metrics) = http_text(r.listen, "/metrics", VIEW).await;
+    assert!(metrics.contains("metaroce_flow_moves_total{reason=\"new\"} 2"), "{metrics}");
+    assert!(metrics.contains("metaroce_steered_flows 2"), "{metrics}");
+    assert!(metrics.contains("metaroce_jobs 1"), "{metrics}");
+
+    // The name is taken now; the same flows belong to moe-7.
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, MOE).await;
+    assert_eq!(status, 400, "{v}");
+    let again = MOE.replace("moe-7", "moe-8");
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, &again).await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["problems"].as_array().unwrap().len(), 2, "{v}");
+    assert!(v["problems"][0]["message"].as_str().unwrap().contains("already owned by job \"moe-7\""), "{v}");
+
+    let (status, v) = http(r.listen, "DELETE", "/api/v1/jobs/moe-7", SCHED, "").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["placement"]["moves"]["ended"], 2, "{v}");
+    let (status, _) = http(r.listen, "DELETE", "/api/v1/jobs/moe-7", SCHED, "").await;
+    assert_eq!(status, 404);
+    let (_, jobs) = http(r.listen, "GET", "/api/v1/jobs", VIEW, "").await;
+    assert_eq!(jobs["jobs"], serde_json::json!([]));
+    let (_, flows) = http(r.listen, "GET", "/api/v1/flows", VIEW, "").await;
+    assert_eq!(flows["placed"], 0, "{flows}");
+    assert!(!r.addrs.is_empty());
+    r.stop().await;
+}
+
+async fn http_text(addr: SocketAddr, path: &str, token: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    (out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0), out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_job_bodies_are_refused_with_every_problem_and_roles_are_checked() {
+    let r = start(Mode::Act, "bad").await;
+    let body = r#"{"name": "ring 3", "flows": [
+        {"src": "h1", "dst": "h9", "bytes": 1024},
+        {"src": "h1", "dst": "h3", "sport": 49152, "qp": 17, "bytes": 1024},
+        {"src": "h1", "dst": "h3", "sport": 49152, "qp": 17, "bytes": 1024},
+        {"src": "h2", "dst": "h2", "bytes": 0}
+    ], "colour": "red"}"#;
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, body).await;
+    assert_eq!(status, 400, "{v}");
+    let problems = v["problems"].as_array().unwrap();
+    let at = |path: &str| problems.iter().any(|p| p["path"] == path);
+    for path in ["name", "colour", "flows[0].dst", "flows[2]", "flows[3].bytes"] {
+        assert!(at(path), "no problem at {path}: {v}");
+    }
+    assert!(v["error"].as_str().unwrap().contains(&format!("{} problem", problems.len())), "{v}");
+    // Too many flows for the limit (8): 4 hosts all-to-all is 12.
+    let big = r#"{"name": "big", "pattern": "all-to-all", "hosts": ["h1", "h2", "h3", "h4"], "bytes": 1}"#;
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, big).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["problems"][0]["message"].as_str().unwrap().contains("more than the limit"), "{v}");
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, "not json").await;
+    assert_eq!(status, 400, "{v}");
+    // Viewers cannot register jobs; schedulers cannot change the mode.
+    let (status, _) = http(r.listen, "POST", "/api/v1/jobs", VIEW, MOE).await;
+    assert_eq!(status, 403);
+    let (status, _) = http(r.listen, "DELETE", "/api/v1/jobs/moe-7", VIEW, "").await;
+    assert_eq!(status, 403);
+    let (status, _) = http(r.listen, "POST", "/api/v1/mode", SCHED, r#"{"mode":"observe"}"#).await;
+    assert_eq!(status, 403);
+    // Operators may manage jobs too.
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", OPER, MOE).await;
+    assert_eq!(status, 201, "{v}");
+    let (_, events) = http(r.listen, "GET", "/api/v1/events?limit=1000", VIEW, "").await;
+    let refused = events["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "job_refused").count();
+    // Two reached the state task; the body that is not JSON was refused by the API itself.
+    assert_eq!(refused, 2, "{events}");
+    r.stop().await;
+}
+
+/// Observe and advise plan the placement and show it, but write no steer
+/// entry: the flows endpoint says it is not applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observe_mode_places_but_does_not_apply() {
+    let r = start(Mode::Observe, "observe").await;
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, MOE).await;
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["placement"]["applied"], false, "{v}");
+    let (_, flows) = http(r.listen, "GET", "/api/v1/flows", VIEW, "").await;
+    assert_eq!((flows["placed"].clone(), flows["applied"].clone()), (2.into(), false.into()), "{flows}");
+    r.stop().await;
+}
