@@ -124,6 +124,9 @@ pub struct SyncOutcome {
     pub caused_at: Option<Cause>,
     /// When the pass began (its diff and writes).
     pub started_at: Instant,
+    /// When its first Write was sent (the controller's own share of a
+    /// reaction ends here; the switch's acknowledgement follows).
+    pub sent_at: Option<Instant>,
     /// When the last insert/modify batch was acknowledged: from then on new
     /// flowlets take the new weights (deletes of old groups follow).
     pub moved_at: Option<Instant>,
@@ -443,12 +446,14 @@ impl Live<'_> {
         let started = Instant::now();
         let mut error = None;
         let mut moved_at = None;
+        let mut sent_at = None;
         if self.cfg.dry_run {
             for c in batches.iter().flatten() {
                 info!(change = ?c, "dry run: would write");
             }
         } else {
             for batch in &batches {
+                sent_at.get_or_insert_with(Instant::now);
                 match self.write(batch).await {
                     Ok(()) => {
                         reconcile::apply(&mut self.installed, batch);
@@ -485,6 +490,7 @@ impl Live<'_> {
             error,
             caused_at,
             started_at,
+            sent_at,
             moved_at,
         };
         let ok = outcome.error.is_none();

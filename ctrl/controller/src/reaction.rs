@@ -1,5 +1,6 @@
 //! Reaction-time bookkeeping for the state task: which digest made a port
-//! hot, which switch rewrites it caused, and when each switch acknowledged
+//! hot (or which large-flow digest or job registration made the placement
+//! move flows), which switch rewrites it caused, and when each switch acknowledged
 //! the first of them. A reaction counts once per (cause, switch); later
 //! steps of the same episode are the policy's pacing, not reaction time.
 //! Each reaction is split into stages (queue, decide, dispatch, write) so
@@ -22,6 +23,8 @@ pub struct Reaction {
     pub cause: Cause,
     /// The pass that moved the routes began.
     pub started: Instant,
+    /// Its first Write was sent.
+    pub sent: Option<Instant>,
     /// Its last insert/modify batch was acknowledged.
     pub moved: Instant,
 }
@@ -30,6 +33,12 @@ impl Reaction {
     /// Digest received → routes on the new groups acknowledged.
     pub fn total(&self) -> Duration {
         self.moved.saturating_duration_since(self.cause.received)
+    }
+
+    /// The controller's own share: cause received → first Write sent
+    /// (without the switch's acknowledgement).
+    pub fn controller(&self) -> Option<Duration> {
+        self.sent.map(|t| t.saturating_duration_since(self.cause.received))
     }
 
     /// The stages in milliseconds: waiting for the state task, deciding and
@@ -57,11 +66,18 @@ pub struct Reactions {
     unacked: Vec<Option<Cause>>,
     /// Per switch: the cause whose reaction was last recorded.
     reacted: Vec<Option<Cause>>,
+    /// (received, handled) of the input that made the placement due.
+    place_at: Option<(Instant, Instant)>,
 }
 
 impl Reactions {
     pub fn new(switches: usize) -> Self {
-        Reactions { up_at: BTreeMap::new(), unacked: vec![None; switches], reacted: vec![None; switches] }
+        Reactions {
+            up_at: BTreeMap::new(),
+            unacked: vec![None; switches],
+            reacted: vec![None; switches],
+            place_at: None,
+        }
     }
 
     /// A digest received at `received` and applied at `handled` made the port hot.
@@ -100,6 +116,28 @@ impl Reactions {
         caused
     }
 
+    /// The cause of a placement decision's rewrites: the large-flow digest
+    /// or job registration that made it due, received and handled then.
+    pub fn placement_due(&mut self, received: Instant, handled: Instant) {
+        if self.place_at.is_none() {
+            self.place_at = Some((received, handled));
+        }
+    }
+
+    /// The placement's cause for the switches its decision touched; taken once.
+    pub fn placement_causes(
+        &mut self,
+        touched: impl Iterator<Item = usize>,
+        published: Instant,
+        caused: &mut BTreeMap<usize, Cause>,
+    ) {
+        let Some((received, handled)) = self.place_at.take() else { return };
+        let new = Cause { received, handled, published };
+        for s in touched {
+            caused.entry(s).and_modify(|e| *e = (*e).min_by_received(new)).or_insert(new);
+        }
+    }
+
     /// The cause a new target of switch `s` carries: its own, or the one of
     /// a target it replaces before the switch acknowledged it.
     pub fn carry(&mut self, s: usize, fresh: Option<Cause>) -> Option<Cause> {
@@ -123,7 +161,7 @@ impl Reactions {
         if let Some(u) = self.unacked.get_mut(s).filter(|u| **u == Some(cause)) {
             *u = None;
         }
-        Some(Reaction { cause, started: outcome.started_at, moved })
+        Some(Reaction { cause, started: outcome.started_at, sent: outcome.sent_at, moved })
     }
 }
 
@@ -151,6 +189,7 @@ mod tests {
             error: None,
             caused_at: cause,
             started_at: started,
+            sent_at: moved.map(|_| started + Duration::from_millis(1)),
             moved_at: moved,
         }
     }
@@ -166,6 +205,7 @@ mod tests {
         assert_eq!(r.carry(1, None), Some(cause));
         let first = r.on_synced(1, &outcome(Some(cause), ms(6), Some(ms(10)))).unwrap();
         assert_eq!(first.total(), Duration::from_millis(10));
+        assert_eq!(first.controller(), Some(Duration::from_millis(7)));
         let st = first.stages_json();
         assert_eq!((st["queue"].as_f64(), st["decide"].as_f64()), (Some(1.0), Some(2.0)));
         assert_eq!((st["dispatch"].as_f64(), st["write"].as_f64()), (Some(3.0), Some(4.0)));

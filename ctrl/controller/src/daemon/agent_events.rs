@@ -143,6 +143,8 @@ impl State {
         let details = json!({"inserts": outcome.inserts, "modifies": outcome.modifies, "deletes": outcome.deletes,
             "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error,
             "reaction_ms": reaction.map(|r| r.total().as_secs_f64() * 1e3),
+            // Cause in → first Write sent: the controller's own share.
+            "controller_ms": reaction.and_then(|r| r.controller()).map(|d| d.as_secs_f64() * 1e3),
             "reaction_stages_ms": reaction.map(|r| r.stages_json()),
             // When the causing digest arrived (unix µs): groups the writes one digest caused.
             "cause_unix_us": reaction.map(|r| unix_us_of(r.cause.received))});

@@ -3,6 +3,7 @@
 //! with what the placement did; and the placement's metrics.
 
 use serde_json::{json, Value};
+use tokio::time::Instant;
 
 use super::State;
 use crate::core::Input;
@@ -13,7 +14,7 @@ impl State {
     /// Registers a job and places its flows before answering: by the time
     /// the scheduler hears 201, the steer entries are published to the
     /// switches' agents (in `act`), ahead of the job's traffic.
-    pub(super) async fn on_register_job(&mut self, body: Value, reply: JobReply) {
+    pub(super) async fn on_register_job(&mut self, body: Value, received: Instant, reply: JobReply) {
         let now = self.now_ns();
         self.record(now, &Input::JobRegister { body: body.clone() });
         match self.core.register_job(now, &body) {
@@ -39,6 +40,7 @@ impl State {
                     summary.clone(),
                 );
                 self.metrics.set_jobs(self.core.placement().jobs().len());
+                self.reactions.placement_due(received, Instant::now());
                 let placement = self.decide_and_publish(true).await;
                 let _ = reply.send(Ok(json!({"ok": true, "job": summary, "placement": placement})));
             }
@@ -47,7 +49,7 @@ impl State {
 
     /// Removes a job; its flows leave the planner and the decision run at
     /// once removes their steer entries.
-    pub(super) async fn on_remove_job(&mut self, name: String, reply: JobReply) {
+    pub(super) async fn on_remove_job(&mut self, name: String, received: Instant, reply: JobReply) {
         let now = self.now_ns();
         self.record(now, &Input::JobRemove { name: name.clone() });
         match self.core.remove_job(&name) {
@@ -58,6 +60,7 @@ impl State {
             Some(summary) => {
                 self.events.record("job_removed", None, &format!("job {name} removed"), summary.clone());
                 self.metrics.set_jobs(self.core.placement().jobs().len());
+                self.reactions.placement_due(received, Instant::now());
                 let placement = self.decide_and_publish(true).await;
                 let _ = reply.send(Ok(json!({"ok": true, "removed": summary, "placement": placement})));
             }

@@ -495,8 +495,10 @@ impl State {
                     }
                 }
             }
-            Command::RegisterJob { body, reply } => self.on_register_job(body, reply).await,
-            Command::RemoveJob { name, reply } => self.on_remove_job(name, reply).await,
+            Command::RegisterJob { body, received, reply } => {
+                self.on_register_job(body, received, reply).await
+            }
+            Command::RemoveJob { name, received, reply } => self.on_remove_job(name, received, reply).await,
         }
     }
 
@@ -507,7 +509,10 @@ impl State {
         let mut step = self.core.decide_plans(self.now_ns());
         let deciding = started.elapsed();
         self.decisions += 1;
-        let caused = self.reactions.causes(step.decision.as_ref(), self.core.view(), Instant::now());
+        let mut caused = self.reactions.causes(step.decision.as_ref(), self.core.view(), Instant::now());
+        if let Some(p) = &step.placement {
+            self.reactions.placement_causes(p.touched.iter().copied(), Instant::now(), &mut caused);
+        }
         let published = !step.plans.is_empty();
         // The targets replaced (the agents are done with them): freed after
         // the new ones are out.

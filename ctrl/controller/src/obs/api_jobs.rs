@@ -62,6 +62,7 @@ pub(super) async fn register(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let received = tokio::time::Instant::now();
     let role = authorize(&state, &headers, Role::Scheduler, "jobs")?;
     let bytes = body.map_err(|rejection| {
         ApiError::new(rejection.status(), format!("cannot read the request body: {}", rejection.body_text()))
@@ -74,7 +75,7 @@ pub(super) async fn register(
         }
     };
     let name = body.get("name").and_then(Value::as_str).unwrap_or("").chars().take(64).collect::<String>();
-    let answer = ask(&state, |reply| Command::RegisterJob { body, reply }).await;
+    let answer = ask(&state, |reply| Command::RegisterJob { body, received, reply }).await;
     audit(
         &state,
         role,
@@ -96,9 +97,10 @@ pub(super) async fn remove(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
+    let received = tokio::time::Instant::now();
     let role = authorize(&state, &headers, Role::Scheduler, "jobs")?;
     let shown: String = name.chars().take(64).collect();
-    let answer = ask(&state, |reply| Command::RemoveJob { name, reply }).await;
+    let answer = ask(&state, |reply| Command::RemoveJob { name, received, reply }).await;
     audit(
         &state,
         role,

@@ -63,12 +63,12 @@ fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
                     let _ = reply.send(answer.clone().map(|()| json!({ "cut_off": [] })));
                     continue;
                 }
-                Command::RegisterJob { body, reply } => {
+                Command::RegisterJob { body, reply, .. } => {
                     log.lock().unwrap().push(format!("job {}", body["name"]));
                     let _ = reply.send(Ok(json!({ "ok": true, "job": { "name": body["name"] } })));
                     continue;
                 }
-                Command::RemoveJob { name, reply } => {
+                Command::RemoveJob { name, reply, .. } => {
                     log.lock().unwrap().push(format!("remove {name}"));
                     let answer = match name.as_str() {
                         "nope" => {

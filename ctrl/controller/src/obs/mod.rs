@@ -146,11 +146,14 @@ pub enum Command {
     /// place it before answering.
     RegisterJob {
         body: Value,
+        /// When the API received the request (reaction time starts here).
+        received: tokio::time::Instant,
         reply: JobReply,
     },
     /// Remove a job and its steer entries.
     RemoveJob {
         name: String,
+        received: tokio::time::Instant,
         reply: JobReply,
     },
 }
