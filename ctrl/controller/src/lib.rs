@@ -14,4 +14,5 @@ pub mod reaction;
 pub mod reconcile;
 pub mod replay;
 pub mod snapshot;
+pub mod stage;
 pub mod status;
