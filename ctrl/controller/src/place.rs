@@ -195,7 +195,9 @@ impl Placement {
             steer: (0..topo.switches.len()).map(|_| Arc::new(Steer::new())).collect(),
             host_leaf: topo.hosts.iter().map(|h| (h.ip, h.leaf)).collect(),
             capacity,
-            dirty: false,
+            // A first decision with no flows: the planner's figures (and
+            // its duration histogram) have samples from the start.
+            dirty: true,
             last_plan_ns: None,
             next_sweep_ns: 0,
             last: Arc::new(Value::Null),
