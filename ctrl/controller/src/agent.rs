@@ -15,7 +15,7 @@ use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::session::{Bmv2Json, PipelineOutcome};
 use metaroce_p4rt::thrift::ThriftConfig;
 use metaroce_p4rt::{Event as SessionEvent, Session, SessionConfig, SessionError};
-use metaroce_pipeline::{Entry, Key, PacketInReason, Pipeline, PortRegister, QueueDigest};
+use metaroce_pipeline::{Entry, Key, LargeFlowDigest, PacketInReason, Pipeline, PortRegister, QueueDigest};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -78,6 +78,12 @@ pub enum AgentEvent {
     Digests {
         switch: usize,
         digests: Vec<QueueDigest>,
+        received: Instant,
+    },
+    /// Flows the switch found large (its large-flow digests, decoded).
+    LargeFlows {
+        switch: usize,
+        flows: Vec<LargeFlowDigest>,
         received: Instant,
     },
     /// Per port: (max depth since the last read, congested).
@@ -216,6 +222,7 @@ async fn open(
             session.set_pipeline(pipeline.info(), &Bmv2Json(pipeline.device_config().to_vec()), None).await?;
         debug!(?outcome, "pipeline");
         session.configure_digest(pipeline.digest_entry(cfg.digest)?).await?;
+        session.configure_digest(pipeline.large_flow_digest_entry(cfg.digest)?).await?;
         match outcome {
             PipelineOutcome::Pushed => "pushed",
             PipelineOutcome::AlreadyInstalled => "already running",
@@ -377,6 +384,17 @@ impl Live<'_> {
                             .await;
                     }
                     Err(e) => warn!(error = %e, "malformed digest list dropped"),
+                }
+            }
+            SessionEvent::Digest(list) if self.pipeline.is_large_flow_digest(&list) => {
+                let got = self.pipeline.decode_large_flows(&list);
+                for e in &got.malformed {
+                    warn!(error = %e, "malformed large-flow digest dropped");
+                }
+                if !got.flows.is_empty() {
+                    let received = Instant::now();
+                    let _ =
+                        self.events.send(AgentEvent::LargeFlows { switch, flows: got.flows, received }).await;
                 }
             }
             SessionEvent::PacketIn(p) => match self.pipeline.decode_packet_in(&p) {

@@ -240,6 +240,9 @@ impl Core {
     pub fn routing(&self) -> &Routing {
         &self.routing
     }
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
     pub fn plan(&self, s: SwitchId) -> Option<&SwitchPlan> {
         self.plans.get(s).and_then(Option::as_ref)
     }

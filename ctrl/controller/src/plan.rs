@@ -16,7 +16,7 @@ use metaroce_pipeline::{Entry, Key, Mac, RouteTarget};
 use metaroce_topo::units::QueueDepth;
 use metaroce_topo::{NextHop, Role, Routing, SwitchId, Topology};
 
-use crate::place::Steer;
+use crate::place::{Steer, SteerHop};
 
 /// Target-specific settings the YAML does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +31,14 @@ pub struct Settings {
     /// Bytes per queue unit when the YAML gives depths in bytes (BMv2
     /// counts packets: one MTU-sized packet per unit).
     pub bytes_per_queue_unit: u64,
+    /// The large-flow detector's window, in target time units (µs on BMv2).
+    pub large_flow_window: u32,
+    /// A flow is large when it sends this share of the slowest host NIC's
+    /// rate over a window (per mille); 0 turns the detector off.
+    pub large_flow_permille: u32,
+    /// Nanoseconds per target time unit (1000 on BMv2, whose timestamps
+    /// are µs): converts the detector's windows.
+    pub time_unit_ns: u64,
 }
 
 impl Default for Settings {
@@ -42,6 +50,9 @@ impl Default for Settings {
             int_max_hops: 4,
             report_port: 32766,
             bytes_per_queue_unit: 1500,
+            large_flow_window: 1000,
+            large_flow_permille: 100,
+            time_unit_ns: 1000,
         }
     }
 }
@@ -135,6 +146,7 @@ pub fn fixed_entries(topo: &Topology, routing: &Routing, settings: &Settings, s:
         },
         Entry::CloneSession { id: REPORT_SESSION, port: u32::from(f.cpu_port) },
         Entry::CloneSession { id: DIGEST_SESSION, port: u32::from(f.cpu_port) },
+        large_flow_config(topo, settings),
     ];
     let (high, low, ecn) =
         (depth(f.queue_high, settings), depth(f.queue_low, settings), depth(f.ecn_threshold, settings));
@@ -187,6 +199,50 @@ pub fn fixed_entries(topo: &Topology, routing: &Routing, settings: &Settings, s:
     let used: BTreeSet<u16> = used.collect();
     fixed.extend(used.iter().map(|&id| Entry::Member { id: u32::from(id), nhop: id }));
     fixed
+}
+
+/// The large-flow detector's settings: a window, and the bytes in it that
+/// make a flow large (the configured share of the slowest host NIC).
+pub fn large_flow_config(topo: &Topology, settings: &Settings) -> Entry {
+    let nic = topo.hosts.iter().map(|h| h.nic_rate.bps()).min().unwrap_or(0);
+    let window_ns = u128::from(settings.large_flow_window) * u128::from(settings.time_unit_ns.max(1));
+    let bytes =
+        u128::from(nic) * window_ns / 8 / 1_000_000_000 * u128::from(settings.large_flow_permille) / 1000;
+    let threshold =
+        if settings.large_flow_permille == 0 { 0 } else { u32::try_from(bytes).unwrap_or(u32::MAX).max(1) };
+    Entry::LargeFlowConfig { window_us: settings.large_flow_window, threshold_bytes: threshold }
+}
+
+/// The pipeline entry of a target-neutral steer entry.
+pub fn steer_entry(flow: &metaroce_te::FlowKey, hop: &SteerHop) -> Entry {
+    match *flow {
+        metaroce_te::FlowKey::Flow { src, dst, sport, qp } => Entry::SteerFlow {
+            flow: metaroce_pipeline::FlowKey { src, dst, sport, qp },
+            nhop_id: hop.nhop_id,
+            port: hop.port,
+        },
+        metaroce_te::FlowKey::Pair { src, dst } => {
+            Entry::SteerPair { src, dst, nhop_id: hop.nhop_id, port: hop.port }
+        }
+    }
+}
+
+/// The steer key of a target-neutral flow on the switch.
+pub fn steer_key(flow: &metaroce_te::FlowKey) -> Key {
+    match *flow {
+        metaroce_te::FlowKey::Flow { src, dst, sport, qp } => {
+            Key::SteerFlow(metaroce_pipeline::FlowKey { src, dst, sport, qp })
+        }
+        metaroce_te::FlowKey::Pair { src, dst } => Key::SteerPair(u32::from(src), u32::from(dst)),
+    }
+}
+
+/// The egress port of the steer entry `state` holds for `flow`, if any.
+pub fn steer_port(state: &BTreeMap<Key, Entry>, flow: &metaroce_te::FlowKey) -> Option<u16> {
+    match state.get(&steer_key(flow))? {
+        Entry::SteerFlow { port, .. } | Entry::SteerPair { port, .. } => Some(*port),
+        _ => None,
+    }
 }
 
 /// The routes of switch `s`, with the weights `overrides(s, leaf)` gives
@@ -358,6 +414,19 @@ pub fn assign(
         };
         let e = Entry::Route { prefix, len, target };
         out.insert(e.key(), e);
+    }
+    // Steer entries last, checked against the groups just built: one whose
+    // next hop is not a member of its route's group (or whose port is not
+    // that next hop's) is refused, named, and left out; the route's group
+    // forwards the flow instead.
+    for (flow, hop) in plan.steer.iter() {
+        let e = steer_entry(flow, hop);
+        match metaroce_pipeline::check_steer_in(&out, &e) {
+            Ok(()) => {
+                out.insert(e.key(), e);
+            }
+            Err(refusal) => tracing::warn!(error = %refusal, "steer entry refused"),
+        }
     }
     Ok(out)
 }

@@ -16,7 +16,10 @@ use common::{installed, pipeline};
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
 use metaroce_p4rt::server::{Switch, SwitchOptions};
+use metaroce_pipeline::{Entry, Key};
 use serde_json::Value;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 
 const SCHED: &str = "scheduler-token-for-the-job-test";
 const VIEW: &str = "viewer-token-for-the-job-test-01";
@@ -194,6 +197,26 @@ async fn a_registered_job_is_placed_listed_and_removed() {
     assert!(metrics.contains("metaroce_steered_flows 2"), "{metrics}");
     assert!(metrics.contains("metaroce_jobs 1"), "{metrics}");
 
+    // The leaves hold the steer entries the placement lists.
+    let p = pipeline();
+    for (leaf, (src, dst)) in [(0usize, ([10, 0, 1, 1], [10, 0, 2, 1])), (1, ([10, 0, 2, 1], [10, 0, 1, 1]))]
+    {
+        let want = listed
+            .iter()
+            .find(|f| f["flow"]["src"] == Ipv4Addr::from(src).to_string())
+            .map(|f| f["path"][0]["port"].as_u64().unwrap() as u16)
+            .unwrap();
+        wait_for("the steer entry on the leaf", 5, || async {
+            steer_pair(&installed(r.addrs[leaf], leaf as u64 + 1, &p).await, src, dst) == Some(want)
+        })
+        .await;
+    }
+    // The spines have no choice toward a leaf: no entry there.
+    for spine in [2usize, 3] {
+        let st = installed(r.addrs[spine], spine as u64 + 1, &p).await;
+        assert!(!st.keys().any(|k| matches!(k, Key::SteerPair(..) | Key::SteerFlow(_))), "{st:?}");
+    }
+
     // The name is taken now; the same flows belong to moe-7.
     let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, MOE).await;
     assert_eq!(status, 400, "{v}");
@@ -208,12 +231,30 @@ async fn a_registered_job_is_placed_listed_and_removed() {
     assert_eq!(v["placement"]["moves"]["ended"], 2, "{v}");
     let (status, _) = http(r.listen, "DELETE", "/api/v1/jobs/moe-7", SCHED, "").await;
     assert_eq!(status, 404);
+    wait_for("the steer entries to go", 5, || async {
+        let a = installed(r.addrs[0], 1, &p).await;
+        let b = installed(r.addrs[1], 2, &p).await;
+        steer_pair(&a, [10, 0, 1, 1], [10, 0, 2, 1]).is_none()
+            && steer_pair(&b, [10, 0, 2, 1], [10, 0, 1, 1]).is_none()
+    })
+    .await;
     let (_, jobs) = http(r.listen, "GET", "/api/v1/jobs", VIEW, "").await;
     assert_eq!(jobs["jobs"], serde_json::json!([]));
     let (_, flows) = http(r.listen, "GET", "/api/v1/flows", VIEW, "").await;
     assert_eq!(flows["placed"], 0, "{flows}");
     assert!(!r.addrs.is_empty());
     r.stop().await;
+}
+
+/// The port of the `steer_pair` entry `st` holds for `src -> dst`.
+fn steer_pair(st: &BTreeMap<Key, Entry>, src: [u8; 4], dst: [u8; 4]) -> Option<u16> {
+    match st.get(&Key::SteerPair(u32::from_be_bytes(src), u32::from_be_bytes(dst)))? {
+        Entry::SteerPair { port, nhop_id, .. } => {
+            assert_eq!(*nhop_id, port + 1, "the next hop of port P is P + 1");
+            Some(*port)
+        }
+        _ => None,
+    }
 }
 
 async fn http_text(addr: SocketAddr, path: &str, token: &str) -> (u16, String) {
@@ -279,5 +320,14 @@ async fn observe_mode_places_but_does_not_apply() {
     assert_eq!(v["placement"]["applied"], false, "{v}");
     let (_, flows) = http(r.listen, "GET", "/api/v1/flows", VIEW, "").await;
     assert_eq!((flows["placed"].clone(), flows["applied"].clone()), (2.into(), false.into()), "{flows}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let p = pipeline();
+    for (i, sw) in r.addrs.iter().enumerate() {
+        let st = installed(*sw, i as u64 + 1, &p).await;
+        assert!(
+            !st.keys().any(|k| matches!(k, Key::SteerPair(..) | Key::SteerFlow(_))),
+            "switch {i}: {st:?}"
+        );
+    }
     r.stop().await;
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use metaroce_pipeline::{Entry, Key, QueueDigest};
+use metaroce_pipeline::{Entry, Key, LargeFlowDigest, QueueDigest};
 use metaroce_telemetry::view::{PortRegisters, RegisterSnapshot, ThresholdCrossing};
 use metaroce_telemetry::PortKey;
 use serde_json::json;
@@ -15,6 +15,7 @@ use tracing::{info, warn};
 use super::State;
 use crate::agent::{AgentEvent, SyncOutcome};
 use crate::core::Input;
+use crate::place::LargeFlowReport;
 
 impl State {
     pub(super) fn on_agent(&mut self, ev: AgentEvent) {
@@ -32,6 +33,8 @@ impl State {
                     json!({"installed_entries": st.installed.len()}),
                 );
                 self.input(&Input::SwitchUp { switch });
+                // What it holds may be what a staged plan waits for.
+                self.restage();
             }
             AgentEvent::Down { switch, reason } => {
                 let name = self.name(switch);
@@ -49,6 +52,9 @@ impl State {
             }
             AgentEvent::Digests { switch, digests, received } => self.on_digests(switch, digests, received),
             AgentEvent::Registers { switch, ports, received } => self.on_registers(switch, &ports, received),
+            AgentEvent::LargeFlows { switch, flows, received } => {
+                self.on_large_flows(switch, &flows, received)
+            }
             AgentEvent::Report { switch, frame } => self.on_report(Some(switch), &frame, true),
             AgentEvent::EcnMarks { switch, ports } => {
                 let name = self.name(switch);
@@ -108,6 +114,38 @@ impl State {
         }
     }
 
+    /// Large-flow digests: each joins the placement's input. A digest that
+    /// makes a decision due (a flow not seen before) is the cause of the
+    /// steer writes it leads to.
+    fn on_large_flows(&mut self, switch: usize, flows: &[LargeFlowDigest], received: Instant) {
+        let name = self.name(switch);
+        let node = self.core.topology().switches[switch].int_node_id;
+        let unit_ns = self.core.settings().time_unit_ns.max(1);
+        for d in flows {
+            if d.switch_id != node || d.window_us == 0 {
+                warn!(switch = %name, digest_switch_id = d.switch_id, window = d.window_us, "large-flow digest for another switch or with an empty window dropped");
+                continue;
+            }
+            self.metrics.large_flow_digest(&name);
+            let report = LargeFlowReport {
+                switch,
+                src: d.flow.src,
+                dst: d.flow.dst,
+                sport: d.flow.sport,
+                qp: d.flow.qp,
+                egress_port: d.egress_port,
+                bytes: u64::from(d.bytes),
+                window_ns: u64::from(d.window_us).saturating_mul(unit_ns),
+                collision: d.collision,
+            };
+            let was_due = self.core.placement().input_changed();
+            self.input(&Input::LargeFlow(report));
+            if !was_due && self.core.placement().input_changed() {
+                self.reactions.placement_due(received, Instant::now());
+            }
+        }
+    }
+
     /// Per port: (max depth since the last read, congested).
     fn on_registers(&mut self, switch: usize, ports: &[(u16, u32, bool)], received: Instant) {
         let name = self.name(switch);
@@ -151,6 +189,9 @@ impl State {
         let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
         self.events.record(kind, Some(&name), "reconciled to the desired state", details);
         self.metrics_dirty.insert(switch);
+        if outcome.error.is_none() {
+            self.restage();
+        }
     }
 
     /// One info line when every switch holds its desired state for the

@@ -25,6 +25,7 @@ use crate::core::{Core, CoreConfig, Input, Note};
 use crate::hosts;
 use crate::mode::Mode;
 use crate::obs::{self, Command, EventLog, LazyJson, Metrics, Snapshot, Tokens};
+use crate::plan::SwitchPlan;
 use crate::reaction::Reactions;
 use crate::snapshot::SnapshotDoc;
 use crate::status::{self, SwitchStatus};
@@ -266,6 +267,8 @@ pub async fn run(
         hosts: hosts::Hosts::default(),
         loop_announced: false,
         topo: Arc::new(cfg.topology.clone()),
+        dry_run: cfg.dry_run,
+        staged: BTreeMap::new(),
     };
     state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -305,6 +308,10 @@ struct State {
     /// The operator has been told that every switch is programmed.
     loop_announced: bool,
     topo: Arc<Topology>,
+    dry_run: bool,
+    /// Per switch: its full plan while some of its steer entries wait for
+    /// their downstream entries ([`crate::stage`]), with the plan's cause.
+    staged: BTreeMap<usize, (SwitchPlan, Option<crate::agent::Cause>)>,
 }
 
 /// One scrape of every host exporter: host name → counters or error.
@@ -475,6 +482,7 @@ impl State {
                 match SnapshotDoc::from_value(snapshot, &self.core.topology().name, &refs) {
                     Ok(doc) => {
                         self.core.pin();
+                        self.staged.clear();
                         self.metrics.set_mode(Mode::Observe);
                         for (s, name) in names.iter().enumerate() {
                             if let Some(entries) = doc.entries(name) {
@@ -519,8 +527,7 @@ impl State {
         let mut replaced = Vec::with_capacity(step.plans.len());
         for (s, plan) in step.plans {
             let cause = self.reactions.carry(s, caused.get(&s).copied());
-            let wanted = Wanted { target: Target::Plan(plan), caused_at: cause };
-            replaced.push(self.desired_tx[s].send_replace(Some(Arc::new(wanted))));
+            replaced.push(self.send_plan(s, plan, cause));
         }
         if published {
             // The agents just woken are queued behind the state task on
@@ -542,6 +549,53 @@ impl State {
         drop(replaced);
         self.maybe_publish(force_status);
         placed
+    }
+
+    /// Publishes switch `s`'s plan, less the steer entries whose downstream
+    /// entries its neighbours have not acknowledged yet; those follow from
+    /// [`State::restage`] once they have. A dry run writes nothing, so it
+    /// waits for nothing.
+    fn send_plan(&mut self, s: usize, plan: SwitchPlan, cause: Option<crate::agent::Cause>) -> Desired {
+        let (sent, held) = if self.dry_run {
+            (plan.clone(), false)
+        } else {
+            let switches = &self.switches;
+            crate::stage::gate(s, &plan, |d, f| {
+                switches.get(d).and_then(|st| crate::plan::steer_port(&st.installed, f))
+            })
+        };
+        if held {
+            self.staged.insert(s, (plan, cause));
+        } else {
+            self.staged.remove(&s);
+        }
+        let wanted = Wanted { target: Target::Plan(sent), caused_at: cause };
+        self.desired_tx[s].send_replace(Some(Arc::new(wanted)))
+    }
+
+    /// A switch acknowledged writes: the staged plans whose entries it was
+    /// the downstream of go out (or as much of them as is ready).
+    fn restage(&mut self) {
+        if self.staged.is_empty() {
+            return;
+        }
+        let staged: Vec<usize> = self.staged.keys().copied().collect();
+        for s in staged {
+            let Some((plan, cause)) = self.staged.get(&s).cloned() else { continue };
+            let switches = &self.switches;
+            let (sent, held) = crate::stage::gate(s, &plan, |d, f| {
+                switches.get(d).and_then(|st| crate::plan::steer_port(&st.installed, f))
+            });
+            let current = self.desired_tx[s].borrow().as_ref().map(|w| w.target.clone());
+            if current.as_ref() == Some(&Target::Plan(sent.clone())) {
+                continue;
+            }
+            if !held {
+                self.staged.remove(&s);
+            }
+            let wanted = Wanted { target: Target::Plan(sent), caused_at: cause };
+            drop(self.desired_tx[s].send_replace(Some(Arc::new(wanted))));
+        }
     }
 
     /// Status JSON and group metrics cover the whole fabric: refresh them

@@ -57,6 +57,7 @@ const OBSERVED_MAX: usize = 21;
 const PLACEMENT: usize = 22;
 const JOBS: usize = 23;
 const PLACED: usize = 24;
+const LARGE_FLOW_DIGESTS: usize = 25;
 
 /// The reasons a flow move is counted under (the planner's).
 pub const MOVE_REASONS: [&str; 5] = ["new", "rebalance", "link_failed", "route_changed", "ended"];
@@ -66,7 +67,7 @@ const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str],
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 25] = [
+static SPECS: [Spec; 26] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -166,6 +167,7 @@ static SPECS: [Spec; 25] = [
     },
     family("metaroce_jobs", Kind::Gauge, &[], "Jobs registered through the job API."),
     family("metaroce_placed_flows", Kind::Gauge, &[], "Flows the planner knows (announced and reported large)."),
+    family("metaroce_large_flow_digests", Kind::Counter, &["switch"], "Large-flow digests received from a switch."),
 ];
 
 /// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
@@ -268,6 +270,10 @@ impl Metrics {
 
     pub fn digest_received(&self, switch: &str) {
         self.lock().add(DIGESTS, sw(switch), 1);
+    }
+
+    pub fn large_flow_digest(&self, switch: &str) {
+        self.lock().add(LARGE_FLOW_DIGESTS, sw(switch), 1);
     }
 
     pub fn digests_lost(&self, switch: &str, n: u64) {

@@ -109,6 +109,7 @@ fn full() -> Metrics {
     m.set_placement(4, 6, 0.75, 0.5);
     m.observe_placement(0.0002);
     m.set_jobs(1);
+    m.large_flow_digest("leaf1");
     m
 }
 
@@ -146,6 +147,7 @@ fn obs_metrics_exposition_is_valid_openmetrics() {
         "metaroce_observed_max_utilisation_ratio 0.5",
         "metaroce_placement_duration_seconds_bucket{le=\"0.00025\"} 1",
         "metaroce_jobs 1.0",
+        "metaroce_large_flow_digests_total{switch=\"leaf1\"} 1",
     ] {
         assert!(text.lines().any(|l| l == want), "missing {want} in\n{text}");
     }
