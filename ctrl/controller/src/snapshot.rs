@@ -96,4 +96,26 @@ mod tests {
         assert_eq!(e[&Key::GroupEntry(7)], Entry::GroupEntry { id: 7, group: 7 });
         assert_eq!(e[&Key::GroupEntry(8)], Entry::GroupEntry { id: 8, group: 3 });
     }
+
+    /// Steer entries are part of what a snapshot holds and a rollback
+    /// restores: they read back and key as the switch keys them.
+    #[test]
+    fn snapshots_carry_steer_entries() {
+        let v = serde_json::json!({
+            "version": SNAPSHOT_VERSION, "topology": "t", "taken_at_unix_ms": 1,
+            "switches": {"leaf1": [
+                {"kind": "steer_pair", "src": "10.0.1.1", "dst": "10.0.2.1", "nhop_id": 4, "port": 3},
+                {"kind": "steer_flow", "flow": {"src": "10.0.1.1", "dst": "10.0.2.1", "sport": 49152, "qp": 17},
+                 "nhop_id": 5, "port": 4},
+            ]},
+        });
+        let doc = SnapshotDoc::from_value(v, "t", &["leaf1"]).unwrap();
+        let e = doc.entries("leaf1").unwrap();
+        let flow = metaroce_te::FlowKey::flow([10, 0, 1, 1].into(), [10, 0, 2, 1].into(), 49152, 17);
+        assert_eq!(crate::plan::steer_port(&e, &flow), Some(4));
+        let pair = metaroce_te::FlowKey::pair([10, 0, 1, 1].into(), [10, 0, 2, 1].into());
+        assert_eq!(crate::plan::steer_port(&e, &pair), Some(3));
+        let back = serde_json::to_value(&doc).unwrap();
+        assert_eq!(SnapshotDoc::from_value(back, "t", &["leaf1"]).unwrap(), doc);
+    }
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use common::{installed, pipeline};
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
+use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::server::{Switch, SwitchOptions};
 use metaroce_pipeline::{Entry, Key};
 use serde_json::Value;
@@ -122,10 +123,14 @@ struct Running {
     quit: tokio::sync::oneshot::Sender<()>,
     daemon: tokio::task::JoinHandle<Result<(), daemon::DaemonError>>,
     stop: tokio::sync::watch::Sender<bool>,
-    _switches: Vec<Switch>,
+    switches: Vec<Switch>,
 }
 
 async fn start(mode: Mode, tag: &str) -> Running {
+    start_with(mode, tag, |_| {}).await
+}
+
+async fn start_with(mode: Mode, tag: &str, tune: impl FnOnce(&mut Config)) -> Running {
     let p = pipeline();
     let (switches, addrs, stop) = fabric().await;
     let topo = topology(&addrs);
@@ -137,6 +142,7 @@ async fn start(mode: Mode, tag: &str) -> Running {
     cfg.listen = Some(listen);
     cfg.tokens = Some(tokens);
     cfg.core.place.limits.max_flows = 8;
+    tune(&mut cfg);
     let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
     let daemon = tokio::spawn(daemon::run(cfg, async move {
         let _ = quit_rx.await;
@@ -147,7 +153,7 @@ async fn start(mode: Mode, tag: &str) -> Running {
         installed(addrs[0], 1, &p).await.len() > 4 && installed(addrs[1], 2, &p).await.len() > 4
     })
     .await;
-    Running { listen, addrs, quit, daemon, stop, _switches: switches }
+    Running { listen, addrs, quit, daemon, stop, switches }
 }
 
 impl Running {
@@ -329,5 +335,106 @@ async fn observe_mode_places_but_does_not_apply() {
             "switch {i}: {st:?}"
         );
     }
+    r.stop().await;
+}
+
+/// A large-flow digest as the program raises it: `large_flow_digest_t`.
+fn large_flow(
+    switch_id: u32,
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    qp: u32,
+    port: u16,
+    bytes: u32,
+) -> p4::P4Data {
+    let bits = |v: u128, n: usize| p4::P4Data {
+        data: Some(p4::p4_data::Data::Bitstring(v.to_be_bytes()[16 - n..].to_vec())),
+    };
+    let flow = u128::from(u32::from_be_bytes(src)) << 72
+        | u128::from(u32::from_be_bytes(dst)) << 40
+        | u128::from(sport) << 24
+        | u128::from(qp & 0xff_ffff);
+    p4::P4Data {
+        data: Some(p4::p4_data::Data::Struct(p4::P4StructLike {
+            members: vec![
+                bits(u128::from(switch_id), 4),
+                bits(flow, 13),
+                bits(u128::from(port), 2),
+                bits(u128::from(bytes), 4),
+                bits(1000, 4),
+                bits(7, 2),
+                bits(0, 1),
+                bits(123_456, 6),
+            ],
+        })),
+    }
+}
+
+/// The port of the `steer_flow` entry `st` holds for the flow.
+fn steer_flow(st: &BTreeMap<Key, Entry>, src: [u8; 4], dst: [u8; 4], sport: u16, qp: u32) -> Option<u16> {
+    let key = metaroce_pipeline::FlowKey { src: src.into(), dst: dst.into(), sport, qp };
+    match st.get(&Key::SteerFlow(key))? {
+        Entry::SteerFlow { port, .. } => Some(*port),
+        _ => None,
+    }
+}
+
+/// Two unannounced elephants from leaf2 toward leaf1 both leave by port 3
+/// (spine1): once reported large they are placed on different spines with
+/// steer entries, and when the reports stop they age out and their entries go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reported_elephants_are_split_and_age_out() {
+    let r = start_with(Mode::Act, "elephants", |c| c.core.place.flow_idle_ns = 2_500_000_000).await;
+    let p = pipeline();
+    let digest = p.info().digests.id_of(metaroce_pipeline::names::LARGE_FLOW_DIGEST).unwrap();
+    let leaf2 = 2u32; // int_node_id defaults to the device id
+    let elephants =
+        [([10, 0, 2, 1], [10, 0, 1, 1], 49152u16, 17u32), ([10, 0, 2, 2], [10, 0, 1, 2], 49153, 18)];
+    // 100 kB in 1 ms: 800 Mb/s offered, capped by the 100 Mb/s NICs.
+    for (src, dst, sport, qp) in elephants {
+        assert!(r.switches[1].emit_digest(digest, large_flow(leaf2, src, dst, sport, qp, 3, 100_000)));
+    }
+    let held = |st: &BTreeMap<Key, Entry>| -> Vec<u16> {
+        elephants.iter().filter_map(|&(s, d, sp, q)| steer_flow(st, s, d, sp, q)).collect()
+    };
+    wait_for("both elephants steered on leaf2", 5, || async {
+        held(&installed(r.addrs[1], 2, &p).await).len() == 2
+    })
+    .await;
+    let mut ports = held(&installed(r.addrs[1], 2, &p).await);
+    ports.sort_unstable();
+    assert_eq!(ports, vec![3, 4], "one elephant per spine");
+    // The status documents refresh at most every 500 ms.
+    wait_for("the placement in /api/v1/flows", 3, || async {
+        http(r.listen, "GET", "/api/v1/flows", VIEW, "").await.1["placed"] == 2
+    })
+    .await;
+    let (_, flows) = http(r.listen, "GET", "/api/v1/flows", VIEW, "").await;
+    assert!(flows["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["flow"]["kind"] == "flow" && f["job"].is_null()));
+    let (_, metrics) = http_text(r.listen, "/metrics", VIEW).await;
+    assert!(metrics.contains("metaroce_large_flow_digests_total{switch=\"leaf2\"} 2"), "{metrics}");
+    assert!(
+        metrics.contains("metaroce_observed_max_utilisation_ratio 16"),
+        "both reported on port 3: {metrics}"
+    );
+    // No more reports: both age out and their entries go.
+    wait_for("the entries to age out", 5, || async {
+        let st = installed(r.addrs[1], 2, &p).await;
+        elephants.iter().all(|&(s, d, sp, q)| steer_flow(&st, s, d, sp, q).is_none())
+    })
+    .await;
+    let (_, events) = http(r.listen, "GET", "/api/v1/events?limit=1000", VIEW, "").await;
+    let ended = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "flow_move" && e["details"]["reason"] == "ended")
+        .count();
+    assert_eq!(ended, 2, "{events}");
     r.stop().await;
 }
