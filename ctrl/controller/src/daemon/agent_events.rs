@@ -181,6 +181,8 @@ impl State {
         let details = json!({"inserts": outcome.inserts, "modifies": outcome.modifies, "deletes": outcome.deletes,
             "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error,
             "reaction_ms": reaction.map(|r| r.total().as_secs_f64() * 1e3),
+            // When the pass began (unix µs): orders passes across switches.
+            "started_unix_us": unix_us_of(outcome.started_at),
             // Cause in → first Write sent: the controller's own share.
             "controller_ms": reaction.and_then(|r| r.controller()).map(|d| d.as_secs_f64() * 1e3),
             "reaction_stages_ms": reaction.map(|r| r.stages_json()),
