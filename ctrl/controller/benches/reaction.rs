@@ -14,6 +14,13 @@
 //! so the reaction time is the loop's own: digest decode, view, decision,
 //! desired state, diff and the acknowledged Write.
 //!
+//! Then placement: 20 jobs registered through the job API one at a time,
+//! and 20 large-flow digests of new (unannounced) elephants, each placed by
+//! the planner with steer entries. For these the bench reports the
+//! controller's own share (the request or digest in → the first steer
+//! Write sent, without the switch's acknowledgement) beside the
+//! acknowledged figure and the switch-ack floor.
+//!
 //! Run with `cargo bench -p metaroce-controller --bench reaction`; it prints
 //! figures and asserts nothing about time.
 
@@ -36,6 +43,8 @@ use metaroce_topo::units::Bandwidth;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const RATE: u64 = 10_000;
+const SCHED: &str = "scheduler-token-of-the-reaction-bench";
+const VIEW: &str = "viewer-token-of-the-reaction-bench-01";
 const SECONDS: u64 = 5;
 
 fn base_port() -> u16 {
@@ -121,6 +130,9 @@ async fn run() {
     cfg.listen = Some(listen);
     cfg.poll_interval = Duration::from_secs(3600); // the storm is the only input
     cfg.core.policy.hold_up_ns = 0;
+    let tokens = std::env::temp_dir().join(format!("metaroce-bench-tokens-{}", std::process::id()));
+    std::fs::write(&tokens, format!("scheduler {SCHED}\nviewer {VIEW}\n")).unwrap();
+    cfg.tokens = Some(tokens);
     let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
     let daemon = tokio::spawn(daemon::run(cfg, async move {
         let _ = quit_rx.await;
@@ -206,6 +218,8 @@ async fn run() {
     let quiet_from_ns =
         quiet_from.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let (jobs_from_ns, digests_from_ns) = placement_probes(&topo, &p, &switches, listen).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let metrics = http_get(listen, "/metrics").await;
     let _ = quit.send(());
     daemon.await.unwrap().unwrap();
@@ -222,8 +236,26 @@ async fn run() {
     let mut write_ms: Vec<f64> = Vec::new();
     // Per stage of a reaction, under the storm and without it.
     let mut stages: std::collections::BTreeMap<(bool, String), Vec<f64>> = std::collections::BTreeMap::new();
+    // Placement reactions: (sent, acked) per phase.
+    let (mut job_sent, mut job_acked, mut lf_sent, mut lf_acked) = (vec![], vec![], vec![], vec![]);
     for line in log.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let ts = v["ts_unix_ns"].as_u64().unwrap_or(0);
+        if v["kind"] == "write" && ts >= jobs_from_ns {
+            let (Some(sent), Some(acked)) =
+                (v["details"]["controller_ms"].as_f64(), v["details"]["reaction_ms"].as_f64())
+            else {
+                continue;
+            };
+            if ts >= digests_from_ns {
+                lf_sent.push(sent);
+                lf_acked.push(acked);
+            } else {
+                job_sent.push(sent);
+                job_acked.push(acked);
+            }
+            continue;
+        }
         if v["kind"] == "write" {
             writes += 1;
             if let Some(w) = v["details"]["write_ms"].as_f64() {
@@ -282,6 +314,29 @@ async fn run() {
         v.sort_by(f64::total_cmp);
         println!("  stage {stage:>8} ({}): {}", if *is_quiet { "quiet" } else { "storm" }, p50_p99(v));
     }
+    for v in [&mut job_sent, &mut job_acked, &mut lf_sent, &mut lf_acked] {
+        v.sort_by(f64::total_cmp);
+    }
+    println!(
+        "placement, job registered (API) → steer Write sent, controller's share, every switch: n={} {} max={:.3} ms (target p99 <= 1 ms)",
+        job_sent.len(),
+        p50_p99(&job_sent),
+        job_sent.last().copied().unwrap_or(f64::NAN)
+    );
+    println!("placement, job registered → steer Write acknowledged: {}", p50_p99(&job_acked));
+    println!(
+        "placement, large-flow digest in → steer Write sent, controller's share: n={} {} max={:.3} ms (target p99 <= 1 ms)",
+        lf_sent.len(),
+        p50_p99(&lf_sent),
+        lf_sent.last().copied().unwrap_or(f64::NAN)
+    );
+    println!("placement, large-flow digest in → steer Write acknowledged: {}", p50_p99(&lf_acked));
+    let (n, p50, p99) = histogram_quantiles(&metrics, "metaroce_placement_duration_seconds");
+    println!(
+        "planner decisions: n={n} p50<={:.3} ms p99<={:.3} ms (histogram bucket bounds)",
+        p50 * 1e3,
+        p99 * 1e3
+    );
     let (n, p50, p99) = histogram_quantiles(&metrics, "metaroce_decision_duration_seconds");
     println!("decisions: n={n} p50<={:.3} ms p99<={:.3} ms (histogram bucket bounds)", p50 * 1e3, p99 * 1e3);
     println!("write pass per switch: {}", p50_p99(&write_ms));
@@ -297,6 +352,97 @@ async fn run() {
         "CPU per reaction without the storm: {quiet_cpu_ms:.1} ms of process CPU per probe (controller and 64 servers, 200 ms of ticks included); the floor's writes alone: {:.1} ms per wave",
         floor.wave_cpu_ms
     );
+}
+
+/// Placement probes, 200 ms apart: 20 jobs (one host pair across two
+/// leaves each, both directions: two leaves steer), then 20 large-flow
+/// digests of new elephants at the leaves. Returns when each phase began
+/// (unix ns).
+async fn placement_probes(
+    topo: &metaroce_topo::Topology,
+    p: &Pipeline,
+    switches: &[Switch],
+    listen: std::net::SocketAddr,
+) -> (u64, u64) {
+    let unix_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    };
+    let jobs_from = unix_ns();
+    // Hosts h{leaf}-{k}: job i pairs leaf i's first host with leaf i+24's.
+    for i in 0..20usize {
+        let (a, b) = (&topo.hosts[i * 2], &topo.hosts[(i + 24) * 2]);
+        let body = format!(
+            r#"{{"name": "job-{i}", "pattern": "all-to-all", "hosts": ["{}", "{}"], "bytes": 1000000}}"#,
+            a.name, b.name
+        );
+        let answer = http_post(listen, "/api/v1/jobs", SCHED, &body).await;
+        assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let digests_from = unix_ns();
+    let digest_id = p.info().digests.id_of(names::LARGE_FLOW_DIGEST).unwrap();
+    for i in 0..20usize {
+        // The second host of leaf i to the second host of leaf i+24: no job owns that pair.
+        let (a, b) = (&topo.hosts[i * 2 + 1], &topo.hosts[(i + 24) * 2 + 1]);
+        let leaf = a.leaf;
+        let port = topo.adjacency(leaf)[0].port;
+        let d =
+            large_flow(topo.switches[leaf].int_node_id, a.ip, b.ip, 49152, 100 + i as u32, port, 1_000_000);
+        switches[leaf].emit_digest(digest_id, d);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    (jobs_from, digests_from)
+}
+
+/// A large-flow digest as the program raises it (`large_flow_digest_t`).
+fn large_flow(
+    node: u32,
+    src: std::net::Ipv4Addr,
+    dst: std::net::Ipv4Addr,
+    sport: u16,
+    qp: u32,
+    port: u16,
+    bytes: u32,
+) -> p4::P4Data {
+    let bits = |v: u128, n: usize| p4::P4Data {
+        data: Some(p4::p4_data::Data::Bitstring(v.to_be_bytes()[16 - n..].to_vec())),
+    };
+    let flow = u128::from(u32::from(src)) << 72
+        | u128::from(u32::from(dst)) << 40
+        | u128::from(sport) << 24
+        | u128::from(qp);
+    p4::P4Data {
+        data: Some(p4::p4_data::Data::Struct(p4::P4StructLike {
+            members: vec![
+                bits(u128::from(node), 4),
+                bits(flow, 13),
+                bits(u128::from(port), 2),
+                bits(u128::from(bytes), 4),
+                bits(1000, 4),
+                bits(1, 2),
+                bits(0, 1),
+                bits(1, 6),
+            ],
+        })),
+    }
+}
+
+async fn http_post(addr: std::net::SocketAddr, path: &str, token: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out
 }
 
 /// Sequential acknowledged Writes per switch in a make-before-break
@@ -390,7 +536,9 @@ fn cpu_seconds() -> f64 {
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {VIEW}\r\nConnection: close\r\n\r\n"
+    );
     if s.write_all(req.as_bytes()).await.is_err() {
         return String::new();
     }
