@@ -212,7 +212,7 @@ async fn a_registered_job_is_placed_listed_and_removed() {
             .find(|f| f["flow"]["src"] == Ipv4Addr::from(src).to_string())
             .map(|f| f["path"][0]["port"].as_u64().unwrap() as u16)
             .unwrap();
-        wait_for("the steer entry on the leaf", 5, || async {
+        wait_for("the steer entry on the leaf", 15, || async {
             steer_pair(&installed(r.addrs[leaf], leaf as u64 + 1, &p).await, src, dst) == Some(want)
         })
         .await;
@@ -237,7 +237,7 @@ async fn a_registered_job_is_placed_listed_and_removed() {
     assert_eq!(v["placement"]["moves"]["ended"], 2, "{v}");
     let (status, _) = http(r.listen, "DELETE", "/api/v1/jobs/moe-7", SCHED, "").await;
     assert_eq!(status, 404);
-    wait_for("the steer entries to go", 5, || async {
+    wait_for("the steer entries to go", 15, || async {
         let a = installed(r.addrs[0], 1, &p).await;
         let b = installed(r.addrs[1], 2, &p).await;
         steer_pair(&a, [10, 0, 1, 1], [10, 0, 2, 1]).is_none()
@@ -385,7 +385,7 @@ fn steer_flow(st: &BTreeMap<Key, Entry>, src: [u8; 4], dst: [u8; 4], sport: u16,
 /// steer entries, and when the reports stop they age out and their entries go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reported_elephants_are_split_and_age_out() {
-    let r = start_with(Mode::Act, "elephants", |c| c.core.place.flow_idle_ns = 2_500_000_000).await;
+    let r = start_with(Mode::Act, "elephants", |c| c.core.place.flow_idle_ns = 5_000_000_000).await;
     let p = pipeline();
     let digest = p.info().digests.id_of(metaroce_pipeline::names::LARGE_FLOW_DIGEST).unwrap();
     let leaf2 = 2u32; // int_node_id defaults to the device id
@@ -398,7 +398,7 @@ async fn reported_elephants_are_split_and_age_out() {
     let held = |st: &BTreeMap<Key, Entry>| -> Vec<u16> {
         elephants.iter().filter_map(|&(s, d, sp, q)| steer_flow(st, s, d, sp, q)).collect()
     };
-    wait_for("both elephants steered on leaf2", 5, || async {
+    wait_for("both elephants steered on leaf2", 15, || async {
         held(&installed(r.addrs[1], 2, &p).await).len() == 2
     })
     .await;
@@ -406,7 +406,7 @@ async fn reported_elephants_are_split_and_age_out() {
     ports.sort_unstable();
     assert_eq!(ports, vec![3, 4], "one elephant per spine");
     // The status documents refresh at most every 500 ms.
-    wait_for("the placement in /api/v1/flows", 3, || async {
+    wait_for("the placement in /api/v1/flows", 10, || async {
         http(r.listen, "GET", "/api/v1/flows", VIEW, "").await.1["placed"] == 2
     })
     .await;
@@ -423,7 +423,7 @@ async fn reported_elephants_are_split_and_age_out() {
         "both reported on port 3: {metrics}"
     );
     // No more reports: both age out and their entries go.
-    wait_for("the entries to age out", 5, || async {
+    wait_for("the entries to age out", 15, || async {
         let st = installed(r.addrs[1], 2, &p).await;
         elephants.iter().all(|&(s, d, sp, q)| steer_flow(&st, s, d, sp, q).is_none())
     })
