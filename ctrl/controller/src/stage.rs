@@ -22,14 +22,15 @@ use metaroce_topo::SwitchId;
 use crate::place::{Steer, SteerHop};
 use crate::plan::{nhop_id, SwitchPlan};
 
-/// The plan switch `s` may be sent now, and whether anything was held back.
+/// The plan switch `s` may be sent now when some of its steer entries must
+/// wait; `None` when the whole plan may go (the common case, with no copy).
 /// `installed(d, flow)` is the egress port of the steer entry switch `d`
 /// acknowledged for `flow`, if any.
 pub fn gate(
     s: SwitchId,
     plan: &SwitchPlan,
     installed: impl Fn(SwitchId, &FlowKey) -> Option<u16>,
-) -> (SwitchPlan, bool) {
+) -> Option<SwitchPlan> {
     let mut held = false;
     let mut out = Steer::new();
     for (flow, hop) in plan.steer.iter() {
@@ -47,10 +48,7 @@ pub fn gate(
             out.insert(*flow, SteerHop { port, nhop_id: nhop_id(port), downstream: Vec::new() });
         }
     }
-    if !held {
-        return (plan.clone(), false);
-    }
-    (SwitchPlan { fixed: plan.fixed.clone(), routes: plan.routes.clone(), steer: Arc::new(out) }, true)
+    held.then(|| SwitchPlan { fixed: plan.fixed.clone(), routes: plan.routes.clone(), steer: Arc::new(out) })
 }
 
 /// True when `port` is a member of the plan's longest route to the flow's
@@ -100,29 +98,25 @@ mod tests {
     fn an_upstream_entry_waits_for_its_downstream_one() {
         let (up, down) = plans();
         // Nothing installed: the downstream switch may write at once, the upstream one waits.
-        let (d, held) = gate(5, &down, |_, _| None);
-        assert!(!held && d == down);
-        let (u, held) = gate(0, &up, |_, _| None);
-        assert!(held && u.steer.is_empty(), "{u:?}");
+        assert_eq!(gate(5, &down, |_, _| None), None);
+        let u = gate(0, &up, |_, _| None).unwrap();
+        assert!(u.steer.is_empty(), "{u:?}");
         // The downstream switch acknowledged: the upstream entry goes out.
-        let (u, held) = gate(0, &up, |s, _| (s == 5).then_some(7));
-        assert!(!held && u == up);
+        assert_eq!(gate(0, &up, |s, _| (s == 5).then_some(7)), None);
         // A downstream entry to another port is not the one it waits for.
-        assert!(gate(0, &up, |s, _| (s == 5).then_some(8)).1);
+        assert!(gate(0, &up, |s, _| (s == 5).then_some(8)).is_some());
     }
 
     #[test]
     fn a_held_move_keeps_the_installed_entry_while_it_is_a_member() {
         let (up, _) = plans();
         // Switch 0 holds port 4 (a member): kept until switch 5 is ready.
-        let (u, held) = gate(0, &up, |s, _| (s == 0).then_some(4));
-        assert!(held);
+        let u = gate(0, &up, |s, _| (s == 0).then_some(4)).unwrap();
         assert_eq!(u.steer.get(&flow()).map(|h| h.port), Some(4));
         // Port 9 is no member of the route (its link failed): not kept.
-        let (u, held) = gate(0, &up, |s, _| (s == 0).then_some(9));
-        assert!(held && u.steer.is_empty());
+        let u = gate(0, &up, |s, _| (s == 0).then_some(9)).unwrap();
+        assert!(u.steer.is_empty());
         // Already installed as planned: nothing to wait for.
-        let (_, held) = gate(0, &up, |s, _| (s == 0).then_some(3));
-        assert!(!held);
+        assert_eq!(gate(0, &up, |s, _| (s == 0).then_some(3)), None);
     }
 }

@@ -556,19 +556,24 @@ impl State {
     /// [`State::restage`] once they have. A dry run writes nothing, so it
     /// waits for nothing.
     fn send_plan(&mut self, s: usize, plan: SwitchPlan, cause: Option<crate::agent::Cause>) -> Desired {
-        let (sent, held) = if self.dry_run {
-            (plan.clone(), false)
+        let gated = if self.dry_run || plan.steer.is_empty() {
+            None
         } else {
             let switches = &self.switches;
             crate::stage::gate(s, &plan, |d, f| {
                 switches.get(d).and_then(|st| crate::plan::steer_port(&st.installed, f))
             })
         };
-        if held {
-            self.staged.insert(s, (plan, cause));
-        } else {
-            self.staged.remove(&s);
-        }
+        let sent = match gated {
+            Some(now) => {
+                self.staged.insert(s, (plan, cause));
+                now
+            }
+            None => {
+                self.staged.remove(&s);
+                plan
+            }
+        };
         let wanted = Wanted { target: Target::Plan(sent), caused_at: cause };
         self.desired_tx[s].send_replace(Some(Arc::new(wanted)))
     }
@@ -583,15 +588,18 @@ impl State {
         for s in staged {
             let Some((plan, cause)) = self.staged.get(&s).cloned() else { continue };
             let switches = &self.switches;
-            let (sent, held) = crate::stage::gate(s, &plan, |d, f| {
+            let gated = crate::stage::gate(s, &plan, |d, f| {
                 switches.get(d).and_then(|st| crate::plan::steer_port(&st.installed, f))
             });
-            let current = self.desired_tx[s].borrow().as_ref().map(|w| w.target.clone());
-            if current.as_ref() == Some(&Target::Plan(sent.clone())) {
-                continue;
-            }
+            let held = gated.is_some();
+            let sent = gated.unwrap_or(plan);
+            let unchanged = matches!(self.desired_tx[s].borrow().as_deref(),
+                Some(Wanted { target: Target::Plan(p), .. }) if *p == sent);
             if !held {
                 self.staged.remove(&s);
+            }
+            if unchanged {
+                continue;
             }
             let wanted = Wanted { target: Target::Plan(sent), caused_at: cause };
             drop(self.desired_tx[s].send_replace(Some(Arc::new(wanted))));

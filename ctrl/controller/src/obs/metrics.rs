@@ -254,7 +254,7 @@ impl Metrics {
     pub fn init_switches<'a>(&self, switches: impl IntoIterator<Item = &'a str>) {
         let mut r = self.lock();
         for name in switches {
-            for family in [DIGESTS, DIGESTS_LOST, INT_REPORTS, INT_REPORTS_LOST] {
+            for family in [DIGESTS, DIGESTS_LOST, INT_REPORTS, INT_REPORTS_LOST, LARGE_FLOW_DIGESTS] {
                 r.add(family, sw(name), 0);
             }
             r.set(CONNECTED, sw(name), 0.0);
