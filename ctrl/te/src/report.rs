@@ -124,6 +124,8 @@ pub struct Plan {
     pub hottest: Option<LinkUse>,
     /// A lower bound on the highest utilisation any placement of these
     /// demands could reach (cut bounds and single flows); see `README.md`.
+    /// (It counts the demand of unplaced flows too, so with flows that no
+    /// path can carry it may exceed `max_utilisation`.)
     pub lower_bound: f64,
     /// Flows known to the planner after the decision.
     pub flows: usize,

@@ -178,7 +178,12 @@ impl World {
         let recomputed = recomputed_max(&self.topo, &self.routing, &self.planner);
         // The reported maximum also counts background-only links.
         assert!(plan.max_utilisation + 1e-9 >= recomputed, "{} < {recomputed}", plan.max_utilisation);
-        assert!(plan.max_utilisation + 1e-9 >= plan.lower_bound);
+        // The bound counts every demand, also a flow that no path can carry
+        // any more (a partition: reported unplaced, carried by nothing);
+        // it bounds the placement only when every flow has one.
+        if plan.unplaced.is_empty() {
+            assert!(plan.max_utilisation + 1e-9 >= plan.lower_bound);
+        }
         let rebalanced = plan.moves.iter().filter(|m| m.reason == Reason::Rebalance).count();
         assert!(rebalanced <= config.max_moves, "move budget");
         for m in &plan.moves {
