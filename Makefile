@@ -52,41 +52,20 @@ deps-mininet: ## Debian packages for the Mininet testbed (Mininet, iperf3, scapy
 	apt-get update -qq
 	apt-get install -y --no-install-recommends mininet iperf3 iputils-ping ethtool iproute2 python3-yaml python3-scapy python3-matplotlib
 
-mininet-demo: release ## Mininet + BMv2: one scenario, controller in observe then act mode (TOPO=...; needs the controller)
-	$(MN_PY) mininet/demo.py $(TOPO) --controller-bin $(METAROCE) -o target/mininet-demo
-
-lint: p4rt-deps ## rustfmt check and clippy with warnings as errors
-	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-
-fmt:
-	$(CARGO) fmt --all
-
-bench: p4rt-deps ## Benchmarks; prints the figures
-	$(CARGO) bench -p metaroce-topo --bench routing
-	$(CARGO) bench -p metaroce-p4rt --bench inserts
-	$(CARGO) bench -p metaroce-sim --bench engine
-	$(CARGO) bench -p metaroce-sim --bench twin
-	$(CARGO) bench -p metaroce-policy --bench decide
-	$(CARGO) bench -p metaroce-te --bench plan
-	$(CARGO) bench -p metaroce-telemetry --bench ingest
-	$(CARGO) bench -p metaroce-controller --bench reaction
-	@tests/p4/throughput/run.sh
-
-p4: ## Compile p4src/ into p4src/build/ (needs p4c)
-	@p4src/compile.sh
-
-demo: release ## Validate the shipped fabrics, draw one, then ECMP, flowlet and metaroce side by side on three scenarios
+mininet-demo: release ## Validate the fabrics, draw one, then ECMP, flowlet, spray and metaroce side by side: iterations, NIC ordering, a seed sweep
 	@mkdir -p $(DEMO_OUT)
 	$(METAROCE) topo check topologies/*.yaml
 	$(METAROCE) topo show $(DEMO_TOPO)
 	$(METAROCE) topo paths $(DEMO_TOPO) h1-1 h8-2
 	$(METAROCE) topo paths $(DEMO_TOPO) h1-1 h8-2 --fail p4-spine1
 	$(METAROCE) topo render $(DEMO_TOPO) -o $(DEMO_OUT)/fabric.svg
-	$(METAROCE) sim run scenarios/ecmp-collisions.yaml --modes ecmp,flowlet,metaroce --pcap leaf1:5 -o $(DEMO_OUT)/collisions
+	$(METAROCE) sim run scenarios/ecmp-collisions.yaml --modes ecmp,flowlet,spray,metaroce --pcap leaf1:5 -o $(DEMO_OUT)/collisions
+	$(METAROCE) sim run scenarios/ecmp-collisions.yaml --modes spray,metaroce --ordering out-of-order -o $(DEMO_OUT)/collisions-ooo
+	$(METAROCE) sim run scenarios/announced-all-to-all.yaml --modes flowlet,metaroce -o $(DEMO_OUT)/announced
+	$(METAROCE) sim sweep scenarios/ecmp-collisions.yaml --seeds 1-10 --modes ecmp,flowlet,spray,metaroce -o $(DEMO_OUT)/sweep
 	$(METAROCE) sim run scenarios/link-failure.yaml --modes ecmp,flowlet,metaroce -o $(DEMO_OUT)/link-failure
 	$(METAROCE) sim run scenarios/ai-fabric-failure.yaml --modes ecmp,flowlet,metaroce -o $(DEMO_OUT)/ai-fabric
-	@echo "demo: picture of the fabric in $(DEMO_OUT)/fabric.svg; reports (report.md, report.json), SVG plots and pcaps in $(DEMO_OUT)/{collisions,link-failure,ai-fabric}/"
+	@echo "demo: picture of the fabric in $(DEMO_OUT)/fabric.svg; reports (report.md, report.json), SVG plots and pcaps in $(DEMO_OUT)/{collisions,collisions-ooo,announced,link-failure,ai-fabric}/, the sweep's table and box plot in $(DEMO_OUT)/sweep/"
 
 fuzz: ## Fuzz the topology loader for 60 s (needs cargo-fuzz and nightly)
 	cd fuzz && $(CARGO) +nightly fuzz run load_topology -- -max_total_time=60
