@@ -93,3 +93,28 @@ fn out_of_order_nics_recover_losses_without_counting_a_packet_twice() {
     assert_eq!(s.fct.count, 6);
     assert!(s.jobs[0].slowdown.unwrap() >= 0.999);
 }
+
+#[test]
+fn a_sweep_reports_the_slowest_later_iteration_per_run() {
+    let topo = leaf_spine(2, 2, 2, 100);
+    let yaml =
+        "jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 256KiB, iterations: 3, compute: 10us}]";
+    let mut runs = Vec::new();
+    for seed in 1..=3 {
+        let mut sc = scenario(&topo, yaml);
+        sc.seed = seed;
+        runs.push(run(&topo, &sc, Mode::Ecmp).summary);
+    }
+    let s = metaroce_sim::report::sweep::aggregate("t", &[1, 2, 3], &["ecmp".to_string()], &runs);
+    let row = &s.rows[0];
+    assert_eq!((row.finished, row.unfinished, row.later_iterations.len()), (3, 0, 3));
+    let slowest: Vec<f64> = runs
+        .iter()
+        .map(|r| r.jobs[0].iterations[1..].iter().map(|i| i.slowdown.unwrap()).fold(0.0, f64::max))
+        .collect();
+    let worst = slowest.iter().copied().fold(0.0, f64::max);
+    assert!((row.later_worst - worst).abs() < 1e-12, "{row:?}");
+    assert!(row.later_median >= 1.0 && row.later_median <= row.later_worst);
+    let md = metaroce_sim::report::sweep::markdown(&s);
+    assert!(md.contains("iterations 2+") && md.contains("| ecmp | a2a |"), "{md}");
+}

@@ -24,6 +24,12 @@ pub struct SweepRow {
     pub p90: f64,
     pub worst: f64,
     pub best: f64,
+    /// Per run, the slowest iteration from the second on (jobs of several
+    /// iterations: what a controller that learns from iteration 1 is
+    /// judged on), sorted; empty for single-iteration jobs.
+    pub later_iterations: Vec<f64>,
+    pub later_median: f64,
+    pub later_worst: f64,
     /// PFC pauses of the mode's runs (all jobs): median and largest.
     pub pfc_pauses_median: f64,
     pub pfc_pauses_max: u64,
@@ -78,6 +84,19 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
             let all: Vec<Option<f64>> =
                 of_mode.iter().map(|s| s.jobs.get(j).and_then(|x| x.slowdown)).collect();
             let done = sorted(all.iter().flatten().copied().collect());
+            let later = sorted(
+                of_mode
+                    .iter()
+                    .filter_map(|s| s.jobs.get(j))
+                    .filter(|x| x.iterations.len() > 1)
+                    .map(|x| {
+                        x.iterations[1..]
+                            .iter()
+                            .map(|i| i.slowdown.unwrap_or(f64::INFINITY))
+                            .fold(0.0, f64::max)
+                    })
+                    .collect(),
+            );
             rows.push(SweepRow {
                 mode: mode.clone(),
                 job: job.name.clone(),
@@ -87,6 +106,9 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
                 p90: quantile(&done, 0.9),
                 worst: done.last().copied().unwrap_or(0.0),
                 best: done.first().copied().unwrap_or(0.0),
+                later_median: median(&later),
+                later_worst: later.last().copied().unwrap_or(0.0),
+                later_iterations: later,
                 slowdowns: done,
                 pfc_pauses_median: median(&pauses),
                 pfc_pauses_max: of_mode.iter().map(|s| s.pfc.pauses).max().unwrap_or(0),
@@ -127,21 +149,26 @@ pub fn markdown(s: &Sweep) -> String {
         s.nic_ordering
     );
     out.push_str(
-        "| mode | job | median | p90 | worst | PFC pauses (median / max) | out-of-order packets (median / max) |\n",
+        "| mode | job | median | p90 | worst | iterations 2+: median / worst | PFC pauses (median / max) | out-of-order packets (median / max) |\n",
     );
-    out.push_str("|---|---|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
     for r in &s.rows {
         let unfinished =
             if r.unfinished > 0 { format!(" ({} unfinished)", r.unfinished) } else { String::new() };
         let cell = |v: f64| if r.finished == 0 { "unfinished".to_string() } else { format!("{v:.2}×") };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {}{unfinished} | {:.0} / {} | {:.0} / {} |",
+            "| {} | {} | {} | {} | {}{unfinished} | {} | {:.0} / {} | {:.0} / {} |",
             r.mode,
             r.job,
             cell(r.median),
             cell(r.p90),
             cell(r.worst),
+            if r.later_iterations.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.2}× / {:.2}×", r.later_median, r.later_worst)
+            },
             r.pfc_pauses_median,
             r.pfc_pauses_max,
             r.out_of_order_median,
