@@ -16,7 +16,6 @@ use metaroce_topo::{Routing, SwitchId, Topology};
 use serde_json::json;
 
 use crate::control::{Ctx, LargeFlow, SteerKey};
-use crate::rng::mix64;
 
 /// One steer write: install (`Some(port)`) or remove an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,18 +64,8 @@ pub(crate) struct Placement {
     /// Entries as last written (desired = written: the sim's writes never fail).
     held: BTreeMap<(SwitchId, SteerKey), u16>,
     pub stats: PlacementStats,
-    /// Large flows offer their line rate (see `on_large_flow`).
-    elastic: bool,
-    /// Detected flows are placed per host pair (see `on_large_flow`).
-    per_pair: bool,
     /// Planned highest utilisation after each decision that moved flows.
     pub planned_max: Vec<f64>,
-}
-
-/// The destination QP a flow carries, fixed per host pair (as serve mode's
-/// headers have it).
-fn dest_qp(src: u32, dst: u32) -> u32 {
-    (mix64(u64::from(src) << 32 | u64::from(dst)) & 0xFF_FFFF) as u32
 }
 
 impl Placement {
@@ -103,8 +92,6 @@ impl Placement {
             forget_ps: forget_ps.max(idle_ps),
             held: BTreeMap::new(),
             stats: PlacementStats::default(),
-            elastic: true,
-            per_pair: true,
             planned_max: Vec::new(),
         })
     }
@@ -133,7 +120,7 @@ impl Placement {
     }
 
     /// A large-flow report reached the controller: the flow joins the
-    /// planner's input with its measured rate. True when the input changed.
+    /// planner's input as an elastic host-pair flow. True when the input changed.
     pub fn on_large_flow(&mut self, f: &LargeFlow, reported_ps: u64, now_ps: u64) -> bool {
         self.stats.large_flow_reports += 1;
         if self.announced_pairs.contains(&(f.src, f.dst)) {
@@ -148,18 +135,13 @@ impl Placement {
         // active in turn; planned apart they would count its load twice.
         // The simulator's queue pairs are one per host pair and job, so the
         // host pair is the queue pair here and a pair entry carries it.
-        let key = if self.per_pair {
-            FlowKey::pair(src, dst)
-        } else {
-            FlowKey::flow(src, dst, f.sport, dest_qp(f.src, f.dst))
-        };
+        let key = FlowKey::pair(src, dst);
         // A RoCE queue pair sends as fast as DCQCN and PFC let it: what it
         // sent in a congested window understates what it would send on a
         // clean path. So a large flow is elastic (it offers its line rate,
         // and the planner shares the NICs max-min); the measured rate is
-        // kept as a floor for when it is the larger.
-        let bps = f.bytes.saturating_mul(8_000_000_000_000) / f.window_ps.max(1);
-        let demand = if self.elastic { Demand::default() } else { Demand::rate(bps) };
+        // not used.
+        let demand = Demand::default();
         let known = self.planner.rate(&key).is_some();
         if self.planner.upsert(key, demand).is_err() {
             self.stats.refused += 1;
