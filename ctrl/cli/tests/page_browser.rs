@@ -146,8 +146,15 @@ fn the_page_shows_the_served_fabric_live() {
         json!([first]),
     );
     b.wait_for("the link's details", Duration::from_secs(10), "return document.querySelector('#link-detail svg.chart path.series') && /flows on it/.test(document.getElementById('link-detail').textContent)");
-    // Colour by utilisation, and the steered flows drawn.
-    b.js("const m = document.getElementById('metric'); m.value = 'util'; m.dispatchEvent(new Event('change'));", json!([]));
+    // The colour switch and its legend; the steered flows drawn.
+    let metric = |m: &str| {
+        b.js(
+            "const m = document.getElementById('metric'); m.value = arguments[0]; m.dispatchEvent(new Event('change')); return document.querySelector('#legend .legend-title').textContent;",
+            json!([m]),
+        )
+    };
+    assert!(metric("util").as_str().unwrap().starts_with("Utilisation"));
+    assert!(metric("queue").as_str().unwrap().starts_with("Queue depth"));
     b.js(
         "const f = document.getElementById('flows'); f.value = 'all'; f.dispatchEvent(new Event('change'));",
         json!([]),

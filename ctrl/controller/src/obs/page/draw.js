@@ -99,22 +99,25 @@ MR.legend = function (box, metric) {
 function drawDetail(svg, L, onLink) {
   const [nw, nh] = L.node;
   const gl = el("g", { class: "links" }, svg);
-  const items = L.links.map((l, i) => {
+  const items = L.links.map((l, pos) => {
+    const i = L.linkIdx ? L.linkIdx[pos] : pos;
     const a = L.switches[l[0]], b = L.switches[l[2]];
     const [up, low] = a.y <= b.y ? [a, b] : [b, a];
     const c = { x1: up.x, y1: up.y + nh / 2, x2: low.x, y2: low.y - nh / 2 };
     const g = el("g", { class: "linkg", "data-link": i }, gl);
+    const tree = el("line", Object.assign({ class: "halo" }, c), g);
     const halo = el("line", Object.assign({ class: "halo" }, c), g);
     const line = el("line", Object.assign({ class: "link", stroke: IDLE }, c), g);
     const mark = el("circle", { class: "derate", cx: c.x1 + (c.x2 - c.x1) * 0.3, cy: c.y1 + (c.y2 - c.y1) * 0.3, r: 4, visibility: "hidden" }, g);
     const hit = el("line", Object.assign({ class: "hit" }, c), g);
     el("title", {}, hit).textContent = `${a.name}:${l[1]} – ${b.name}:${l[3]} (${l[4] / 1e9} Gb/s)`;
     hit.addEventListener("click", () => onLink(i));
-    return { g, halo, line, mark };
+    return { idx: i, g, tree, halo, line, mark };
   });
   drawHosts(svg, L);
   const gs = el("g", { class: "switches" }, svg);
   for (const s of L.switches) {
+    if (!s) continue;
     const [fill, stroke] = ROLE_FILL[s.role] || ROLE_FILL.leaf;
     const g = el("g", {}, gs);
     el("rect", { x: s.x - nw / 2, y: s.y - nh / 2, width: nw, height: nh, rx: 6, fill, stroke, "stroke-width": 1.5 }, g);
@@ -147,7 +150,7 @@ function drawHosts(svg, L) {
       el("line", { x1: x, y1: s.y + nh / 2, x2: x, y2: L.hosts_y - 6, class: "drop" }, g);
       const c = el("circle", { cx: x, cy: L.hosts_y, r: 6, class: "host" }, g);
       el("title", {}, c).textContent = `${L.hosts[h][0]} ${L.hosts[h][1]} via ${s.name}:${L.hosts[h][3]}`;
-      el("text", { x, y: L.hosts_y + 18, class: "small" }, g).textContent = L.hosts[h][0];
+      if (w >= 28) el("text", { x, y: L.hosts_y + 18, class: "small" }, g).textContent = L.hosts[h][0];
       MR.hostEls.set(L.hosts[h][0], c);
     });
   }
@@ -173,6 +176,7 @@ function drawOverview(svg, L, onBundle, onBox) {
     const u = O.boxes[b.up], d = O.boxes[b.low];
     const c = { x1: u.x, y1: u.y + bh / 2, x2: d.x, y2: d.y - bh / 2 };
     const g = el("g", { class: "linkg bundle" }, gl);
+    const tree = el("line", Object.assign({ class: "halo" }, c), g);
     const halo = el("line", Object.assign({ class: "halo" }, c), g);
     const line = el("line", Object.assign({ class: "link", stroke: IDLE }, c), g);
     line.style.strokeWidth = 1.5 + Math.log2(b.links.length) * 0.6;
@@ -180,7 +184,7 @@ function drawOverview(svg, L, onBundle, onBox) {
     const hit = el("line", Object.assign({ class: "hit" }, c), g);
     el("title", {}, hit).textContent = `${u.title} – ${d.title}: ${b.links.length} links`;
     hit.addEventListener("click", () => onBundle(b));
-    items.push(Object.assign(b, { g, halo, line, mark }));
+    items.push(Object.assign(b, { g, tree, halo, line, mark }));
   }
   const gs = el("g", { class: "switches" }, svg);
   O.boxes.forEach((b, k) => {
@@ -196,6 +200,32 @@ function drawOverview(svg, L, onBundle, onBox) {
   return items;
 }
 
+// The switches of one overview box and those right above them, laid out
+// like the detailed picture (same rows, each row in the full picture's
+// order) but side by side; links among them only.
+MR.subLayout = function (L, box) {
+  const keep = new Set(box.members);
+  for (const l of L.links) {
+    const [a, b] = [l[0], l[2]];
+    if (keep.has(a) && L.switches[b].y < L.switches[a].y) keep.add(b);
+    else if (keep.has(b) && L.switches[a].y < L.switches[b].y) keep.add(a);
+  }
+  const rows = new Map();
+  for (const s of keep) (rows.get(L.switches[s].y) || rows.set(L.switches[s].y, []).get(L.switches[s].y)).push(s);
+  const step = L.node[0] + 18, widest = Math.max(...Array.from(rows.values(), (r) => r.length));
+  const width = Math.max(620, 80 + widest * step);
+  const switches = L.switches.map(() => null);
+  for (const [y, r] of rows) {
+    r.sort((a, b) => L.switches[a].x - L.switches[b].x);
+    const x0 = (width - r.length * step) / 2 + step / 2;
+    r.forEach((s, i) => (switches[s] = Object.assign({}, L.switches[s], { x: x0 + i * step, y })));
+  }
+  const links = [], linkIdx = [];
+  L.links.forEach((l, i) => { if (keep.has(l[0]) && keep.has(l[2])) { links.push(l); linkIdx.push(i); } });
+  const hosts = L.hosts.filter((h) => keep.has(h[2]));
+  return Object.assign({}, L, { name: `${L.name}: ${box.title}`, width, switches, links, linkIdx, hosts, count: keep.size, overview: null });
+};
+
 // (Re)draws the fabric for view "detail" or "overview"; returns a drawing
 // with update(states, metric) and the canvas size.
 MR.draw = function (svg, L, view, handlers) {
@@ -206,7 +236,7 @@ MR.draw = function (svg, L, view, handlers) {
   const t = el("text", { x: 40, y: 28, class: "title" }, svg);
   t.textContent = L.name;
   const sub = el("text", { x: 40, y: 48, class: "small left" }, svg);
-  sub.textContent = `${L.switches.length} switches, ${L.links.length} links, ${L.hosts.length} hosts` +
+  sub.textContent = `${L.count || L.switches.length} switches, ${L.links.length} links, ${L.hosts.length} hosts` +
     (overview ? " — each box is a pod or a block of switches; click one to draw its switches" : "");
   const items = overview ? drawOverview(svg, L, handlers.bundle, handlers.box) : drawDetail(svg, L, handlers.link);
   return { overview: !!overview, items, width: w, height: h };
@@ -238,16 +268,18 @@ MR.paint = function (d, states, metric, steered) {
         st.partial = true;
       }
     } else {
-      st = states.get(k) || null;
-      if (steered.has(k)) st = Object.assign({ util: 0, depth: 0, flags: 0 }, st, { flags: ((st && st.flags) || 0) | MR.STEERED });
+      const i = it.idx;
+      st = states.get(i) || null;
+      if (steered.has(i)) st = Object.assign({ util: 0, depth: 0, flags: 0 }, st, { flags: ((st && st.flags) || 0) | MR.STEERED });
       else if (st) st = Object.assign({}, st, { flags: st.flags & ~MR.STEERED });
     }
     const flags = st ? st.flags : 0;
     const colour = st && st.partial ? MR.colour(Object.assign({}, st, { flags: 0 }), metric) : MR.colour(st, metric);
     if (it.line.getAttribute("stroke") !== colour) it.line.setAttribute("stroke", colour);
+    it.line.classList.toggle("idle", !st);
     it.line.classList.toggle("hot", !!(flags & MR.HOT));
     it.line.classList.toggle("failed", !!(flags & MR.FAILED));
-    it.halo.classList.toggle("tree", !!(flags & MR.TREE));
+    it.tree.classList.toggle("tree", !!(flags & MR.TREE));
     it.halo.classList.toggle("steered", !!(flags & MR.STEERED));
     it.mark.setAttribute("visibility", flags & MR.DERATED ? "visible" : "hidden");
   }
@@ -258,6 +290,14 @@ MR.zoomable = function (svg) {
   const z = { x: 0, y: 0, w: 1, h: 1, full: [1, 1] };
   const apply = () => svg.setAttribute("viewBox", `${z.x} ${z.y} ${z.w} ${z.h}`);
   z.fit = (w, h) => { z.full = [w, h]; Object.assign(z, { x: 0, y: 0, w, h }); apply(); };
+  // Fits, unless that would shrink below `min`: then a readable middle part.
+  z.fitReadable = (w, h, min) => {
+    const r = svg.getBoundingClientRect(), scale = Math.min(r.width / w, r.height / h);
+    z.fit(w, h);
+    if (scale >= min || !r.width || !r.height) return;
+    const vw = r.width / min, vh = Math.min(h, r.height / min);
+    z.show((w - vw) / 2, (h - vh) / 2, vw, vh);
+  };
   z.show = (x, y, w, h) => { Object.assign(z, { x, y, w, h }); apply(); };
   z.by = (f, cx, cy) => {
     const nw = Math.max(40, Math.min(z.full[0] * 4, z.w * f)), s = nw / z.w;

@@ -66,8 +66,11 @@
   function redraw(fit) {
     const svg = $("fabric");
     if (!app.zoom) app.zoom = MR.zoomable(svg);
-    app.drawing = MR.draw(svg, app.layout, $("view").value, { link: showLink, bundle: showBundle, box: zoomToBox });
-    if (fit) app.zoom.fit(app.drawing.width, app.drawing.height);
+    const view = $("view").value, layout = view === "box" && app.box ? app.box : app.layout;
+    app.drawing = MR.draw(svg, layout, view, { link: showLink, bundle: showBundle, box: zoomToBox });
+    // The overview shows everything; a drawing of switches stays readable.
+    if (fit && view === "overview") app.zoom.fit(app.drawing.width, app.drawing.height);
+    else if (fit) app.zoom.fitReadable(app.drawing.width, app.drawing.height, 0.5);
     MR.legend($("legend"), $("metric").value);
     paint();
   }
@@ -137,17 +140,22 @@
   function text(tag, s, cls) { const e = document.createElement(tag); e.textContent = s; if (cls) e.className = cls; return e; }
 
   function side(f) {
-    $("mode").textContent = f.mode + (f.pinned ? " (pinned to a rolled-back snapshot)" : "");
-    $("mode").className = "mode " + f.mode;
+    $("mode").textContent = f.mode ? f.mode + (f.pinned ? " (pinned to a rolled-back snapshot)" : "") : "starting: no state published yet";
+    $("mode").className = "mode " + (f.mode || "muted");
     const s = f.sessions, box = $("sessions");
     box.textContent = "";
     box.appendChild(text("div", `${s.connected}/${s.total} connected, ${s.primary} primary, ${s.programmed} programmed`));
     const ul = document.createElement("ul");
-    for (const w of s.listed) {
+    const shown = s.listed.slice(0, 12);
+    for (const w of shown) {
       const ok = w.connected && w.primary;
       const li = text("li", `${w.name}: ${w.connected ? "connected" : "down"}${w.connected ? (w.primary ? ", primary" : ", backup") : ""}` +
         (w.last_error ? ` — ${w.last_error}` : ""), ok ? "ok" : "bad");
       ul.appendChild(li);
+    }
+    if (s.listed.length > shown.length || !s.all_listed) {
+      const more = s.all_listed ? s.listed.length - shown.length : s.total - s.connected - shown.length;
+      if (more > 0) ul.appendChild(text("li", `… and ${more} more not connected`, "muted"));
     }
     box.appendChild(ul);
     const recs = $("recs");
@@ -285,14 +293,15 @@
     box.appendChild(ul);
   }
 
-  // Draws every switch and zooms to the box's members.
+  // Draws the switches of one overview box (and those above them).
   function zoomToBox(k) {
-    const members = app.layout.overview.boxes[k].members.map((s) => app.layout.switches[s]);
-    $("view").value = "detail";
+    const box = app.layout.overview.boxes[k], sel = $("view");
+    let o = sel.querySelector("option[value=box]");
+    if (!o) sel.appendChild((o = new Option("", "box")));
+    o.textContent = box.title;
+    app.box = MR.subLayout(app.layout, box);
+    sel.value = "box";
     redraw(true);
-    const xs = members.map((s) => s.x), ys = members.map((s) => s.y);
-    const pad = 120, x0 = Math.min(...xs) - pad, x1 = Math.max(...xs) + pad;
-    app.zoom.show(x0, 0, x1 - x0, Math.max(app.layout.height, Math.max(...ys) + pad));
   }
 
   // ---- steered flows on demand ----
