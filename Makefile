@@ -32,6 +32,8 @@ test: test-rust test-p4 test-p4-vectors test-e2e ## L0-L2 everywhere; L3-L4 wher
 
 test-rust: p4rt-deps
 	$(CARGO) test --workspace --all-targets
+	@m=; for t in chromium chromedriver; do command -v $$t >/dev/null || m="$$m $$t"; done; \
+	  [ -z "$$m" ] || echo "skip: L2 page browser test (ctrl/cli/tests/page_browser.rs):$$m not installed (apt-get install chromium chromium-driver)"
 	$(CARGO) test --workspace --doc
 
 test-p4: ## P4 contract freshness (needs p4c)
