@@ -188,5 +188,15 @@ fn the_page_shows_the_served_fabric_live() {
         Duration::from_secs(15),
         "const e = document.getElementById('mode-apply'); return !!e && e.offsetParent !== null",
     );
+    // Its mode switch reaches the controller, and the page shows the new mode.
+    b.js("document.getElementById('mode-set').value = 'advise';", json!([]));
+    b.click("#mode-apply");
+    b.wait_for(
+        "the new mode",
+        Duration::from_secs(10),
+        "return document.getElementById('mode').textContent === 'advise'",
+    );
     b.screenshot(&target.join("page-operator.png"));
+    let events = std::fs::read_to_string(&ctl.events).unwrap();
+    assert!(events.contains("\"kind\":\"mode\""), "the mode change is in the event log\n{events}");
 }

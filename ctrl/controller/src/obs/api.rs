@@ -6,7 +6,8 @@
 //! `/metrics`), `operator` to change the mode, roll back or report a link
 //! down or up, `scheduler` (or operator) to register and remove jobs.
 //! Errors are JSON `{"error": "..."}`; a refused job body is 400 with
-//! `{"error": ..., "problems": [{"path", "message"}, ...]}`.
+//! `{"error": ..., "problems": [{"path", "message"}, ...]}`. The live page
+//! and its stream are routed here too (`super::page`).
 
 use std::future::Future;
 use std::sync::Arc;

@@ -4,8 +4,10 @@
 //!
 //! Bounds: at most [`MAX_CLIENTS`] streams; each client's queue holds
 //! [`CLIENT_FRAMES`] frames. A client whose queue is full when a frame is
-//! ready has stopped reading: it is dropped (its stream ends), the others
-//! and the controller carry on. The hub runs only while someone watches,
+//! ready has stopped reading: it is dropped (its stream ends, and the hub
+//! forgets it), the others and the controller carry on. Its connection
+//! lives until the peer closes it or TCP gives up, holding no more than
+//! that queue (frames are shared, not copied) and the socket's buffers. The hub runs only while someone watches,
 //! and after a large frame it waits long enough to stay under
 //! [`MAX_BYTES_PER_SECOND`] per client.
 

@@ -169,7 +169,7 @@
     ev.textContent = "";
     for (const e of f.events) {
       const li = document.createElement("li");
-      li.className = "ev " + e.kind;
+      li.className = "ev ev-" + e.kind;
       li.appendChild(text("span", e.ts.slice(11, 19), "ts"));
       li.appendChild(text("span", e.kind, "kind"));
       li.appendChild(text("span", (e.switch ? e.switch + ": " : "") + e.reason, "reason"));
