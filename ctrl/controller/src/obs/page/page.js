@@ -12,7 +12,7 @@
     token: sessionStorage.getItem(KEY) || "",
     layout: null, drawing: null, zoom: null,
     states: new Map(), history: new Map(), steered: new Set(),
-    frame: null, frames: 0, selected: null, flowsDoc: null, abort: null,
+    frame: null, frames: 0, selected: null, abort: null,
   };
   window.MR.app = app;
   // Script errors are counted where a test (or a person) can see them.
@@ -305,27 +305,24 @@
   }
 
   // ---- steered flows on demand ----
+  // Fetches the placement: offers its host pairs in the menu and marks the
+  // paths of the flows selected there.
   async function loadSteered() {
-    const want = $("flows").value;
     app.flowsAt = Date.now();
+    let doc;
+    try { doc = await api("/api/v1/flows"); } catch (e) { return; }
+    const sel = $("flows"), want = sel.value, flows = doc.flows || [];
+    for (const f of flows) {
+      const k = f.flow || {}, v = `pair:${hostName(k.src)}>${hostName(k.dst)}`;
+      if (!sel.querySelector(`option[value="${CSS.escape(v)}"]`)) sel.appendChild(new Option(`${hostName(k.src)} → ${hostName(k.dst)}`, v));
+    }
+    const idx = new Map();
+    app.layout.links.forEach((l, i) => { idx.set(app.layout.switches[l[0]].name + ":" + l[1], i); idx.set(app.layout.switches[l[2]].name + ":" + l[3], i); });
     app.steered = new Set();
-    if (want) {
-      let doc;
-      try { doc = await api("/api/v1/flows"); } catch (e) { return; }
-      app.flowsDoc = doc;
-      const idx = new Map();
-      app.layout.links.forEach((l, i) => { idx.set(app.layout.switches[l[0]].name + ":" + l[1], i); idx.set(app.layout.switches[l[2]].name + ":" + l[3], i); });
-      for (const f of doc.flows || []) {
-        const k = f.flow || {};
-        const pair = `pair:${hostName(k.src)}>${hostName(k.dst)}`;
-        if (!(want === "all" || want === "job:" + f.job || want === pair)) continue;
-        for (const h of f.path || []) { const i = idx.get(h.switch + ":" + h.port); if (i !== undefined) app.steered.add(i); }
-      }
-      const sel = $("flows");
-      for (const f of doc.flows || []) {
-        const k = f.flow || {}, v = `pair:${hostName(k.src)}>${hostName(k.dst)}`;
-        if (!sel.querySelector(`option[value="${CSS.escape(v)}"]`)) sel.appendChild(new Option(`${hostName(k.src)} → ${hostName(k.dst)}`, v));
-      }
+    for (const f of want ? flows : []) {
+      const k = f.flow || {};
+      if (!(want === "all" || want === "job:" + f.job || want === `pair:${hostName(k.src)}>${hostName(k.dst)}`)) continue;
+      for (const h of f.path || []) { const i = idx.get(h.switch + ":" + h.port); if (i !== undefined) app.steered.add(i); }
     }
     paint();
   }
@@ -358,7 +355,7 @@
     $("metric").addEventListener("change", () => { MR.legend($("legend"), $("metric").value); paint(); });
     $("view").addEventListener("change", () => redraw(true));
     $("flows").addEventListener("change", loadSteered);
-    $("flows").addEventListener("focus", () => { if (!$("flows").value) loadSteered(); });
+    $("flows").addEventListener("focus", () => { if (!app.flowsAt || Date.now() - app.flowsAt > 2000) loadSteered(); });
     $("zoom-in").addEventListener("click", () => app.zoom && app.zoom.by(1 / 1.5));
     $("zoom-out").addEventListener("click", () => app.zoom && app.zoom.by(1.5));
     $("zoom-fit").addEventListener("click", () => app.drawing && app.zoom.fit(app.drawing.width, app.drawing.height));
