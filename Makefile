@@ -35,6 +35,8 @@ test-make: ## Every .PHONY target has a rule (a lost one would do nothing and pa
 
 test-rust: p4rt-deps
 	$(CARGO) test --workspace --all-targets
+	@m=; for t in chromium chromedriver; do command -v $$t >/dev/null || m="$$m $$t"; done; \
+	  [ -z "$$m" ] || echo "skip: L2 page browser test (ctrl/cli/tests/page_browser.rs):$$m not installed (apt-get install chromium chromium-driver)"
 	$(CARGO) test --workspace --doc
 
 test-p4: ## P4 contract freshness (needs p4c)

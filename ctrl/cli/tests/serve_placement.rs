@@ -13,60 +13,17 @@
 mod common;
 
 use common::repo;
+use common::serve::{fabric, spawn, Proc};
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use metaroce_p4rt::{Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key, Pipeline};
 
 const SCHED: &str = "scheduler-token-of-the-serve-test";
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[&str], log: &Path) -> Proc {
-    let err = std::fs::File::create(log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_metaroce"))
-        .args(args)
-        .current_dir(repo())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run metaroce: {e}"));
-    Proc(child)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// The 2x2 fabric and the placement scenario on free ports, in `dir`.
-fn fabric(dir: &Path) -> (PathBuf, PathBuf, Vec<SocketAddr>) {
-    let mut topo = std::fs::read_to_string(repo().join("topologies/mininet-2x2.yaml")).unwrap();
-    let mut addrs = vec![];
-    for n in 1..=4 {
-        let port = free_port();
-        topo = topo.replace(&format!("127.0.0.1:5000{n}"), &format!("127.0.0.1:{port}"));
-        addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    let topo_path = dir.join("fabric.yaml");
-    std::fs::write(&topo_path, topo).unwrap();
-    let sc = std::fs::read_to_string(repo().join("scenarios/serve-placement.yaml")).unwrap();
-    let sc = sc.replace("topology: ../topologies/mininet-2x2.yaml", "topology: fabric.yaml");
-    let sc_path = dir.join("serve-placement.yaml");
-    std::fs::write(&sc_path, sc).unwrap();
-    (topo_path, sc_path, addrs)
-}
 
 fn pipeline() -> Pipeline {
     let dir = repo().join("p4src/build");
@@ -123,7 +80,7 @@ struct Run {
 /// The controller in act mode with a scheduler token, its API address read from its log.
 fn controller() -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let (topo, sc, addrs) = fabric(dir.path());
+    let (topo, sc, addrs) = fabric(dir.path(), "serve-placement.yaml");
     let tokens = dir.path().join("tokens.txt");
     std::fs::write(&tokens, format!("scheduler {SCHED}\n")).unwrap();
     #[cfg(unix)]

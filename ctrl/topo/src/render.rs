@@ -95,14 +95,34 @@ fn layout(t: &Topology) -> (Vec<(f64, f64)>, f64, usize) {
     (pos, width, usize::from(top_tier))
 }
 
+/// Where [`svg`] draws each switch of the detailed picture, for other
+/// drawings of the fabric (the controller's page) that must look the same.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    /// Centre of each switch box, by switch index.
+    pub switches: Vec<(f64, f64)>,
+    /// The canvas.
+    pub width: f64,
+    pub height: f64,
+    /// The row of hosts (or of each leaf's folded host box).
+    pub hosts_y: f64,
+    /// Size of a switch box.
+    pub node: (f64, f64),
+}
+
+/// The detailed picture's layout: tiers top-down, each ordered by barycenter.
+pub fn placement(t: &Topology) -> Placement {
+    let (switches, width, top_tier) = layout(t);
+    let hosts_y = MARGIN + 50.0 + (top_tier as f64 + 1.0) * LAYER_GAP * 0.75;
+    Placement { switches, width, height: hosts_y + 40.0, hosts_y, node: (NODE_W, NODE_H) }
+}
+
 /// Renders the fabric as a standalone SVG document.
 pub fn svg(t: &Topology, opts: &RenderOptions) -> String {
     if !opts.detail && overview::wanted(t) {
         return overview::svg(t, opts);
     }
-    let (pos, width, top_tier) = layout(t);
-    let hosts_y = MARGIN + 50.0 + (top_tier as f64 + 1.0) * LAYER_GAP * 0.75;
-    let height = hosts_y + 40.0;
+    let Placement { switches: pos, width, height, hosts_y, .. } = placement(t);
     let labels = t.links.len() <= MAX_LABELED_LINKS;
     let fold_hosts = t.hosts.len() > MAX_DRAWN_HOSTS;
     let mut o = String::new();

@@ -2,6 +2,9 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod serve;
+pub mod webdriver;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -6,7 +6,8 @@
 //! `/metrics`), `operator` to change the mode, roll back or report a link
 //! down or up, `scheduler` (or operator) to register and remove jobs.
 //! Errors are JSON `{"error": "..."}`; a refused job body is 400 with
-//! `{"error": ..., "problems": [{"path", "message"}, ...]}`.
+//! `{"error": ..., "problems": [{"path", "message"}, ...]}`. The live page
+//! and its stream are routed here too (`super::page`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -93,6 +94,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/jobs", post(jobs::register).get(jobs_list))
         .route("/api/v1/jobs/{name}", axum::routing::delete(jobs::remove))
         .route("/api/v1/flows", get(flows))
+        .merge(super::page::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint")
@@ -149,13 +151,13 @@ pub async fn serve(
 
 /// An error answer: JSON `{"error": message}` with its status.
 #[derive(Debug)]
-struct ApiError {
+pub(super) struct ApiError {
     status: StatusCode,
     message: String,
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(super) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         ApiError { status, message: message.into() }
     }
 }
@@ -170,7 +172,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
+pub(super) fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
     match serde_json::to_vec(value) {
         Ok(body) => (status, [(CONTENT_TYPE, "application/json")], body).into_response(),
         Err(error) => {
@@ -187,7 +189,7 @@ fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
 
 /// Checks the caller may do what needs `need`; returns its role (`None`
 /// when the API runs without tokens). Never logs the token.
-fn authorize(
+pub(super) fn authorize(
     state: &ApiState,
     headers: &HeaderMap,
     need: Role,

@@ -8,6 +8,7 @@
 //! - [`Tokens`]: bearer tokens with least-privilege [`Role`]s.
 //! - The job API (`POST`/`GET /api/v1/jobs`, `DELETE /api/v1/jobs/NAME`)
 //!   and the placement (`GET /api/v1/flows`).
+//! - `GET /` and `GET /api/v1/stream`: the live fabric page (`page/`).
 //! - [`serve`] / [`router`]: the HTTP status API. The core publishes a
 //!   [`Snapshot`] on a `watch` channel and receives [`Command`]s on an
 //!   `mpsc` channel, so the state task stays the only owner of the state.
@@ -18,6 +19,7 @@ mod api;
 mod events;
 mod metrics;
 mod openmetrics;
+mod page;
 #[cfg(test)]
 mod testutil;
 mod tokens;

@@ -183,15 +183,25 @@ fn mesh_band(o: &mut String, groups: &[Group], pos: &[(f64, f64)], r: usize, n: 
     );
 }
 
-/// Renders the overview as a standalone SVG document.
-pub fn svg(t: &Topology, opts: &RenderOptions) -> String {
+/// One box of the overview as placed on the canvas.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverviewBox {
+    /// The switches it stands for.
+    pub members: Vec<SwitchId>,
+    pub title: String,
+    /// What it holds, e.g. "16 leaves, 4 spines, 64 hosts".
+    pub detail: String,
+    /// Its colour's role (a pod is drawn as a spine).
+    pub role: Role,
+    /// Centre.
+    pub x: f64,
+    pub y: f64,
+}
+
+/// Where [`svg`] draws its boxes: the boxes, the canvas width and height,
+/// and the box size; for other drawings of the overview that must match.
+pub fn boxes(t: &Topology) -> (Vec<OverviewBox>, f64, f64, (f64, f64)) {
     let groups = groups(t);
-    let mut of = vec![usize::MAX; t.switches.len()];
-    for (g, grp) in groups.iter().enumerate() {
-        for &s in &grp.members {
-            of[s] = g;
-        }
-    }
     let rows = groups.iter().map(|g| g.row).max().unwrap_or(0) + 1;
     let widest = (0..rows).map(|r| groups.iter().filter(|g| g.row == r).count()).max().unwrap_or(1) as f64;
     let width = (2.0 * MARGIN + widest * BOX_W + (widest - 1.0) * GAP).max(720.0);
@@ -203,6 +213,32 @@ pub fn svg(t: &Topology, opts: &RenderOptions) -> String {
         let x0 = (width - span) / 2.0 + BOX_W / 2.0;
         for (i, &g) in in_row.iter().enumerate() {
             pos[g] = (x0 + i as f64 * (BOX_W + GAP), MARGIN + 90.0 + r as f64 * ROW_GAP);
+        }
+    }
+    let out = groups
+        .into_iter()
+        .zip(pos)
+        .map(|(g, (x, y))| OverviewBox {
+            members: g.members,
+            title: g.title,
+            detail: g.detail,
+            role: g.role,
+            x,
+            y,
+        })
+        .collect();
+    (out, width, height, (BOX_W, BOX_H))
+}
+
+/// Renders the overview as a standalone SVG document.
+pub fn svg(t: &Topology, opts: &RenderOptions) -> String {
+    let groups = groups(t);
+    let (placed, width, height, _) = boxes(t);
+    let pos: Vec<(f64, f64)> = placed.iter().map(|b| (b.x, b.y)).collect();
+    let mut of = vec![usize::MAX; t.switches.len()];
+    for (g, grp) in groups.iter().enumerate() {
+        for &s in &grp.members {
+            of[s] = g;
         }
     }
     // (upper box, lower box) → (links, failed, total bits per second)
