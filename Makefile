@@ -49,7 +49,7 @@ test-e2e: ## L4: Mininet + BMv2 end-to-end (tests/e2e); one skip line without ro
 	@if [ -x $(MN_PY) ]; then $(MN_PY) tests/e2e/run.py; else echo "skip: L4 Mininet end-to-end ($(MN_PY) not installed)"; fi
 
 bench-ha: p4rt-deps ## Controller takeover time over 10 leader kills, p50 / max (needs etcd: Debian etcd-server)
-	$(CARGO) test --release -p metaroce-cli --test serve_ha -- --ignored --nocapture takeover_time
+	$(CARGO) test --workspace --test serve_ha -- --ignored --nocapture takeover_time
 
 deps-mininet: ## Debian packages for the Mininet testbed (Mininet, iperf3, scapy, ...; run as root)
 	apt-get update -qq

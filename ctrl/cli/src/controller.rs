@@ -115,7 +115,7 @@ pub struct RunArgs {
     /// Scrape interval of host exporters (`hosts[].exporter`), milliseconds.
     #[arg(long, default_value_t = 5000)]
     pub host_scrape_ms: u64,
-    /// P4Runtime election id (higher wins primary).
+    /// P4Runtime election id (higher wins primary); with --ha the election sets it instead.
     #[arg(long, default_value_t = 10)]
     pub election_id: u64,
     /// Telemetry Reports are sent when a flow's path latency changes bucket,

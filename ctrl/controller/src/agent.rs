@@ -163,6 +163,10 @@ pub struct AgentConfig {
     /// The election ([`crate::ha`]), when there is one: the agent arbitrates
     /// with its term's election id and writes only while it leads.
     pub ha: Option<watch::Receiver<HaState>>,
+    /// After a takeover, how long steer entries the switch holds and the
+    /// new plan lacks are kept (the flow's large-flow reports, or its job,
+    /// reach the new leader meanwhile).
+    pub steer_grace: Duration,
 }
 
 /// Runs until `shutdown` fires. Never returns an error: failures are
@@ -277,6 +281,8 @@ struct Live<'a> {
     programmed: bool,
     /// The election id held and whether to write ([`crate::ha`]).
     term: Term,
+    /// Elected: until then, steer entries the plan lacks stay.
+    steer_grace_until: Option<Instant>,
 }
 
 async fn connected(
@@ -317,6 +323,7 @@ async fn connected(
         programmed: false,
         polls: 0,
         term,
+        steer_grace_until: None,
     };
     if !term.writes {
         info!(entries = live.installed.len(), election_id = %term.election_id, "switch read as a standby: writing nothing until elected");
@@ -343,6 +350,11 @@ async fn connected(
             }
             _ = poll.tick() => live.poll_registers().await,
             t = term::changed(ha.as_mut(), live.term) => live.on_term(t, desired).await?,
+            _ = term::grace_end(live.steer_grace_until) => {
+                live.steer_grace_until = None;
+                let d = desired.borrow().clone();
+                live.sync(&d, true).await;
+            }
             _ = async { match retry { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
                 live.retry_at = None;
                 match read_installed(&live.session, pipeline).await {
@@ -474,6 +486,7 @@ impl Live<'_> {
             },
             Target::Exact(m) => m.clone(),
         };
+        let desired = self.keep_steer(desired);
         let mut batches = reconcile::diff(&desired, &self.installed);
         // Deletes wait while traffic-moving writes go (see `cleanup_delay`),
         // unless they are all there is to do.

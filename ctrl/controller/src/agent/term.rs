@@ -61,7 +61,34 @@ pub(super) async fn changed(ha: Option<&mut watch::Receiver<HaState>>, held: Ter
     }
 }
 
+/// Fires when the steer grace ends; never without one.
+pub(super) async fn grace_end(until: Option<Instant>) {
+    match until {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Live<'_> {
+    /// During the steer grace after a takeover: the steer entries the
+    /// switch holds that `desired` lacks stay, as long as the next hop they
+    /// point at does (never onto a failed link). A new leader has not seen
+    /// the large-flow digests (they go to the primary only) nor the jobs
+    /// announced to its predecessor; without this it would delete their
+    /// entries at once, and write them again when it learns of the flows.
+    pub(super) fn keep_steer(&self, mut desired: BTreeMap<Key, Entry>) -> BTreeMap<Key, Entry> {
+        if self.steer_grace_until.is_none() {
+            return desired;
+        }
+        for (k, e) in &self.installed {
+            let (Entry::SteerFlow { nhop_id, .. } | Entry::SteerPair { nhop_id, .. }) = e else { continue };
+            if !desired.contains_key(k) && desired.contains_key(&Key::Nhop(*nhop_id)) {
+                desired.insert(*k, e.clone());
+            }
+        }
+        desired
+    }
+
     /// Takes a new term on the open session. An error ends the session;
     /// the agent then reconnects with the new term.
     pub(super) async fn on_term(
@@ -75,6 +102,7 @@ impl Live<'_> {
         if !t.writes {
             self.retry_at = None;
             self.cleanup_at = None;
+            self.steer_grace_until = None;
             let _ = self.events.send(AgentEvent::Primary { switch, primary: false }).await;
             info!(election_id = %t.election_id, "standing down: a backup on this switch, writing nothing");
             return Ok(());
@@ -96,6 +124,7 @@ impl Live<'_> {
         }
         self.installed = read_installed(&self.session, self.pipeline).await?;
         self.programmed = false;
+        self.steer_grace_until = Some(Instant::now() + self.cfg.steer_grace);
         info!(election_id = %t.election_id, entries = self.installed.len(), primary_ms = primary_after.as_secs_f64() * 1e3,
             pipeline = self.program, "elected: primary on this switch; reconciling what it holds");
         let _ =

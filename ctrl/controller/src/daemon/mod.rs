@@ -154,6 +154,7 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         retry_max: Duration::from_secs(5),
         cleanup_delay: Duration::from_millis(20),
         ha: None,
+        steer_grace: Duration::from_nanos(cfg.core.place.flow_idle_ns),
     })
 }
 
