@@ -255,6 +255,28 @@ fn tails(dir: &Path) -> impl Fn() -> String {
     }
 }
 
+/// Every served switch's entries.
+async fn tables(addrs: &[SocketAddr], p: &Pipeline) -> Vec<BTreeMap<Key, Entry>> {
+    let mut out = vec![];
+    for (i, addr) in addrs.iter().enumerate() {
+        out.push(read_switch(*addr, i as u64 + 1, p).await.0);
+    }
+    out
+}
+
+/// Entries added, changed or removed between two reads, by kind of key.
+fn changed_kinds(before: &[BTreeMap<Key, Entry>], after: &[BTreeMap<Key, Entry>]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for (b, a) in before.iter().zip(after) {
+        let keys: std::collections::BTreeSet<&Key> = b.keys().chain(a.keys()).collect();
+        for k in keys.into_iter().filter(|k| b.get(k) != a.get(k)) {
+            let kind = format!("{k:?}").split(['(', ' ', '{']).next().unwrap_or("").to_owned();
+            *out.entry(kind).or_default() += 1;
+        }
+    }
+    out
+}
+
 /// Steer entries on every served switch.
 async fn steer_entries(addrs: &[SocketAddr], p: &Pipeline) -> usize {
     let mut n = 0;
@@ -298,7 +320,7 @@ fn takeover_writes(ctl: &Ctl) -> (u64, u64, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((_etcd, url)) = etcd(dir.path()) else { return };
+    let Some((etcd_proc, url)) = etcd(dir.path()) else { return };
     let (topo, sc, addrs) = fabric(dir.path());
     let serve_log = dir.path().join("serve.log");
     let out = dir.path().join("report");
@@ -327,6 +349,7 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
     until(Duration::from_secs(120), "a derates", &logs, || {
         a.events().iter().any(|e| e["kind"] == "derate" && e["details"]["applied"] == true).then_some(())
     });
+    let tables_before = tables(&addrs, &p).await;
     let steer_before = steer_entries(&addrs, &p).await;
     let (fwd0, drop0) = serve_counts(&serve_log);
     let lines0 = progress_lines(&serve_log);
@@ -344,12 +367,13 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
     });
     let (fwd1, drop1) = serve_counts(&serve_log);
     let (ins, modi, del) = takeover_writes(&b);
+    let changed = changed_kinds(&tables_before, &tables(&addrs, &p).await);
     let elected_to_primary = b.status()["ha"]["last_takeover_ms"].as_f64().unwrap_or(f64::NAN);
     println!(
         "ha: takeover after SIGKILL {:.0} ms (elected → primary on every switch {elected_to_primary:.1} ms); \
          served fabric around it: {} packets dropped of {} forwarded; first passes of the new leader: \
          {ins} inserts, {modi} modifies, {del} deletes; steer entries on the switches: {steer_before} before the kill, \
-         {steer_after} once b leads",
+         {steer_after} once b leads; entries that differ from before the kill, by table: {changed:?}",
         takeover.as_secs_f64() * 1e3,
         drop1.saturating_sub(drop0),
         fwd1.saturating_sub(fwd0),
@@ -437,6 +461,32 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
     assert!(b.log_text().contains("leadership lost"), "b says it stood down\n{}", logs());
     let refused = b.events().iter().filter(|e| e["kind"] == "write_failed").count();
     println!("ha: the resumed leader stood down; its writes refused by the switches meanwhile: {refused}");
+
+    // etcd lost: the leader stands down after its lease and leaves the
+    // switches as they are; once etcd is back, a leader is elected again.
+    assert!(signal(&etcd_proc.0, "STOP"));
+    let lost = Instant::now();
+    until(Duration::from_secs(10), "c stands down without etcd", &logs, || {
+        (c.status()["ha"]["role"] == "standby").then_some(())
+    });
+    println!("ha: etcd paused: the leader stood down after {:.0} ms", lost.elapsed().as_secs_f64() * 1e3);
+    // What c last wrote stays: the switches hold what its view says.
+    let mut held = vec![];
+    for (i, addr) in addrs.iter().enumerate() {
+        held.push(Arc::new(read_switch(*addr, i as u64 + 1, &p).await.0));
+    }
+    let c_view = get_json(c.api, "/api/v1/groups");
+    assert_eq!(
+        metaroce_controller::status::groups(&names, &held),
+        c_view,
+        "the switches keep c's tables\n{}",
+        logs()
+    );
+    assert!(held.iter().all(|h| !h.is_empty()));
+    assert!(signal(&etcd_proc.0, "CONT"));
+    until(Duration::from_secs(20), "a leader again once etcd is back", &logs, || {
+        (b.leads() || c.leads()).then_some(())
+    });
 }
 
 /// `make bench-ha`: the takeover time after SIGKILL, over 10 kills, on an

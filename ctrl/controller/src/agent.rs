@@ -111,6 +111,11 @@ pub enum AgentEvent {
     Programmed {
         switch: usize,
     },
+    /// A standby read the switch again and found it changed (by the leader).
+    Installed {
+        switch: usize,
+        installed: Arc<BTreeMap<Key, Entry>>,
+    },
     /// A reconcile pass ended.
     Synced {
         switch: usize,
@@ -618,6 +623,9 @@ impl Live<'_> {
         self.polls += 1;
         if self.polls % ECN_POLL_EVERY == 1 {
             self.poll_ecn_marks().await;
+        }
+        if !self.term.writes && self.polls.is_multiple_of(ECN_POLL_EVERY) {
+            self.refresh_installed().await;
         }
     }
 

@@ -89,6 +89,19 @@ impl Live<'_> {
         desired
     }
 
+    /// A standby's periodic read of what the leader installed, so that its
+    /// status and groups show the switch as it is.
+    pub(super) async fn refresh_installed(&mut self) {
+        let Ok(now) = read_or_empty(read_installed(&self.session, self.pipeline).await, self.term) else {
+            return;
+        };
+        if now != self.installed {
+            self.installed = now;
+            let installed = Arc::new(self.installed.clone());
+            let _ = self.events.send(AgentEvent::Installed { switch: self.cfg.switch, installed }).await;
+        }
+    }
+
     /// Takes a new term on the open session. An error ends the session;
     /// the agent then reconnects with the new term.
     pub(super) async fn on_term(
