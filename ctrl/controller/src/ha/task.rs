@@ -120,6 +120,13 @@ pub async fn run<E: Elector>(
             let _ = el.revoke(lease.id).await;
             return;
         };
+        // etcd's campaign can answer for a key whose lease just lapsed
+        // (it waits for the keys ahead, not for its own): lead only on a
+        // lease that is still ours.
+        let elected = match elected {
+            Ok(rev) => renew(&mut el, lease.id, &mut clock, cfg.renew_every).await.map(|()| rev),
+            Err(lost) => Err(lost),
+        };
         let lost = match elected {
             Ok(rev) => {
                 lead(&tx, &cfg, rev);
