@@ -147,3 +147,21 @@ impl Live<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_answer_for_the_id_we_lead_with_makes_us_the_writing_primary() {
+        let leader = Term { election_id: 7 << 64, writes: true };
+        let standby = Term { election_id: 5, writes: false };
+        assert!(ours(leader, true, Some(7 << 64)));
+        assert!(ours(leader, true, None));
+        // The standing answer for the standby id we held before.
+        assert!(!ours(leader, true, Some(5)));
+        assert!(!ours(leader, false, Some(8 << 64)));
+        // Primary by rank, but a standby writes nothing.
+        assert!(!ours(standby, true, Some(5)));
+    }
+}
