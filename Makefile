@@ -16,7 +16,7 @@ P4RT_VENV := target/p4rt-venv
 P4RT_STAMP := $(P4RT_VENV)/.p4runtime-1.6.0
 
 .PHONY: p4rt-deps help build release test test-rust test-p4 test-p4-vectors lint fmt bench p4 demo fuzz clean test-make
-.PHONY: deps-mininet test-e2e mininet-demo
+.PHONY: deps-mininet test-e2e mininet-demo bench-ha
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -53,6 +53,9 @@ TOPO ?= topologies/mininet-2x2.yaml
 test-e2e: ## L4: Mininet + BMv2 end-to-end (tests/e2e); one skip line without root/Mininet/BMv2
 	@if [ -x $(MN_PY) ]; then $(MN_PY) tests/e2e/run.py; else echo "skip: L4 Mininet end-to-end ($(MN_PY) not installed)"; fi
 
+bench-ha: p4rt-deps ## Controller takeover time over 10 leader kills, p50 / max (needs etcd: Debian etcd-server)
+	$(CARGO) test --workspace --test serve_ha -- --ignored --nocapture takeover_time
+
 deps-mininet: ## Debian packages for the Mininet testbed (Mininet, iperf3, scapy, ...; run as root)
 	apt-get update -qq
 	apt-get install -y --no-install-recommends mininet iperf3 iputils-ping ethtool iproute2 python3-yaml python3-scapy python3-matplotlib
@@ -76,6 +79,7 @@ bench: p4rt-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-te --bench plan
 	$(CARGO) bench -p metaroce-telemetry --bench ingest
 	$(CARGO) bench -p metaroce-controller --bench reaction
+	@$(MAKE) --no-print-directory bench-ha
 	@tests/p4/throughput/run.sh
 
 p4: ## Compile p4src/ into p4src/build/ (needs p4c)

@@ -115,7 +115,7 @@ pub struct RunArgs {
     /// Scrape interval of host exporters (`hosts[].exporter`), milliseconds.
     #[arg(long, default_value_t = 5000)]
     pub host_scrape_ms: u64,
-    /// P4Runtime election id (higher wins primary).
+    /// P4Runtime election id (higher wins primary); with --ha the election sets it instead.
     #[arg(long, default_value_t = 10)]
     pub election_id: u64,
     /// Telemetry Reports are sent when a flow's path latency changes bucket,
@@ -129,6 +129,35 @@ pub struct RunArgs {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
     pub duration: Option<f64>,
+    #[command(flatten)]
+    pub ha: HaArgs,
+}
+
+/// High availability: two or more controllers, one leader elected in etcd.
+#[derive(Debug, Args)]
+pub struct HaArgs {
+    /// Campaign for leadership in etcd (etcd://HOST:PORT[,HOST:PORT...]); only the leader writes
+    /// to the switches, with an election id above every older leader's; the others stand by.
+    #[arg(long, value_name = "URL", value_parser = parse_ha_url, requires = "ha_name")]
+    pub ha: Option<EtcdEndpoints>,
+    /// This controller's name in the election (distinct per controller; standbys name the leader by it).
+    #[arg(long, value_name = "NAME", requires = "ha")]
+    pub ha_name: Option<String>,
+    /// With --ha: if etcd cannot be reached at start-up, run alone (and say so) instead of exiting.
+    #[arg(long, requires = "ha")]
+    pub ha_optional: bool,
+    /// With --ha: the etcd lease, in milliseconds (rounded up to seconds, and to etcd's own minimum):
+    /// a standby takes over within about this long of the leader's death.
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub ha_lease_ms: u64,
+}
+
+/// The client URLs of `--ha etcd://...`.
+#[derive(Debug, Clone)]
+pub struct EtcdEndpoints(pub Vec<String>);
+
+fn parse_ha_url(s: &str) -> Result<EtcdEndpoints, String> {
+    metaroce_controller::ha::parse_url(s).map(EtcdEndpoints).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -238,6 +267,12 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.poll_interval = Duration::from_millis(a.poll_ms.max(1));
     cfg.host_scrape_interval = Duration::from_millis(a.host_scrape_ms.max(100));
     cfg.election_id = u128::from(a.election_id);
+    if let (Some(EtcdEndpoints(endpoints)), Some(name)) = (a.ha.ha.clone(), a.ha.ha_name.clone()) {
+        let mut ha = metaroce_controller::ha::HaConfig::new(endpoints, name);
+        ha.optional = a.ha.ha_optional;
+        ha.lease_ttl = Duration::from_millis(a.ha.ha_lease_ms);
+        cfg.ha = Some(ha);
+    }
     cfg.core.settings.latency_shift = a.report_latency_shift;
     let ms = |v: f64| (v.max(0.0) * 1e6) as u64;
     cfg.core.policy.hold_up_ns = ms(a.hold_up_ms);
@@ -265,10 +300,14 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
         }
     };
     eprintln!(
-        "metaroce controller: {} switches, mode {}{}; Ctrl-C stops",
+        "metaroce controller: {} switches, mode {}{}{}; Ctrl-C stops",
         cfg.topology.switches.len(),
         cfg.mode,
-        if cfg.dry_run { " (dry run)" } else { "" }
+        if cfg.dry_run { " (dry run)" } else { "" },
+        match &cfg.ha {
+            Some(h) => format!(", high availability as {:?} (a standby until elected)", h.name),
+            None => String::new(),
+        }
     );
     match daemon::run(cfg, shutdown).await {
         Ok(()) => Ok(Exit::Ok),
@@ -277,6 +316,8 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
             eprintln!("error: {e}");
             Ok(Exit::Invalid)
         }
+        Err(e @ daemon::DaemonError::Ha(_)) => Err(anyhow::Error::new(e)
+            .context("cannot campaign for leadership (--ha-optional runs alone when etcd is unreachable)")),
         Err(e) => Err(anyhow::Error::new(e).context("the controller stopped with an error")),
     }
 }

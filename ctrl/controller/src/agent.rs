@@ -20,8 +20,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use crate::ha::{HaState, Term};
 use crate::plan::{self, SwitchPlan};
 use crate::reconcile::{self, Change};
+
+mod term;
 
 /// The ECN counters are read with every this many register polls (once a
 /// second at the default 100 ms): they feed /metrics only, not decisions.
@@ -108,6 +111,11 @@ pub enum AgentEvent {
     Programmed {
         switch: usize,
     },
+    /// A standby read the switch again and found it changed (by the leader).
+    Installed {
+        switch: usize,
+        installed: Arc<BTreeMap<Key, Entry>>,
+    },
     /// A reconcile pass ended.
     Synced {
         switch: usize,
@@ -157,6 +165,13 @@ pub struct AgentConfig {
     /// more) wait after its writes: meanwhile the switches' writes that
     /// move traffic go first, and a pass that follows soon takes them along.
     pub cleanup_delay: Duration,
+    /// The election ([`crate::ha`]), when there is one: the agent arbitrates
+    /// with its term's election id and writes only while it leads.
+    pub ha: Option<watch::Receiver<HaState>>,
+    /// After a takeover, how long steer entries the switch holds and the
+    /// new plan lacks are kept (the flow's large-flow reports, or its job,
+    /// reach the new leader meanwhile).
+    pub steer_grace: Duration,
 }
 
 /// Runs until `shutdown` fires. Never returns an error: failures are
@@ -210,12 +225,20 @@ enum AgentError {
 async fn open(
     cfg: &AgentConfig,
     pipeline: &Pipeline,
+    term: Term,
 ) -> Result<(Session, mpsc::UnboundedReceiver<SessionEvent>, &'static str), AgentError> {
-    let mut session = Session::connect(cfg.session.clone()).await?;
+    let mut sc = cfg.session.clone();
+    sc.election_id = term.election_id;
+    let mut session = Session::connect(sc).await?;
     if let Some(addr) = cfg.thrift {
         session = session.with_thrift(ThriftConfig::new(addr));
     }
     let rx = session.subscribe()?;
+    if !term.writes {
+        // A standby: a backup that reads, until it is elected.
+        session.use_p4info(pipeline.info())?;
+        return Ok((session, rx, "not pushed (standby)"));
+    }
     session.wait_primary().await?;
     let program = if !cfg.dry_run {
         let outcome =
@@ -261,6 +284,10 @@ struct Live<'a> {
     /// The switch reached the desired state since the session (or its
     /// stream) came up: the operator has been told so.
     programmed: bool,
+    /// The election id held and whether to write ([`crate::ha`]).
+    term: Term,
+    /// Elected: until then, steer entries the plan lacks stay.
+    steer_grace_until: Option<Instant>,
 }
 
 async fn connected(
@@ -271,9 +298,11 @@ async fn connected(
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
     let mut stop = shutdown.clone();
+    let mut ha = cfg.ha.clone();
+    let term = term::current(cfg, ha.as_mut());
     let opening = async {
-        let (session, stream, program) = open(cfg, pipeline).await?;
-        let installed = read_installed(&session, pipeline).await?;
+        let (session, stream, program) = open(cfg, pipeline, term).await?;
+        let installed = term::read_or_empty(read_installed(&session, pipeline).await, term)?;
         Ok::<_, AgentError>((session, stream, program, installed))
     };
     let (session, mut stream, program, installed) = tokio::select! {
@@ -282,7 +311,8 @@ async fn connected(
     };
     debug!(entries = installed.len(), "switch up; installed state read back");
     // The status follows arbitration from its first answer on.
-    let primary = session.role().primary;
+    let role = session.role();
+    let primary = term::ours(term, role.primary, role.election_id);
     let _ = events.send(AgentEvent::Primary { switch: cfg.switch, primary }).await;
     let _ = events.send(AgentEvent::Up { switch: cfg.switch, installed: Arc::new(installed.clone()) }).await;
     let mut live = Live {
@@ -297,7 +327,12 @@ async fn connected(
         program,
         programmed: false,
         polls: 0,
+        term,
+        steer_grace_until: None,
     };
+    if !term.writes {
+        info!(entries = live.installed.len(), election_id = %term.election_id, "switch read as a standby: writing nothing until elected");
+    }
     let first = desired.borrow_and_update().clone();
     live.sync(&first, true).await;
     let mut poll = tokio::time::interval(cfg.poll_interval);
@@ -319,6 +354,12 @@ async fn connected(
                 live.sync(&d, true).await;
             }
             _ = poll.tick() => live.poll_registers().await,
+            t = term::changed(ha.as_mut(), live.term) => live.on_term(t, desired).await?,
+            _ = term::grace_end(live.steer_grace_until) => {
+                live.steer_grace_until = None;
+                let d = desired.borrow().clone();
+                live.sync(&d, true).await;
+            }
             _ = async { match retry { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
                 live.retry_at = None;
                 match read_installed(&live.session, pipeline).await {
@@ -404,7 +445,8 @@ impl Live<'_> {
                 Ok(pi) => debug!(reason = ?pi.reason, port = pi.ingress_port, "packet-in ignored"),
                 Err(e) => warn!(error = %e, "malformed packet-in dropped"),
             },
-            SessionEvent::Role { primary, .. } => {
+            SessionEvent::Role { primary, election_id } => {
+                let primary = term::ours(self.term, primary, election_id);
                 let _ = self.events.send(AgentEvent::Primary { switch, primary }).await;
             }
             SessionEvent::Disconnected { reason } => {
@@ -438,6 +480,9 @@ impl Live<'_> {
     /// `defer_deletes`, deletes that follow writes wait for `cleanup_delay`.
     async fn sync(&mut self, desired: &Desired, defer_deletes: bool) {
         let Some(wanted) = desired else { return };
+        if !self.term.writes {
+            return;
+        }
         let started_at = Instant::now();
         let desired = match &wanted.target {
             Target::Plan(p) => match plan::assign(p, &self.installed) {
@@ -446,6 +491,7 @@ impl Live<'_> {
             },
             Target::Exact(m) => m.clone(),
         };
+        let desired = self.keep_steer(desired);
         let mut batches = reconcile::diff(&desired, &self.installed);
         // Deletes wait while traffic-moving writes go (see `cleanup_delay`),
         // unless they are all there is to do.
@@ -560,7 +606,7 @@ impl Live<'_> {
             .iter()
             .map(|&p| (p, u32::try_from(cell(&max, p)).unwrap_or(u32::MAX), cell(&hot, p) != 0))
             .collect();
-        if !self.cfg.dry_run {
+        if !self.cfg.dry_run && self.term.writes {
             for &(p, depth, _) in &ports {
                 if depth == 0 {
                     continue;
@@ -577,6 +623,9 @@ impl Live<'_> {
         self.polls += 1;
         if self.polls % ECN_POLL_EVERY == 1 {
             self.poll_ecn_marks().await;
+        }
+        if !self.term.writes && self.polls.is_multiple_of(ECN_POLL_EVERY) {
+            self.refresh_installed().await;
         }
     }
 

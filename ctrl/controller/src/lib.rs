@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod core;
 pub mod daemon;
+pub mod ha;
 pub mod hosts;
 pub mod mode;
 pub mod obs;

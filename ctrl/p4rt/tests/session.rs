@@ -33,6 +33,26 @@ async fn next_event(
     .expect("event within 5 s")
 }
 
+/// The cookie is the same in every process: the P4Info's type maps
+/// (HashMaps, iterated in a per-map random order) do not change it.
+#[test]
+fn the_pipeline_cookie_does_not_depend_on_map_order() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../p4src/build/main.p4info.txtpb"))
+            .unwrap();
+    let info = metaroce_p4rt::P4Info::from_text(&text).unwrap();
+    let want = metaroce_p4rt::session::pipeline_cookie(&info, b"{}");
+    for _ in 0..8 {
+        let mut raw = info.raw().clone();
+        if let Some(t) = raw.type_info.as_mut() {
+            // Rebuilt maps get new hash seeds, so another iteration order.
+            t.structs = t.structs.drain().collect();
+        }
+        let again = metaroce_p4rt::P4Info::new(raw).unwrap();
+        assert_eq!(metaroce_p4rt::session::pipeline_cookie(&again, b"{}"), want);
+    }
+}
+
 #[tokio::test]
 async fn pipeline_cookie_skips_reinstall() {
     let r = common::rig(SwitchOptions::default()).await;
@@ -545,6 +565,40 @@ async fn arbitration_primary_backup_and_failover() {
     next_event(&mut low_ev, |e| matches!(e, Event::Role { primary: true, .. })).await;
     low.write(vec![insert(e)]).await.unwrap();
     assert_eq!(r.switch.primary_election_id(), Some(5));
+}
+
+/// A backup raises its election id on the open stream (an elected
+/// standby controller) and becomes primary without reconnecting; the old
+/// primary hears it and its writes are refused (fencing).
+#[tokio::test]
+async fn a_backup_takes_over_by_raising_its_election_id_in_place() {
+    let r = common::rig(SwitchOptions::default()).await;
+    let old = Session::connect(common::config(&r.addr, 5)).await.unwrap();
+    old.wait_primary().await.unwrap();
+    let mut old_ev = old.subscribe().unwrap();
+    let mut new = Session::connect(common::config(&r.addr, 3)).await.unwrap();
+    assert!(!new.role().primary);
+    new.set_election_id(7).unwrap();
+    new.wait_primary().await.unwrap();
+    assert_eq!(new.role().election_id, Some(7));
+    new.set_pipeline(&r.info, &Bmv2Json(vec![]), None).await.unwrap();
+    next_event(&mut old_ev, |e| matches!(e, Event::Role { primary: false, election_id: Some(7) })).await;
+    let e = r
+        .info
+        .table_entry("dmac")
+        .unwrap()
+        .exact("dst_addr", 1u64)
+        .unwrap()
+        .action("drop", &[])
+        .unwrap()
+        .build();
+    let denied = old.write(vec![insert(e.clone())]).await.unwrap_err();
+    assert_eq!(denied.code(), Some(Code::PermissionDenied));
+    new.write(vec![insert(e)]).await.unwrap();
+    assert_eq!(r.switch.primary_election_id(), Some(7));
+    // Stepping down: back to a low id, and the other is primary again.
+    new.set_election_id(2).unwrap();
+    next_event(&mut old_ev, |e| matches!(e, Event::Role { primary: true, election_id: Some(5) })).await;
 }
 
 #[tokio::test]

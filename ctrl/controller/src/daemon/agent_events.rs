@@ -63,6 +63,11 @@ impl State {
                 }
             }
             AgentEvent::Synced { switch, outcome, installed } => self.on_synced(switch, &outcome, installed),
+            AgentEvent::Installed { switch, installed } => {
+                self.switches[switch].installed = installed;
+                self.metrics_dirty.insert(switch);
+                self.dirty_status = true;
+            }
             AgentEvent::Programmed { switch } => {
                 self.switches[switch].programmed = true;
                 self.announce_loop();

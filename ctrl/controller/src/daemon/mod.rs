@@ -60,6 +60,8 @@ pub struct Config {
     pub election_id: u128,
     pub digest: DigestConfig,
     pub core: CoreConfig,
+    /// High availability: campaign for leadership in etcd ([`crate::ha`]).
+    pub ha: Option<crate::ha::HaConfig>,
 }
 
 impl Config {
@@ -82,6 +84,7 @@ impl Config {
             // Immediate delivery: BMv2 raises any non-zero timeout to 100 ms.
             digest: DigestConfig { max_timeout_ns: 0, max_list_size: 1, ack_timeout_ns: 1_000_000_000 },
             core: CoreConfig::default(),
+            ha: None,
         }
     }
 }
@@ -106,6 +109,8 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    #[error("high availability")]
+    Ha(#[from] crate::ha::HaError),
     #[error("switch {switch}: P4Runtime address {addr:?} is not host:port")]
     Address { switch: String, addr: String },
 }
@@ -148,6 +153,8 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         retry_initial: Duration::from_millis(100),
         retry_max: Duration::from_secs(5),
         cleanup_delay: Duration::from_millis(20),
+        ha: None,
+        steer_grace: Duration::from_nanos(cfg.core.place.flow_idle_ns),
     })
 }
 
@@ -194,9 +201,18 @@ pub async fn run(
     if let Some(addr) = cfg.metrics_listen {
         tasks.push(links::metrics_listener(addr, metrics.clone(), stop_rx.clone()).await?);
     }
+    let ha = match &cfg.ha {
+        Some(h) => crate::ha::start(h, &cfg.topology.name, stop_rx.clone()).await?,
+        None => None,
+    };
+    let ha_rx = ha.map(|(rx, task)| {
+        tasks.push(task);
+        rx
+    });
     let (ev_tx, ev_rx) = mpsc::channel::<AgentEvent>(8192);
     let mut desired_tx = Vec::new();
-    for a in agent_configs(&cfg)? {
+    for mut a in agent_configs(&cfg)? {
+        a.ha = ha_rx.clone();
         let (tx, rx) = watch::channel::<Desired>(None);
         desired_tx.push(tx);
         let span = agent::span(&a);
@@ -246,6 +262,7 @@ pub async fn run(
         }));
     }
     drop(ev_tx);
+    let ha = crate::ha::Follower::new(ha_rx, &metrics);
     let state = State {
         core,
         metrics,
@@ -269,6 +286,7 @@ pub async fn run(
         topo: Arc::new(cfg.topology.clone()),
         dry_run: cfg.dry_run,
         staged: BTreeMap::new(),
+        ha,
     };
     state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -312,6 +330,8 @@ struct State {
     /// Per switch: its full plan while some of its steer entries wait for
     /// their downstream entries ([`crate::stage`]), with the plan's cause.
     staged: BTreeMap<usize, (SwitchPlan, Option<crate::agent::Cause>)>,
+    /// The election, when there is one: role, takeovers, API refusals.
+    ha: crate::ha::Follower,
 }
 
 /// One scrape of every host exporter: host name → counters or error.
@@ -360,7 +380,11 @@ impl State {
                 frame = udp_rx.recv() => { if let Some(f) = frame { self.on_report(None, &f, false) } true }
                 cmd = cmd_rx.recv() => { if let Some(c) = cmd { self.on_command(c).await } true }
                 got = host_rx.recv() => { if let Some(got) = got { self.on_hosts(got) } true }
+                st = self.ha.changed() => { self.ha.on_change(st, &self.metrics, &self.events); self.maybe_publish(true); true }
                 _ = ticker.tick() => {
+                    if self.ha.check_takeover(&self.switches, &self.metrics, &self.events) {
+                        self.maybe_publish(true);
+                    }
                     self.input(&Input::Tick);
                     if self.core.wants_decision() || self.core.placement_due(self.now_ns()) {
                         self.decide_and_publish(false).await;
@@ -410,7 +434,7 @@ impl State {
         for n in notes {
             // Policy changes are reroutes only when they are written (act);
             // in observe/advise they are recommendations.
-            let applied = self.core.mode().writes() && !self.core.pinned();
+            let applied = self.core.mode().writes() && !self.core.pinned() && self.ha.writes();
             let reason = match n.kind {
                 "derate" if applied => Some("congestion"),
                 "restore" if applied => Some("recovery"),
@@ -456,6 +480,7 @@ impl State {
     }
 
     async fn on_command(&mut self, cmd: Command) {
+        let Some(cmd) = self.ha.gate(cmd) else { return };
         match cmd {
             Command::SetMode { mode, reply } => {
                 let old = self.core.mode();
@@ -625,7 +650,8 @@ impl State {
         // Cheap copies here. The fabric-wide documents are built when the
         // API is first asked for them, off the state task; group metrics
         // (the scrape must see them) on a blocking thread, one at a time.
-        let status = status::status(&self.core, &self.switches, self.decisions);
+        let mut status = status::status(&self.core, &self.switches, self.decisions);
+        status["ha"] = self.ha.status();
         let names = self.names.clone();
         let installed: Arc<Vec<Arc<BTreeMap<Key, Entry>>>> =
             Arc::new(self.switches.iter().map(|s| s.installed.clone()).collect());

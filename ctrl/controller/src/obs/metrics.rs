@@ -58,6 +58,12 @@ const PLACEMENT: usize = 22;
 const JOBS: usize = 23;
 const PLACED: usize = 24;
 const LARGE_FLOW_DIGESTS: usize = 25;
+const HA_ROLE: usize = 26;
+const HA_CHANGES: usize = 27;
+const HA_TAKEOVER: usize = 28;
+
+/// The roles of [`Metrics::set_ha_role`] (see `crate::ha::Role`).
+pub const HA_ROLES: [&str; 3] = ["alone", "leader", "standby"];
 
 /// The reasons a flow move is counted under (the planner's).
 pub const MOVE_REASONS: [&str; 5] = ["new", "rebalance", "link_failed", "route_changed", "ended"];
@@ -67,7 +73,7 @@ const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str],
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 26] = [
+static SPECS: [Spec; 29] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -168,6 +174,16 @@ static SPECS: [Spec; 26] = [
     family("metaroce_jobs", Kind::Gauge, &[], "Jobs registered through the job API."),
     family("metaroce_placed_flows", Kind::Gauge, &[], "Flows the planner knows (announced and reported large)."),
     family("metaroce_large_flow_digests", Kind::Counter, &["switch"], "Large-flow digests received from a switch."),
+    family("metaroce_ha_role", Kind::Gauge, &["role"], "1 for this controller's high-availability role (alone, leader, standby), 0 for the others."),
+    family("metaroce_ha_leadership_changes", Kind::Counter, &[], "Times this controller was elected leader or stood down."),
+    Spec {
+        name: "metaroce_ha_takeover_seconds",
+        help: "The last takeover: from being elected to being primary on every switch (0 before any).",
+        kind: Kind::Gauge,
+        unit: Some("seconds"),
+        labels: &[],
+        buckets: &[],
+    },
 ];
 
 /// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
@@ -221,11 +237,13 @@ impl Metrics {
             for reason in MOVE_REASONS {
                 r.add(FLOW_MOVES, vec![reason.to_string()], 0);
             }
-            for id in [STEERED, PLANNED_MAX, OBSERVED_MAX, JOBS, PLACED] {
+            for id in [STEERED, PLANNED_MAX, OBSERVED_MAX, JOBS, PLACED, HA_TAKEOVER] {
                 r.set(id, Vec::new(), 0.0);
             }
+            r.add(HA_CHANGES, Vec::new(), 0);
         }
         m.set_mode(Mode::default());
+        m.set_ha_role("alone");
         m
     }
 
@@ -389,6 +407,23 @@ impl Metrics {
 
     pub fn set_jobs(&self, jobs: usize) {
         self.lock().set(JOBS, Vec::new(), jobs as f64);
+    }
+
+    /// This controller's high-availability role, one of [`HA_ROLES`].
+    pub fn set_ha_role(&self, role: &str) {
+        let mut r = self.lock();
+        for x in HA_ROLES {
+            r.set(HA_ROLE, vec![x.to_string()], flag(x == role));
+        }
+    }
+
+    pub fn ha_leadership_change(&self) {
+        self.lock().add(HA_CHANGES, Vec::new(), 1);
+    }
+
+    /// The last takeover's duration (elected → primary on every switch).
+    pub fn set_ha_takeover(&self, seconds: f64) {
+        self.lock().set(HA_TAKEOVER, Vec::new(), seconds);
     }
 
     /// The OpenMetrics text exposition, ending with `# EOF`.

@@ -138,13 +138,44 @@ pub enum PipelineOutcome {
 }
 
 /// The FNV-1a hash of the P4Info and device config: a cookie that changes
-/// exactly when the pipeline does.
+/// exactly when the pipeline does, and is the same in every process.
 pub fn pipeline_cookie(info: &P4Info, device_config: &[u8]) -> u64 {
-    let p4info = prost::Message::encode_to_vec(info.raw());
-    p4info
+    use prost::Message;
+    // prost encodes map fields (the type_info's) in HashMap order, which
+    // differs from one process to the next: those maps are hashed sorted by
+    // key. Otherwise two controllers, or one restarted, disagree on the
+    // cookie and push the pipeline again, which wipes every table.
+    let mut raw = info.raw().clone();
+    let types = raw.type_info.take();
+    let mut bytes = raw.encode_to_vec();
+    if let Some(t) = types {
+        sorted_map(&mut bytes, &t.structs);
+        sorted_map(&mut bytes, &t.headers);
+        sorted_map(&mut bytes, &t.header_unions);
+        sorted_map(&mut bytes, &t.enums);
+        sorted_map(&mut bytes, &t.serializable_enums);
+        sorted_map(&mut bytes, &t.new_types);
+        if let Some(e) = &t.error {
+            bytes.extend(e.encode_to_vec());
+        }
+    }
+    bytes
         .iter()
         .chain(device_config)
         .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Appends a map's entries in key order (each key, a 0, its value), then a
+/// separator.
+fn sorted_map<V: prost::Message>(out: &mut Vec<u8>, m: &std::collections::HashMap<String, V>) {
+    let mut entries: Vec<(&String, &V)> = m.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    for (k, v) in entries {
+        out.extend(k.as_bytes());
+        out.push(0);
+        out.extend(v.encode_to_vec());
+    }
+    out.push(0xff);
 }
 
 #[derive(Debug)]
@@ -154,6 +185,8 @@ pub(crate) enum Cmd {
     KnownDigests(HashSet<u32>),
     Pipeline(Box<p4::ForwardingPipelineConfig>),
     Digest(p4::DigestEntry),
+    /// Arbitrate again on the open stream with this election id.
+    Elect(u128),
 }
 
 /// The responses of one Read, message by message.
@@ -307,7 +340,11 @@ impl Session {
     /// Waits until we are primary, up to the RPC deadline.
     pub async fn wait_primary(&self) -> Result<(), SessionError> {
         let mut role = self.role.clone();
-        let waited = tokio::time::timeout(self.cfg.rpc_timeout, role.wait_for(|r| r.primary)).await;
+        // Primary with our id now: after `set_election_id` the standing
+        // answer may still be the one for the id we held before.
+        let id = self.cfg.election_id;
+        let mine = |r: &RoleState| r.primary && r.election_id.is_none_or(|e| e == id);
+        let waited = tokio::time::timeout(self.cfg.rpc_timeout, role.wait_for(mine)).await;
         match waited.map(|r| r.map(|_| ())) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(SessionError::Closed { device_id: self.cfg.device_id }),
@@ -317,6 +354,16 @@ impl Session {
                 primary: self.role().election_id,
             }),
         }
+    }
+
+    /// Arbitrates again with `election_id` on the open stream (and on every
+    /// reconnect after it), without dropping the session: a standby
+    /// controller that was elected becomes primary this way, and one that
+    /// lost its leadership steps down. Writes carry the new id from now on;
+    /// the answer arrives as an [`Event::Role`] (see [`Session::wait_primary`]).
+    pub fn set_election_id(&mut self, election_id: u128) -> Result<(), SessionError> {
+        self.cfg.election_id = election_id;
+        self.send(Cmd::Elect(election_id))
     }
 
     /// Events from the stream: role changes, digests (already acked),

@@ -114,13 +114,7 @@ impl Task {
     ) -> Result<(mpsc::Sender<p4::StreamMessageRequest>, tonic::Streaming<p4::StreamMessageResponse>), String>
     {
         let (tx, rx) = mpsc::channel(4096);
-        let arbitration = p4::MasterArbitrationUpdate {
-            device_id: self.cfg.device_id,
-            role: (!self.cfg.role.is_empty())
-                .then(|| p4::Role { name: self.cfg.role.clone(), ..Default::default() }),
-            election_id: Some(election(self.cfg.election_id)),
-            status: None,
-        };
+        let arbitration = self.arbitration();
         tx.send(p4::StreamMessageRequest { update: Some(Out::Arbitration(arbitration)) })
             .await
             .map_err(|e| e.to_string())?;
@@ -129,6 +123,17 @@ impl Task {
             Err(_) => Err(format!("StreamChannel not answered within {:?}", self.cfg.rpc_timeout)),
             Ok(Err(s)) => Err(format!("StreamChannel: {:?}: {}", s.code(), s.message())),
             Ok(Ok(r)) => Ok((tx, r.into_inner())),
+        }
+    }
+
+    /// Our arbitration request, with the election id we hold now.
+    fn arbitration(&self) -> p4::MasterArbitrationUpdate {
+        p4::MasterArbitrationUpdate {
+            device_id: self.cfg.device_id,
+            role: (!self.cfg.role.is_empty())
+                .then(|| p4::Role { name: self.cfg.role.clone(), ..Default::default() }),
+            election_id: Some(election(self.cfg.election_id)),
+            status: None,
         }
     }
 
@@ -179,6 +184,13 @@ impl Task {
             Cmd::Digest(d) => {
                 self.digests.retain(|x| x.digest_id != d.digest_id);
                 self.digests.push(d);
+            }
+            Cmd::Elect(id) => {
+                self.cfg.election_id = id;
+                if let Some(out) = out {
+                    let update = Out::Arbitration(self.arbitration());
+                    let _ = out.send(p4::StreamMessageRequest { update: Some(update) }).await;
+                }
             }
             Cmd::PacketOut(p) => match out {
                 Some(out) => {

@@ -1,0 +1,565 @@
+//! L2 high availability: two `metaroce controller`s campaign in a real etcd
+//! (started here on free ports, in a temporary directory) for the fabric
+//! `metaroce sim serve` plays a hot spot on. The leader is SIGKILLed during
+//! a congestion episode; the standby takes over: the time is measured, the
+//! packets the served fabric dropped meanwhile are counted, and the
+//! switches' tables must be what the new leader planned, with no second
+//! pipeline push. Then the fencing case: the new leader is SIGSTOPped, a
+//! third controller takes over, and the old one, resumed, writes nothing
+//! and stands down by itself.
+//!
+//! Without etcd (Debian: etcd-server) the test prints one skip line.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::repo;
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use metaroce_p4rt::{Session, SessionConfig};
+use metaroce_pipeline::{Entry, Key, Pipeline};
+use serde_json::Value;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Kills the child when the test ends, however it ends.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = signal(&self.0, "CONT");
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn signal(c: &Child, sig: &str) -> bool {
+    Command::new("kill").args([&format!("-{sig}"), &c.id().to_string()]).status().is_ok_and(|s| s.success())
+}
+
+fn spawn(program: &str, args: &[&str], log: &Path) -> Proc {
+    let err = std::fs::File::create(log).unwrap();
+    let child = Command::new(program)
+        .args(args)
+        .current_dir(repo())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    Proc(child)
+}
+
+fn get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body
+}
+
+fn get_json(addr: SocketAddr, path: &str) -> Value {
+    let text = get(addr, path);
+    text.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null)
+}
+
+/// Polls `f` every 10 ms until it gives a value, up to `limit`.
+fn until<T>(limit: Duration, what: &str, logs: &dyn Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}\n{}", logs());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// etcd on free ports with its data in `dir`; `None` (and one skip line)
+/// when it is not installed.
+fn etcd(dir: &Path) -> Option<(Proc, String)> {
+    if Command::new("etcd").arg("--version").output().is_err() {
+        println!(
+            "skip: L2 controller high availability (etcd not installed; Debian: apt-get install etcd-server)"
+        );
+        return None;
+    }
+    let (client, peer) = (free_port(), free_port());
+    let (c, p) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
+    let data = dir.join("etcd-data");
+    let cluster = format!("t={p}");
+    // A 50 ms heartbeat and 500 ms election timeout make etcd's least
+    // lease 1 s (1.5 election timeouts, rounded up), the controller's default.
+    let args = [
+        "--name",
+        "t",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--listen-client-urls",
+        &c,
+        "--advertise-client-urls",
+        &c,
+        "--listen-peer-urls",
+        &p,
+        "--initial-advertise-peer-urls",
+        &p,
+        "--initial-cluster",
+        &cluster,
+        "--heartbeat-interval",
+        "50",
+        "--election-timeout",
+        "500",
+    ];
+    let log = dir.join("etcd.log");
+    let proc = spawn("etcd", &args, &log);
+    let addr = SocketAddr::from(([127, 0, 0, 1], client));
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+    until(Duration::from_secs(30), "etcd healthy", &logs, || {
+        get(addr, "/health").contains("true").then_some(())
+    });
+    Some((proc, format!("etcd://127.0.0.1:{client}")))
+}
+
+/// The 2x2 fabric and the hot-spot scenario, on free ports, in `dir`.
+fn fabric(dir: &Path) -> (PathBuf, PathBuf, Vec<SocketAddr>) {
+    let mut topo = std::fs::read_to_string(repo().join("topologies/mininet-2x2.yaml")).unwrap();
+    let mut addrs = vec![];
+    for n in 1..=4 {
+        let port = free_port();
+        topo = topo.replace(&format!("127.0.0.1:5000{n}"), &format!("127.0.0.1:{port}"));
+        addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    let topo_path = dir.join("fabric.yaml");
+    std::fs::write(&topo_path, topo).unwrap();
+    let sc = std::fs::read_to_string(repo().join("scenarios/serve-hotspot.yaml")).unwrap();
+    let sc = sc.replace("topology: ../topologies/mininet-2x2.yaml", "topology: fabric.yaml");
+    let sc_path = dir.join("hotspot.yaml");
+    std::fs::write(&sc_path, sc).unwrap();
+    (topo_path, sc_path, addrs)
+}
+
+/// A controller of the HA group: its process, API, event log and stderr.
+struct Ctl {
+    proc: Proc,
+    api: SocketAddr,
+    events: PathBuf,
+    log: PathBuf,
+}
+
+fn controller(dir: &Path, topo: &Path, etcd: &str, name: &str) -> Ctl {
+    let events = dir.join(format!("{name}.events.jsonl"));
+    let log = dir.join(format!("{name}.log"));
+    let args = [
+        "-v",
+        "controller",
+        "run",
+        topo.to_str().unwrap(),
+        "--mode",
+        "act",
+        "--listen",
+        "127.0.0.1:0",
+        "--events",
+        events.to_str().unwrap(),
+        "--hold-down-ms",
+        "3000",
+        "--hold-up-ms",
+        "0.5",
+        "--ha",
+        etcd,
+        "--ha-name",
+        name,
+    ];
+    let mut proc = spawn(env!("CARGO_BIN_EXE_metaroce"), &args, &log);
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let api = until(Duration::from_secs(60), "the controller's API listens", &text, || {
+        if let Ok(Some(st)) = proc.0.try_wait() {
+            panic!("controller {name} exited ({st}):\n{}", text());
+        }
+        text()
+            .lines()
+            .filter(|l| l.contains("status API listening"))
+            .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse().ok())
+    });
+    Ctl { proc, api, events, log }
+}
+
+impl Ctl {
+    fn status(&self) -> Value {
+        get_json(self.api, "/api/v1/status")
+    }
+
+    /// Leader, and primary on every switch.
+    fn leads(&self) -> bool {
+        let s = self.status();
+        s["ha"]["role"] == "leader"
+            && s["switches"]
+                .as_array()
+                .is_some_and(|v| !v.is_empty() && v.iter().all(|x| x["primary"] == true))
+    }
+
+    /// Standby, connected to every switch, following `leader`.
+    fn stands_by(&self, leader: &str) -> bool {
+        let s = self.status();
+        s["ha"]["role"] == "standby"
+            && s["ha"]["leader"] == leader
+            && s["switches"].as_array().is_some_and(|v| v.iter().all(|x| x["connected"] == true))
+    }
+
+    fn events(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.events).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn pipeline() -> Pipeline {
+    let dir = repo().join("p4src/build");
+    Pipeline::load(&dir.join("main.p4info.txtpb"), &dir.join("main.json")).unwrap()
+}
+
+/// What a served switch holds, and whose election id is primary there.
+async fn read_switch(addr: SocketAddr, device_id: u64, p: &Pipeline) -> (BTreeMap<Key, Entry>, Option<u128>) {
+    let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
+    cfg.election_id = 1;
+    let Ok(s) = Session::connect(cfg).await else { return (BTreeMap::new(), None) };
+    let entries = p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default();
+    (entries, s.role().election_id)
+}
+
+/// The last lines of every log in `dir`, for a failing assertion.
+fn tails(dir: &Path) -> impl Fn() -> String {
+    let dir = dir.to_path_buf();
+    move || {
+        let mut out = String::new();
+        for name in ["serve", "a", "b", "c"] {
+            let text = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out += &format!("--- {name}\n{}\n", lines[lines.len().saturating_sub(150)..].join("\n"));
+        }
+        out
+    }
+}
+
+/// Every served switch's entries.
+async fn tables(addrs: &[SocketAddr], p: &Pipeline) -> Vec<BTreeMap<Key, Entry>> {
+    let mut out = vec![];
+    for (i, addr) in addrs.iter().enumerate() {
+        out.push(read_switch(*addr, i as u64 + 1, p).await.0);
+    }
+    out
+}
+
+/// Entries added, changed or removed between two reads, by kind of key.
+fn changed_kinds(before: &[BTreeMap<Key, Entry>], after: &[BTreeMap<Key, Entry>]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for (b, a) in before.iter().zip(after) {
+        let keys: std::collections::BTreeSet<&Key> = b.keys().chain(a.keys()).collect();
+        for k in keys.into_iter().filter(|k| b.get(k) != a.get(k)) {
+            let kind = format!("{k:?}").split(['(', ' ', '{']).next().unwrap_or("").to_owned();
+            *out.entry(kind).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// Steer entries on every served switch.
+async fn steer_entries(addrs: &[SocketAddr], p: &Pipeline) -> usize {
+    let mut n = 0;
+    for (i, addr) in addrs.iter().enumerate() {
+        let held = read_switch(*addr, i as u64 + 1, p).await.0;
+        n += held.keys().filter(|k| matches!(k, Key::SteerFlow(_) | Key::SteerPair(..))).count();
+    }
+    n
+}
+
+/// `(forwarded, dropped)` of serve's last progress line.
+fn serve_counts(log: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let line =
+        text.lines().rev().find(|l| l.contains(" forwarded, ") && l.contains(" dropped")).unwrap_or("");
+    let num = |after: &str| -> u64 {
+        line.split(after).next().and_then(|s| s.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    (num(" forwarded"), num(" dropped"))
+}
+
+fn progress_lines(log: &Path) -> usize {
+    std::fs::read_to_string(log).unwrap_or_default().lines().filter(|l| l.contains(" forwarded, ")).count()
+}
+
+/// The first write pass per switch after `ctl` was elected: (inserts, modifies, deletes).
+fn takeover_writes(ctl: &Ctl) -> (u64, u64, u64) {
+    let ev = ctl.events();
+    let from = ev.iter().rposition(|e| e["kind"] == "ha_role" && e["details"]["to"] == "leader").unwrap_or(0);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut sum = (0, 0, 0);
+    for e in &ev[from..] {
+        if e["kind"] == "write" && seen.insert(e["switch"].as_str().unwrap_or("").to_owned()) {
+            let n = |k: &str| e["details"][k].as_u64().unwrap_or(0);
+            sum = (sum.0 + n("inserts"), sum.1 + n("modifies"), sum.2 + n("deletes"));
+        }
+    }
+    sum
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((etcd_proc, url)) = etcd(dir.path()) else { return };
+    let (topo, sc, addrs) = fabric(dir.path());
+    let serve_log = dir.path().join("serve.log");
+    let out = dir.path().join("report");
+    // Ten wall seconds per simulated one: the traffic lasts long enough to
+    // kill a leader in the middle of it.
+    let serve_args = [
+        "sim",
+        "serve",
+        topo.to_str().unwrap(),
+        sc.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--wait",
+        "180",
+        "--dilation",
+        "10",
+    ];
+    let _serve = spawn(env!("CARGO_BIN_EXE_metaroce"), &serve_args, &serve_log);
+    let logs = tails(dir.path());
+    let mut a = controller(dir.path(), &topo, &url, "a");
+    let p = pipeline();
+    until(Duration::from_secs(60), "a leads", &logs, || a.leads().then_some(()));
+    let b = controller(dir.path(), &topo, &url, "b");
+    until(Duration::from_secs(60), "b stands by", &logs, || b.stands_by("a").then_some(()));
+    // A congestion episode: a derates a hot uplink.
+    until(Duration::from_secs(120), "a derates", &logs, || {
+        a.events().iter().any(|e| e["kind"] == "derate" && e["details"]["applied"] == true).then_some(())
+    });
+    let tables_before = tables(&addrs, &p).await;
+    let steer_before = steer_entries(&addrs, &p).await;
+    let (fwd0, drop0) = serve_counts(&serve_log);
+    let lines0 = progress_lines(&serve_log);
+    // SIGKILL: no resignation, the lease has to lapse.
+    a.proc.0.kill().unwrap();
+    let killed = Instant::now();
+    until(Duration::from_secs(10), "b takes over within 10 s", &logs, || b.leads().then_some(()));
+    let takeover = killed.elapsed();
+    let steer_after = steer_entries(&addrs, &p).await;
+    // Drops from serve's last progress line before the kill to its first
+    // line a second after the takeover (its lines come once a second).
+    let after = Instant::now() + Duration::from_secs(1);
+    until(Duration::from_secs(20), "serve's progress", &logs, || {
+        (Instant::now() >= after && progress_lines(&serve_log) > lines0 + 1).then_some(())
+    });
+    let (fwd1, drop1) = serve_counts(&serve_log);
+    let (ins, modi, del) = takeover_writes(&b);
+    let changed = changed_kinds(&tables_before, &tables(&addrs, &p).await);
+    let elected_to_primary = b.status()["ha"]["last_takeover_ms"].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "ha: takeover after SIGKILL {:.0} ms (elected → primary on every switch {elected_to_primary:.1} ms); \
+         served fabric around it: {} packets dropped of {} forwarded; first passes of the new leader: \
+         {ins} inserts, {modi} modifies, {del} deletes; steer entries on the switches: {steer_before} before the kill, \
+         {steer_after} once b leads; entries that differ from before the kill, by table: {changed:?}",
+        takeover.as_secs_f64() * 1e3,
+        drop1.saturating_sub(drop0),
+        fwd1.saturating_sub(fwd0),
+    );
+    let blog = b.log_text();
+    assert!(blog.contains("elected: primary on this switch"), "{}", logs());
+    assert!(!blog.contains("pipeline pushed"), "no second pipeline push (it wipes the tables)\n{}", logs());
+    let ev = b.events();
+    let elected = ev.iter().rposition(|e| e["kind"] == "ha_role" && e["details"]["to"] == "leader").unwrap();
+    assert!(
+        ev[elected..]
+            .iter()
+            .filter(|e| e["kind"] == "switch_up")
+            .all(|e| e["details"]["installed_entries"] != 0),
+        "b found the tables a left\n{}",
+        logs()
+    );
+    // After the traffic, the served tables are exactly what b holds them to.
+    until(Duration::from_secs(240), "the traffic ends", &logs, || {
+        std::fs::read_to_string(&serve_log).unwrap_or_default().contains("traffic done").then_some(())
+    });
+    let names: Vec<String> = ["leaf1", "leaf2", "spine1", "spine2"].map(String::from).to_vec();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut held = vec![];
+        for (i, addr) in addrs.iter().enumerate() {
+            held.push(Arc::new(read_switch(*addr, i as u64 + 1, &p).await.0));
+        }
+        let switch_view = metaroce_controller::status::groups(&names, &held);
+        let status = b.status();
+        let synced = status["switches"].as_array().is_some_and(|v| {
+            v.iter().zip(&held).all(|(s, h)| {
+                s["programmed"] == true && s["last_error"].is_null() && s["installed_entries"] == h.len()
+            })
+        });
+        let b_view = get_json(b.api, "/api/v1/groups");
+        if synced && b_view == switch_view {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "served tables {switch_view:#} differ from b's {b_view:#}\n{}",
+            logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap_or_default())
+            .unwrap_or_default();
+    println!(
+        "ha: the run: {} unfinished messages, {} drops in all",
+        report["modes"][0]["unfinished_messages"], report["modes"][0]["drops"]
+    );
+
+    // Fencing: c stands by, b is paused, c takes over, b resumes.
+    let c = controller(dir.path(), &topo, &url, "c");
+    until(Duration::from_secs(60), "c stands by", &logs, || c.stands_by("b").then_some(()));
+    let stopped_unix_us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+    assert!(signal(&b.proc.0, "STOP"));
+    let stopped = Instant::now();
+    until(Duration::from_secs(10), "c takes over from the paused b", &logs, || c.leads().then_some(()));
+    println!("ha: takeover from a SIGSTOPped leader {:.0} ms", stopped.elapsed().as_secs_f64() * 1e3);
+    let c_id: u128 = c.status()["ha"]["election_id"].as_str().unwrap().parse().unwrap();
+    assert!(signal(&b.proc.0, "CONT"));
+    until(Duration::from_secs(20), "b stands down by itself", &logs, || {
+        let s = b.status();
+        (s["ha"]["role"] == "standby").then_some(())
+    });
+    // Give a resumed b the chance to write what it had pending.
+    let settle = Instant::now() + Duration::from_millis(500);
+    until(Duration::from_secs(5), "a moment", &logs, || (Instant::now() >= settle).then_some(()));
+    // A pass that began before the pause may end after it (its event is
+    // logged then); none that began after it may have written anything.
+    let ok_writes: Vec<Value> = b
+        .events()
+        .into_iter()
+        .filter(|e| e["kind"] == "write" && e["details"]["started_unix_us"].as_u64() >= Some(stopped_unix_us))
+        .collect();
+    assert!(ok_writes.is_empty(), "the paused leader wrote after resuming: {ok_writes:?}\n{}", logs());
+    for (i, addr) in addrs.iter().enumerate() {
+        let (_, primary) = read_switch(*addr, i as u64 + 1, &p).await;
+        assert_eq!(primary, Some(c_id), "switch {} keeps c as its primary", i + 1);
+    }
+    assert!(b.log_text().contains("leadership lost"), "b says it stood down\n{}", logs());
+    let refused = b.events().iter().filter(|e| e["kind"] == "write_failed").count();
+    println!("ha: the resumed leader stood down; its writes refused by the switches meanwhile: {refused}");
+
+    // etcd lost: the leader stands down after its lease and leaves the
+    // switches as they are; once etcd is back, a leader is elected again.
+    assert!(signal(&etcd_proc.0, "STOP"));
+    let lost = Instant::now();
+    until(Duration::from_secs(10), "c stands down without etcd", &logs, || {
+        (c.status()["ha"]["role"] == "standby").then_some(())
+    });
+    println!("ha: etcd paused: the leader stood down after {:.0} ms", lost.elapsed().as_secs_f64() * 1e3);
+    // What c last wrote stays: the switches hold what its view says (its
+    // view may trail a pass that ended as it stood down: a few tries).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let held: Vec<Arc<BTreeMap<Key, Entry>>> =
+            tables(&addrs, &p).await.into_iter().map(Arc::new).collect();
+        let switch_view = metaroce_controller::status::groups(&names, &held);
+        let c_view = get_json(c.api, "/api/v1/groups");
+        if switch_view == c_view && held.iter().all(|h| !h.is_empty()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the switches keep c's tables: {switch_view:#} vs {c_view:#}\n{}",
+            logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(signal(&etcd_proc.0, "CONT"));
+    until(Duration::from_secs(20), "a leader again once etcd is back", &logs, || {
+        (b.leads() || c.leads()).then_some(())
+    });
+}
+
+/// `make bench-ha`: the takeover time after SIGKILL, over 10 kills, on an
+/// idle served fabric (p50 / max printed, nothing asserted but a bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: make bench-ha"]
+async fn takeover_time_over_ten_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_etcd, url)) = etcd(dir.path()) else { return };
+    let (topo, _, _) = fabric(dir.path());
+    let _serve = spawn(
+        env!("CARGO_BIN_EXE_metaroce"),
+        &["sim", "serve", topo.to_str().unwrap()],
+        &dir.path().join("serve.log"),
+    );
+    let logs = tails(dir.path());
+    let mut leader = controller(dir.path(), &topo, &url, "k0");
+    until(Duration::from_secs(60), "k0 leads", &logs, || leader.leads().then_some(()));
+    let mut times = vec![];
+    for i in 1..=10 {
+        let name = format!("k{i}");
+        let standby = controller(dir.path(), &topo, &url, &name);
+        let led = format!("k{}", i - 1);
+        until(Duration::from_secs(60), "the next stands by", &logs, || standby.stands_by(&led).then_some(()));
+        leader.proc.0.kill().unwrap();
+        let killed = Instant::now();
+        until(Duration::from_secs(10), "takeover within 10 s", &logs, || standby.leads().then_some(()));
+        let took = killed.elapsed().as_secs_f64() * 1e3;
+        println!("ha bench: kill {i}: primary again after {took:.0} ms");
+        times.push(took);
+        leader = standby;
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "ha bench: takeover after SIGKILL over {} kills (lease 1 s): p50 {:.0} ms, max {:.0} ms",
+        times.len(),
+        times[times.len() / 2],
+        times[times.len() - 1]
+    );
+}
+
+/// Bad input: etcd unreachable at start-up is an I/O failure (exit 3)
+/// unless --ha-optional, which runs alone and says so; wrong --ha
+/// arguments are usage errors (exit 2).
+#[test]
+fn ha_refuses_bad_input_and_an_unreachable_etcd() {
+    const M22: &str = "topologies/mininet-2x2.yaml";
+    let closed = format!("etcd://127.0.0.1:{}", free_port());
+    let run = |extra: &[&str]| {
+        let mut args = vec!["controller", "run", M22, "--duration", "1"];
+        args.extend_from_slice(extra);
+        common::metaroce(&args)
+    };
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["--ha", "http://127.0.0.1:2379", "--ha-name", "a"], 2, "etcd://"),
+        (&["--ha", "etcd://127.0.0.1", "--ha-name", "a"], 2, "HOST:PORT"),
+        (&["--ha", "etcd://127.0.0.1:2379"], 2, "--ha-name"),
+        (&["--ha-name", "a"], 2, "--ha"),
+        (&["--ha", &closed, "--ha-name", "a"], 3, "cannot be reached"),
+    ];
+    for (extra, code, needle) in cases {
+        let out = run(extra);
+        let text = common::text(&out);
+        assert_eq!(out.status.code(), Some(*code), "{extra:?}: {text}");
+        assert!(text.contains(needle), "{extra:?} should name {needle:?}: {text}");
+    }
+    let out = run(&["--ha", &closed, "--ha-name", "a", "--ha-optional"]);
+    let text = common::text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("running alone"), "{text}");
+}

@@ -1,0 +1,167 @@
+//! An agent under an election ([`crate::ha`]): a standby holds a backup
+//! session that reads; when elected it arbitrates again on the same
+//! session with the leader's election id, becomes primary, reads back what
+//! the switch holds and writes only the difference (the pipeline is pushed
+//! only if the switch lost it). Demoted, it steps back to its standby id
+//! and writes nothing; the switch keeps what it holds.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use metaroce_p4rt::session::{Bmv2Json, PipelineOutcome};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::info;
+
+use metaroce_pipeline::{Entry, Key};
+
+use super::{read_installed, AgentConfig, AgentError, AgentEvent, Desired, Live};
+use crate::ha::{HaState, Term};
+
+/// The term to open a session with.
+pub(super) fn current(cfg: &AgentConfig, ha: Option<&mut watch::Receiver<HaState>>) -> Term {
+    match ha {
+        Some(rx) => rx.borrow_and_update().term,
+        None => Term { election_id: cfg.session.election_id, writes: true },
+    }
+}
+
+/// Whether an arbitration answer makes us the primary that writes: a
+/// standby may be a switch's primary by rank (no one higher is connected),
+/// but it writes nothing; and an answer for an id we held before is stale.
+pub(super) fn ours(term: Term, primary: bool, election_id: Option<u128>) -> bool {
+    primary && term.writes && election_id.is_none_or(|e| e == term.election_id)
+}
+
+/// A standby that finds no pipeline on a switch (no leader has programmed
+/// it yet) holds nothing of ours there.
+pub(super) fn read_or_empty(
+    read: Result<BTreeMap<Key, Entry>, AgentError>,
+    term: Term,
+) -> Result<BTreeMap<Key, Entry>, AgentError> {
+    match read {
+        Err(AgentError::Session(e)) if !term.writes && e.code() == Some(tonic::Code::FailedPrecondition) => {
+            Ok(BTreeMap::new())
+        }
+        other => other,
+    }
+}
+
+/// Waits for a term other than `held`; never returns without an election.
+pub(super) async fn changed(ha: Option<&mut watch::Receiver<HaState>>, held: Term) -> Term {
+    let Some(rx) = ha else { return std::future::pending().await };
+    loop {
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        let t = rx.borrow_and_update().term;
+        if t != held {
+            return t;
+        }
+    }
+}
+
+/// Fires when the steer grace ends; never without one.
+pub(super) async fn grace_end(until: Option<Instant>) {
+    match until {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Live<'_> {
+    /// During the steer grace after a takeover: the steer entries the
+    /// switch holds that `desired` lacks stay, as long as the next hop they
+    /// point at does (never onto a failed link). A new leader has not seen
+    /// the large-flow digests (they go to the primary only) nor the jobs
+    /// announced to its predecessor; without this it would delete their
+    /// entries at once, and write them again when it learns of the flows.
+    pub(super) fn keep_steer(&self, mut desired: BTreeMap<Key, Entry>) -> BTreeMap<Key, Entry> {
+        if self.steer_grace_until.is_none() {
+            return desired;
+        }
+        for (k, e) in &self.installed {
+            let (Entry::SteerFlow { nhop_id, .. } | Entry::SteerPair { nhop_id, .. }) = e else { continue };
+            if !desired.contains_key(k) && desired.contains_key(&Key::Nhop(*nhop_id)) {
+                desired.insert(*k, e.clone());
+            }
+        }
+        desired
+    }
+
+    /// A standby's periodic read of what the leader installed, so that its
+    /// status and groups show the switch as it is.
+    pub(super) async fn refresh_installed(&mut self) {
+        let Ok(now) = read_or_empty(read_installed(&self.session, self.pipeline).await, self.term) else {
+            return;
+        };
+        if now != self.installed {
+            self.installed = now;
+            let installed = Arc::new(self.installed.clone());
+            let _ = self.events.send(AgentEvent::Installed { switch: self.cfg.switch, installed }).await;
+        }
+    }
+
+    /// Takes a new term on the open session. An error ends the session;
+    /// the agent then reconnects with the new term.
+    pub(super) async fn on_term(
+        &mut self,
+        t: Term,
+        desired: &watch::Receiver<Desired>,
+    ) -> Result<(), AgentError> {
+        self.term = t;
+        self.session.set_election_id(t.election_id)?;
+        let switch = self.cfg.switch;
+        if !t.writes {
+            self.retry_at = None;
+            self.cleanup_at = None;
+            self.steer_grace_until = None;
+            let _ = self.events.send(AgentEvent::Primary { switch, primary: false }).await;
+            info!(election_id = %t.election_id, "standing down: a backup on this switch, writing nothing");
+            return Ok(());
+        }
+        let started = Instant::now();
+        self.session.wait_primary().await?;
+        let primary_after = started.elapsed();
+        let _ = self.events.send(AgentEvent::Primary { switch, primary: true }).await;
+        if !self.cfg.dry_run {
+            let p = self.pipeline;
+            let outcome =
+                self.session.set_pipeline(p.info(), &Bmv2Json(p.device_config().to_vec()), None).await?;
+            self.session.configure_digest(p.digest_entry(self.cfg.digest)?).await?;
+            self.session.configure_digest(p.large_flow_digest_entry(self.cfg.digest)?).await?;
+            self.program = match outcome {
+                PipelineOutcome::Pushed => "pushed (the switch had lost it)",
+                PipelineOutcome::AlreadyInstalled => "already running",
+            };
+        }
+        self.installed = read_installed(&self.session, self.pipeline).await?;
+        self.programmed = false;
+        self.steer_grace_until = Some(Instant::now() + self.cfg.steer_grace);
+        info!(election_id = %t.election_id, entries = self.installed.len(), primary_ms = primary_after.as_secs_f64() * 1e3,
+            pipeline = self.program, "elected: primary on this switch; reconciling what it holds");
+        let _ =
+            self.events.send(AgentEvent::Up { switch, installed: Arc::new(self.installed.clone()) }).await;
+        let d = desired.borrow().clone();
+        self.sync(&d, true).await;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_answer_for_the_id_we_lead_with_makes_us_the_writing_primary() {
+        let leader = Term { election_id: 7 << 64, writes: true };
+        let standby = Term { election_id: 5, writes: false };
+        assert!(ours(leader, true, Some(7 << 64)));
+        assert!(ours(leader, true, None));
+        // The standing answer for the standby id we held before.
+        assert!(!ours(leader, true, Some(5)));
+        assert!(!ours(leader, false, Some(8 << 64)));
+        // Primary by rank, but a standby writes nothing.
+        assert!(!ours(standby, true, Some(5)));
+    }
+}
