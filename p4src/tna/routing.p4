@@ -137,7 +137,7 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
             @defaultonly NoAction;
         }
         const default_action = NoAction();
-        implementation = nhop_selector;
+        TABLE_IMPLEMENTATION = nhop_selector;
         size = GROUP_SELECTOR_SIZE;
     }
 
