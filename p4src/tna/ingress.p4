@@ -166,6 +166,7 @@ control MetaroceIngress(inout ingress_headers_t hdr, inout ingress_metadata_t me
                 } else if (meta.edge) {
                     int_watchlist.apply();
                     if (meta.group_id != 0) {
+                        meta.lf_egress_port = (bit<16>)ig_tm_md.ucast_egress_port;
                         large_flows.apply(hdr, meta, ig_prsr_md, ig_dprsr_md);
                     }
                 }

@@ -188,6 +188,7 @@ struct ingress_metadata_t {
     bit<32> lf_window;
     bit<32> lf_threshold;
     // Large-flow digest values.
+    bit<16> lf_egress_port;
     bit<32> lf_start;
     bit<32> lf_elapsed;
     bit<32> lf_bytes;

@@ -160,7 +160,7 @@ control MetaroceIngressDeparser(packet_out pkt, inout ingress_headers_t hdr, in 
         } else if (ig_dprsr_md.digest_type == DIGEST_TYPE_LARGE_FLOW) {
             large_flow_digest.pack({ meta.switch_id,
                                      hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ meta.l4_src_port ++ meta.dest_qp,
-                                     (bit<16>)meta.nhop_id, meta.lf_bytes, meta.lf_elapsed,
+                                     meta.lf_egress_port, meta.lf_bytes, meta.lf_elapsed,
                                      (bit<16>)meta.flow_slot, meta.lf_collision,
                                      meta.now });
         }
@@ -194,8 +194,17 @@ parser MetaroceEgressParser(packet_in pkt, out egress_headers_t hdr, out egress_
         }
     }
 
+    // What ingress sends to the CPU port (ARP) carries its packet_in.
     state parse_bridged {
         pkt.extract(hdr.bridged);
+        transition select(eg_intr_md.egress_port) {
+            CPU_PORT: parse_packet_in;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_packet_in {
+        pkt.extract(hdr.packet_in);
         transition parse_ethernet;
     }
 

@@ -60,7 +60,7 @@ control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t met
     @hidden
     table latency_mask {
         key = {
-            meta.latency_shift: exact;
+            meta.latency_shift: exact @name("latency_shift");
         }
         actions = {
             set_mask;
