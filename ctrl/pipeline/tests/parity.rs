@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 
 use metaroce_p4rt::P4Info;
-use metaroce_pipeline::{parity, Pipeline, PipelineError, QueueUnit, Target};
+use std::net::Ipv4Addr;
+
+use metaroce_pipeline::{parity, Entry, FlowKey, Pipeline, PipelineError, QueueUnit, RouteTarget, Target};
 
 fn build_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build")
@@ -134,4 +136,50 @@ fn an_unknown_architecture_is_refused() {
     raw.pkg_info.get_or_insert_with(Default::default).arch = "psa".into();
     let err = Pipeline::new(P4Info::new(raw).unwrap(), vec![]).unwrap_err();
     assert!(err.to_string().contains("\"psa\""), "{err}");
+}
+
+#[test]
+fn typed_entries_resolve_against_the_tna_p4info_too() {
+    let tna = Pipeline::new(tna_like(), vec![]).unwrap();
+    let v1 = Pipeline::new(P4Info::from_text(&v1model_text()).unwrap(), vec![]).unwrap();
+    let mac = [2, 0, 0, 0, 1, 1];
+    let flow = FlowKey {
+        src: Ipv4Addr::new(10, 0, 1, 1),
+        dst: Ipv4Addr::new(10, 0, 2, 1),
+        sport: 49152,
+        qp: 0xab_cdef,
+    };
+    let entries = vec![
+        Entry::Config { switch_id: 7, flowlet_timeout_us: 50_000_000 },
+        Entry::EgressConfig {
+            digest_interval_us: 1_000_000,
+            report_period_us: 1_000_000_000,
+            latency_shift: 10,
+        },
+        Entry::EdgePort { port: 1 },
+        Entry::Route { prefix: Ipv4Addr::new(10, 0, 2, 0), len: 24, target: RouteTarget::Group(3) },
+        Entry::Nhop { id: 2, port: 1, src_mac: mac, dst_mac: [2, 0, 0, 0, 1, 2] },
+        Entry::Member { id: 2, nhop: 2 },
+        Entry::Group { id: 3, members: vec![(2, 5)] },
+        Entry::GroupEntry { id: 3, group: 3 },
+        Entry::PortDown { port: 4 },
+        Entry::SteerFlow { flow, nhop_id: 2, port: 1 },
+        Entry::LargeFlowConfig { window_us: 10_000_000, threshold_bytes: 125_000_000 },
+        Entry::EgressPort {
+            port: 1,
+            edge: true,
+            mtu: 1500,
+            queue_high: 912,
+            queue_low: 228,
+            ecn_threshold: 380,
+        },
+        Entry::CloneSession { id: 501, port: 68 },
+    ];
+    for e in entries {
+        let entity = tna.entity(&e).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+        assert_eq!(tna.parse(&entity).unwrap(), Some(e.clone()));
+        // The same entry is the same entity on both targets, up to ids.
+        assert!(v1.entity(&e).is_ok(), "{e:?}");
+    }
+    assert_eq!(tna.read_requests().len(), v1.read_requests().len());
 }
