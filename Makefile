@@ -37,8 +37,8 @@ test-rust: p4rt-deps
 test-p4: ## P4 contract freshness (needs p4c)
 	@tests/p4-fresh.sh
 
-test-p4-parity: ## The v1model and TNA P4Infos agree on every name the controller uses (run by test-rust); one skip line without the TNA P4Info
-	@if [ -f p4src/build/tna/main.p4info.txtpb ]; then echo "ok: P4Info parity is checked by ctrl/pipeline/tests/parity.rs"; else echo "skip: P4Info parity (p4src/build/tna/main.p4info.txtpb missing: make p4-tna-p4info)"; fi
+test-p4-parity: ## Tofino contract: TNA P4Info parity (in test-rust) and freshness where p4test / bf-p4c exist; one skip line each without
+	@tests/tna-fresh.sh
 
 p4-tna: ## Compile p4src/tna with the Tofino compiler into p4src/build/tofino (BF_P4C; one skip line without it)
 	@p4src/compile-tna.sh
