@@ -27,10 +27,15 @@ if [ -z "${TNA_INCLUDE:-}" ] || [ ! -f "$TNA_INCLUDE/tna.p4" ]; then
   echo "tna.p4 not found: set TNA_INCLUDE to p4c's backends/tofino/bf-p4c/p4include" >&2
   exit 1
 fi
+# core.p4: p4test finds its own once installed; from a build tree, take
+# the p4c source's (P4C_INCLUDE, default: beside TNA_INCLUDE).
+core=()
+P4C_INCLUDE=${P4C_INCLUDE:-$TNA_INCLUDE/../../../../p4include}
+if [ -f "$P4C_INCLUDE/core.p4" ]; then core=(-I "$P4C_INCLUDE"); fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$P4TEST" --std p4-16 -D__TARGET_TOFINO__=1 -I "$TNA_INCLUDE" -I p4src p4src/tna/main.p4
-"$P4TEST" --std p4-16 --arch psa -D__TARGET_TOFINO__=1 -I p4src/tna/p4test -I p4src \
+"$P4TEST" --std p4-16 -D__TARGET_TOFINO__=1 "${core[@]}" -I "$TNA_INCLUDE" -I p4src p4src/tna/main.p4
+"$P4TEST" --std p4-16 --arch psa -D__TARGET_TOFINO__=1 "${core[@]}" -I p4src/tna/p4test -I p4src \
   --p4runtime-files "$tmp/main.p4info.txtpb" p4src/tna/main.p4
 mkdir -p "$(dirname "$out")"
 sed 's/^  arch: "psa"$/  arch: "tna"/' "$tmp/main.p4info.txtpb" > "$out"

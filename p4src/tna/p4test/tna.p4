@@ -18,6 +18,9 @@
 
 #define TABLE_IMPLEMENTATION psa_implementation
 
+// The match kind of a table's selector fields.
+match_kind { selector }
+
 const bit<32> PORT_METADATA_SIZE = 64;
 
 typedef bit<3> MirrorType_t;
@@ -102,6 +105,7 @@ extern Hash<W> {
     W get<D>(in D data);
 }
 
+@noWarn("unused")
 extern Counter<W, I> {
     Counter(bit<32> n_counters, CounterType_t type);
     void count(in I index);
