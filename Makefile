@@ -16,7 +16,7 @@ P4RT_VENV := target/p4rt-venv
 P4RT_STAMP := $(P4RT_VENV)/.p4runtime-1.6.0
 
 .PHONY: p4rt-deps help build release test test-rust test-p4 test-p4-vectors lint fmt bench p4 demo fuzz clean test-make
-.PHONY: deps-mininet test-e2e mininet-demo bench-ha
+.PHONY: deps-mininet test-e2e mininet-demo bench-ha p4-tna p4-tna-p4info test-p4-parity
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -27,7 +27,7 @@ build: p4rt-deps ## Debug build of every crate
 release: p4rt-deps ## Optimized metaroce binary
 	$(CARGO) build --release -p metaroce-cli
 
-test: test-make test-rust test-p4 test-p4-vectors test-e2e ## L0-L2 everywhere; L3-L4 where their tools exist
+test: test-make test-rust test-p4 test-p4-parity test-p4-vectors test-e2e ## L0-L2 everywhere; L3-L4 where their tools exist
 	@echo "make test: all tiers that can run here passed"
 
 test-make: ## Every .PHONY target has a rule (a lost one would do nothing and pass)
@@ -41,6 +41,15 @@ test-rust: p4rt-deps
 
 test-p4: ## P4 contract freshness (needs p4c)
 	@tests/p4-fresh.sh
+
+test-p4-parity: ## Tofino contract: TNA P4Info parity (in test-rust) and freshness where p4test / bf-p4c exist; one skip line each without
+	@tests/tna-fresh.sh
+
+p4-tna: ## Compile p4src/tna with the Tofino compiler into p4src/build/tofino (BF_P4C; one skip line without it)
+	@p4src/compile-tna.sh
+
+p4-tna-p4info: ## Write p4src/build/tna/main.p4info.txtpb with p4test (P4TEST, TNA_INCLUDE; see p4src/README.md)
+	@p4src/tna-p4info.sh
 
 test-p4-vectors: p4rt-deps ## L3: P4 packet vectors (tests/p4) on BMv2; one skip line without it
 	$(CARGO) run -q -p metaroce-p4-vectors

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use metaroce_p4rt::entity::DigestConfig;
 use metaroce_p4rt::proto::p4::v1 as p4;
-use metaroce_p4rt::session::{Bmv2Json, PipelineOutcome};
+use metaroce_p4rt::session::PipelineOutcome;
 use metaroce_p4rt::thrift::ThriftConfig;
 use metaroce_p4rt::{Event as SessionEvent, Session, SessionConfig, SessionError};
 use metaroce_pipeline::{Entry, Key, LargeFlowDigest, PacketInReason, Pipeline, PortRegister, QueueDigest};
@@ -241,8 +241,7 @@ async fn open(
     }
     session.wait_primary().await?;
     let program = if !cfg.dry_run {
-        let outcome =
-            session.set_pipeline(pipeline.info(), &Bmv2Json(pipeline.device_config().to_vec()), None).await?;
+        let outcome = session.set_pipeline(pipeline.info(), pipeline.device().as_ref(), None).await?;
         debug!(?outcome, "pipeline");
         session.configure_digest(pipeline.digest_entry(cfg.digest)?).await?;
         session.configure_digest(pipeline.large_flow_digest_entry(cfg.digest)?).await?;

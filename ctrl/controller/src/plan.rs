@@ -11,16 +11,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use metaroce_pipeline::names::{DIGEST_SESSION, REPORT_SESSION};
-use metaroce_pipeline::{Entry, Key, Mac, RouteTarget};
+use metaroce_pipeline::names::{DIGEST_SESSION, REPORT_SESSION, TOFINO_RECIRC_PORT};
+use metaroce_pipeline::{Entry, Key, Mac, RouteTarget, Target};
 use metaroce_topo::units::QueueDepth;
 use metaroce_topo::{NextHop, Role, Routing, SwitchId, Topology};
 
 use crate::place::{Steer, SteerHop};
 
-/// Target-specific settings the YAML does not hold.
+/// Settings the YAML does not hold. Times are target-neutral (µs or ns, as
+/// named); [`fixed_entries`] converts them, and the YAML's, to the
+/// target's units.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
+    /// The loaded program's target: its time and queue units, and where
+    /// threshold digests go (`Config::new` takes it from the pipeline).
+    pub target: Target,
     pub digest_interval_us: u64,
     pub report_period_us: u64,
     pub latency_shift: u8,
@@ -28,31 +33,31 @@ pub struct Settings {
     pub int_max_hops: u8,
     /// UDP destination port of Telemetry Reports.
     pub report_port: u16,
-    /// Bytes per queue unit when the YAML gives depths in bytes (BMv2
-    /// counts packets: one MTU-sized packet per unit).
-    pub bytes_per_queue_unit: u64,
-    /// The large-flow detector's window, in target time units (µs on BMv2).
-    pub large_flow_window: u32,
+    /// The large-flow detector's window.
+    pub large_flow_window_ns: u64,
     /// A flow is large when it sends this share of the slowest host NIC's
     /// rate over a window (per mille); 0 turns the detector off.
     pub large_flow_permille: u32,
-    /// Nanoseconds per target time unit (1000 on BMv2, whose timestamps
-    /// are µs): converts the detector's windows.
-    pub time_unit_ns: u64,
+}
+
+impl Settings {
+    /// Nanoseconds per target time unit (1000 on BMv2, 1 on Tofino).
+    pub fn time_unit_ns(&self) -> u64 {
+        self.target.units().time_unit_ns.max(1)
+    }
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
+            target: Target::Bmv2,
             digest_interval_us: 1000,
             report_period_us: 1_000_000,
             latency_shift: 8,
             int_max_hops: 4,
             report_port: 32766,
-            bytes_per_queue_unit: 1500,
-            large_flow_window: 1000,
+            large_flow_window_ns: 1_000_000,
             large_flow_permille: 100,
-            time_unit_ns: 1000,
         }
     }
 }
@@ -91,10 +96,14 @@ pub struct SwitchPlan {
     pub steer: Arc<Steer>,
 }
 
+/// A YAML queue depth in the target's units: packets on BMv2 (bytes count
+/// as MTU-sized packets), 80-byte cells on Tofino (packets count as
+/// MTU-sized packets' cells), so a threshold means the same buffer on both.
 fn depth(q: QueueDepth, settings: &Settings) -> u32 {
+    let u = settings.target.units();
     let units = match q {
-        QueueDepth::Packets(p) => p,
-        QueueDepth::Bytes(b) => b.div_ceil(settings.bytes_per_queue_unit.max(1)),
+        QueueDepth::Packets(p) => u.queue_packets(p),
+        QueueDepth::Bytes(b) => u.queue_bytes(b),
     };
     u32::try_from(units).unwrap_or(u32::MAX)
 }
@@ -127,14 +136,19 @@ pub fn fixed_entries(topo: &Topology, routing: &Routing, settings: &Settings, s:
     let sw = &topo.switches[s];
     let mac = switch_mac(sw.device_id);
     let f = &topo.fabric;
+    let units = settings.target.units();
+    let us = |v: u64| units.time(v.saturating_mul(1000));
+    // Threshold digests come back to ingress: through the CPU port on
+    // BMv2 (recirculated by the program), a recirculation port on Tofino.
+    let digest_port = match settings.target {
+        Target::Bmv2 => u32::from(f.cpu_port),
+        Target::Tofino => TOFINO_RECIRC_PORT,
+    };
     let mut fixed = vec![
-        Entry::Config {
-            switch_id: sw.int_node_id,
-            flowlet_timeout_us: f.flowlet_timeout.ns().div_ceil(1000),
-        },
+        Entry::Config { switch_id: sw.int_node_id, flowlet_timeout_us: units.time(f.flowlet_timeout.ns()) },
         Entry::EgressConfig {
-            digest_interval_us: settings.digest_interval_us,
-            report_period_us: settings.report_period_us,
+            digest_interval_us: us(settings.digest_interval_us),
+            report_period_us: us(settings.report_period_us),
             latency_shift: settings.latency_shift,
         },
         Entry::ReportConfig {
@@ -145,7 +159,7 @@ pub fn fixed_entries(topo: &Topology, routing: &Routing, settings: &Settings, s:
             dst_port: settings.report_port,
         },
         Entry::CloneSession { id: REPORT_SESSION, port: u32::from(f.cpu_port) },
-        Entry::CloneSession { id: DIGEST_SESSION, port: u32::from(f.cpu_port) },
+        Entry::CloneSession { id: DIGEST_SESSION, port: digest_port },
         large_flow_config(topo, settings),
     ];
     let (high, low, ecn) =
@@ -205,12 +219,14 @@ pub fn fixed_entries(topo: &Topology, routing: &Routing, settings: &Settings, s:
 /// make a flow large (the configured share of the slowest host NIC).
 pub fn large_flow_config(topo: &Topology, settings: &Settings) -> Entry {
     let nic = topo.hosts.iter().map(|h| h.nic_rate.bps()).min().unwrap_or(0);
-    let window_ns = u128::from(settings.large_flow_window) * u128::from(settings.time_unit_ns.max(1));
+    let units = settings.target.units();
+    let window = u32::try_from(units.time(settings.large_flow_window_ns)).unwrap_or(u32::MAX);
+    let window_ns = u128::from(window) * u128::from(units.time_unit_ns.max(1));
     let bytes =
         u128::from(nic) * window_ns / 8 / 1_000_000_000 * u128::from(settings.large_flow_permille) / 1000;
     let threshold =
         if settings.large_flow_permille == 0 { 0 } else { u32::try_from(bytes).unwrap_or(u32::MAX).max(1) };
-    Entry::LargeFlowConfig { window_us: settings.large_flow_window, threshold_bytes: threshold }
+    Entry::LargeFlowConfig { window_us: window, threshold_bytes: threshold }
 }
 
 /// The pipeline entry of a target-neutral steer entry.
@@ -468,5 +484,53 @@ mod tests {
         // Back to the baseline: updating with no overrides restores it.
         update_routes(&r, |_, _| None, s, |_| true, &mut updated);
         assert_eq!(updated, routes(&r, |_, _| None, s));
+    }
+
+    /// The same YAML on both targets: thresholds in each one's queue
+    /// units (48 packets = 48 slots on BMv2, 48 x 19 cells of 80 bytes on
+    /// Tofino), times in its time units, digests back through the CPU port
+    /// on BMv2 and a recirculation port on Tofino.
+    #[test]
+    fn a_threshold_means_the_same_queue_on_both_targets() {
+        let t = gen::leaf_spine(&Common::new("t", Bandwidth::gbps(100)), 2, 2, 1, 1).unwrap();
+        let r = Routing::compute(&t);
+        let f = &t.fabric;
+        let pick = |target: Target| {
+            let settings = Settings { target, ..Settings::default() };
+            let fixed = fixed_entries(&t, &r, &settings, 0);
+            let high = fixed.iter().find_map(|e| match e {
+                Entry::EgressPort { queue_high, .. } => Some(*queue_high),
+                _ => None,
+            });
+            let timeout = fixed.iter().find_map(|e| match e {
+                Entry::Config { flowlet_timeout_us, .. } => Some(*flowlet_timeout_us),
+                _ => None,
+            });
+            let interval = fixed.iter().find_map(|e| match e {
+                Entry::EgressConfig { digest_interval_us, .. } => Some(*digest_interval_us),
+                _ => None,
+            });
+            let digest_port = fixed.iter().find_map(|e| match e {
+                Entry::CloneSession { id: DIGEST_SESSION, port } => Some(*port),
+                _ => None,
+            });
+            let window = match large_flow_config(&t, &settings) {
+                Entry::LargeFlowConfig { window_us, threshold_bytes } => (window_us, threshold_bytes),
+                _ => (0, 0),
+            };
+            (high, timeout, interval, digest_port, window)
+        };
+        let QueueDepth::Packets(p) = f.queue_high else { panic!("the generator's default is in packets") };
+        let (bh, bt, bi, bd, bw) = pick(Target::Bmv2);
+        let (th, tt, ti, td, tw) = pick(Target::Tofino);
+        assert_eq!(bh, Some(p as u32));
+        assert_eq!(th, Some(p as u32 * 19));
+        assert_eq!(bt, Some(f.flowlet_timeout.ns().div_ceil(1000)));
+        assert_eq!(tt, Some(f.flowlet_timeout.ns()));
+        assert_eq!((bi, ti), (Some(1000), Some(1_000_000)));
+        assert_eq!((bd, td), (Some(u32::from(f.cpu_port)), Some(TOFINO_RECIRC_PORT)));
+        // The same window and the same bytes, in each target's time unit.
+        assert_eq!((bw.0, tw.0), (1000, 1_000_000));
+        assert_eq!(bw.1, tw.1);
     }
 }

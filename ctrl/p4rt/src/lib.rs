@@ -13,6 +13,7 @@
 //!   reconnects by itself.
 //! - [`thrift`]: BMv2's Thrift runtime for registers and queues, which
 //!   BMv2's P4Runtime server does not offer.
+//! - [`tofino`]: the device config of the Tofino SDE's P4Runtime server.
 //! - [`server`]: an in-process P4Runtime server with real state, for tests
 //!   and for the simulator.
 //!
@@ -45,6 +46,7 @@ pub mod server;
 pub mod session;
 pub mod status;
 pub mod thrift;
+pub mod tofino;
 
 pub use codec::{Bits, ValueError};
 pub use p4info::{P4Info, P4InfoError};

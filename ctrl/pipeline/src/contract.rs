@@ -7,16 +7,17 @@ use metaroce_p4rt::proto::p4::config::v1 as cfg;
 use metaroce_p4rt::P4Info;
 
 use crate::names as n;
+use crate::target::Target;
 use cfg::match_field::{Match, MatchType};
 
 /// A table: its match fields `(name, kind, width)` and the actions we use.
-struct TableSpec {
-    name: &'static str,
-    fields: &'static [(&'static str, MatchType, i32)],
-    actions: &'static [&'static str],
+pub(crate) struct TableSpec {
+    pub(crate) name: &'static str,
+    pub(crate) fields: &'static [(&'static str, MatchType, i32)],
+    pub(crate) actions: &'static [&'static str],
 }
 
-const TABLES: &[TableSpec] = &[
+pub(crate) const TABLES: &[TableSpec] = &[
     TableSpec { name: n::CONFIG, fields: &[], actions: &[n::CONFIGURE] },
     TableSpec {
         name: n::INGRESS_PORT_ROLE,
@@ -77,7 +78,7 @@ const TABLES: &[TableSpec] = &[
     TableSpec { name: n::REPORT_CONFIG, fields: &[], actions: &[n::SET_REPORT_ENCAP] },
 ];
 
-const ACTIONS: &[(&str, &[(&str, i32)])] = &[
+pub(crate) const ACTIONS: &[(&str, &[(&str, i32)])] = &[
     (n::CONFIGURE, &[("switch_id", 32), ("flowlet_timeout_us", 48)]),
     (n::SET_EDGE, &[]),
     (n::INT_SOURCE, &[("max_hops", 8)]),
@@ -97,29 +98,34 @@ const ACTIONS: &[(&str, &[(&str, i32)])] = &[
     ),
 ];
 
+/// The width of a register holding a time: the target's (48 bits on BMv2,
+/// the 32 of a Tofino stateful ALU).
+pub(crate) const TIME: i32 = -1;
+
 /// Registers: `(name, size, width)`.
 /// The controller reads the first two; the simulator's pipeline twin keeps
 /// its state in all of them, so they are part of the contract too.
-const REGISTERS: &[(&str, i32, i32)] = &[
+pub(crate) const REGISTERS: &[(&str, i32, i32)] = &[
     (n::PORT_MAX_DEPTH, n::PORT_REGISTER_SIZE as i32, 32),
     (n::PORT_CONGESTED, n::PORT_REGISTER_SIZE as i32, 8),
     (n::FLOWLET_SIG, n::FLOW_SLOTS as i32, 16),
-    (n::FLOWLET_LAST_SEEN, n::FLOW_SLOTS as i32, 48),
+    (n::FLOWLET_LAST_SEEN, n::FLOW_SLOTS as i32, TIME),
     (n::FLOWLET_NHOP, n::FLOW_SLOTS as i32, 16),
     (n::FLOWLET_PORT, n::FLOW_SLOTS as i32, 16),
     (n::FLOWLET_ID, n::FLOW_SLOTS as i32, 16),
-    (n::PORT_LAST_DIGEST, n::PORT_REGISTER_SIZE as i32, 48),
+    (n::PORT_LAST_DIGEST, n::PORT_REGISTER_SIZE as i32, TIME),
     (n::DIGEST_SEQ, 1, 32),
     (n::REPORT_LAST_BUCKET, n::FLOW_SLOTS as i32, 32),
-    (n::REPORT_LAST_TIME, n::FLOW_SLOTS as i32, 48),
+    (n::REPORT_LAST_TIME, n::FLOW_SLOTS as i32, TIME),
     (n::REPORT_SEQ, 1, 32),
     (n::WINDOW_SIG, n::FLOW_SLOTS as i32, 16),
-    (n::WINDOW_START, n::FLOW_SLOTS as i32, 48),
+    (n::WINDOW_START, n::FLOW_SLOTS as i32, TIME),
     (n::WINDOW_BYTES, n::FLOW_SLOTS as i32, 32),
     (n::WINDOW_COLLISION, n::FLOW_SLOTS as i32, 8),
 ];
 
-const COUNTERS: &[&str] = &[n::DROP_REASONS, n::NEW_FLOWLETS, n::ECN_MARKS, n::REPORTS_SENT, n::STEERED];
+pub(crate) const COUNTERS: &[&str] =
+    &[n::DROP_REASONS, n::NEW_FLOWLETS, n::ECN_MARKS, n::REPORTS_SENT, n::STEERED];
 
 /// Digest struct members in order, with widths.
 pub(crate) const DIGEST_FIELDS: &[(&str, i32)] =
@@ -138,11 +144,19 @@ pub(crate) const LARGE_FLOW_DIGEST_FIELDS: &[(&str, i32)] = &[
     ("timestamp", 48),
 ];
 
-const PACKET_IN_FIELDS: &[(&str, i32)] = &[("ingress_port", 16), ("reason", 8), ("reserved", 8)];
-const PACKET_OUT_FIELDS: &[(&str, i32)] = &[("egress_port", 16), ("flags", 8)];
+pub(crate) const PACKET_IN_FIELDS: &[(&str, i32)] = &[("ingress_port", 16), ("reason", 8), ("reserved", 8)];
+pub(crate) const PACKET_OUT_FIELDS: &[(&str, i32)] = &[("egress_port", 16), ("flags", 8)];
+
+fn register_width(width: i32, target: Target) -> i32 {
+    if width == TIME {
+        target.units().time_bits as i32
+    } else {
+        width
+    }
+}
 
 /// Checks the P4Info against everything above; returns every problem.
-pub(crate) fn check(info: &P4Info) -> Vec<String> {
+pub(crate) fn check(info: &P4Info, target: Target) -> Vec<String> {
     let mut errs = Vec::new();
     for t in TABLES {
         check_table(info, t, &mut errs);
@@ -177,7 +191,8 @@ pub(crate) fn check(info: &P4Info) -> Vec<String> {
                 if r.size < *size {
                     errs.push(format!("register {name} has {} cells, the controller expects {size}", r.size));
                 }
-                if metaroce_p4rt::entity::register_bitwidth(r) != Some(*width) {
+                let width = register_width(*width, target);
+                if metaroce_p4rt::entity::register_bitwidth(r) != Some(width) {
                     errs.push(format!("register {name} is not bit<{width}>"));
                 }
             }
@@ -270,7 +285,7 @@ fn check_digest(info: &P4Info, name: &str, fields: &[(&str, i32)], errs: &mut Ve
 }
 
 /// Names and widths of a digest's struct members, in order.
-fn digest_members(info: &P4Info, d: &cfg::Digest) -> Option<Vec<(String, i32)>> {
+pub(crate) fn digest_members(info: &P4Info, d: &cfg::Digest) -> Option<Vec<(String, i32)>> {
     use cfg::p4_bitstring_like_type_spec::TypeSpec as B;
     use cfg::p4_data_type_spec::TypeSpec as T;
     let Some(T::Struct(s)) = d.type_spec.as_ref()?.type_spec.as_ref() else { return None };

@@ -12,7 +12,9 @@ mod codec;
 mod contract;
 pub mod entry;
 pub mod names;
+mod parity;
 pub mod steer;
+pub mod target;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +25,9 @@ use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::{P4Info, P4InfoError};
 
 pub use entry::{route_weights, Entry, FlowKey, Key, Mac, Phase, RouteTarget};
+pub use parity::parity;
 pub use steer::{check_steer, check_steer_in, route_members, SteerError};
+pub use target::{QueueUnit, Target, Units};
 
 /// Why the pipeline could not be loaded or an entity not be built or read.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +40,16 @@ pub enum PipelineError {
         #[source]
         source: std::io::Error,
     },
+    #[error("refusing the Tofino device config {path}")]
+    TofinoConfig {
+        path: PathBuf,
+        #[source]
+        source: metaroce_p4rt::tofino::TofinoConfigError,
+    },
+    #[error(
+        "{path} is a Tofino build directory, but the P4Info is for {target}: pass the TNA P4Info (--p4info)"
+    )]
+    NotTofino { path: PathBuf, target: &'static str },
     #[error(
         "the P4Info does not match what the controller expects ({} problem(s)); rebuild with `make p4` \
          or use a matching controller:\n  - {}",
@@ -161,6 +175,7 @@ pub struct Installed {
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     info: P4Info,
+    target: Target,
     device_config: Vec<u8>,
     ids: codec::Ids,
     /// Large-flow digest items dropped as malformed, over every clone.
@@ -168,24 +183,59 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Checks `info` against the contract; `device_config` is the target's
-    /// blob (BMv2 JSON), pushed as is.
+    /// Checks `info` against the contract of its target (from the P4Info's
+    /// architecture); `device_config` is the target's `p4_device_config`
+    /// (BMv2 JSON, or a Tofino `P4DeviceConfig`), pushed as is.
     pub fn new(info: P4Info, device_config: Vec<u8>) -> Result<Self, PipelineError> {
-        let problems = contract::check(&info);
+        let target = Target::of(&info).map_err(|p| PipelineError::Mismatch { problems: vec![p] })?;
+        let problems = contract::check(&info, target);
         if !problems.is_empty() {
             return Err(PipelineError::Mismatch { problems });
         }
         let ids = codec::Ids::resolve(&info)
             .map_err(|source| PipelineError::Build { what: "ids".into(), source })?;
-        Ok(Pipeline { info, device_config, ids, malformed_large_flows: Arc::default() })
+        Ok(Pipeline { info, target, device_config, ids, malformed_large_flows: Arc::default() })
     }
 
-    /// Loads the P4Info and device config files (`p4src/build/`).
+    /// Loads the P4Info and the device config (`p4src/build/`). For a
+    /// Tofino P4Info the device config is a bf-p4c output directory
+    /// (`tofino.bin`, `context.json`), packed for the SDE's P4Runtime
+    /// server, or such a packed file; either is checked whole and for
+    /// program [`names::TNA_PROGRAM`] before anything is sent.
     pub fn load(p4info: &Path, device_config: &Path) -> Result<Self, PipelineError> {
         let info = P4Info::load(p4info).map_err(PipelineError::P4Info)?;
-        let bytes = std::fs::read(device_config)
-            .map_err(|source| PipelineError::DeviceConfig { path: device_config.to_owned(), source })?;
+        let target = Target::of(&info).map_err(|p| PipelineError::Mismatch { problems: vec![p] })?;
+        let tofino_err = |source| PipelineError::TofinoConfig { path: device_config.to_owned(), source };
+        let bytes = if device_config.is_dir() {
+            if target != Target::Tofino {
+                return Err(PipelineError::NotTofino {
+                    path: device_config.to_owned(),
+                    target: target.name(),
+                });
+            }
+            let build = metaroce_p4rt::tofino::TofinoConfig::load_dir(device_config, names::TNA_PROGRAM)
+                .map_err(tofino_err)?;
+            build.encode().map_err(tofino_err)?
+        } else {
+            let bytes = std::fs::read(device_config)
+                .map_err(|source| PipelineError::DeviceConfig { path: device_config.to_owned(), source })?;
+            if target == Target::Tofino {
+                metaroce_p4rt::tofino::TofinoConfig::decode(&bytes, names::TNA_PROGRAM)
+                    .map_err(tofino_err)?;
+            }
+            bytes
+        };
         Self::new(info, bytes)
+    }
+
+    /// The target the program was compiled for.
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    /// What numbers mean on the target (time and queue units).
+    pub fn units(&self) -> Units {
+        self.target.units()
     }
 
     pub fn info(&self) -> &P4Info {
@@ -194,6 +244,14 @@ impl Pipeline {
 
     pub fn device_config(&self) -> &[u8] {
         &self.device_config
+    }
+
+    /// The device config to push, in the target's form.
+    pub fn device(&self) -> Box<dyn metaroce_p4rt::session::DeviceConfig> {
+        match self.target {
+            Target::Bmv2 => Box::new(metaroce_p4rt::session::Bmv2Json(self.device_config.clone())),
+            Target::Tofino => Box::new(metaroce_p4rt::tofino::TofinoDeviceConfig(self.device_config.clone())),
+        }
     }
 
     /// The P4Runtime update that makes `entry` so. Defaults of keyless

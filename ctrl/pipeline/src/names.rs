@@ -60,6 +60,13 @@ pub const LARGE_FLOW_DIGEST: &str = "large_flow_digest_t";
 pub const PACKET_IN: &str = "packet_in";
 pub const PACKET_OUT: &str = "packet_out";
 
+/// The Tofino program's name, as bf-p4c names it after `p4src/tna/main.p4`
+/// and as the SDE's device config must carry it.
+pub const TNA_PROGRAM: &str = "main";
+/// The recirculation port the digest clone session points at on Tofino
+/// (local port 68 of pipe 0): threshold digests come back to ingress there.
+pub const TOFINO_RECIRC_PORT: u32 = 68;
+
 /// Clone session of Telemetry Reports (`REPORT_SESSION` in p4src).
 pub const REPORT_SESSION: u32 = 500;
 /// Clone session whose copies raise threshold digests (`DIGEST_SESSION`).

@@ -125,7 +125,7 @@ impl State {
     fn on_large_flows(&mut self, switch: usize, flows: &[LargeFlowDigest], received: Instant) {
         let name = self.name(switch);
         let node = self.core.topology().switches[switch].int_node_id;
-        let unit_ns = self.core.settings().time_unit_ns.max(1);
+        let unit_ns = self.core.settings().time_unit_ns();
         for d in flows {
             if d.switch_id != node || d.window_us == 0 {
                 warn!(switch = %name, digest_switch_id = d.switch_id, window = d.window_us, "large-flow digest for another switch or with an empty window dropped");

@@ -65,7 +65,10 @@ pub struct Config {
 }
 
 impl Config {
+    /// The loaded program decides the target's units (`core.settings.target`).
     pub fn new(topology: Topology, pipeline: Arc<Pipeline>) -> Self {
+        let mut core = CoreConfig::default();
+        core.settings.target = pipeline.target();
         Config {
             topology,
             pipeline,
@@ -83,7 +86,7 @@ impl Config {
             election_id: 10,
             // Immediate delivery: BMv2 raises any non-zero timeout to 100 ms.
             digest: DigestConfig { max_timeout_ns: 0, max_list_size: 1, ack_timeout_ns: 1_000_000_000 },
-            core: CoreConfig::default(),
+            core,
             ha: None,
         }
     }

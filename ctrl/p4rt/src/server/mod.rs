@@ -41,11 +41,16 @@ pub struct SwitchOptions {
     /// INVALID_ARGUMENT with the check's message, as a real target refuses
     /// a program compiled for something else.
     pub accepts: Option<PipelineCheck>,
+    /// `Some(program)`: the device is a Tofino behind the SDE's P4Runtime
+    /// server, and a pushed `p4_device_config` must be a
+    /// `p4.tmp.P4DeviceConfig` for that program (see [`crate::tofino`]);
+    /// anything else is answered INVALID_ARGUMENT.
+    pub tofino_program: Option<String>,
 }
 
 impl Default for SwitchOptions {
     fn default() -> Self {
-        SwitchOptions { device_id: 1, registers_via_p4runtime: true, accepts: None }
+        SwitchOptions { device_id: 1, registers_via_p4runtime: true, accepts: None, tofino_program: None }
     }
 }
 

@@ -109,6 +109,11 @@ impl Switch {
                     Status::invalid_argument(format!("this device cannot run the pushed program: {why}"))
                 })?;
             }
+            if let Some(program) = &self.inner.opts.tofino_program {
+                crate::tofino::TofinoConfig::decode(&c.p4_device_config, program).map_err(|e| {
+                    Status::invalid_argument(format!("this Tofino cannot load the pushed device config: {e}"))
+                })?;
+            }
             Ok((c, info))
         };
         let regs = self.inner.opts.registers_via_p4runtime;

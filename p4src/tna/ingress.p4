@@ -1,0 +1,196 @@
+// Ingress: controller packet I/O, sanity checks, routing, INT watchlist,
+// large flows, the INT sink's report decision, and the threshold digests
+// that egress hands back through a recirculation port (TNA raises
+// digests in the ingress deparser only).
+#ifndef METAROCE_TNA_INGRESS_P4
+#define METAROCE_TNA_INGRESS_P4
+
+#include "metadata.p4"
+#include "routing.p4"
+#include "large_flows.p4"
+#include "report_decision.p4"
+
+control MetaroceIngress(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
+                        in ingress_intrinsic_metadata_t ig_intr_md,
+                        in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                        inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                        inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Routing() routing;
+    LargeFlows() large_flows;
+    // MetaroceEgress.int_egress's sampling registers in the contract; the
+    // sink decides here, where the packet is still as received.
+    @name(".MetaroceEgress.int_egress") ReportDecision() int_egress;
+    Counter<bit<32>, bit<8>>(DROP_REASON_COUNT, CounterType_t.PACKETS) drop_reasons;
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) flow_hash;
+
+    // Switch-wide settings: the default of a keyless table. Defaults suit
+    // Tofino (timestamps in ns); the timeout's low 32 bits are used.
+    action configure(bit<32> switch_id, bit<48> flowlet_timeout_us) {
+        meta.switch_id = switch_id;
+        meta.flowlet_timeout = flowlet_timeout_us[31:0];
+    }
+
+    table config {
+        key = {}
+        actions = {
+            configure;
+        }
+        default_action = configure(0, 50000000);
+    }
+
+    // MetaroceEgress.egress_config in the contract. It is applied here
+    // because the sink's report decision (period, latency bucket) is made
+    // in ingress; egress gets the digest interval over the bridge. Values
+    // in ns, low 32 bits used.
+    @name(".MetaroceEgress.configure_egress")
+    action configure_egress(bit<48> digest_interval_us, bit<48> report_period_us, bit<8> latency_shift) {
+        meta.digest_interval = digest_interval_us[31:0];
+        meta.report_period = report_period_us[31:0];
+        meta.latency_shift = latency_shift;
+    }
+
+    @name(".MetaroceEgress.egress_config")
+    table egress_config {
+        key = {}
+        actions = {
+            configure_egress;
+        }
+        default_action = configure_egress(1000000, 1000000000, 8);
+    }
+
+    action set_edge() {
+        meta.edge = true;
+    }
+
+    // Host-facing ports: INT sources, the large-flow detector, and (looked
+    // up with the egress port of an INT packet) INT sinks.
+    table ingress_port_role {
+        key = {
+            meta.role_port: exact @name("port");
+        }
+        actions = {
+            set_edge;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = PORT_COUNT;
+    }
+
+    action int_source(bit<8> max_hops) {
+        meta.int_source = 1;
+        meta.int_max_hops = max_hops;
+    }
+
+    table int_watchlist {
+        key = {
+            hdr.ipv4.src_addr: ternary @name("src_addr");
+            hdr.ipv4.dst_addr: ternary @name("dst_addr");
+            hdr.udp.dst_port: ternary @name("l4_dst_port");  // applied to UDP only
+        }
+        actions = {
+            int_source;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = INT_WATCHLIST_SIZE;
+    }
+
+    action drop(bit<8> reason) {
+        ig_dprsr_md.drop_ctl = 1;
+        drop_reasons.count(reason);
+    }
+
+    action to_cpu(bit<8> reason) {
+        ig_tm_md.ucast_egress_port = CPU_PORT;
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = (bit<16>)ig_intr_md.ingress_port;
+        hdr.packet_in.reason = reason;
+        hdr.packet_in.reserved = 0;
+    }
+
+    action bridge() {
+        hdr.bridged.setValid();
+        hdr.bridged.kind = KIND_BRIDGED;
+        hdr.bridged.pad0 = 0;
+        hdr.bridged.ingress_port = ig_intr_md.ingress_port;
+        hdr.bridged.switch_id = meta.switch_id;
+        hdr.bridged.ingress_ts = ig_prsr_md.global_tstamp;
+        hdr.bridged.int_source = meta.int_source;
+        hdr.bridged.int_max_hops = meta.int_max_hops;
+        hdr.bridged.digest_interval = meta.digest_interval;
+    }
+
+    apply {
+        meta.edge = false;
+        meta.int_source = 0;
+        meta.int_max_hops = 0;
+        meta.switch_id = 0;
+        meta.digest_interval = 0;
+        if (hdr.digest_copy.isValid()) {
+            // Egress's threshold digest, back through recirculation.
+            ig_dprsr_md.digest_type = DIGEST_TYPE_QUEUE;
+            ig_dprsr_md.drop_ctl = 1;
+            exit;
+        }
+        // The common case, a well-formed IPv4 packet from a port with TTL
+        // to spare, is one condition rather than one per check below.
+        if (!hdr.packet_out.isValid() && meta.drop_reason == 0 && ig_prsr_md.parser_err == 0
+                && !meta.checksum_error && hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
+            config.apply();
+            egress_config.apply();
+            meta.flow_hash = flow_hash.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+                                             meta.l4_src_port, meta.l4_dst_port, meta.dest_qp });
+            meta.flow_slot = meta.flow_hash[FLOWLET_INDEX_BITS - 1:0];
+            meta.flow_sig = meta.flow_hash[31:16];
+            meta.now = ig_prsr_md.global_tstamp;
+            routing.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+            if (meta.drop_reason != 0) {
+                drop(meta.drop_reason);
+                exit;
+            }
+            if (ig_dprsr_md.resubmit_type == RESUBMIT_PORT_DOWN) {
+                // Comes back as a new flowlet; nothing else happens now.
+                ig_dprsr_md.drop_ctl = 0;
+                exit;
+            }
+            if (hdr.udp.isValid()) {
+                if (hdr.int_hdr.isValid()) {
+                    meta.role_port = ig_tm_md.ucast_egress_port;
+                } else {
+                    meta.role_port = ig_intr_md.ingress_port;
+                }
+                ingress_port_role.apply();
+                if (meta.edge && hdr.int_hdr.isValid()) {
+                    // This switch is the packet's INT sink.
+                    int_egress.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+                } else if (meta.edge) {
+                    int_watchlist.apply();
+                    if (meta.group_id != 0) {
+                        meta.lf_egress_port = (bit<16>)ig_tm_md.ucast_egress_port;
+                        large_flows.apply(hdr, meta, ig_prsr_md, ig_dprsr_md);
+                    }
+                }
+            }
+            bridge();
+        } else if (hdr.packet_out.isValid()) {
+            ig_tm_md.ucast_egress_port = (bit<9>)hdr.packet_out.egress_port;
+            hdr.packet_out.setInvalid();
+            bridge();
+        } else if (ig_prsr_md.parser_err != 0) {
+            drop(DROP_PARSER_ERROR);
+        } else if (meta.drop_reason != 0) {
+            drop(meta.drop_reason);
+        } else if (meta.checksum_error) {
+            drop(DROP_IPV4_INVALID);
+        } else if (hdr.ipv4.isValid()) {
+            drop(DROP_TTL_EXPIRED);
+        } else if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
+            to_cpu(PACKET_IN_ARP);
+            bridge();
+        } else {
+            drop(DROP_UNSUPPORTED);
+        }
+    }
+}
+
+#endif

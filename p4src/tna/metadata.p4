@@ -1,0 +1,232 @@
+// Headers and metadata of the TNA (Tofino) program that the v1model one
+// does not have: what ingress bridges to egress, the mirror headers of the
+// two copies (threshold digests, Telemetry Reports), the resubmit header
+// of a flowlet whose pinned port went down, and the digest structs.
+#ifndef METAROCE_TNA_METADATA_P4
+#define METAROCE_TNA_METADATA_P4
+
+#include "../shared/headers.p4"
+
+// The table property naming an action selector. p4test's stand-in for
+// tna.p4 (p4test/tna.p4, used only to write the P4Info) renames it.
+#ifndef TABLE_IMPLEMENTATION
+#define TABLE_IMPLEMENTATION implementation
+#endif
+
+// The CPU (PCIe) port: 192 on a two-pipe Tofino 1, 320 on a four-pipe one.
+// Build with -DTNA_CPU_PORT=320 for the latter; the topology's
+// `fabric.cpu_port` must say the same.
+#ifndef TNA_CPU_PORT
+#define TNA_CPU_PORT 192
+#endif
+const bit<9> CPU_PORT = TNA_CPU_PORT;
+
+// Recirculation ports: local ports 68-71 of every pipe (Tofino 1). The
+// controller points DIGEST_SESSION at one of them (68 on pipe 0); what
+// arrives there is a threshold digest handed back by egress.
+const bit<9> RECIRC_PORT_VALUE = 0x044;
+const bit<9> RECIRC_PORT_MASK = 0x07c;
+
+// A port_down key no port has (ports are 9 bits): nothing to check.
+const bit<16> PORT_NONE = 0xffff;
+
+// Mirror sessions the controller configures (P4Runtime clone sessions).
+const bit<10> REPORT_SESSION = 500;
+const bit<10> DIGEST_SESSION = 501;
+
+// What the first byte in front of a packet entering egress is.
+const bit<8> KIND_BRIDGED = 1;   // a packet from ingress, with bridged_t
+const bit<8> KIND_DIGEST = 2;    // egress mirror: a threshold digest copy
+const bit<8> KIND_REPORT = 3;    // ingress mirror: a sink's report copy
+
+// Mirror types (the deparser's mirror_type selects the mirror header).
+const MirrorType_t MIRROR_TYPE_DIGEST = 1;
+const MirrorType_t MIRROR_TYPE_REPORT = 2;
+// Digest types of the ingress deparser.
+const DigestType_t DIGEST_TYPE_QUEUE = 1;
+const DigestType_t DIGEST_TYPE_LARGE_FLOW = 2;
+// Resubmit type: a running flowlet whose pinned port is down.
+const ResubmitType_t RESUBMIT_PORT_DOWN = 1;
+
+// Threshold digest: one port's queue crossed its high (congested = 1) or
+// low (congested = 0) threshold. Same members as on v1model.
+struct queue_digest_t {
+    bit<32> switch_id;
+    bit<16> port;
+    bit<32> depth;
+    bit<48> timestamp;
+    bit<32> seq;
+    bit<8> congested;
+}
+
+// Large-flow digest (see large_flows.p4). Same members as on v1model.
+struct large_flow_digest_t {
+    bit<32> switch_id;
+    bit<104> flow;
+    bit<16> egress_port;
+    bit<32> bytes;
+    bit<32> window_us;
+    bit<16> slot;
+    bit<8> collision;
+    bit<48> timestamp;
+}
+
+// What egress needs of ingress, in front of every packet ingress sends on
+// (19 bytes).
+header bridged_t {
+    bit<8> kind;
+    bit<7> pad0;
+    bit<9> ingress_port;
+    bit<32> switch_id;
+    bit<48> ingress_ts;           // ingress global_tstamp (ns)
+    bit<8> int_source;            // 1: instrument at this hop (INT source)
+    bit<8> int_max_hops;
+    bit<32> digest_interval;      // egress_config's, in ns (low 32 bits)
+}
+
+// The threshold digest that egress mirrors to DIGEST_SESSION; the copy
+// leaves through a recirculation port with this header in front, and the
+// ingress deparser packs it into queue_digest_t (22 bytes).
+header digest_copy_t {
+    bit<8> kind;
+    bit<32> switch_id;
+    bit<16> port;
+    bit<32> depth;
+    bit<48> timestamp;
+    bit<32> seq;
+    bit<8> congested;
+}
+
+// In front of the sink's ingress mirror copy: the packet as the sink
+// received it follows, INT stack included (15 bytes).
+header report_copy_t {
+    bit<8> kind;
+    bit<32> switch_id;
+    bit<16> ingress_port;
+    bit<16> egress_port;
+    bit<48> ingress_ts;
+}
+
+// A running flowlet whose pinned port is down comes back as a new flowlet
+// that draws from its group and ignores its steer entries (8 bytes: the
+// resubmit header of Tofino 1).
+header resubmit_t {
+    bit<8> redraw;
+    bit<56> pad;
+}
+
+struct ingress_headers_t {
+    bridged_t bridged;
+    digest_copy_t digest_copy;
+    packet_out_t packet_out;
+    packet_in_t packet_in;
+    ethernet_t ethernet;
+    ipv4_t ipv4;
+    udp_t udp;
+    tcp_t tcp;
+    int_t int_hdr;
+    int_hop_t[INT_MAX_STACK_HOPS] int_hops;
+    bth_t bth;
+}
+
+struct egress_headers_t {
+    bridged_t bridged;
+    digest_copy_t digest_copy;
+    report_copy_t report_copy;
+    packet_in_t packet_in;
+    report_t report;
+    ethernet_t ethernet;
+    ipv4_t ipv4;
+    udp_t udp;
+    tcp_t tcp;
+    int_t int_hdr;
+    int_hop_t int_local;
+    int_hop_t[INT_MAX_STACK_HOPS] int_hops;
+    bth_t bth;
+}
+
+struct ingress_metadata_t {
+    resubmit_t resubmit;
+    // The parser's verdict: 0, or the drop reason of a packet it refused.
+    bit<8> drop_reason;
+    bool checksum_error;
+    // Flow identity: L4 ports (0 unless TCP or UDP) and RoCE entropy (the
+    // BTH destination QP, 0 unless RoCEv2).
+    bit<16> l4_src_port;
+    bit<16> l4_dst_port;
+    bit<24> dest_qp;
+    // `config`.
+    bit<32> switch_id;
+    bit<32> flowlet_timeout;
+    // Routing.
+    bit<16> group_id;
+    bit<16> nhop_id;
+    bit<16> steer_nhop;
+    bit<16> steer_port;
+    bit<16> flowlet_id;
+    bit<32> flow_hash;
+    bit<13> flow_slot;
+    bit<16> flow_sig;
+    bit<16> port_to_check;
+    bool new_flowlet;
+    bool steered;
+    bool forwarded;
+    bool redraw;
+    // The port ingress_port_role is looked up with: the ingress port for
+    // a packet without INT (source, large flows), the egress port for one
+    // with INT (is this its sink?).
+    bit<9> role_port;
+    bool edge;
+    bit<8> int_source;
+    bit<8> int_max_hops;
+    // `egress_config` (applied here: the sink's report decision is made in
+    // ingress) and `large_flows.config`.
+    bit<32> digest_interval;
+    bit<32> report_period;
+    bit<8> latency_shift;
+    bit<32> latency_mask;
+    bit<32> lf_window;
+    bit<32> lf_threshold;
+    // Large-flow digest values.
+    bit<16> lf_egress_port;
+    bit<32> lf_start;
+    bit<32> lf_elapsed;
+    bit<32> lf_bytes;
+    bit<16> lf_sig;
+    bit<8> lf_collision;
+    // Telemetry Report decision at the sink.
+    bit<32> path_latency;
+    bit<32> latency_bucket;
+    bit<1> period_due;
+    bit<1> report_due;
+    bit<6> pad1;
+    report_copy_t report_copy;
+    // Ingress time (large-flow digests).
+    bit<48> now;
+}
+
+struct egress_metadata_t {
+    // `egress_port_config`.
+    bit<1> edge;
+    bit<16> mtu;
+    bit<32> queue_high;
+    bit<32> queue_low;
+    bit<32> ecn_threshold;
+    bit<32> depth;
+    bit<1> above_high;
+    bit<1> below_low;
+    bit<6> pad0;
+    bit<8> crossing;       // 0 none, 1 up through queue_high, 2 down through queue_low
+    bit<8> digest_due;
+    bit<32> seq;
+    digest_copy_t digest_copy;
+    // `report_config` (report copies only).
+    bit<48> report_src_mac;
+    bit<48> report_dst_mac;
+    bit<32> report_src_ip;
+    bit<32> report_dst_ip;
+    bit<16> report_dst_port;
+    bit<16> report_words;
+}
+
+#endif

@@ -1,0 +1,127 @@
+// The INT sink's report decision, made in ingress: Tofino mirrors a packet
+// as it arrived only from ingress, and the report must carry the INT
+// stack that egress strips (an egress mirror copies the packet as egress
+// emits it, and a mirror header is far too small for a 4-hop stack).
+//
+// Per flow slot, as on v1model: report when the path latency (the sum of
+// the received hops' latencies) moves to another bucket, or when the flow
+// was not reported for `report_period`. Differences, each forced by the
+// place or by one stateful access per register:
+//  - the sink's own hop latency is not in the sum (ingress cannot know
+//    its queueing);
+//  - report_last_time is refreshed by periodic reports only, so after a
+//    bucket change the next periodic report may come sooner than on
+//    v1model;
+//  - report_last_bucket holds the latency with its low `latency_shift`
+//    bits cleared (Tofino shifts by constants only), not shifted down.
+#ifndef METAROCE_TNA_REPORT_DECISION_P4
+#define METAROCE_TNA_REPORT_DECISION_P4
+
+#include "metadata.p4"
+
+#define ADD_HOP_LATENCY(i) if (hdr.int_hops[i].isValid()) { \
+    meta.path_latency = meta.path_latency + hdr.int_hops[i].hop_latency; }
+
+control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
+                       in ingress_intrinsic_metadata_t ig_intr_md,
+                       in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                       inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                       inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Register<bit<32>, bit<13>>(INT_REPORT_SLOTS) report_last_bucket;
+    Register<bit<32>, bit<13>>(INT_REPORT_SLOTS) report_last_time;
+
+    RegisterAction<bit<32>, bit<13>, bit<1>>(report_last_time) period_check = {
+        void apply(inout bit<32> value, out bit<1> due) {
+            if (value == 0 || ig_prsr_md.global_tstamp[31:0] - value >= meta.report_period) {
+                value = ig_prsr_md.global_tstamp[31:0];
+                due = 1;
+            } else {
+                due = 0;
+            }
+        }
+    };
+
+    RegisterAction<bit<32>, bit<13>, bit<1>>(report_last_bucket) bucket_check = {
+        void apply(inout bit<32> value, out bit<1> due) {
+            if (meta.period_due == 1 || value != meta.latency_bucket) {
+                value = meta.latency_bucket;
+                due = 1;
+            } else {
+                due = 0;
+            }
+        }
+    };
+
+    action set_mask(bit<32> mask) {
+        meta.latency_mask = mask;
+    }
+
+    // latency >> shift compared for equality is latency & ~(2^shift - 1).
+    @hidden
+    table latency_mask {
+        key = {
+            meta.latency_shift: exact @name("latency_shift");
+        }
+        actions = {
+            set_mask;
+        }
+        const entries = {
+            0: set_mask(0xffffffff);
+            1: set_mask(0xfffffffe);
+            2: set_mask(0xfffffffc);
+            3: set_mask(0xfffffff8);
+            4: set_mask(0xfffffff0);
+            5: set_mask(0xffffffe0);
+            6: set_mask(0xffffffc0);
+            7: set_mask(0xffffff80);
+            8: set_mask(0xffffff00);
+            9: set_mask(0xfffffe00);
+            10: set_mask(0xfffffc00);
+            11: set_mask(0xfffff800);
+            12: set_mask(0xfffff000);
+            13: set_mask(0xffffe000);
+            14: set_mask(0xffffc000);
+            15: set_mask(0xffff8000);
+            16: set_mask(0xffff0000);
+            17: set_mask(0xfffe0000);
+            18: set_mask(0xfffc0000);
+            19: set_mask(0xfff80000);
+            20: set_mask(0xfff00000);
+            21: set_mask(0xffe00000);
+            22: set_mask(0xffc00000);
+            23: set_mask(0xff800000);
+            24: set_mask(0xff000000);
+            25: set_mask(0xfe000000);
+            26: set_mask(0xfc000000);
+            27: set_mask(0xf8000000);
+            28: set_mask(0xf0000000);
+            29: set_mask(0xe0000000);
+            30: set_mask(0xc0000000);
+            31: set_mask(0x80000000);
+        }
+        // 32 and up: one bucket, periodic reports only.
+        default_action = set_mask(0);
+        size = 32;
+    }
+
+    apply {
+        meta.path_latency = 0;
+        ADD_HOP_LATENCY(0) ADD_HOP_LATENCY(1) ADD_HOP_LATENCY(2) ADD_HOP_LATENCY(3)
+        latency_mask.apply();
+        meta.latency_bucket = meta.path_latency & meta.latency_mask;
+        meta.period_due = period_check.execute(meta.flow_slot);
+        meta.report_due = bucket_check.execute(meta.flow_slot);
+        if (meta.report_due == 1) {
+            // The copy is the packet as received (TTL and ECN included).
+            meta.report_copy.setValid();
+            meta.report_copy.kind = KIND_REPORT;
+            meta.report_copy.switch_id = meta.switch_id;
+            meta.report_copy.ingress_port = (bit<16>)ig_intr_md.ingress_port;
+            meta.report_copy.egress_port = (bit<16>)ig_tm_md.ucast_egress_port;
+            meta.report_copy.ingress_ts = ig_prsr_md.global_tstamp;
+            ig_dprsr_md.mirror_type = MIRROR_TYPE_REPORT;
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,277 @@
+// Routing on Tofino: LPM to a weighted next-hop group (action selector),
+// flowlet pinning, steering, next hop; the same names and the same
+// behaviour as v1model/routing.p4, arranged for stateful ALUs, which
+// touch each register once per packet:
+//
+//  - the slot's signature and last-seen time are compared and stamped in
+//    one access each (flowlet_sig, flowlet_last_seen);
+//  - a new flowlet looks up its steer entries, or bumps its flowlet
+//    number (flowlet_id) and draws from the group; its next hop is pinned
+//    (flowlet_nhop written), a running flowlet's is read;
+//  - port_down is checked on the port of the next hop the packet is about
+//    to use, after `nhop`: for a running flowlet that is its pinned port,
+//    for a steered new flowlet its steer entry's (the controller keeps
+//    `steer`'s port equal to the next hop's); a drawn new flowlet checks
+//    nothing, as on v1model (PORT_NONE). A hit resubmits the packet, which
+//    comes back as a new flowlet that draws and ignores its steer entries
+//    (what mark_port_down does on v1model). Ports are rarely down, so
+//    resubmits are rare;
+//  - the new flowlet's port is pinned once it is forwarded (flowlet_port,
+//    written only: the check above reads the port from `nhop`).
+#ifndef METAROCE_TNA_ROUTING_P4
+#define METAROCE_TNA_ROUTING_P4
+
+#include "metadata.p4"
+
+control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
+                in ingress_intrinsic_metadata_t ig_intr_md,
+                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    // Time registers hold the low 32 bits of the ns clock (4.29 s wrap).
+    Register<bit<16>, bit<13>>(FLOWLET_SLOTS) flowlet_sig;
+    Register<bit<32>, bit<13>>(FLOWLET_SLOTS) flowlet_last_seen;
+    Register<bit<16>, bit<13>>(FLOWLET_SLOTS) flowlet_nhop;
+    Register<bit<16>, bit<13>>(FLOWLET_SLOTS) flowlet_port;
+    Register<bit<16>, bit<13>>(FLOWLET_SLOTS) flowlet_id;
+    Counter<bit<32>, bit<9>>(PORT_COUNT, CounterType_t.PACKETS) new_flowlets;
+    Counter<bit<32>, bit<9>>(PORT_COUNT, CounterType_t.PACKETS) steered;
+    Hash<bit<16>>(HashAlgorithm_t.CRC16) selector_hash;
+    // The selector's action profile takes the selector's name in P4Info
+    // (bf-p4c names the profile after a selector declared with a size).
+    ActionSelector(GROUP_SELECTOR_SIZE, selector_hash, SelectorMode_t.FAIR) nhop_selector;
+
+    // 1: the slot held another flow. The slot takes this flow either way.
+    RegisterAction<bit<16>, bit<13>, bit<1>>(flowlet_sig) swap_sig = {
+        void apply(inout bit<16> value, out bit<1> other) {
+            if (value != meta.flow_sig) {
+                other = 1;
+            } else {
+                other = 0;
+            }
+            value = meta.flow_sig;
+        }
+    };
+
+    // 1: the gap since the slot's last packet exceeds the timeout.
+    RegisterAction<bit<32>, bit<13>, bit<1>>(flowlet_last_seen) stamp_time = {
+        void apply(inout bit<32> value, out bit<1> gap) {
+            if (ig_prsr_md.global_tstamp[31:0] - value > meta.flowlet_timeout) {
+                gap = 1;
+            } else {
+                gap = 0;
+            }
+            value = ig_prsr_md.global_tstamp[31:0];
+        }
+    };
+
+    RegisterAction<bit<16>, bit<13>, bit<16>>(flowlet_id) next_flowlet_id = {
+        void apply(inout bit<16> value, out bit<16> id) {
+            value = value + 1;
+            id = value;
+        }
+    };
+
+    RegisterAction<bit<16>, bit<13>, bit<16>>(flowlet_nhop) read_nhop = {
+        void apply(inout bit<16> value, out bit<16> pinned) {
+            pinned = value;
+        }
+    };
+
+    RegisterAction<bit<16>, bit<13>, bit<16>>(flowlet_nhop) pin_nhop = {
+        void apply(inout bit<16> value) {
+            value = meta.nhop_id;
+        }
+    };
+
+    RegisterAction<bit<16>, bit<13>, bit<16>>(flowlet_port) pin_port = {
+        void apply(inout bit<16> value) {
+            value = (bit<16>)ig_tm_md.ucast_egress_port;
+        }
+    };
+
+    // The caller counts the reason and drops.
+    action drop(bit<8> reason) {
+        meta.drop_reason = reason;
+    }
+
+    action set_group(bit<16> group_id) {
+        meta.group_id = group_id;
+    }
+
+    // Directly attached hosts: no group, no flowlet.
+    action set_nhop(bit<16> nhop_id) {
+        meta.nhop_id = nhop_id;
+    }
+
+    table ipv4_lpm {
+        key = {
+            hdr.ipv4.dst_addr: lpm @name("dst_addr");
+        }
+        actions = {
+            set_group;
+            set_nhop;
+            @defaultonly drop;
+        }
+        const default_action = drop(DROP_NO_ROUTE);
+        size = ROUTE_TABLE_SIZE;
+    }
+
+    action select_nhop(bit<16> nhop_id) {
+        meta.nhop_id = nhop_id;
+    }
+
+    table nhop_group {
+        key = {
+            meta.group_id: exact @name("group_id");
+            hdr.ipv4.src_addr: selector @name("src_addr");
+            hdr.ipv4.dst_addr: selector @name("dst_addr");
+            hdr.ipv4.protocol: selector @name("protocol");
+            meta.l4_src_port: selector @name("l4_src_port");
+            meta.l4_dst_port: selector @name("l4_dst_port");
+            meta.dest_qp: selector @name("dest_qp");
+            meta.flowlet_id: selector @name("flowlet_id");
+        }
+        actions = {
+            select_nhop;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        TABLE_IMPLEMENTATION = nhop_selector;
+        size = GROUP_SELECTOR_SIZE;
+    }
+
+    // The next hop, and its port, that a new flowlet of this flow
+    // (steer_flow) or host pair (steer_pair) pins instead of drawing.
+    action steer(bit<16> nhop_id, bit<9> port) {
+        meta.nhop_id = nhop_id;
+        meta.steer_port = (bit<16>)port;
+        meta.steered = true;
+    }
+
+    table steer_flow {
+        key = {
+            hdr.ipv4.src_addr: exact @name("src_addr");
+            hdr.ipv4.dst_addr: exact @name("dst_addr");
+            meta.l4_src_port: exact @name("udp_src_port");  // 0 unless TCP or UDP
+            meta.dest_qp: exact @name("dest_qp");  // BTH destination QP, 0 unless RoCEv2
+        }
+        actions = {
+            steer;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = STEER_FLOW_TABLE_SIZE;
+    }
+
+    table steer_pair {
+        key = {
+            hdr.ipv4.src_addr: exact @name("src_addr");
+            hdr.ipv4.dst_addr: exact @name("dst_addr");
+        }
+        actions = {
+            steer;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = STEER_PAIR_TABLE_SIZE;
+    }
+
+    // The port is out of service: come back as a new flowlet that draws.
+    action mark_port_down() {
+        meta.resubmit.setValid();
+        meta.resubmit.redraw = 1;
+        meta.resubmit.pad = 0;
+        ig_dprsr_md.resubmit_type = RESUBMIT_PORT_DOWN;
+    }
+
+    table port_down {
+        key = {
+            meta.port_to_check: exact @name("port");
+        }
+        actions = {
+            mark_port_down;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = PORT_COUNT;
+    }
+
+    action forward(bit<9> port, mac_addr_t src_mac, mac_addr_t dst_mac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        meta.forwarded = true;
+    }
+
+    table nhop {
+        key = {
+            meta.nhop_id: exact @name("nhop_id");
+        }
+        actions = {
+            forward;
+            @defaultonly drop;
+        }
+        const default_action = drop(DROP_NO_NHOP);
+        size = NHOP_TABLE_SIZE;
+    }
+
+    apply {
+        meta.group_id = 0;
+        meta.nhop_id = 0;
+        meta.steered = false;
+        meta.forwarded = false;
+        meta.new_flowlet = false;
+        meta.port_to_check = PORT_NONE;
+        switch (ipv4_lpm.apply().action_run) {
+            set_group: {
+                bit<1> other = swap_sig.execute(meta.flow_slot);
+                bit<1> gap = stamp_time.execute(meta.flow_slot);
+                if (other == 1 || gap == 1 || meta.redraw) {
+                    meta.new_flowlet = true;
+                }
+                if (meta.new_flowlet) {
+                    // A resubmitted flowlet (its port was down) draws.
+                    if (!meta.redraw) {
+                        if (!steer_flow.apply().hit) {
+                            steer_pair.apply();
+                        }
+                    }
+                    if (!meta.steered) {
+                        meta.flowlet_id = next_flowlet_id.execute(meta.flow_slot);
+                        nhop_group.apply();
+                    }
+                    pin_nhop.execute(meta.flow_slot);
+                } else {
+                    meta.nhop_id = read_nhop.execute(meta.flow_slot);
+                }
+            }
+            drop: {
+                return;
+            }
+        }
+        nhop.apply();
+        if (!meta.forwarded) {
+            return;
+        }
+        if (meta.group_id != 0) {
+            if (!meta.new_flowlet || meta.steered) {
+                meta.port_to_check = (bit<16>)ig_tm_md.ucast_egress_port;
+            }
+            port_down.apply();
+            if (ig_dprsr_md.resubmit_type == RESUBMIT_PORT_DOWN) {
+                return;
+            }
+            if (meta.new_flowlet) {
+                pin_port.execute(meta.flow_slot);
+                new_flowlets.count(ig_tm_md.ucast_egress_port);
+                if (meta.steered) {
+                    steered.count(ig_tm_md.ucast_egress_port);
+                }
+            }
+        }
+    }
+}
+
+#endif
