@@ -139,11 +139,11 @@ impl<'a> PolicyLoop<'a> {
             QueueDepth::Bytes(_) => 1,
         };
         let policy = Policy::new(cfg.policy.clone())?;
-        // Idle after four detector windows without a report; forgotten
-        // after the policy's hold-down (the longest memory it keeps).
-        let idle = cfg.large_flow_window_ps.saturating_mul(4);
-        let forget = (cfg.policy.hold_down_ns * 1_000).max(idle * 4);
-        let place = Placement::new(topo, routing, cfg.te.clone(), (idle, forget))?;
+        // Forgotten after the policy's hold-down (the longest memory it
+        // keeps), and never before 16 detector windows without a report.
+        let windows = cfg.large_flow_window_ps.saturating_mul(16);
+        let forget = (cfg.policy.hold_down_ns * 1_000).max(windows);
+        let place = Placement::new(topo, routing, cfg.te.clone(), forget)?;
         Ok(PolicyLoop {
             topo,
             cfg: cfg.clone(),
