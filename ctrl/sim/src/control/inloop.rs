@@ -359,6 +359,7 @@ impl<'a> PolicyLoop<'a> {
         for w in writes {
             let tag = self.next_token;
             self.next_token += 1;
+            tracing::debug!(t_us = ctx.now_ps() / 1_000_000, tag, switch = w.switch, key = ?w.key, port = ?w.port, "steer write lands");
             if self.place.land(ctx, w, tag) && w.port.is_some() {
                 if let Some(t) = w.detected_ps {
                     self.steer_tags.insert(tag, t);
@@ -476,6 +477,7 @@ impl Control for PolicyLoop<'_> {
 
     fn on_moved(&mut self, ctx: &mut Ctx<'_>, tag: u64) {
         if let Some(at) = self.steer_tags.remove(&tag) {
+            tracing::debug!(t_us = ctx.now_ps() / 1_000_000, tag, "first flowlet on a steer entry");
             self.placed.push(ctx.now_ps().saturating_sub(at));
             return;
         }
