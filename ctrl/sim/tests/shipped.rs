@@ -198,15 +198,26 @@ fn incast_grows_a_congestion_tree_in_every_mode() {
         }
     }
     // The bystander is where routing matters: seeds 1-5, medians ecmp
-    // 1.45x, flowlet 1.51x, metaroce 1.27x (worst 1.56 / 1.61 / 1.30): the
+    // 1.45x, flowlet 1.51x, metaroce 1.26x (worst 1.56 / 1.61 / 1.27): the
     // planner keeps the bystander's placed paths off the incast's links.
-    // The target, 1.2x, is not reached: the bystander's first
-    // iteration runs unplaced, and the planner spreads the incast (its
-    // objective is the highest utilisation) instead of packing it.
+    // The target, 1.2x over the whole job, is not reached: the
+    // first iteration (ideal 348 us) is over before any placement lands
+    // (report -> entries in place >= 650 us, and the bystander's queue
+    // pairs have no flowlet gap until the iteration ends), so it runs as
+    // under flowlets, at 2.7-3.1x, which alone costs 0.22x of the job.
+    // From the second iteration on every seed runs at 1.15x.
     within(median(&r["ecmp"], 1), 1.2, 1.8, "ecmp bystander");
     within(median(&r["flowlet"], 1), 1.25, 1.8, "flowlet bystander");
-    within(median(&r["metaroce"], 1), 1.05, 1.4, "metaroce bystander");
+    within(median(&r["metaroce"], 1), 1.05, 1.35, "metaroce bystander");
     assert!(median(&r["metaroce"], 1) < median(&r["flowlet"], 1), "placement shields the bystander");
+    for s in &r["metaroce"] {
+        // A flow placed before the rest of the incast was known is not
+        // held down: the bystander found a clean path by its second
+        // iteration (seed 4 ran it at 2.53x while that placement was held).
+        for it in &s.jobs[1].iterations[1..] {
+            within(it.slowdown.unwrap(), 1.0, 1.2, "metaroce bystander, iterations 2+");
+        }
+    }
     for s in &r["metaroce"] {
         let c = s.control.as_ref().unwrap();
         assert!(c.group_writes > 0, "the controller reacts to the tree: {c:?}");
@@ -221,14 +232,20 @@ fn two_jobs_share_the_spines() {
     // 2.22x; All-to-All 1.20x, 1.15x, 1.15x (20 seeds: elephants 2.25 /
     // 2.15 / 2.09, All-to-All 1.19 / 1.14 / 1.12).
     // Seeds 1-5 medians (`metaroce sim sweep scenarios/two-jobs.yaml
-    // --seeds 1-5`): elephants ecmp 2.24x, flowlet 2.04x, metaroce 1.79x;
-    // All-to-All 1.14x, 1.09x, 1.18x. Placed elephants finish sooner, but
-    // the training job does worse than under flowlets: the planner packs
-    // its flows onto the uplinks the elephants leave (both at 100% of the
-    // plan), where flowlets spread them. Said here rather than hidden.
+    // --seeds 1-5`): elephants ecmp 2.24x, flowlet 2.04x, metaroce 1.60x;
+    // All-to-All 1.14x, 1.09x, 1.18x (seeds 1-3: 2.24 / 2.02 / 1.60 and
+    // 1.14 / 1.09 / 1.19). Placed elephants finish sooner, but the
+    // training job does worse than under flowlets. The plan is at its
+    // bound (elephants on two spines, the All-to-All on the other two,
+    // every link at 100% of the plan), but the elephants, which never
+    // pause, keep running on their flowlet paths for milliseconds after
+    // their entries land (a move waits for a flowlet gap), and the
+    // All-to-All placed on the spines the plan left free meets them
+    // there. Said here rather than hidden.
     within(median(e, 0), 1.9, 2.7, "ecmp elephants");
     within(median(f, 0), 1.7, 2.5, "flowlet elephants");
-    within(median(m, 0), 1.5, 2.2, "metaroce elephants");
+    within(median(m, 0), 1.4, 2.0, "metaroce elephants");
+    assert!(median(m, 0) < median(f, 0), "placed elephants finish sooner");
     within(median(e, 1), 1.05, 1.3, "ecmp all-to-all");
     within(median(f, 1), 1.02, 1.2, "flowlet all-to-all");
     within(median(m, 1), 1.05, 1.3, "metaroce all-to-all");

@@ -17,8 +17,10 @@ pub struct TeConfig {
     /// New flows, ended flows and flows on failed links are never held
     /// back and do not count. Default 64.
     pub max_moves: usize,
-    /// A flow that moved is not moved again to rebalance for this long
-    /// (failures still move it at once). Default 100 ms.
+    /// A flow that was rebalanced or repaired is not moved again to
+    /// rebalance for this long (failures still move it at once). A first
+    /// placement starts no hold-down: it was made with what was known
+    /// then, and a rebalance still needs the margin. Default 100 ms.
     pub hold_down_ns: u64,
     /// Bound on the local-search steps of one decision (each step tries the
     /// flows of the hottest link), so a decision's cost stays bounded on

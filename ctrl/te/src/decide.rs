@@ -59,7 +59,7 @@ impl Planner {
         let mut log = Log::default();
         let mut unplaced = Vec::new();
         self.repair(now_ns, &mut log, &mut unplaced);
-        let exact = self.place_new(now_ns, &mut log, &mut unplaced);
+        let exact = self.place_new(&mut log, &mut unplaced);
         let (search_steps, budget_hit) = self.search(now_ns, &mut log);
         self.report(log, &mut moves);
         let hottest = self.hottest();
@@ -143,7 +143,7 @@ impl Planner {
             match self.best_for(f, Breadth::Exact) {
                 Some((_, r)) => {
                     self.touch(log, f, reason, from);
-                    self.settle(f, r, now);
+                    self.settle(f, r, Some(now));
                 }
                 None => {
                     self.flows.status[i] = Status::Stuck;
@@ -157,7 +157,7 @@ impl Planner {
 
     /// Places every flow that has no route yet: by the exact colouring if
     /// the batch allows it, else greedily, largest first. True if exact.
-    fn place_new(&mut self, now: u64, log: &mut Log, unplaced: &mut Vec<Unplaced>) -> bool {
+    fn place_new(&mut self, log: &mut Log, unplaced: &mut Vec<Unplaced>) -> bool {
         let mut batch = std::mem::take(&mut self.pending);
         batch.retain(|&f| {
             let i = f as usize;
@@ -181,7 +181,7 @@ impl Planner {
         for f in batch {
             let dst_leaf = self.net.host_leaf[self.flows.dst[f as usize] as usize];
             if self.src_leaf(f) == dst_leaf {
-                self.settle(f, Route::default(), now);
+                self.settle(f, Route::default(), None);
             } else {
                 inter.push(f);
             }
@@ -190,7 +190,7 @@ impl Planner {
             if let Some(routes) = self.exact_routes(&inter) {
                 for (&f, r) in inter.iter().zip(routes) {
                     self.touch(log, f, Reason::New, (None, 0.0));
-                    self.settle(f, r, now);
+                    self.settle(f, r, None);
                 }
                 return true;
             }
@@ -199,7 +199,7 @@ impl Planner {
             match self.best_for(f, self.bulk()) {
                 Some((_, r)) => {
                     self.touch(log, f, Reason::New, (None, 0.0));
-                    self.settle(f, r, now);
+                    self.settle(f, r, None);
                 }
                 None => {
                     self.flows.status[f as usize] = Status::Stuck;
@@ -277,7 +277,9 @@ impl Planner {
                     // `unload` leaves the route in place: this renders the old path.
                     let from = (Some(self.render(f, self.flows.mask[i])), before);
                     self.touch(log, f, Reason::Rebalance, from);
-                    self.settle(f, r, now);
+                    // A flow placed in this decision keeps its own hold-down state.
+                    let held = if fresh { self.flows.moved_at[i] } else { Some(now) };
+                    self.settle(f, r, held);
                     if !fresh {
                         *moved += 1;
                     }
@@ -297,12 +299,18 @@ impl Planner {
         Breadth::Beam { beam: self.config.search_beam, width: self.config.search_width }
     }
 
-    /// Puts `f` on `r` as placed in this decision.
-    fn settle(&mut self, f: FlowId, r: Route, now: u64) {
+    /// Puts `f` on `r` as placed in this decision; `moved` starts its
+    /// hold-down. A first placement starts none: it was made with what
+    /// was known then (the first three senders of an incast at a third of
+    /// the receiver each, say), and a rebalance of it, once the rest of
+    /// its job shows up, keeps the margin and the budget. Rebalances and
+    /// repairs hold it, so a flow still moves at most once per hold-down
+    /// after it was first placed.
+    fn settle(&mut self, f: FlowId, r: Route, moved: Option<u64>) {
         let i = f as usize;
         self.flows.status[i] = Status::Placed;
         self.load_on(f, r);
-        self.flows.moved_at[i] = Some(now);
+        self.flows.moved_at[i] = moved;
         self.flows.placed_in[i] = self.decision;
     }
 

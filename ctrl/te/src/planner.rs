@@ -243,7 +243,9 @@ impl Planner {
             let (was, now) = (self.net.group(old), self.net.group(new));
             let flip = (was.len() > 1) != (now.len() > 1);
             for m in was {
-                if !flip && now.iter().any(|n| n.dl == m.dl) {
+                // A member out of service is covered below (all its flows),
+                // and one that stays needs no check unless the choice flipped.
+                if !self.net.dl_up(m.dl) || (!flip && now.iter().any(|n| n.dl == m.dl)) {
                     continue;
                 }
                 for &f in &self.on[m.dl as usize] {

@@ -121,6 +121,31 @@ fn a_hot_link_sheds_flows_within_the_margin_budget_and_hold_down() {
 }
 
 #[test]
+fn a_first_placement_starts_no_hold_down_but_a_rebalance_does() {
+    // A flow placed before the rest of its job (or its neighbours) was
+    // known may be rebalanced at the next decision; once rebalanced it is
+    // held.
+    let t = leaf_spine(2, 2, 2, 1);
+    let r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig { hold_down_ns: 100 * MS, ..Default::default() });
+    let leaf = t.hosts[0].leaf;
+    let x = FlowKey::pair(t.hosts[0].ip, t.hosts[2].ip);
+    p.upsert(x, Demand::rate(10 * G)).unwrap();
+    p.plan(0);
+    let first = p.path(&x).unwrap().port_at(leaf).unwrap();
+    p.set_background(leaf, first, 95 * G).unwrap();
+    let plan = p.plan(MS);
+    assert_eq!(common::moved(&plan, Reason::Rebalance), 1, "placed at 0, moved at 1 ms: {:?}", plan.moves);
+    let second = p.path(&x).unwrap().port_at(leaf).unwrap();
+    assert_ne!(first, second);
+    p.set_background(leaf, first, 0).unwrap();
+    p.set_background(leaf, second, 95 * G).unwrap();
+    let held = p.plan(2 * MS);
+    assert!(held.moves.is_empty(), "a rebalanced flow is held: {:?}", held.moves);
+    assert!(common::moved(&p.plan(102 * MS), Reason::Rebalance) == 1, "until the hold-down ends");
+}
+
+#[test]
 fn the_move_budget_holds_back_rebalancing_but_not_new_flows() {
     let t = leaf_spine(2, 4, 8, 1);
     let r = Routing::compute(&t);

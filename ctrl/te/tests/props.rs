@@ -201,7 +201,9 @@ impl World {
             let links = |p: &Option<metaroce_te::Path>| {
                 p.as_ref().map(|p| p.hops.iter().map(|h| h.link).collect::<Vec<_>>())
             };
-            if m.to.is_some() && links(&m.from) != links(&m.to) {
+            // A first placement starts no hold-down (a later rebalance of it
+            // still keeps the margin).
+            if m.to.is_some() && m.from.is_some() && links(&m.from) != links(&m.to) {
                 self.moved_at.insert(m.flow, self.now);
             }
         }

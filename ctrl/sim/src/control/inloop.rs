@@ -139,11 +139,11 @@ impl<'a> PolicyLoop<'a> {
             QueueDepth::Bytes(_) => 1,
         };
         let policy = Policy::new(cfg.policy.clone())?;
-        // Idle after four detector windows without a report; forgotten
-        // after the policy's hold-down (the longest memory it keeps).
-        let idle = cfg.large_flow_window_ps.saturating_mul(4);
-        let forget = (cfg.policy.hold_down_ns * 1_000).max(idle * 4);
-        let place = Placement::new(topo, routing, cfg.te.clone(), (idle, forget))?;
+        // Forgotten after the policy's hold-down (the longest memory it
+        // keeps), and never before 16 detector windows without a report.
+        let windows = cfg.large_flow_window_ps.saturating_mul(16);
+        let forget = (cfg.policy.hold_down_ns * 1_000).max(windows);
+        let place = Placement::new(topo, routing, cfg.te.clone(), forget)?;
         Ok(PolicyLoop {
             topo,
             cfg: cfg.clone(),
@@ -359,6 +359,7 @@ impl<'a> PolicyLoop<'a> {
         for w in writes {
             let tag = self.next_token;
             self.next_token += 1;
+            tracing::debug!(t_us = ctx.now_ps() / 1_000_000, tag, switch = w.switch, key = ?w.key, port = ?w.port, "steer write lands");
             if self.place.land(ctx, w, tag) && w.port.is_some() {
                 if let Some(t) = w.detected_ps {
                     self.steer_tags.insert(tag, t);
@@ -476,6 +477,7 @@ impl Control for PolicyLoop<'_> {
 
     fn on_moved(&mut self, ctx: &mut Ctx<'_>, tag: u64) {
         if let Some(at) = self.steer_tags.remove(&tag) {
+            tracing::debug!(t_us = ctx.now_ps() / 1_000_000, tag, "first flowlet on a steer entry");
             self.placed.push(ctx.now_ps().saturating_sub(at));
             return;
         }

@@ -55,11 +55,13 @@ pub(crate) struct Placement {
     announced_pairs: std::collections::HashSet<(u32, u32)>,
     /// First report of each flow, physical time.
     detected: HashMap<FlowKey, u64>,
-    /// Observed flows: their last report (controller time) and whether
-    /// they are idle (counted at no load, path and entries kept).
-    seen: HashMap<FlowKey, (u64, bool)>,
-    /// A flow with no report for this long is idle; for `forget_ps`, gone.
-    idle_ps: u64,
+    /// Observed flows: their last report (controller time).
+    seen: HashMap<FlowKey, u64>,
+    /// A flow with no report for this long is gone. Until then it keeps
+    /// its demand and its path, quiet or not: a training job's queue pairs
+    /// pause between iterations and come back to the same paths, and a
+    /// quiet flow counted at no load let the planner move others onto its
+    /// path, where they met it again at its next iteration.
     forget_ps: u64,
     /// Entries as last written (desired = written: the sim's writes never fail).
     held: BTreeMap<(SwitchId, SteerKey), u16>,
@@ -69,15 +71,13 @@ pub(crate) struct Placement {
 }
 
 impl Placement {
-    /// `idle_ps`: a flow without a report for this long counts as idle (no
-    /// load; its path and entries stay for when it sends again, as a
-    /// training job's queue pairs do after each compute phase);
-    /// `forget_ps`: then it is removed and its entries deleted.
+    /// `forget_ps`: a flow without a report for this long is removed and
+    /// its entries deleted.
     pub fn new(
         topo: &Topology,
         routing: &Routing,
         config: TeConfig,
-        (idle_ps, forget_ps): (u64, u64),
+        forget_ps: u64,
     ) -> Result<Self, metaroce_te::ConfigError> {
         let ip_of: Vec<Ipv4Addr> = topo.hosts.iter().map(|h| h.ip).collect();
         let host_of = ip_of.iter().enumerate().map(|(i, &ip)| (ip, i as u32)).collect();
@@ -88,8 +88,7 @@ impl Placement {
             announced_pairs: Default::default(),
             detected: HashMap::new(),
             seen: HashMap::new(),
-            idle_ps: idle_ps.max(1),
-            forget_ps: forget_ps.max(idle_ps),
+            forget_ps: forget_ps.max(1),
             held: BTreeMap::new(),
             stats: PlacementStats::default(),
             planned_max: Vec::new(),
@@ -148,29 +147,26 @@ impl Placement {
             return false;
         }
         self.detected.entry(key).or_insert(reported_ps);
-        let was_idle = self.seen.insert(key, (now_ps, false)).is_some_and(|(_, idle)| idle);
-        !known || was_idle
+        if self.seen.insert(key, now_ps).is_none() {
+            tracing::debug!(t_us = now_ps / 1_000_000, flow = %key, "large flow seen");
+        }
+        !known
     }
 
-    /// Flows without a recent report become idle (no load), then are
-    /// forgotten (their entries removed by the next decision). True when
-    /// the planner's input changed.
+    /// Flows without a recent report are forgotten (their entries removed
+    /// by the next decision). True when the planner's input changed.
     pub fn age(&mut self, now_ps: u64) -> bool {
         let mut changed = false;
-        let (idle, forget) = (self.idle_ps, self.forget_ps);
+        let forget = self.forget_ps;
         let planner = &mut self.planner;
-        self.seen.retain(|key, (last, is_idle)| {
-            let quiet = now_ps.saturating_sub(*last);
-            if quiet >= forget {
-                planner.remove(key);
-                changed = true;
-                return false;
+        self.seen.retain(|key, last| {
+            if now_ps.saturating_sub(*last) < forget {
+                return true;
             }
-            if quiet >= idle && !*is_idle {
-                *is_idle = true;
-                changed |= planner.upsert(*key, Demand::rate(0)).is_ok();
-            }
-            true
+            tracing::debug!(t_us = now_ps / 1_000_000, flow = %key, "large flow forgotten");
+            planner.remove(key);
+            changed = true;
+            false
         });
         changed
     }
@@ -207,6 +203,14 @@ impl Placement {
         let mut out = Vec::new();
         for m in &plan.moves {
             *self.stats.moves.entry(m.reason.as_str()).or_insert(0) += 1;
+            tracing::debug!(
+                t_us = plan.now_ns / 1_000,
+                flow = %m.flow,
+                reason = m.reason.as_str(),
+                rate_gbps = self.planner.rate(&m.flow).unwrap_or(0) / 1_000_000_000,
+                to = ?m.to.as_ref().map(|p| p.hops.iter().map(|h| (h.switch, h.next)).collect::<Vec<_>>()),
+                "planned move"
+            );
             let Some(key) = self.steer_key(&m.flow) else { continue };
             let detected_ps = self.detected.get(&m.flow).copied();
             if let Some(to) = &m.to {
