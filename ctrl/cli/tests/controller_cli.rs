@@ -8,24 +8,16 @@
 
 mod common;
 
+use common::serve::Proc;
+
 use common::repo;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use metaroce_p4rt::server::{Switch, SwitchOptions};
-
-/// Kills the child when the test ends, however it ends.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn topology(addrs: &[SocketAddr]) -> String {
     format!(

@@ -15,11 +15,12 @@
 mod common;
 
 use common::repo;
+use common::serve::{fabric, free_port, get, spawn_program as spawn, Proc};
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,47 +28,8 @@ use metaroce_p4rt::{Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key, Pipeline};
 use serde_json::Value;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Kills the child when the test ends, however it ends.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = signal(&self.0, "CONT");
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn signal(c: &Child, sig: &str) -> bool {
     Command::new("kill").args([&format!("-{sig}"), &c.id().to_string()]).status().is_ok_and(|s| s.success())
-}
-
-fn spawn(program: &str, args: &[&str], log: &Path) -> Proc {
-    let err = std::fs::File::create(log).unwrap();
-    let child = Command::new(program)
-        .args(args)
-        .current_dir(repo())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    Proc(child)
-}
-
-fn get(addr: SocketAddr, path: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
-        return String::new();
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
 }
 
 fn get_json(addr: SocketAddr, path: &str) -> Value {
@@ -130,24 +92,6 @@ fn etcd(dir: &Path) -> Option<(Proc, String)> {
         get(addr, "/health").contains("true").then_some(())
     });
     Some((proc, format!("etcd://127.0.0.1:{client}")))
-}
-
-/// The 2x2 fabric and the hot-spot scenario, on free ports, in `dir`.
-fn fabric(dir: &Path) -> (PathBuf, PathBuf, Vec<SocketAddr>) {
-    let mut topo = std::fs::read_to_string(repo().join("topologies/mininet-2x2.yaml")).unwrap();
-    let mut addrs = vec![];
-    for n in 1..=4 {
-        let port = free_port();
-        topo = topo.replace(&format!("127.0.0.1:5000{n}"), &format!("127.0.0.1:{port}"));
-        addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    let topo_path = dir.join("fabric.yaml");
-    std::fs::write(&topo_path, topo).unwrap();
-    let sc = std::fs::read_to_string(repo().join("scenarios/serve-hotspot.yaml")).unwrap();
-    let sc = sc.replace("topology: ../topologies/mininet-2x2.yaml", "topology: fabric.yaml");
-    let sc_path = dir.join("hotspot.yaml");
-    std::fs::write(&sc_path, sc).unwrap();
-    (topo_path, sc_path, addrs)
 }
 
 /// A controller of the HA group: its process, API, event log and stderr.
@@ -321,7 +265,7 @@ fn takeover_writes(ctl: &Ctl) -> (u64, u64, u64) {
 async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
     let dir = tempfile::tempdir().unwrap();
     let Some((etcd_proc, url)) = etcd(dir.path()) else { return };
-    let (topo, sc, addrs) = fabric(dir.path());
+    let (topo, sc, addrs) = fabric(dir.path(), "serve-hotspot.yaml");
     let serve_log = dir.path().join("serve.log");
     let out = dir.path().join("report");
     // Ten wall seconds per simulated one: the traffic lasts long enough to
@@ -501,7 +445,7 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
 async fn takeover_time_over_ten_kills() {
     let dir = tempfile::tempdir().unwrap();
     let Some((_etcd, url)) = etcd(dir.path()) else { return };
-    let (topo, _, _) = fabric(dir.path());
+    let (topo, _, _) = fabric(dir.path(), "serve-hotspot.yaml");
     let _serve = spawn(
         env!("CARGO_BIN_EXE_metaroce"),
         &["sim", "serve", topo.to_str().unwrap()],

@@ -8,22 +8,15 @@
 
 mod common;
 
+use common::serve::Proc;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use metaroce_p4rt::server::{Switch, SwitchOptions};
 use metaroce_p4rt::tofino::TofinoConfig;
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn topology(addrs: &[SocketAddr]) -> String {
     format!(

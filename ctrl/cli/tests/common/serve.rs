@@ -22,15 +22,21 @@ impl Drop for Proc {
     }
 }
 
+/// `metaroce ARGS` from the repository root, its stderr in `log`.
 pub fn spawn(args: &[&str], log: &Path) -> Proc {
+    spawn_program(env!("CARGO_BIN_EXE_metaroce"), args, log)
+}
+
+/// Any program (etcd, chromedriver, ...) started the same way.
+pub fn spawn_program(program: &str, args: &[&str], log: &Path) -> Proc {
     let err = std::fs::File::create(log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_metaroce"))
+    let child = Command::new(program)
         .args(args)
         .current_dir(repo())
         .stdout(Stdio::null())
         .stderr(err)
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot run metaroce: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
     Proc(child)
 }
 
