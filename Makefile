@@ -52,7 +52,31 @@ deps-mininet: ## Debian packages for the Mininet testbed (Mininet, iperf3, scapy
 	apt-get update -qq
 	apt-get install -y --no-install-recommends mininet iperf3 iputils-ping ethtool iproute2 python3-yaml python3-scapy python3-matplotlib
 
-mininet-demo: release ## Validate the fabrics, draw one, then ECMP, flowlet, spray and metaroce side by side: iterations, NIC ordering, a seed sweep
+mininet-demo: release ## Mininet + BMv2: one scenario, controller in observe then act mode (TOPO=...; needs the controller)
+	$(MN_PY) mininet/demo.py $(TOPO) --controller-bin $(METAROCE) -o target/mininet-demo
+
+lint: p4rt-deps ## rustfmt check and clippy with warnings as errors
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+bench: p4rt-deps ## Benchmarks; prints the figures
+	$(CARGO) bench -p metaroce-topo --bench routing
+	$(CARGO) bench -p metaroce-p4rt --bench inserts
+	$(CARGO) bench -p metaroce-sim --bench engine
+	$(CARGO) bench -p metaroce-sim --bench twin
+	$(CARGO) bench -p metaroce-policy --bench decide
+	$(CARGO) bench -p metaroce-te --bench plan
+	$(CARGO) bench -p metaroce-telemetry --bench ingest
+	$(CARGO) bench -p metaroce-controller --bench reaction
+	@tests/p4/throughput/run.sh
+
+p4: ## Compile p4src/ into p4src/build/ (needs p4c; P4C=path for another one)
+	@P4C="$(P4C)" p4src/compile.sh
+
+demo: release ## Validate the fabrics, draw one, then ECMP, flowlet, spray and metaroce side by side: iterations, NIC ordering, a seed sweep
 	@mkdir -p $(DEMO_OUT)
 	$(METAROCE) topo check topologies/*.yaml
 	$(METAROCE) topo show $(DEMO_TOPO)
