@@ -183,7 +183,11 @@ fn bmv2() -> Result<(PathBuf, PathBuf, PathBuf), String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");
     let files: Vec<PathBuf> =
         std::fs::read_dir(&dir).map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect()).unwrap_or_default();
-    let info = files.iter().find(|f| f.to_string_lossy().ends_with(".p4info.txt"));
+    // p4src/compile.sh writes main.p4info.txtpb; BMv2's own testdata uses .txt.
+    let info = files.iter().find(|f| {
+        let name = f.to_string_lossy();
+        name.ends_with(".p4info.txtpb") || name.ends_with(".p4info.txt")
+    });
     let json = files.iter().find(|f| f.extension().is_some_and(|e| e == "json"));
     if let (Some(i), Some(j)) = (info, json) {
         return Ok((grpc.into(), i.clone(), j.clone()));
