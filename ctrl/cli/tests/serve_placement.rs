@@ -13,7 +13,7 @@
 mod common;
 
 use common::repo;
-use common::serve::{fabric, spawn, Proc};
+use common::serve::{self, fabric, spawn, Proc};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -88,41 +88,10 @@ fn controller() -> Run {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let events = dir.path().join("events.jsonl");
-    let ctl_log = dir.path().join("controller.log");
-    let args = [
-        "-v",
-        "controller",
-        "run",
-        topo.to_str().unwrap(),
-        "--mode",
-        "act",
-        "--listen",
-        "127.0.0.1:0",
-        "--events",
-        events.to_str().unwrap(),
-        "--tokens",
-        tokens.to_str().unwrap(),
-        "--flow-idle-ms",
-        "5000",
-    ];
-    let mut proc = spawn(&args, &ctl_log);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let api = loop {
-        let text = std::fs::read_to_string(&ctl_log).unwrap_or_default();
-        let addr = text
-            .lines()
-            .filter(|l| l.contains("status API listening"))
-            .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse::<SocketAddr>().ok());
-        if let Some(a) = addr {
-            break a;
-        }
-        if let Ok(Some(st)) = proc.0.try_wait() {
-            panic!("the controller exited ({st}) before its API listened:\n{text}");
-        }
-        assert!(Instant::now() < deadline, "the controller's API did not listen within 30 s:\n{text}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let topo_s = topo.to_str().unwrap().to_owned();
+    let tokens_s = tokens.to_str().unwrap().to_owned();
+    let ctl = serve::controller(dir.path(), &topo_s, &["--tokens", &tokens_s, "--flow-idle-ms", "5000"]);
+    let (proc, api, ctl_log, events) = (ctl.proc, ctl.api, ctl.log, ctl.events);
     Run { _ctl: proc, api, ctl_log, events, dir, topo, sc, addrs }
 }
 
