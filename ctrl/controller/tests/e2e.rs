@@ -19,7 +19,6 @@ use std::time::Duration;
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
 use metaroce_p4rt::proto::p4::v1 as p4;
-use metaroce_p4rt::server::{Switch, SwitchOptions};
 use metaroce_pipeline::{names, Entry, Key, RouteTarget};
 
 fn topology(addrs: &[SocketAddr]) -> metaroce_topo::Topology {
@@ -45,26 +44,6 @@ links:
         addrs[0], addrs[1], addrs[2], addrs[3]
     );
     metaroce_topo::load_str(&yaml, "e2e").unwrap()
-}
-
-async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<bool>) {
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let mut switches = vec![];
-    let mut addrs = vec![];
-    for id in 1..=4u64 {
-        let sw =
-            Switch::new(SwitchOptions { device_id: id, registers_via_p4runtime: true, ..Default::default() });
-        let mut rx = rx.clone();
-        let (addr, _task) = sw
-            .bind("127.0.0.1:0".parse().unwrap(), async move {
-                let _ = rx.wait_for(|s| *s).await;
-            })
-            .await
-            .unwrap();
-        switches.push(sw);
-        addrs.push(addr);
-    }
-    (switches, addrs, stop)
 }
 
 fn free_port() -> SocketAddr {
@@ -132,7 +111,7 @@ async fn congestion_moves_upstream_weights_and_restores() {
         .with_test_writer()
         .try_init();
     let p = pipeline();
-    let (switches, addrs, stop) = fabric().await;
+    let (switches, addrs, stop) = common::fabric().await;
     let topo = topology(&addrs);
     let listen = free_port();
     let events = tempfile_path("events.jsonl");
@@ -223,7 +202,7 @@ async fn congestion_moves_upstream_weights_and_restores() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_is_primary_after_the_first_arbitration() {
     let p = pipeline();
-    let (_switches, addrs, stop) = fabric().await;
+    let (_switches, addrs, stop) = common::fabric().await;
     let topo = topology(&addrs);
     let listen = free_port();
     let mut cfg = Config::new(topo, p);
@@ -275,7 +254,7 @@ async fn host_exporters_are_scraped_into_the_congestion_map() {
     }));
 
     let p = pipeline();
-    let (_switches, addrs, stop) = fabric().await;
+    let (_switches, addrs, stop) = common::fabric().await;
     let mut topo = topology(&addrs);
     topo.hosts[0].exporter = Some(exporter_addr.to_string());
     let listen = free_port();
@@ -331,7 +310,7 @@ async fn http_send(addr: SocketAddr, method: &str, path: &str, token: &str, body
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reported_link_failure_is_routed_around_at_once() {
     let p = pipeline();
-    let (_switches, addrs, stop) = fabric().await;
+    let (_switches, addrs, stop) = common::fabric().await;
     let topo = topology(&addrs);
     let listen = free_port();
     let tokens = tempfile_path("links-tokens");

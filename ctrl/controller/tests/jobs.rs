@@ -16,7 +16,7 @@ use common::{installed, pipeline};
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
 use metaroce_p4rt::proto::p4::v1 as p4;
-use metaroce_p4rt::server::{Switch, SwitchOptions};
+use metaroce_p4rt::server::Switch;
 use metaroce_pipeline::{Entry, Key};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -51,26 +51,6 @@ links:
         addrs[0], addrs[1], addrs[2], addrs[3]
     );
     metaroce_topo::load_str(&yaml, "jobs").unwrap()
-}
-
-async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<bool>) {
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let mut switches = vec![];
-    let mut addrs = vec![];
-    for id in 1..=4u64 {
-        let sw =
-            Switch::new(SwitchOptions { device_id: id, registers_via_p4runtime: true, ..Default::default() });
-        let mut rx = rx.clone();
-        let (addr, _task) = sw
-            .bind("127.0.0.1:0".parse().unwrap(), async move {
-                let _ = rx.wait_for(|s| *s).await;
-            })
-            .await
-            .unwrap();
-        switches.push(sw);
-        addrs.push(addr);
-    }
-    (switches, addrs, stop)
 }
 
 fn free_port() -> SocketAddr {
@@ -132,7 +112,7 @@ async fn start(mode: Mode, tag: &str) -> Running {
 
 async fn start_with(mode: Mode, tag: &str, tune: impl FnOnce(&mut Config)) -> Running {
     let p = pipeline();
-    let (switches, addrs, stop) = fabric().await;
+    let (switches, addrs, stop) = common::fabric().await;
     let topo = topology(&addrs);
     let listen = free_port();
     let tokens = tempfile_path(&format!("{tag}-tokens"));

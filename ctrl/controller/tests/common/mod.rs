@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use metaroce_p4rt::server::{Switch, SwitchOptions};
 use metaroce_p4rt::{Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key, Pipeline};
 
@@ -22,4 +23,27 @@ pub async fn installed(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeM
     cfg.election_id = u128::from(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 9 + 1);
     let s = Session::connect(cfg).await.unwrap();
     p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default()
+}
+
+/// Four in-process P4Runtime switches (device ids 1-4) on free ports, with
+/// registers over P4Runtime; they stop when `true` is sent on the sender.
+#[allow(dead_code)]
+pub async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<bool>) {
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let mut switches = vec![];
+    let mut addrs = vec![];
+    for id in 1..=4u64 {
+        let sw =
+            Switch::new(SwitchOptions { device_id: id, registers_via_p4runtime: true, ..Default::default() });
+        let mut rx = rx.clone();
+        let (addr, _task) = sw
+            .bind("127.0.0.1:0".parse().unwrap(), async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+            .unwrap();
+        switches.push(sw);
+        addrs.push(addr);
+    }
+    (switches, addrs, stop)
 }
