@@ -39,26 +39,12 @@ links:
 }
 
 async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<bool>) {
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let mut switches = vec![];
-    let mut addrs = vec![];
-    for id in 1..=3u64 {
-        let sw = Switch::new(SwitchOptions {
-            device_id: id,
-            tofino_program: Some("main".into()),
-            ..Default::default()
-        });
-        let mut rx = rx.clone();
-        let (addr, _task) = sw
-            .bind("127.0.0.1:0".parse().unwrap(), async move {
-                let _ = rx.wait_for(|s| *s).await;
-            })
-            .await
-            .unwrap();
-        switches.push(sw);
-        addrs.push(addr);
-    }
-    (switches, addrs, stop)
+    common::in_process_switches(3, |id| SwitchOptions {
+        device_id: id,
+        tofino_program: Some("main".into()),
+        ..Default::default()
+    })
+    .await
 }
 
 /// The committed TNA P4Info (`p4src/build/tna/`), or the v1model one given
