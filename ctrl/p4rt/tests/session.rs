@@ -545,15 +545,7 @@ async fn arbitration_primary_backup_and_failover() {
     next_event(&mut low_ev, |e| matches!(e, Event::Role { primary: false, election_id: Some(9) })).await;
     assert!(!low.role().primary);
     high.set_pipeline(&r.info, &Bmv2Json(vec![]), None).await.unwrap();
-    let e = r
-        .info
-        .table_entry("dmac")
-        .unwrap()
-        .exact("dst_addr", 1u64)
-        .unwrap()
-        .action("drop", &[])
-        .unwrap()
-        .build();
+    let e = dmac_1_drop(&r.info);
     let denied = low.write(vec![insert(e.clone())]).await.unwrap_err();
     assert_eq!(denied.code(), Some(Code::PermissionDenied));
     // Same election id twice is refused.
@@ -583,15 +575,7 @@ async fn a_backup_takes_over_by_raising_its_election_id_in_place() {
     assert_eq!(new.role().election_id, Some(7));
     new.set_pipeline(&r.info, &Bmv2Json(vec![]), None).await.unwrap();
     next_event(&mut old_ev, |e| matches!(e, Event::Role { primary: false, election_id: Some(7) })).await;
-    let e = r
-        .info
-        .table_entry("dmac")
-        .unwrap()
-        .exact("dst_addr", 1u64)
-        .unwrap()
-        .action("drop", &[])
-        .unwrap()
-        .build();
+    let e = dmac_1_drop(&r.info);
     let denied = old.write(vec![insert(e.clone())]).await.unwrap_err();
     assert_eq!(denied.code(), Some(Code::PermissionDenied));
     new.write(vec![insert(e)]).await.unwrap();
@@ -743,14 +727,7 @@ async fn in_memory_transport_works_like_tcp() {
     s.wait_primary().await.unwrap();
     s.set_pipeline(&info, &Bmv2Json(vec![]), None).await.unwrap();
     let mut ev = s.subscribe().unwrap();
-    let e = info
-        .table_entry("dmac")
-        .unwrap()
-        .exact("dst_addr", 1u64)
-        .unwrap()
-        .action("drop", &[])
-        .unwrap()
-        .build();
+    let e = dmac_1_drop(&info);
     s.write(vec![insert(e)]).await.unwrap();
     assert_eq!(s.read(vec![p4::TableEntry::default().into()]).await.unwrap().len(), 1);
     // A dropped stream reconnects over a fresh in-memory pipe.
@@ -775,4 +752,9 @@ async fn roles_arbitrate_separately() {
     let mut again = common::config(&r.addr, 5);
     again.role = "telemetry".into();
     assert!(matches!(Session::connect(again).await, Err(SessionError::Refused { .. })));
+}
+
+/// The entry the role tests write: `dmac` 1 → drop.
+fn dmac_1_drop(info: &metaroce_p4rt::P4Info) -> p4::TableEntry {
+    info.table_entry("dmac").unwrap().exact("dst_addr", 1u64).unwrap().action("drop", &[]).unwrap().build()
 }
