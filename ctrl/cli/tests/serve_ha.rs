@@ -6,7 +6,9 @@
 //! switches' tables must be what the new leader planned, with no second
 //! pipeline push. Then the fencing case: the new leader is SIGSTOPped, a
 //! third controller takes over, and the old one, resumed, writes nothing
-//! and stands down by itself.
+//! and stands down by itself. Separately, on in-process switches: a job
+//! registered on a leader outlives it and its successor, and its removal
+//! sticks.
 //!
 //! Without etcd (Debian: etcd-server) the test prints one skip line.
 
@@ -15,7 +17,7 @@
 mod common;
 
 use common::repo;
-use common::serve::{fabric, free_port, get, spawn_program as spawn, Proc};
+use common::serve::{fabric, free_port, get, request, spawn_program as spawn, Proc};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -32,9 +34,9 @@ fn signal(c: &Child, sig: &str) -> bool {
     Command::new("kill").args([&format!("-{sig}"), &c.id().to_string()]).status().is_ok_and(|s| s.success())
 }
 
-fn get_json(addr: SocketAddr, path: &str) -> Value {
-    let text = get(addr, path);
-    text.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null)
+/// The JSON body of an answer (Null when there is none).
+fn body_json(answer: &str) -> Value {
+    answer.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null)
 }
 
 /// Polls `f` every 10 ms until it gives a value, up to `limit`.
@@ -100,9 +102,22 @@ struct Ctl {
     api: SocketAddr,
     events: PathBuf,
     log: PathBuf,
+    /// The API token it was given (`--tokens`), if any.
+    token: Option<&'static str>,
 }
 
 fn controller(dir: &Path, topo: &Path, etcd: &str, name: &str) -> Ctl {
+    controller_with(dir, topo, etcd, name, None)
+}
+
+/// A controller of the group; with `tokens` (file, token), its API takes jobs.
+fn controller_with(
+    dir: &Path,
+    topo: &Path,
+    etcd: &str,
+    name: &str,
+    tokens: Option<(&Path, &'static str)>,
+) -> Ctl {
     let events = dir.join(format!("{name}.events.jsonl"));
     let log = dir.join(format!("{name}.log"));
     let args = [
@@ -125,6 +140,10 @@ fn controller(dir: &Path, topo: &Path, etcd: &str, name: &str) -> Ctl {
         "--ha-name",
         name,
     ];
+    let mut args: Vec<&str> = args.to_vec();
+    if let Some((file, _)) = tokens {
+        args.extend(["--tokens", file.to_str().unwrap()]);
+    }
     let mut proc = spawn(env!("CARGO_BIN_EXE_metaroce"), &args, &log);
     let text = || std::fs::read_to_string(&log).unwrap_or_default();
     let api = until(Duration::from_secs(60), "the controller's API listens", &text, || {
@@ -136,12 +155,16 @@ fn controller(dir: &Path, topo: &Path, etcd: &str, name: &str) -> Ctl {
             .filter(|l| l.contains("status API listening"))
             .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse().ok())
     });
-    Ctl { proc, api, events, log }
+    Ctl { proc, api, events, log, token: tokens.map(|t| t.1) }
 }
 
 impl Ctl {
+    fn get(&self, path: &str) -> Value {
+        body_json(&request(self.api, "GET", path, self.token, ""))
+    }
+
     fn status(&self) -> Value {
-        get_json(self.api, "/api/v1/status")
+        self.get("/api/v1/status")
     }
 
     /// Leader, and primary on every switch.
@@ -353,7 +376,7 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
                 s["programmed"] == true && s["last_error"].is_null() && s["installed_entries"] == h.len()
             })
         });
-        let b_view = get_json(b.api, "/api/v1/groups");
+        let b_view = b.get("/api/v1/groups");
         if synced && b_view == switch_view {
             break;
         }
@@ -421,7 +444,7 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
         let held: Vec<Arc<BTreeMap<Key, Entry>>> =
             tables(&addrs, &p).await.into_iter().map(Arc::new).collect();
         let switch_view = metaroce_controller::status::groups(&names, &held);
-        let c_view = get_json(c.api, "/api/v1/groups");
+        let c_view = c.get("/api/v1/groups");
         if switch_view == c_view && held.iter().all(|h| !h.is_empty()) {
             break;
         }
@@ -436,6 +459,123 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
     until(Duration::from_secs(20), "a leader again once etcd is back", &logs, || {
         (b.leads() || c.leads()).then_some(())
     });
+}
+
+const SCHED: &str = "scheduler-token-of-the-ha-test";
+
+/// The steer entries on the switches, as (switch, key) pairs.
+async fn steer_keys(addrs: &[SocketAddr], p: &Pipeline) -> Vec<(usize, Key)> {
+    let mut out = vec![];
+    for (i, addr) in addrs.iter().enumerate() {
+        let held = read_switch(*addr, i as u64 + 1, p).await.0;
+        out.extend(
+            held.into_keys().filter(|k| matches!(k, Key::SteerFlow(_) | Key::SteerPair(..))).map(|k| (i, k)),
+        );
+    }
+    out
+}
+
+/// The answer's status code is `code`.
+fn status_is(answer: &str, code: u16) -> bool {
+    answer.split_whitespace().nth(1) == Some(code.to_string().as_str())
+}
+
+fn job_names(ctl: &Ctl) -> Vec<String> {
+    let doc = ctl.get("/api/v1/jobs");
+    let jobs = doc["jobs"].as_array().cloned().unwrap_or_default();
+    jobs.iter().filter_map(|j| j["name"].as_str().map(String::from)).collect()
+}
+
+/// Jobs outlive their leader: a job registered on the leader is kept in
+/// etcd, the standby that takes over after a SIGKILL registers it again
+/// and holds its steer entries; a job removed on the new leader stays
+/// removed when a third controller takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jobs_survive_a_takeover() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_etcd, url)) = etcd(dir.path()) else { return };
+    let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
+    let (_switches, addrs, _stop) = common::in_process_switches(4, options).await;
+    let mut topo = std::fs::read_to_string(repo().join("topologies/mininet-2x2.yaml")).unwrap();
+    for (n, addr) in addrs.iter().enumerate() {
+        topo = topo.replace(&format!("127.0.0.1:5000{}", n + 1), &addr.to_string());
+    }
+    let topo_path = dir.path().join("fabric.yaml");
+    std::fs::write(&topo_path, topo).unwrap();
+    let tokens = dir.path().join("tokens.txt");
+    std::fs::write(&tokens, format!("scheduler {SCHED}\n")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let with = Some((tokens.as_path(), SCHED));
+    let logs = tails(dir.path());
+    let p = pipeline();
+    let mut a = controller_with(dir.path(), &topo_path, &url, "a", with);
+    until(Duration::from_secs(60), "a leads", &logs, || a.leads().then_some(()));
+    let mut b = controller_with(dir.path(), &topo_path, &url, "b", with);
+    until(Duration::from_secs(60), "b stands by", &logs, || b.stands_by("a").then_some(()));
+
+    let job = r#"{"name": "perm", "pattern": "permutation", "hosts": ["h1", "h2", "h3", "h4"], "shift": 2, "bytes": 262144}"#;
+    let answer = request(a.api, "POST", "/api/v1/jobs", Some(SCHED), job);
+    assert!(status_is(&answer, 201), "{answer}\n{}", logs());
+    assert_eq!(body_json(&answer)["replicated"], true, "{answer}");
+    let placed = steer_until(&addrs, &p, "a writes the job's steer entries", &logs, |k| !k.is_empty()).await;
+    assert!(job_names(&b).is_empty(), "a standby registers nothing");
+
+    a.proc.0.kill().unwrap();
+    until(Duration::from_secs(10), "b takes over", &logs, || b.leads().then_some(()));
+    until(Duration::from_secs(10), "b registers the kept job again", &logs, || {
+        (job_names(&b) == ["perm"]).then_some(())
+    });
+    let restored = b.events().into_iter().find(|e| e["kind"] == "jobs_restored").unwrap();
+    assert_eq!(restored["details"]["restored"], serde_json::json!(["perm"]), "{restored}");
+    // b places it as a did: the same entries, and they stay (not aged out
+    // as entries of flows nobody reports would be).
+    steer_until(&addrs, &p, "b holds a's steer entries", &logs, |k| k == placed.as_slice()).await;
+    let flows = b.get("/api/v1/flows");
+    assert!(flows.to_string().contains("perm"), "the placement names the job: {flows}");
+
+    let answer = request(b.api, "DELETE", "/api/v1/jobs/perm", Some(SCHED), "");
+    assert!(status_is(&answer, 200), "{answer}");
+    assert_eq!(body_json(&answer)["replicated"], true, "{answer}");
+    steer_until(&addrs, &p, "the job's entries go", &logs, |k| k.is_empty()).await;
+    let c = controller_with(dir.path(), &topo_path, &url, "c", with);
+    until(Duration::from_secs(60), "c stands by", &logs, || c.stands_by("b").then_some(()));
+    b.proc.0.kill().unwrap();
+    until(Duration::from_secs(10), "c takes over", &logs, || c.leads().then_some(()));
+    until(Duration::from_secs(10), "c has read the kept jobs", &logs, || {
+        c.events().into_iter().find(|e| e["kind"] == "jobs_restored")
+    });
+    assert!(job_names(&c).is_empty(), "a removed job stays removed: {:?}", job_names(&c));
+    println!(
+        "ha jobs: a job outlived two leaders' deaths and its removal stuck ({} steer entries)",
+        placed.len()
+    );
+}
+
+/// Polls the switches' steer entries every 50 ms until `done` holds, up to 10 s.
+async fn steer_until(
+    addrs: &[SocketAddr],
+    p: &Pipeline,
+    what: &str,
+    logs: &dyn Fn() -> String,
+    done: impl Fn(&[(usize, Key)]) -> bool,
+) -> Vec<(usize, Key)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys = steer_keys(addrs, p).await;
+        if done(&keys) {
+            return keys;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for: {what}; steer entries {keys:?}\n{}",
+            logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// `make bench-ha`: the takeover time after SIGKILL, over 10 kills, on an

@@ -51,19 +51,7 @@ fn steers(st: &BTreeMap<Key, Entry>) -> Vec<(&'static str, [u8; 4], [u8; 4], u16
 }
 
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
-        return String::new();
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer {SCHED}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
+    serve::request(addr, method, path, Some(SCHED), body)
 }
 
 struct Run {

@@ -59,15 +59,26 @@ pub fn fabric(dir: &Path, scenario: &str) -> (PathBuf, PathBuf, Vec<SocketAddr>)
 }
 
 pub fn get(addr: SocketAddr, path: &str) -> String {
+    request(addr, "GET", path, None, "")
+}
+
+/// One HTTP/1.0 request, with a bearer token if given; the whole answer
+/// (status line, headers, body), or "" when nothing answers.
+pub fn request(addr: SocketAddr, method: &str, path: &str, token: Option<&str>, body: &str) -> String {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
         return String::new();
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    body
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let _ = write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: x\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
 }
 
 /// The real controller in act mode on `topo`, its API on a free port and

@@ -1,14 +1,31 @@
 //! The state task's side of the job API: register or remove a job (the
 //! input is recorded, so a replay sees it), place at once, answer the API
-//! with what the placement did; and the placement's metrics.
+//! with what the placement did; and the placement's metrics. Under an
+//! election, the leader keeps its jobs in etcd ([`crate::ha::jobs`]) and a
+//! new leader registers them again.
 
 use serde_json::{json, Value};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::{info, warn};
 
 use super::State;
 use crate::core::Input;
+use crate::ha::jobs::{Op, Restored};
+use crate::ha::HaState;
 use crate::obs::{JobReply, Refusal};
 use crate::place::PlaceStep;
+
+/// The next jobs read back from etcd; never ready without an election.
+pub(super) async fn restored(rx: &mut Option<mpsc::Receiver<Restored>>) -> Restored {
+    match rx.as_mut() {
+        Some(rx) => match rx.recv().await {
+            Some(r) => r,
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
 
 impl State {
     /// Registers a job and places its flows before answering: by the time
@@ -42,7 +59,8 @@ impl State {
                 self.metrics.set_jobs(self.core.placement().jobs().len());
                 self.reactions.placement_due(received, Instant::now());
                 let placement = self.decide_and_publish(true).await;
-                let _ = reply.send(Ok(json!({"ok": true, "job": summary, "placement": placement})));
+                let answer = json!({"ok": true, "job": summary, "placement": placement});
+                self.keep_job(Keep::Put { name, body }, answer, reply);
             }
         }
     }
@@ -62,8 +80,101 @@ impl State {
                 self.metrics.set_jobs(self.core.placement().jobs().len());
                 self.reactions.placement_due(received, Instant::now());
                 let placement = self.decide_and_publish(true).await;
-                let _ = reply.send(Ok(json!({"ok": true, "removed": summary, "placement": placement})));
+                let answer = json!({"ok": true, "removed": summary, "placement": placement});
+                self.keep_job(Keep::Delete { name }, answer, reply);
             }
+        }
+    }
+
+    /// Answers the API, after keeping the change in etcd when there is an
+    /// election (the answer then says whether it was kept).
+    fn keep_job(&self, keep: Keep, answer: Value, reply: JobReply) {
+        let (Some(ops), Some(fence)) = (&self.job_ops, self.ha.fence()) else {
+            let _ = reply.send(Ok(answer));
+            return;
+        };
+        let op = match keep {
+            Keep::Put { name, body } => Op::Put { name, body, fence, answer, reply },
+            Keep::Delete { name } => Op::Delete { name, fence, answer, reply },
+        };
+        // The job task is gone (shutting down): answer without it.
+        if let Err(mpsc::error::SendError(Op::Put { answer, reply, .. } | Op::Delete { answer, reply, .. })) =
+            ops.send(op)
+        {
+            let _ = reply.send(Ok(answer));
+        }
+    }
+
+    /// Follows the election; on winning it, reads the jobs kept by the
+    /// leaders before.
+    pub(super) fn on_election(&mut self, st: HaState) {
+        let before = self.ha.fence();
+        self.ha.on_change(st, &self.metrics, &self.events);
+        let Some(now) = self.ha.fence() else { return };
+        if before.as_ref() == Some(&now) {
+            return;
+        }
+        if let Some(ops) = &self.job_ops {
+            info!(revision = now.revision, "elected: reading the jobs kept in etcd");
+            let _ = ops.send(Op::Load { revision: now.revision });
+        }
+    }
+
+    /// Registers the jobs a former leader kept, unless this controller
+    /// lost the leadership meanwhile or already has a job of that name.
+    pub(super) async fn on_restored(&mut self, r: Restored) {
+        if self.ha.fence().map(|f| f.revision) != Some(r.revision) {
+            info!(revision = r.revision, "jobs read back for a leadership since lost: ignored");
+            return;
+        }
+        let jobs = match r.jobs {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                warn!(error = %e, "cannot read the jobs kept in etcd: running without them until they are posted again");
+                self.events.record(
+                    "jobs_restore_failed",
+                    None,
+                    &format!("jobs kept in etcd not read: {e}"),
+                    json!({"error": e.to_string()}),
+                );
+                return;
+            }
+        };
+        let (mut restored, mut refused, mut present) = (vec![], vec![], vec![]);
+        for (name, body) in jobs {
+            if self.core.placement().jobs().get(&name).is_some() {
+                present.push(name);
+                continue;
+            }
+            let body = match body {
+                Ok(b) => b,
+                Err(e) => {
+                    refused.push(json!({"job": name, "error": e.to_string()}));
+                    continue;
+                }
+            };
+            let now = self.now_ns();
+            self.record(now, &Input::JobRegister { body: body.clone() });
+            match self.core.register_job(now, &body) {
+                Ok(_) => restored.push(name),
+                Err(e) => refused.push(json!({"job": name, "problems": e.problems})),
+            }
+        }
+        info!(
+            restored = restored.len(),
+            refused = refused.len(),
+            already = present.len(),
+            "jobs kept in etcd registered again"
+        );
+        self.events.record(
+            "jobs_restored",
+            None,
+            &format!("{} job(s) kept by the former leader registered again", restored.len()),
+            json!({"restored": restored, "refused": refused, "already_registered": present}),
+        );
+        if !restored.is_empty() {
+            self.metrics.set_jobs(self.core.placement().jobs().len());
+            self.decide_and_publish(true).await;
         }
     }
 
@@ -89,4 +200,10 @@ impl State {
             "applied": self.core.mode().writes() && !self.core.pinned(),
         })
     }
+}
+
+/// A change to keep in etcd.
+enum Keep {
+    Put { name: String, body: Value },
+    Delete { name: String },
 }

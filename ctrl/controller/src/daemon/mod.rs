@@ -208,10 +208,16 @@ pub async fn run(
         Some(h) => crate::ha::start(h, &cfg.topology.name, stop_rx.clone()).await?,
         None => None,
     };
-    let ha_rx = ha.map(|(rx, task)| {
-        tasks.push(task);
-        rx
-    });
+    let (ha_rx, job_ops, restored_rx) = match ha {
+        Some(started) => {
+            tasks.push(started.task);
+            let (ops_tx, ops_rx) = mpsc::unbounded_channel();
+            let (restored_tx, restored_rx) = mpsc::channel(4);
+            tasks.push(tokio::spawn(crate::ha::jobs::run(started.jobs, ops_rx, restored_tx)));
+            (Some(started.state), Some(ops_tx), Some(restored_rx))
+        }
+        None => (None, None, None),
+    };
     let (ev_tx, ev_rx) = mpsc::channel::<AgentEvent>(8192);
     let mut desired_tx = Vec::new();
     for mut a in agent_configs(&cfg)? {
@@ -290,8 +296,9 @@ pub async fn run(
         dry_run: cfg.dry_run,
         staged: BTreeMap::new(),
         ha,
+        job_ops,
     };
-    state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx }, cfg.tick, shutdown).await;
+    state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx, restored_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
     for t in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
@@ -335,6 +342,8 @@ struct State {
     staged: BTreeMap<usize, (SwitchPlan, Option<crate::agent::Cause>)>,
     /// The election, when there is one: role, takeovers, API refusals.
     ha: crate::ha::Follower,
+    /// The task that keeps jobs in etcd, when there is an election.
+    job_ops: Option<mpsc::UnboundedSender<crate::ha::jobs::Op>>,
 }
 
 /// One scrape of every host exporter: host name → counters or error.
@@ -346,6 +355,8 @@ struct Inputs {
     udp_rx: mpsc::Receiver<Vec<u8>>,
     cmd_rx: mpsc::Receiver<Command>,
     host_rx: mpsc::Receiver<HostScrape>,
+    /// Jobs read back from etcd after an election.
+    restored_rx: Option<mpsc::Receiver<crate::ha::jobs::Restored>>,
 }
 
 impl State {
@@ -354,7 +365,7 @@ impl State {
     }
 
     async fn run(mut self, inputs: Inputs, tick: Duration, shutdown: impl Future<Output = ()>) {
-        let Inputs { mut ev_rx, mut udp_rx, mut cmd_rx, mut host_rx } = inputs;
+        let Inputs { mut ev_rx, mut udp_rx, mut cmd_rx, mut host_rx, mut restored_rx } = inputs;
         let mut ticker = tokio::time::interval(tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
@@ -383,7 +394,8 @@ impl State {
                 frame = udp_rx.recv() => { if let Some(f) = frame { self.on_report(None, &f, false) } true }
                 cmd = cmd_rx.recv() => { if let Some(c) = cmd { self.on_command(c).await } true }
                 got = host_rx.recv() => { if let Some(got) = got { self.on_hosts(got) } true }
-                st = self.ha.changed() => { self.ha.on_change(st, &self.metrics, &self.events); self.maybe_publish(true); true }
+                st = self.ha.changed() => { self.on_election(st); self.maybe_publish(true); true }
+                r = jobs::restored(&mut restored_rx) => { self.on_restored(r).await; true }
                 _ = ticker.tick() => {
                     if self.ha.check_takeover(&self.switches, &self.metrics, &self.events) {
                         self.maybe_publish(true);

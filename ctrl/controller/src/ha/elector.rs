@@ -19,19 +19,28 @@ pub struct Lease {
     pub ttl: Duration,
 }
 
+/// An election won: the proof of it that later writes can be fenced on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leadership {
+    /// The creation revision of our campaign key; it grows with every
+    /// new leader.
+    pub revision: i64,
+    /// Our campaign key: it exists, with `revision`, exactly while we lead.
+    pub key: Vec<u8>,
+}
+
 /// The election operations the HA task uses.
 pub trait Elector: Clone + Send + Sync + 'static {
     /// Grants a lease of (at least) `ttl`.
     fn grant(&mut self, ttl: Duration) -> impl Future<Output = Result<Lease, HaError>> + Send;
     /// Renews a lease once: `Ok(false)` when it no longer exists.
     fn keep_alive(&mut self, lease: i64) -> impl Future<Output = Result<bool, HaError>> + Send;
-    /// Campaigns with `lease` and waits until elected; returns the
-    /// revision of the leadership (it grows with every new leader).
+    /// Campaigns with `lease` and waits until elected.
     fn campaign(
         self,
         lease: i64,
         value: String,
-    ) -> impl Future<Output = Result<i64, HaError>> + Send + 'static;
+    ) -> impl Future<Output = Result<Leadership, HaError>> + Send + 'static;
     /// The current leader's value (its name), if there is one.
     fn leader(&mut self) -> impl Future<Output = Result<Option<String>, HaError>> + Send;
     /// Revokes a lease: its campaign key goes at once, so a standby need
@@ -72,6 +81,11 @@ async fn within<T>(
 }
 
 impl EtcdElector {
+    /// The connection, for the job store beside the election.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
     /// Connects and checks that etcd answers.
     pub async fn connect(endpoints: &[String], key: &str) -> Result<Self, HaError> {
         let joined = endpoints.join(",");
@@ -132,7 +146,7 @@ impl Elector for EtcdElector {
         self,
         lease: i64,
         value: String,
-    ) -> impl Future<Output = Result<i64, HaError>> + Send + 'static {
+    ) -> impl Future<Output = Result<Leadership, HaError>> + Send + 'static {
         let (mut client, key) = (self.client, self.key);
         async move {
             let mut r = client
@@ -143,7 +157,7 @@ impl Elector for EtcdElector {
                 op: "campaign",
                 what: "no leader key in the answer".into(),
             })?;
-            Ok(leader.rev())
+            Ok(Leadership { revision: leader.rev(), key: leader.key().to_vec() })
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Elector, HaError, Lease};
+use super::{Elector, HaError, Leadership, Lease};
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -87,7 +87,7 @@ impl Elector for FakeElector {
         }
     }
 
-    async fn campaign(self, lease: i64, value: String) -> Result<i64, HaError> {
+    async fn campaign(self, lease: i64, value: String) -> Result<Leadership, HaError> {
         loop {
             {
                 let mut g = self.reach("campaign")?;
@@ -105,7 +105,7 @@ impl Elector for FakeElector {
                     }
                 };
                 if g.keys.keys().next() == Some(&mine) {
-                    return Ok(mine);
+                    return Ok(Leadership { revision: mine, key: fake_key(lease) });
                 }
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -123,4 +123,9 @@ impl Elector for FakeElector {
         g.keys.retain(|_, (l, _)| *l != lease);
         Ok(())
     }
+}
+
+/// The campaign key of a lease, as etcd names it (prefix, then the lease).
+pub fn fake_key(lease: i64) -> Vec<u8> {
+    format!("election/{lease:x}").into_bytes()
 }

@@ -35,6 +35,12 @@ impl Follower {
         self.seen.as_ref().map_or(Role::Alone, |s| s.role)
     }
 
+    /// What writes to etcd are fenced on, while we lead.
+    pub fn fence(&self) -> Option<super::jobs::Fence> {
+        let s = self.seen.as_ref().filter(|s| s.role == Role::Leader)?;
+        Some(super::jobs::Fence { key: s.leader_key.clone()?, revision: s.revision? })
+    }
+
     /// True when decisions reach the switches (leader or alone).
     pub fn writes(&self) -> bool {
         self.role().writes()

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 pub mod elector;
 pub mod follow;
+pub mod jobs;
 pub mod task;
 
 #[cfg(test)]
@@ -32,7 +33,7 @@ mod fake;
 #[cfg(test)]
 mod tests;
 
-pub use elector::{Elector, EtcdElector, Lease};
+pub use elector::{Elector, EtcdElector, Leadership, Lease};
 pub use follow::Follower;
 
 /// Where the election runs and who we are.
@@ -145,6 +146,8 @@ pub struct HaState {
     pub leader: Option<String>,
     /// The etcd revision of our leadership, while we lead.
     pub revision: Option<i64>,
+    /// Our campaign key, while we lead: writes to etcd are fenced on it.
+    pub leader_key: Option<Vec<u8>>,
     pub term: Term,
     /// Leadership changes seen by this controller (elected or demoted).
     pub changes: u64,
@@ -163,6 +166,7 @@ impl HaState {
             name: name.to_string(),
             leader: None,
             revision: None,
+            leader_key: None,
             term: Term { election_id: standby_election_id(name), writes: false },
             changes: 0,
             elected_at: None,
@@ -188,13 +192,21 @@ pub fn standby_election_id(name: &str) -> u128 {
     (1u128 << 32) + u128::from(h)
 }
 
+/// A running election, and the store its leader keeps jobs in.
+#[derive(Debug)]
+pub struct Started {
+    pub state: watch::Receiver<HaState>,
+    pub task: tokio::task::JoinHandle<()>,
+    pub jobs: jobs::EtcdJobs,
+}
+
 /// Connects to etcd and starts the election task. `Ok(None)` when etcd
 /// cannot be reached and the configuration says to run alone anyway.
 pub async fn start(
     cfg: &HaConfig,
     fabric: &str,
     stop: watch::Receiver<bool>,
-) -> Result<Option<(watch::Receiver<HaState>, tokio::task::JoinHandle<()>)>, HaError> {
+) -> Result<Option<Started>, HaError> {
     let elector = match EtcdElector::connect(&cfg.endpoints, &election_key(fabric)).await {
         Ok(e) => e,
         Err(e) if cfg.optional => {
@@ -204,8 +216,9 @@ pub async fn start(
         Err(e) => return Err(e),
     };
     tracing::info!(endpoints = ?cfg.endpoints, key = %election_key(fabric), name = %cfg.name, "campaigning for leadership in etcd");
+    let jobs = jobs::EtcdJobs::new(elector.client(), fabric);
     let (tx, rx) = watch::channel(HaState::standby(&cfg.name));
     let tc = task::TaskConfig::new(&cfg.name, cfg.lease_ttl);
-    let handle = tokio::spawn(task::run(elector, tc, tx, stop));
-    Ok(Some((rx, handle)))
+    let task = tokio::spawn(task::run(elector, tc, tx, stop));
+    Ok(Some(Started { state: rx, task, jobs }))
 }

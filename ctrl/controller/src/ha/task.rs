@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::{leader_election_id, Elector, HaState, Role, Term};
+use super::{leader_election_id, Elector, HaState, Leadership, Role, Term};
 
 /// The task's timing.
 #[derive(Debug, Clone)]
@@ -124,12 +124,12 @@ pub async fn run<E: Elector>(
         // (it waits for the keys ahead, not for its own): lead only on a
         // lease that is still ours.
         let elected = match elected {
-            Ok(rev) => renew(&mut el, lease.id, &mut clock, cfg.renew_every).await.map(|()| rev),
+            Ok(won) => renew(&mut el, lease.id, &mut clock, cfg.renew_every).await.map(|()| won),
             Err(lost) => Err(lost),
         };
         let lost = match elected {
-            Ok(rev) => {
-                lead(&tx, &cfg, rev);
+            Ok(won) => {
+                lead(&tx, &cfg, won);
                 match leading(&mut el, &cfg, lease.id, &mut clock, &mut stop).await {
                     None => {
                         // Shutting down: give the leadership away at once.
@@ -190,7 +190,7 @@ async fn renew<E: Elector>(
 }
 
 /// Campaigns while renewing the lease; `None` when stopped, else the
-/// leadership revision or why the lease or campaign was lost.
+/// leadership won or why the lease or campaign was lost.
 async fn standby<E: Elector>(
     el: &mut E,
     cfg: &TaskConfig,
@@ -198,7 +198,7 @@ async fn standby<E: Elector>(
     clock: &mut LeaseClock,
     tx: &watch::Sender<HaState>,
     stop: &mut watch::Receiver<bool>,
-) -> Option<Result<i64, Lost>> {
+) -> Option<Result<Leadership, Lost>> {
     let campaign = el.clone().campaign(lease, cfg.name.clone());
     tokio::pin!(campaign);
     let mut renew_tick = tokio::time::interval(cfg.renew_every);
@@ -260,13 +260,15 @@ async fn leading<E: Elector>(
     }
 }
 
-fn lead(tx: &watch::Sender<HaState>, cfg: &TaskConfig, rev: i64) {
+fn lead(tx: &watch::Sender<HaState>, cfg: &TaskConfig, won: Leadership) {
+    let rev = won.revision;
     let election_id = leader_election_id(rev);
     info!(revision = rev, election_id = %election_id, name = %cfg.name, "elected leader: taking over every switch");
     tx.send_modify(|s| {
         s.role = Role::Leader;
         s.leader = Some(cfg.name.clone());
         s.revision = Some(rev);
+        s.leader_key = Some(won.key.clone());
         s.term = Term { election_id, writes: true };
         s.changes += 1;
         s.elected_at = Some(Instant::now());
@@ -289,6 +291,7 @@ fn step_down(tx: &watch::Sender<HaState>, lost: &Lost) {
         s.role = Role::Standby;
         s.leader = None;
         s.revision = None;
+        s.leader_key = None;
         s.term = Term { election_id: super::standby_election_id(&s.name), writes: false };
         s.changes += 1;
         s.reason = reason;
