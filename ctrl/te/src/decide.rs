@@ -3,7 +3,6 @@
 //! within the margin, the hold-down and the move budget.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use crate::config::EPS;
 use crate::demand::max_min;
@@ -33,8 +32,6 @@ impl Planner {
         self.from(f)
     }
 }
-
-type Heap = BinaryHeap<(u64, Reverse<DirLink>)>;
 
 impl Planner {
     /// One decision at `now_ns` (the controller's clock, the same as the
@@ -99,6 +96,7 @@ impl Planner {
             if old != r {
                 for &dl in self.flows.route[i].links() {
                     self.load[dl as usize] = self.load[dl as usize].saturating_sub(old) + r;
+                    self.hot.mark(dl);
                 }
                 self.flows.rate[i] = r;
             }
@@ -195,11 +193,47 @@ impl Planner {
                 return true;
             }
         }
-        for f in inter {
-            match self.best_for(f, self.bulk()) {
-                Some((_, r)) => {
+        self.greedy(&inter, log, unplaced);
+        false
+    }
+
+    /// Places `batch` in its order, each flow on its best path as the
+    /// beam sees it. Two passes: the searches, which need only the loads
+    /// (kept up to date as flows land), and then the bookkeeping of every
+    /// flow, so that the searches do not share the cache with the flow
+    /// table's columns.
+    fn greedy(&mut self, batch: &[FlowId], log: &mut Log, unplaced: &mut Vec<Unplaced>) {
+        let breadth = self.bulk();
+        let work: Vec<(u32, u32, u32, u64, u64)> = batch
+            .iter()
+            .map(|&f| {
+                let i = f as usize;
+                let (src, d) = (self.src_leaf(f), self.dest(f));
+                let first = if d == NONE { 0 } else { self.net.cell_of(d, src) };
+                (src, d, first, self.flows.rate[i], self.flows.key[i].spread())
+            })
+            .collect();
+        let mut routes: Vec<Option<Route>> = Vec::with_capacity(batch.len());
+        for &(src, d, first, rate, spread) in &work {
+            let found = if d == NONE {
+                None
+            } else {
+                let q = (src, d, first);
+                search::best_from(&self.net, self.loads(), q, rate, spread, breadth).map(|x| x.1)
+            };
+            if let Some(r) = &found {
+                for &dl in r.links() {
+                    self.load[dl as usize] += rate;
+                }
+            }
+            routes.push(found);
+        }
+        log.first.reserve(batch.len());
+        for (&f, found) in batch.iter().zip(routes) {
+            match found {
+                Some(r) => {
                     self.touch(log, f, Reason::New, (None, 0.0));
-                    self.settle(f, r, None);
+                    self.settle_loaded(f, r, None);
                 }
                 None => {
                     self.flows.status[f as usize] = Status::Stuck;
@@ -208,7 +242,6 @@ impl Planner {
                 }
             }
         }
-        false
     }
 
     /// Local search: while the hottest link can be relieved by moving one
@@ -218,26 +251,25 @@ impl Planner {
     /// and among placements with the same highest utilisation the one
     /// with fewer moves wins. Also stops after `max_search_steps`.
     fn search(&mut self, now: u64, log: &mut Log) -> (usize, bool) {
-        let mut heap: Heap = (0..self.net.dirlinks() as DirLink)
-            .filter(|&dl| !self.on[dl as usize].is_empty() && self.net.dl_up(dl))
-            .map(|dl| (self.loads().util(&self.net, dl, 0).to_bits(), Reverse(dl)))
-            .collect();
         let (mut steps, mut moved, mut budget_hit) = (0, 0, false);
-        while let Some((bits, Reverse(dl))) = heap.pop() {
-            let u = self.loads().util(&self.net, dl, 0);
-            if u.to_bits() != bits {
-                continue;
-            }
+        let mut forced = Vec::new();
+        loop {
+            self.sync_hot();
+            let Some((_, dl)) = self.hot.movable() else { break };
             if steps >= self.config.max_search_steps {
                 break;
             }
             steps += 1;
-            if !self.relieve(dl, now, log, (&mut moved, &mut budget_hit), &mut heap) {
+            if !self.relieve(dl, now, log, (&mut moved, &mut budget_hit), &mut forced) {
                 // The hottest link cannot be relieved by moving one flow:
                 // the highest utilisation stays, and any other move would
                 // move flows without lowering it.
                 break;
             }
+        }
+        for dl in forced {
+            self.forced[dl as usize] = false;
+            self.hot.mark(dl);
         }
         (steps, budget_hit)
     }
@@ -249,7 +281,7 @@ impl Planner {
         now: u64,
         log: &mut Log,
         (moved, hit): (&mut usize, &mut bool),
-        heap: &mut Heap,
+        forced: &mut Vec<DirLink>,
     ) -> bool {
         let mut cands = self.on[dl as usize].clone();
         cands.sort_unstable_by_key(|&f| (Reverse(self.flows.rate[f as usize]), f));
@@ -283,8 +315,13 @@ impl Planner {
                     if !fresh {
                         *moved += 1;
                     }
+                    // Links a move touched stay candidates, flows or not.
                     for &x in old.links().iter().chain(r.links()) {
-                        heap.push((self.loads().util(&self.net, x, 0).to_bits(), Reverse(x)));
+                        if !self.forced[x as usize] {
+                            self.forced[x as usize] = true;
+                            forced.push(x);
+                            self.hot.mark(x);
+                        }
                     }
                     return true;
                 }
@@ -310,6 +347,15 @@ impl Planner {
         let i = f as usize;
         self.flows.status[i] = Status::Placed;
         self.load_on(f, r);
+        self.flows.moved_at[i] = moved;
+        self.flows.placed_in[i] = self.decision;
+    }
+
+    /// [`Self::settle`] for a flow whose rate is already on `r`'s links.
+    fn settle_loaded(&mut self, f: FlowId, r: Route, moved: Option<u64>) {
+        let i = f as usize;
+        self.flows.status[i] = Status::Placed;
+        self.listed_on(f, r);
         self.flows.moved_at[i] = moved;
         self.flows.placed_in[i] = self.decision;
     }
@@ -367,21 +413,13 @@ impl Planner {
         }
     }
 
-    /// The most utilised directed link.
-    pub(crate) fn hottest(&self) -> Option<LinkUse> {
-        let loads = self.loads();
-        let mut best: Option<(f64, DirLink)> = None;
-        for dl in 0..self.net.dirlinks() as DirLink {
-            if !self.net.dl_up(dl) {
-                // Only kept, broken paths load a link out of service.
-                continue;
-            }
-            let u = loads.util(&self.net, dl, 0);
-            if u > 0.0 && best.is_none_or(|b| u > b.0) {
-                best = Some((u, dl));
-            }
-        }
-        best.map(|(utilisation, dl)| LinkUse {
+    /// The most utilised directed link in service (only kept, broken
+    /// paths load a link out of service).
+    pub(crate) fn hottest(&mut self) -> Option<LinkUse> {
+        self.sync_hot();
+        let (bits, dl) = self.hot.hottest()?;
+        let utilisation = f64::from_bits(bits);
+        Some(LinkUse {
             switch: self.net.tail[dl as usize] as usize,
             port: self.net.port[dl as usize],
             link: dl as usize / 2,

@@ -72,6 +72,7 @@ mod decide;
 mod demand;
 mod exact;
 mod flow;
+mod hot;
 pub mod job;
 mod net;
 mod planner;

@@ -8,6 +8,7 @@ use metaroce_topo::{RouteChange, Routing, SwitchId, Topology};
 
 use crate::config::{ConfigError, TeConfig};
 use crate::flow::{Demand, FlowId, FlowKey};
+use crate::hot::{Hot, Keys};
 use crate::net::{DirLink, Net, NONE};
 use crate::report::{Hop, Path};
 use crate::search::{Loads, Route};
@@ -92,6 +93,11 @@ pub struct Planner {
     /// Flows known but not placed yet, and flows stuck without a path.
     pub(crate) pending: Vec<FlowId>,
     pub(crate) stuck: Vec<FlowId>,
+    /// The hottest link, kept as loads change.
+    pub(crate) hot: Hot,
+    /// Per directed link: touched by a move of the running local search,
+    /// so it may be relieved even with no flow left on it.
+    pub(crate) forced: Vec<bool>,
 }
 
 impl Planner {
@@ -115,6 +121,8 @@ impl Planner {
             bg_in: vec![0; net.n],
             pending: Vec::new(),
             stuck: Vec::new(),
+            hot: Hot::new(dls),
+            forced: vec![false; dls],
             net,
             flows: Flows::default(),
             demand_dirty: false,
@@ -213,6 +221,7 @@ impl Planner {
         let (t, h) = (self.net.tail[i] as usize, self.net.head[i] as usize);
         let old = std::mem::replace(&mut self.bg[i], bps);
         self.load[i] = self.load[i].saturating_sub(old) + bps;
+        self.hot.mark(dl);
         if self.net.tier[t] == 0 {
             self.bg_up[t] = self.bg_up[t].saturating_sub(old) + bps;
         }
@@ -237,7 +246,10 @@ impl Planner {
     pub fn routing_changed(&mut self, routing: &Routing, changes: &[RouteChange]) {
         // Only flows on a member that left the group, or on any member of
         // a group that gained or lost its choice, can be affected.
-        let (cells, down) = self.net.apply(routing, changes);
+        let crate::net::Applied { cells, down, changed } = self.net.apply(routing, changes);
+        for dl in changed {
+            self.hot.mark(dl);
+        }
         for (d, old, new) in cells {
             let leaf = self.net.dests[d as usize] as u32;
             let (was, now) = (self.net.group(old), self.net.group(new));
@@ -265,6 +277,7 @@ impl Planner {
     /// cannot say what changed): every flow is checked by the next decision.
     pub fn reset_routing(&mut self, routing: &Routing) {
         self.net.refill(routing);
+        self.hot.mark_all();
         self.clear_dead_background();
         self.suspects.extend(
             (0..self.flows.key.len() as FlowId).filter(|&f| self.flows.status[f as usize] != Status::Free),
@@ -355,6 +368,21 @@ impl Planner {
         Loads { load: &self.load }
     }
 
+    /// Brings the hottest-link trees up to date with the loads.
+    pub(crate) fn sync_hot(&mut self) {
+        let (net, load, on, forced) = (&self.net, &self.load, &self.on, &self.forced);
+        self.hot.sync(|dl| {
+            let i = dl as usize;
+            let up = net.dl_up(dl);
+            let u = load[i] as f64 / net.capf[i];
+            let bits = u.to_bits();
+            Keys {
+                all: if up && u > 0.0 { bits } else { 0 },
+                movable: if forced[i] || (up && !on[i].is_empty()) { bits + 1 } else { 0 },
+            }
+        });
+    }
+
     /// Destination index of a flow.
     pub(crate) fn dest(&self, f: FlowId) -> u32 {
         let leaf = self.net.host_leaf[self.flows.dst[f as usize] as usize];
@@ -394,6 +422,7 @@ impl Planner {
         let (route, rate) = (self.flows.route[i], self.flows.rate[i]);
         for &dl in route.links() {
             self.load[dl as usize] = self.load[dl as usize].saturating_sub(rate);
+            self.hot.mark(dl);
             let list = &mut self.on[dl as usize];
             if let Some(p) = list.iter().position(|&x| x == f) {
                 list.swap_remove(p);
@@ -403,11 +432,19 @@ impl Planner {
 
     /// Puts the flow on `route` and its rate on the route's links.
     pub(crate) fn load_on(&mut self, f: FlowId, route: Route) {
-        let i = f as usize;
-        self.flows.route[i] = route;
+        let rate = self.flows.rate[f as usize];
         for &dl in route.links() {
-            self.load[dl as usize] += self.flows.rate[i];
+            self.load[dl as usize] += rate;
+        }
+        self.listed_on(f, route);
+    }
+
+    /// Puts the flow on `route` whose links already carry its rate.
+    pub(crate) fn listed_on(&mut self, f: FlowId, route: Route) {
+        self.flows.route[f as usize] = route;
+        for &dl in route.links() {
             self.on[dl as usize].push(f);
+            self.hot.mark(dl);
         }
         self.count(f, true);
     }

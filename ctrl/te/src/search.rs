@@ -12,7 +12,7 @@
 //! has 256 paths, and new flows in bulk cannot afford to look at all of
 //! them. Rebalancing and repairs search exactly.
 
-use crate::net::{DirLink, Net, MAX_HOPS};
+use crate::net::{DirLink, Mem, Net, MAX_HOPS};
 
 /// A path as directed links, with its length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -62,12 +62,14 @@ struct Dfs<'a> {
     width: usize,
     cur: Route,
     best: Option<(f64, Route)>,
+    /// The source leaf's group: read by the caller ahead of the search.
+    first: u32,
 }
 
 /// Widest beam kept on the stack.
 const MAX_BEAM: usize = 16;
 
-impl Dfs<'_> {
+impl<'a> Dfs<'a> {
     fn walk(&mut self, s: u32, depth: usize, prefix: f64) {
         if s == self.dst {
             if self.best.as_ref().is_none_or(|b| prefix < b.0) {
@@ -80,10 +82,10 @@ impl Dfs<'_> {
         if depth == MAX_HOPS {
             return;
         }
-        let members = self.net.members(self.d, s);
+        let members = if depth == 0 { self.net.group(self.first) } else { self.net.members(self.d, s) };
         let k = members.len();
         if k > self.beam {
-            return self.walk_beam(s, depth, prefix);
+            return self.walk_beam(members, depth, prefix);
         }
         let start = if k > 1 { (self.spread.rotate_left(7 * depth as u32) % k as u64) as usize } else { 0 };
         for i in 0..k {
@@ -133,19 +135,27 @@ impl Dfs<'_> {
     /// them (all if there are no more; else evenly spaced from the flow's
     /// own offset), each with the chain it leads into, and follows the
     /// `beam` coolest (ties in the flow's rotation, so equal flows spread).
-    fn walk_beam(&mut self, s: u32, depth: usize, prefix: f64) {
-        let members = self.net.members(self.d, s);
+    fn walk_beam(&mut self, members: &'a [Mem], depth: usize, prefix: f64) {
         let k = members.len();
         let beam = self.beam.min(MAX_BEAM);
         let look = self.width.min(k);
         let start = (self.spread.rotate_left(7 * depth as u32) % k as u64) as usize;
         let mut keep: [(f64, u32); MAX_BEAM] = [(f64::INFINITY, 0); MAX_BEAM];
         let mut kept = 0;
+        // A member no cooler than the best path found, counting the
+        // prefix, leads to nothing better; one no cooler than the last
+        // kept is not kept. Either way its tail need not be read.
+        let bar = self.best.as_ref().map_or(f64::INFINITY, |b| b.0);
         for j in 0..look {
             let idx = (start + j * k / look) % k;
             let m = members[idx];
-            let u = self.loads.util(self.net, m.dl, self.rate).max(self.tail(m.peer));
-            if kept == beam && u >= keep[beam - 1].0 {
+            let first = self.loads.util(self.net, m.dl, self.rate);
+            let cut = if kept == beam { keep[beam - 1].0 } else { f64::INFINITY };
+            if first >= cut || first.max(prefix) >= bar {
+                continue;
+            }
+            let u = first.max(self.tail(m.peer));
+            if u >= cut || u.max(prefix) >= bar {
                 continue;
             }
             // Insert in order; equal utilisations keep rotation order.
@@ -184,6 +194,20 @@ pub(crate) fn best(
     spread: u64,
     breadth: Breadth,
 ) -> Option<(f64, Route)> {
+    best_from(net, loads, (src, d, net.cell_of(d, src)), rate, spread, breadth)
+}
+
+/// [`best`] with the source leaf's group toward `d` (`Net::cell_of`)
+/// already read: placing many flows, the caller reads them all ahead,
+/// where their cache misses overlap.
+pub(crate) fn best_from(
+    net: &Net,
+    loads: Loads<'_>,
+    (src, d, first): (u32, u32, u32),
+    rate: u64,
+    spread: u64,
+    breadth: Breadth,
+) -> Option<(f64, Route)> {
     let dst = net.dests[d as usize] as u32;
     if src == dst {
         return Some((0.0, Route::default()));
@@ -192,7 +216,8 @@ pub(crate) fn best(
         Breadth::Exact => (usize::MAX, usize::MAX),
         Breadth::Beam { beam, width } => (beam.clamp(1, MAX_BEAM), width.max(beam)),
     };
-    let mut dfs = Dfs { net, loads, d, dst, rate, spread, beam, width, cur: Route::default(), best: None };
+    let mut dfs =
+        Dfs { net, loads, d, dst, rate, spread, beam, width, cur: Route::default(), best: None, first };
     dfs.walk(src, 0, 0.0);
     dfs.best
 }
