@@ -59,6 +59,8 @@ pub(crate) struct Flows {
     pub touched_in: Vec<u64>,
     pub by_key: HashMap<FlowKey, FlowId>,
     pub free: Vec<FlowId>,
+    /// Position in its destination's list (`Planner::to_dest`), or NONE.
+    pub dest_pos: Vec<u32>,
 }
 
 /// The placement planner: its state, and the decision (`plan`).
@@ -93,6 +95,10 @@ pub struct Planner {
     /// Flows known but not placed yet, and flows stuck without a path.
     pub(crate) pending: Vec<FlowId>,
     pub(crate) stuck: Vec<FlowId>,
+    /// Per destination index, the flows toward it: a routing change that
+    /// touches many cells toward one destination checks these instead of
+    /// every flow on every link it touched.
+    pub(crate) to_dest: Vec<Vec<FlowId>>,
     /// The hottest link, kept as loads change.
     pub(crate) hot: Hot,
     /// Per directed link: touched by a move of the running local search,
@@ -122,6 +128,7 @@ impl Planner {
             pending: Vec::new(),
             stuck: Vec::new(),
             hot: Hot::new(dls),
+            to_dest: vec![Vec::new(); net.dests.len()],
             forced: vec![false; dls],
             net,
             flows: Flows::default(),
@@ -166,6 +173,7 @@ impl Planner {
                 f.moved_at.push(None);
                 f.placed_in.push(0);
                 f.touched_in.push(0);
+                f.dest_pos.push(NONE);
                 (f.key.len() - 1) as FlowId
             }
         };
@@ -174,6 +182,12 @@ impl Planner {
         (f.rate[i], f.route[i], f.mask[i]) = (0, Route::default(), 0);
         (f.status[i], f.moved_at[i], f.placed_in[i], f.touched_in[i]) = (Status::New, None, 0, 0);
         f.by_key.insert(key, id);
+        let d = self.dest(id);
+        if d != NONE {
+            let list = &mut self.to_dest[d as usize];
+            self.flows.dest_pos[i] = list.len() as u32;
+            list.push(id);
+        }
         self.pending.push(id);
         self.demand_dirty = true;
         Ok(id)
@@ -188,6 +202,16 @@ impl Planner {
         let path = had.then(|| self.render(id, self.flows.mask[i]));
         let before = self.loads().bottleneck(&self.net, &self.flows.route[i], 0);
         self.unload(id);
+        let d = self.dest(id);
+        if let Some(list) = self.to_dest.get_mut(d as usize) {
+            let p = std::mem::replace(&mut self.flows.dest_pos[i], NONE) as usize;
+            if list.get(p) == Some(&id) {
+                list.swap_remove(p);
+                if let Some(&moved) = list.get(p) {
+                    self.flows.dest_pos[moved as usize] = p as u32;
+                }
+            }
+        }
         self.flows.status[i] = Status::Free;
         self.flows.free.push(id);
         if had {
@@ -250,17 +274,42 @@ impl Planner {
         for dl in changed {
             self.hot.mark(dl);
         }
-        for (d, old, new) in cells {
-            let leaf = self.net.dests[d as usize] as u32;
-            let (was, now) = (self.net.group(old), self.net.group(new));
-            let flip = (was.len() > 1) != (now.len() > 1);
-            for m in was {
-                // A member out of service is covered below (all its flows),
-                // and one that stays needs no check unless the choice flipped.
-                if !self.net.dl_up(m.dl) || (!flip && now.iter().any(|n| n.dl == m.dl)) {
-                    continue;
+        // Per destination: the flows on the affected members, or all the
+        // flows toward it if those are fewer (a failure next to a leaf
+        // changes a cell toward it at every switch that reached it
+        // through the failure).
+        let mut cells = cells;
+        cells.sort_by_key(|c| c.0);
+        let mut links = Vec::new();
+        for run in cells.chunk_by(|a, b| a.0 == b.0) {
+            let d = run[0].0;
+            let all = self.to_dest.get(d as usize).map_or(0, Vec::len);
+            let (mut cost, mut over) = (0, false);
+            links.clear();
+            'cells: for &(_, old, new) in run {
+                let (was, now) = (self.net.group(old), self.net.group(new));
+                let flip = (was.len() > 1) != (now.len() > 1);
+                for m in was {
+                    // A member out of service is covered below (all its flows),
+                    // and one that stays needs no check unless the choice flipped.
+                    if !self.net.dl_up(m.dl) || (!flip && now.iter().any(|n| n.dl == m.dl)) {
+                        continue;
+                    }
+                    cost += self.on[m.dl as usize].len();
+                    if cost > all {
+                        over = true;
+                        break 'cells;
+                    }
+                    links.push(m.dl);
                 }
-                for &f in &self.on[m.dl as usize] {
+            }
+            if over {
+                self.suspects.extend_from_slice(&self.to_dest[d as usize]);
+                continue;
+            }
+            let leaf = self.net.dests[d as usize] as u32;
+            for &dl in &links {
+                for &f in &self.on[dl as usize] {
                     if self.net.host_leaf[self.flows.dst[f as usize] as usize] == leaf {
                         self.suspects.push(f);
                     }
