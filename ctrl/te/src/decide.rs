@@ -229,6 +229,16 @@ impl Planner {
             routes.push(found);
         }
         log.first.reserve(batch.len());
+        // Each link's flow list grows once, to its new length.
+        let mut more = vec![0u32; self.net.dirlinks()];
+        for r in routes.iter().flatten() {
+            for &dl in r.links() {
+                more[dl as usize] += 1;
+            }
+        }
+        for (list, &k) in self.on.iter_mut().zip(&more) {
+            list.reserve(k as usize);
+        }
         for (&f, found) in batch.iter().zip(routes) {
             match found {
                 Some(r) => {
@@ -303,12 +313,16 @@ impl Planner {
             let old = self.flows.route[i];
             let before = self.loads().bottleneck(&self.net, &old, 0);
             self.unload(f);
-            let breadth = Breadth::Exact;
-            match self.best_for(f, breadth) {
+            // A path no cooler than the flow's own cannot gain the margin.
+            match self.best_for(f, Breadth::Below(before)) {
                 Some((after, r)) if r != old && after + need <= before => {
-                    // `unload` leaves the route in place: this renders the old path.
-                    let from = (Some(self.render(f, self.flows.mask[i])), before);
-                    self.touch(log, f, Reason::Rebalance, from);
+                    // Only a flow's first move of the decision is logged
+                    // (a fresh one was logged as new).
+                    if self.flows.touched_in[i] != self.decision {
+                        // `unload` leaves the route in place: this renders the old path.
+                        let from = (Some(self.render(f, self.flows.mask[i])), before);
+                        self.touch(log, f, Reason::Rebalance, from);
+                    }
                     // A flow placed in this decision keeps its own hold-down state.
                     let held = if fresh { self.flows.moved_at[i] } else { Some(now) };
                     self.settle(f, r, held);
@@ -394,6 +408,7 @@ impl Planner {
 
     /// Turns the log into moves, skipping flows that ended where they began.
     fn report(&mut self, log: Log, moves: &mut Vec<Move>) {
+        moves.reserve(log.first.len());
         for (f, reason, from, before) in log.first {
             let i = f as usize;
             let mask = self.flows.route[i].mask;

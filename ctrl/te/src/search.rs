@@ -64,15 +64,23 @@ struct Dfs<'a> {
     best: Option<(f64, Route)>,
     /// The source leaf's group: read by the caller ahead of the search.
     first: u32,
+    /// Only paths whose bottleneck is below this are wanted.
+    below: f64,
 }
 
 /// Widest beam kept on the stack.
 const MAX_BEAM: usize = 16;
 
 impl<'a> Dfs<'a> {
+    /// What a path must beat: the best found, or the caller's bar.
+    #[inline]
+    fn limit(&self) -> f64 {
+        self.best.as_ref().map_or(self.below, |b| b.0)
+    }
+
     fn walk(&mut self, s: u32, depth: usize, prefix: f64) {
         if s == self.dst {
-            if self.best.as_ref().is_none_or(|b| prefix < b.0) {
+            if prefix < self.limit() {
                 self.cur.len = depth as u8;
                 self.cur.mask &= (1u8 << depth) - 1;
                 self.best = Some((prefix, self.cur));
@@ -102,7 +110,7 @@ impl<'a> Dfs<'a> {
         // leaves them out, and the index follows the routing), so the
         // hot loop does not check.
         let u = prefix.max(self.loads.util(self.net, dl, self.rate));
-        if self.best.as_ref().is_some_and(|b| u >= b.0) {
+        if u >= self.limit() {
             return;
         }
         self.cur.dl[depth] = dl;
@@ -145,7 +153,7 @@ impl<'a> Dfs<'a> {
         // A member no cooler than the best path found, counting the
         // prefix, leads to nothing better; one no cooler than the last
         // kept is not kept. Either way its tail need not be read.
-        let bar = self.best.as_ref().map_or(f64::INFINITY, |b| b.0);
+        let bar = self.limit();
         for j in 0..look {
             let idx = (start + j * k / look) % k;
             let m = members[idx];
@@ -180,7 +188,24 @@ impl<'a> Dfs<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Breadth {
     Exact,
-    Beam { beam: usize, width: usize },
+    /// Exact, but only paths whose bottleneck is below the bar: the
+    /// search prunes with it from the start (a rebalance wants nothing
+    /// else). The best such path is the one `Exact` would find, if
+    /// that one is below the bar.
+    Below(f64),
+    Beam {
+        beam: usize,
+        width: usize,
+    },
+}
+
+impl Breadth {
+    fn below(&self) -> f64 {
+        match *self {
+            Breadth::Below(bar) => bar,
+            _ => f64::INFINITY,
+        }
+    }
 }
 
 /// The best route from leaf `src` to destination index `d` for a flow of
@@ -213,11 +238,23 @@ pub(crate) fn best_from(
         return Some((0.0, Route::default()));
     }
     let (beam, width) = match breadth {
-        Breadth::Exact => (usize::MAX, usize::MAX),
+        Breadth::Exact | Breadth::Below(_) => (usize::MAX, usize::MAX),
         Breadth::Beam { beam, width } => (beam.clamp(1, MAX_BEAM), width.max(beam)),
     };
-    let mut dfs =
-        Dfs { net, loads, d, dst, rate, spread, beam, width, cur: Route::default(), best: None, first };
+    let mut dfs = Dfs {
+        net,
+        loads,
+        d,
+        dst,
+        rate,
+        spread,
+        beam,
+        width,
+        cur: Route::default(),
+        best: None,
+        first,
+        below: breadth.below(),
+    };
     dfs.walk(src, 0, 0.0);
     dfs.best
 }
