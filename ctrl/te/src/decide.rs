@@ -15,11 +15,11 @@ use crate::search::{self, Breadth, Route};
 /// The first reason and placement of every flow a decision touches.
 #[derive(Debug, Default)]
 pub(crate) struct Log {
-    first: Vec<(FlowId, Reason, Option<Path>, f64)>,
+    pub(crate) first: Vec<(FlowId, Reason, Option<Path>, f64)>,
 }
 
 impl Planner {
-    fn touch(&mut self, log: &mut Log, f: FlowId, reason: Reason, from: (Option<Path>, f64)) {
+    pub(crate) fn touch(&mut self, log: &mut Log, f: FlowId, reason: Reason, from: (Option<Path>, f64)) {
         let i = f as usize;
         if self.flows.touched_in[i] != self.decision {
             self.flows.touched_in[i] = self.decision;
@@ -153,107 +153,6 @@ impl Planner {
         }
     }
 
-    /// Places every flow that has no route yet: by the exact colouring if
-    /// the batch allows it, else greedily, largest first. True if exact.
-    fn place_new(&mut self, log: &mut Log, unplaced: &mut Vec<Unplaced>) -> bool {
-        let mut batch = std::mem::take(&mut self.pending);
-        batch.retain(|&f| {
-            let i = f as usize;
-            self.flows.route[i].len == 0 && matches!(self.flows.status[i], Status::New | Status::Stuck)
-        });
-        // Largest first (by powers of two, so that flows of one size class
-        // go destination by destination: the search then reads one row
-        // of the route index for many flows in a row).
-        let mut keyed: Vec<_> = batch
-            .iter()
-            .map(|&f| {
-                let rate = self.flows.rate[f as usize];
-                ((Reverse(64 - rate.leading_zeros()), self.dest(f), Reverse(rate)), f)
-            })
-            .collect();
-        keyed.sort_unstable();
-        batch.clear();
-        batch.extend(keyed.into_iter().map(|(_, f)| f));
-        batch.dedup();
-        let mut inter = Vec::with_capacity(batch.len());
-        for f in batch {
-            let dst_leaf = self.net.host_leaf[self.flows.dst[f as usize] as usize];
-            if self.src_leaf(f) == dst_leaf {
-                self.settle(f, Route::default(), None);
-            } else {
-                inter.push(f);
-            }
-        }
-        if self.config.exact_jobs {
-            if let Some(routes) = self.exact_routes(&inter) {
-                for (&f, r) in inter.iter().zip(routes) {
-                    self.touch(log, f, Reason::New, (None, 0.0));
-                    self.settle(f, r, None);
-                }
-                return true;
-            }
-        }
-        self.greedy(&inter, log, unplaced);
-        false
-    }
-
-    /// Places `batch` in its order, each flow on its best path as the
-    /// beam sees it. Two passes: the searches, which need only the loads
-    /// (kept up to date as flows land), and then the bookkeeping of every
-    /// flow, so that the searches do not share the cache with the flow
-    /// table's columns.
-    fn greedy(&mut self, batch: &[FlowId], log: &mut Log, unplaced: &mut Vec<Unplaced>) {
-        let breadth = self.bulk();
-        let work: Vec<(u32, u32, u32, u64, u64)> = batch
-            .iter()
-            .map(|&f| {
-                let i = f as usize;
-                let (src, d) = (self.src_leaf(f), self.dest(f));
-                let first = if d == NONE { 0 } else { self.net.cell_of(d, src) };
-                (src, d, first, self.flows.rate[i], self.flows.key[i].spread())
-            })
-            .collect();
-        let mut routes: Vec<Option<Route>> = Vec::with_capacity(batch.len());
-        for &(src, d, first, rate, spread) in &work {
-            let found = if d == NONE {
-                None
-            } else {
-                let q = (src, d, first);
-                search::best_from(&self.net, self.loads(), q, rate, spread, breadth).map(|x| x.1)
-            };
-            if let Some(r) = &found {
-                for &dl in r.links() {
-                    self.load[dl as usize] += rate;
-                }
-            }
-            routes.push(found);
-        }
-        log.first.reserve(batch.len());
-        // Each link's flow list grows once, to its new length.
-        let mut more = vec![0u32; self.net.dirlinks()];
-        for r in routes.iter().flatten() {
-            for &dl in r.links() {
-                more[dl as usize] += 1;
-            }
-        }
-        for (list, &k) in self.on.iter_mut().zip(&more) {
-            list.reserve(k as usize);
-        }
-        for (&f, found) in batch.iter().zip(routes) {
-            match found {
-                Some(r) => {
-                    self.touch(log, f, Reason::New, (None, 0.0));
-                    self.settle_loaded(f, r, None);
-                }
-                None => {
-                    self.flows.status[f as usize] = Status::Stuck;
-                    self.stuck.push(f);
-                    unplaced.push(self.unplaced(f, false));
-                }
-            }
-        }
-    }
-
     /// Local search: while the hottest link can be relieved by moving one
     /// of its flows to a path whose bottleneck is lower by the margin, do
     /// it. Stops at the first hottest link none of whose flows can move:
@@ -345,11 +244,6 @@ impl Planner {
         false
     }
 
-    /// How widely to search for flows placed in bulk (new ones).
-    fn bulk(&self) -> Breadth {
-        Breadth::Beam { beam: self.config.search_beam, width: self.config.search_width }
-    }
-
     /// Puts `f` on `r` as placed in this decision; `moved` starts its
     /// hold-down. A first placement starts none: it was made with what
     /// was known then (the first three senders of an incast at a third of
@@ -357,19 +251,10 @@ impl Planner {
     /// its job shows up, keeps the margin and the budget. Rebalances and
     /// repairs hold it, so a flow still moves at most once per hold-down
     /// after it was first placed.
-    fn settle(&mut self, f: FlowId, r: Route, moved: Option<u64>) {
+    pub(crate) fn settle(&mut self, f: FlowId, r: Route, moved: Option<u64>) {
         let i = f as usize;
         self.flows.status[i] = Status::Placed;
         self.load_on(f, r);
-        self.flows.moved_at[i] = moved;
-        self.flows.placed_in[i] = self.decision;
-    }
-
-    /// [`Self::settle`] for a flow whose rate is already on `r`'s links.
-    fn settle_loaded(&mut self, f: FlowId, r: Route, moved: Option<u64>) {
-        let i = f as usize;
-        self.flows.status[i] = Status::Placed;
-        self.listed_on(f, r);
         self.flows.moved_at[i] = moved;
         self.flows.placed_in[i] = self.decision;
     }
@@ -394,7 +279,7 @@ impl Planner {
         (path, self.loads().bottleneck(&self.net, route, 0))
     }
 
-    fn unplaced(&self, f: FlowId, broken: bool) -> Unplaced {
+    pub(crate) fn unplaced(&self, f: FlowId, broken: bool) -> Unplaced {
         let i = f as usize;
         let (a, b) = (self.src_leaf(f), self.net.host_leaf[self.flows.dst[i] as usize]);
         let kept = (self.flows.route[i].len > 0).then(|| self.render(f, self.flows.mask[i]));

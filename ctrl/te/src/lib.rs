@@ -66,6 +66,7 @@
 //! tunables.
 
 mod bound;
+mod bulk;
 mod colour;
 mod config;
 mod decide;
