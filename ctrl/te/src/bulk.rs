@@ -81,6 +81,11 @@ impl Planner {
     /// Places `work` in its order, each flow on its best path as the beam
     /// sees it, then records the placements.
     fn greedy(&mut self, work: &[Work], log: &mut Log, unplaced: &mut Vec<Unplaced>) {
+        if work.is_empty() {
+            // Most decisions: nothing new (and the per-link counts below
+            // would cost a pass over every link).
+            return;
+        }
         let breadth = Breadth::Beam { beam: self.config.search_beam, width: self.config.search_width };
         // Every flow's first group, read ahead: these misses overlap.
         let first: Vec<u32> =

@@ -212,8 +212,13 @@ impl Planner {
             let old = self.flows.route[i];
             let before = self.loads().bottleneck(&self.net, &old, 0);
             self.unload(f);
-            // A path no cooler than the flow's own cannot gain the margin.
-            match self.best_for(f, Breadth::Below(before)) {
+            // Only a path cooler by the margin will do, so the search need
+            // not look at any other: pruning with that bar from the start
+            // finds the same best path when there is one. (The bar is a
+            // hair above `before - need`: `after + need <= before` in
+            // floating point can hold for an `after` a rounding above it.)
+            let bar = before - need + (before.abs() + 1.0) * 1e-12;
+            match self.best_for(f, Breadth::Below(bar)) {
                 Some((after, r)) if r != old && after + need <= before => {
                     // Only a flow's first move of the decision is logged
                     // (a fresh one was logged as new).
