@@ -49,8 +49,8 @@ pub(crate) struct Net {
     /// are 3.1 million.
     pub cell: Vec<u32>,
     /// `(start, len)` into `members`; small enough to stay in cache.
-    pub groups: Vec<(u32, u32)>,
-    pub members: Vec<Mem>,
+    pub groups: Spare<(u32, u32)>,
+    pub members: Spare<Mem>,
     intern: HashMap<(SwitchId, GroupId), u32, BuildHasherDefault<Mix>>,
     /// Per directed link: the switch it leaves, its egress port there, the
     /// switch it enters, and its capacity.
@@ -111,9 +111,9 @@ impl Net {
             n,
             dest_of,
             cell: vec![0; dests.len() * n],
-            groups: vec![(0, 0)],
+            groups: Spare(vec![(0, 0)]),
             dests,
-            members: Vec::new(),
+            members: Spare(Vec::new()),
             intern: HashMap::default(),
             tail,
             port,
@@ -296,6 +296,34 @@ impl Net {
 
     pub fn dirlinks(&self) -> usize {
         self.tail.len()
+    }
+}
+
+/// A vector whose clone keeps its spare room. The groups grow by a few
+/// thousand on a failure (every switch that reached a leaf through the
+/// failed link gets a new group): a clone with no room (what `Vec`'s is)
+/// would copy the whole table, into fresh pages, on the first of them.
+#[derive(Debug, Default)]
+pub(crate) struct Spare<T>(pub Vec<T>);
+
+impl<T: Clone> Clone for Spare<T> {
+    fn clone(&self) -> Self {
+        let mut v = Vec::with_capacity(self.0.capacity());
+        v.extend_from_slice(&self.0);
+        Spare(v)
+    }
+}
+
+impl<T> std::ops::Deref for Spare<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Spare<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
+        &mut self.0
     }
 }
 
