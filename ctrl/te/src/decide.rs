@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 
 use crate::config::EPS;
 use crate::demand::max_min;
-use crate::flow::FlowId;
+use crate::flow::{FlowId, FlowKey};
 use crate::net::{DirLink, NONE};
 use crate::planner::{Planner, Status};
 use crate::report::{LinkUse, Move, Path, Plan, Reason, Unplaced};
@@ -299,20 +299,26 @@ impl Planner {
     /// Turns the log into moves, skipping flows that ended where they began.
     fn report(&mut self, log: Log, moves: &mut Vec<Move>) {
         moves.reserve(log.first.len());
-        for (f, reason, from, before) in log.first {
-            let i = f as usize;
-            let mask = self.flows.route[i].mask;
-            let to = self.render(f, mask);
-            self.flows.mask[i] = mask;
+        // Each flow's key and route first, all reads: after a bulk
+        // placement the log is in placement order, not flow order, and
+        // these cache misses overlap when nothing waits on them.
+        let now: Vec<(FlowKey, Route)> = log
+            .first
+            .iter()
+            .map(|e| (self.flows.key[e.0 as usize], self.flows.route[e.0 as usize]))
+            .collect();
+        for ((f, reason, from, before), (flow, route)) in log.first.into_iter().zip(now) {
+            let to = self.render_route(&route, route.mask);
+            self.flows.mask[f as usize] = route.mask;
             if from.as_ref() == Some(&to) {
                 continue;
             }
             moves.push(Move {
-                flow: self.flows.key[i],
+                flow,
                 reason,
                 from,
                 bottleneck_before: before,
-                bottleneck_after: self.loads().bottleneck(&self.net, &self.flows.route[i], 0),
+                bottleneck_after: self.loads().bottleneck(&self.net, &route, 0),
                 to: Some(to),
             });
         }

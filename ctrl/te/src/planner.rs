@@ -512,7 +512,12 @@ impl Planner {
 
     /// The flow's route as a path, with choices as `mask` says.
     pub(crate) fn render(&self, f: FlowId, mask: u8) -> Path {
-        let hops = self.flows.route[f as usize]
+        self.render_route(&self.flows.route[f as usize], mask)
+    }
+
+    /// `route` as a path, with choices as `mask` says.
+    pub(crate) fn render_route(&self, route: &Route, mask: u8) -> Path {
+        let hops = route
             .links()
             .iter()
             .enumerate()
