@@ -159,20 +159,15 @@ impl<'a> Dfs<'a> {
     fn walk_beam(&mut self, members: &'a [Mem], depth: usize, prefix: f64) {
         let k = members.len();
         let beam = self.beam.min(MAX_BEAM);
-        let look = self.width.min(k);
-        let start = (self.spread.rotate_left(7 * depth as u32) % k as u64) as usize;
-        // Members per run (1 when all are looked at: no jitter).
-        let run = (k / look) as u64;
-        let jitter = self.spread.rotate_left(29 + 7 * depth as u32);
+        let sample = Sample::new(k, self.width, self.spread, depth);
         let mut keep: [(f64, u32); MAX_BEAM] = [(f64::INFINITY, 0); MAX_BEAM];
         let mut kept = 0;
         // A member no cooler than the best path found, counting the
         // prefix, leads to nothing better; one no cooler than the last
         // kept is not kept. Either way its tail need not be read.
         let bar = self.limit();
-        for j in 0..look {
-            let off = if run > 1 { (jitter.wrapping_mul(2 * j as u64 + 1) >> 40) % run } else { 0 };
-            let idx = (start + j * k / look + off as usize) % k;
+        for j in 0..sample.look {
+            let idx = sample.at(j);
             let m = members[idx];
             let first = self.loads.util(self.net, m.dl, self.rate);
             // (`prefix` is below `bar`, or this switch would not be walked.)
@@ -197,6 +192,41 @@ impl<'a> Dfs<'a> {
             let m = members[idx as usize];
             self.step(m.dl, m.peer, (depth, true), prefix);
         }
+    }
+}
+
+/// Which `look` of a group's `k` members the beam looks at: one from
+/// each of `look` equal runs, the first run starting at the flow's own
+/// offset, and within each run at a place drawn from the flow's hash
+/// (see `Dfs::walk_beam`). All of them, in rotation, when `k <= width`.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    k: usize,
+    look: usize,
+    start: usize,
+    /// Members per run (1 when all are looked at: no jitter).
+    run: u64,
+    jitter: u64,
+}
+
+impl Sample {
+    fn new(k: usize, width: usize, spread: u64, depth: usize) -> Self {
+        let look = width.min(k).max(1);
+        Sample {
+            k,
+            look,
+            start: (spread.rotate_left(7 * depth as u32) % k.max(1) as u64) as usize,
+            run: (k / look) as u64,
+            jitter: spread.rotate_left(29 + 7 * depth as u32),
+        }
+    }
+
+    /// The `j`-th member looked at.
+    #[inline]
+    fn at(&self, j: usize) -> usize {
+        let off =
+            if self.run > 1 { (self.jitter.wrapping_mul(2 * j as u64 + 1) >> 40) % self.run } else { 0 };
+        (self.start + j * self.k / self.look + off as usize) % self.k
     }
 }
 
@@ -289,4 +319,42 @@ pub(crate) fn valid(net: &Net, route: &Route, src: u32, d: u32) -> bool {
         s = net.head[dl as usize];
     }
     s == dst
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spreads() -> impl Iterator<Item = u64> {
+        (1..2000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 17))
+    }
+
+    #[test]
+    fn a_small_group_is_looked_at_whole() {
+        for spread in spreads() {
+            let s = Sample::new(6, 8, spread, 1);
+            let mut seen: Vec<usize> = (0..s.look).map(|j| s.at(j)).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..6).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn a_wide_group_is_sampled_once_per_run_and_flows_see_different_members() {
+        // 8 of 32: one member from each run of 4, and over many flows
+        // every place in a run is used (evenly spaced samples saw only
+        // `start mod 4`: a quarter of the members per flow class).
+        let mut offsets = [false; 32];
+        for spread in spreads() {
+            let s = Sample::new(32, 8, spread, 1);
+            let mut runs = [0; 8];
+            for j in 0..s.look {
+                let rel = (s.at(j) + 32 - s.start) % 32;
+                runs[rel / 4] += 1;
+                offsets[rel] = true;
+            }
+            assert_eq!(runs, [1; 8], "spread {spread:#x}");
+        }
+        assert!(offsets.iter().all(|&x| x), "{offsets:?}");
+    }
 }
