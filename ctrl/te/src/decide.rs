@@ -3,11 +3,10 @@
 //! within the margin, the hold-down and the move budget.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use crate::config::EPS;
 use crate::demand::max_min;
-use crate::flow::FlowId;
+use crate::flow::{FlowId, FlowKey};
 use crate::net::{DirLink, NONE};
 use crate::planner::{Planner, Status};
 use crate::report::{LinkUse, Move, Path, Plan, Reason, Unplaced};
@@ -16,11 +15,11 @@ use crate::search::{self, Breadth, Route};
 /// The first reason and placement of every flow a decision touches.
 #[derive(Debug, Default)]
 pub(crate) struct Log {
-    first: Vec<(FlowId, Reason, Option<Path>, f64)>,
+    pub(crate) first: Vec<(FlowId, Reason, Option<Path>, f64)>,
 }
 
 impl Planner {
-    fn touch(&mut self, log: &mut Log, f: FlowId, reason: Reason, from: (Option<Path>, f64)) {
+    pub(crate) fn touch(&mut self, log: &mut Log, f: FlowId, reason: Reason, from: (Option<Path>, f64)) {
         let i = f as usize;
         if self.flows.touched_in[i] != self.decision {
             self.flows.touched_in[i] = self.decision;
@@ -33,8 +32,6 @@ impl Planner {
         self.from(f)
     }
 }
-
-type Heap = BinaryHeap<(u64, Reverse<DirLink>)>;
 
 impl Planner {
     /// One decision at `now_ns` (the controller's clock, the same as the
@@ -99,6 +96,7 @@ impl Planner {
             if old != r {
                 for &dl in self.flows.route[i].links() {
                     self.load[dl as usize] = self.load[dl as usize].saturating_sub(old) + r;
+                    self.hot.mark(dl);
                 }
                 self.flows.rate[i] = r;
             }
@@ -155,62 +153,6 @@ impl Planner {
         }
     }
 
-    /// Places every flow that has no route yet: by the exact colouring if
-    /// the batch allows it, else greedily, largest first. True if exact.
-    fn place_new(&mut self, log: &mut Log, unplaced: &mut Vec<Unplaced>) -> bool {
-        let mut batch = std::mem::take(&mut self.pending);
-        batch.retain(|&f| {
-            let i = f as usize;
-            self.flows.route[i].len == 0 && matches!(self.flows.status[i], Status::New | Status::Stuck)
-        });
-        // Largest first (by powers of two, so that flows of one size class
-        // go destination by destination: the search then reads one row
-        // of the route index for many flows in a row).
-        let mut keyed: Vec<_> = batch
-            .iter()
-            .map(|&f| {
-                let rate = self.flows.rate[f as usize];
-                ((Reverse(64 - rate.leading_zeros()), self.dest(f), Reverse(rate)), f)
-            })
-            .collect();
-        keyed.sort_unstable();
-        batch.clear();
-        batch.extend(keyed.into_iter().map(|(_, f)| f));
-        batch.dedup();
-        let mut inter = Vec::with_capacity(batch.len());
-        for f in batch {
-            let dst_leaf = self.net.host_leaf[self.flows.dst[f as usize] as usize];
-            if self.src_leaf(f) == dst_leaf {
-                self.settle(f, Route::default(), None);
-            } else {
-                inter.push(f);
-            }
-        }
-        if self.config.exact_jobs {
-            if let Some(routes) = self.exact_routes(&inter) {
-                for (&f, r) in inter.iter().zip(routes) {
-                    self.touch(log, f, Reason::New, (None, 0.0));
-                    self.settle(f, r, None);
-                }
-                return true;
-            }
-        }
-        for f in inter {
-            match self.best_for(f, self.bulk()) {
-                Some((_, r)) => {
-                    self.touch(log, f, Reason::New, (None, 0.0));
-                    self.settle(f, r, None);
-                }
-                None => {
-                    self.flows.status[f as usize] = Status::Stuck;
-                    self.stuck.push(f);
-                    unplaced.push(self.unplaced(f, false));
-                }
-            }
-        }
-        false
-    }
-
     /// Local search: while the hottest link can be relieved by moving one
     /// of its flows to a path whose bottleneck is lower by the margin, do
     /// it. Stops at the first hottest link none of whose flows can move:
@@ -218,26 +160,25 @@ impl Planner {
     /// and among placements with the same highest utilisation the one
     /// with fewer moves wins. Also stops after `max_search_steps`.
     fn search(&mut self, now: u64, log: &mut Log) -> (usize, bool) {
-        let mut heap: Heap = (0..self.net.dirlinks() as DirLink)
-            .filter(|&dl| !self.on[dl as usize].is_empty() && self.net.dl_up(dl))
-            .map(|dl| (self.loads().util(&self.net, dl, 0).to_bits(), Reverse(dl)))
-            .collect();
         let (mut steps, mut moved, mut budget_hit) = (0, 0, false);
-        while let Some((bits, Reverse(dl))) = heap.pop() {
-            let u = self.loads().util(&self.net, dl, 0);
-            if u.to_bits() != bits {
-                continue;
-            }
+        let mut forced = Vec::new();
+        loop {
+            self.sync_hot();
+            let Some((_, dl)) = self.hot.movable() else { break };
             if steps >= self.config.max_search_steps {
                 break;
             }
             steps += 1;
-            if !self.relieve(dl, now, log, (&mut moved, &mut budget_hit), &mut heap) {
+            if !self.relieve(dl, now, log, (&mut moved, &mut budget_hit), &mut forced) {
                 // The hottest link cannot be relieved by moving one flow:
                 // the highest utilisation stays, and any other move would
                 // move flows without lowering it.
                 break;
             }
+        }
+        for dl in forced {
+            self.forced[dl as usize] = false;
+            self.hot.mark(dl);
         }
         (steps, budget_hit)
     }
@@ -249,7 +190,7 @@ impl Planner {
         now: u64,
         log: &mut Log,
         (moved, hit): (&mut usize, &mut bool),
-        heap: &mut Heap,
+        forced: &mut Vec<DirLink>,
     ) -> bool {
         let mut cands = self.on[dl as usize].clone();
         cands.sort_unstable_by_key(|&f| (Reverse(self.flows.rate[f as usize]), f));
@@ -271,20 +212,34 @@ impl Planner {
             let old = self.flows.route[i];
             let before = self.loads().bottleneck(&self.net, &old, 0);
             self.unload(f);
-            let breadth = Breadth::Exact;
-            match self.best_for(f, breadth) {
+            // Only a path cooler by the margin will do, so the search need
+            // not look at any other: pruning with that bar from the start
+            // finds the same best path when there is one. (The bar is a
+            // hair above `before - need`: `after + need <= before` in
+            // floating point can hold for an `after` a rounding above it.)
+            let bar = before - need + (before.abs() + 1.0) * 1e-12;
+            match self.best_for(f, Breadth::Below(bar)) {
                 Some((after, r)) if r != old && after + need <= before => {
-                    // `unload` leaves the route in place: this renders the old path.
-                    let from = (Some(self.render(f, self.flows.mask[i])), before);
-                    self.touch(log, f, Reason::Rebalance, from);
+                    // Only a flow's first move of the decision is logged
+                    // (a fresh one was logged as new).
+                    if self.flows.touched_in[i] != self.decision {
+                        // `unload` leaves the route in place: this renders the old path.
+                        let from = (Some(self.render(f, self.flows.mask[i])), before);
+                        self.touch(log, f, Reason::Rebalance, from);
+                    }
                     // A flow placed in this decision keeps its own hold-down state.
                     let held = if fresh { self.flows.moved_at[i] } else { Some(now) };
                     self.settle(f, r, held);
                     if !fresh {
                         *moved += 1;
                     }
+                    // Links a move touched stay candidates, flows or not.
                     for &x in old.links().iter().chain(r.links()) {
-                        heap.push((self.loads().util(&self.net, x, 0).to_bits(), Reverse(x)));
+                        if !self.forced[x as usize] {
+                            self.forced[x as usize] = true;
+                            forced.push(x);
+                            self.hot.mark(x);
+                        }
                     }
                     return true;
                 }
@@ -294,11 +249,6 @@ impl Planner {
         false
     }
 
-    /// How widely to search for flows placed in bulk (new ones).
-    fn bulk(&self) -> Breadth {
-        Breadth::Beam { beam: self.config.search_beam, width: self.config.search_width }
-    }
-
     /// Puts `f` on `r` as placed in this decision; `moved` starts its
     /// hold-down. A first placement starts none: it was made with what
     /// was known then (the first three senders of an incast at a third of
@@ -306,7 +256,7 @@ impl Planner {
     /// its job shows up, keeps the margin and the budget. Rebalances and
     /// repairs hold it, so a flow still moves at most once per hold-down
     /// after it was first placed.
-    fn settle(&mut self, f: FlowId, r: Route, moved: Option<u64>) {
+    pub(crate) fn settle(&mut self, f: FlowId, r: Route, moved: Option<u64>) {
         let i = f as usize;
         self.flows.status[i] = Status::Placed;
         self.load_on(f, r);
@@ -334,7 +284,7 @@ impl Planner {
         (path, self.loads().bottleneck(&self.net, route, 0))
     }
 
-    fn unplaced(&self, f: FlowId, broken: bool) -> Unplaced {
+    pub(crate) fn unplaced(&self, f: FlowId, broken: bool) -> Unplaced {
         let i = f as usize;
         let (a, b) = (self.src_leaf(f), self.net.host_leaf[self.flows.dst[i] as usize]);
         let kept = (self.flows.route[i].len > 0).then(|| self.render(f, self.flows.mask[i]));
@@ -348,40 +298,39 @@ impl Planner {
 
     /// Turns the log into moves, skipping flows that ended where they began.
     fn report(&mut self, log: Log, moves: &mut Vec<Move>) {
-        for (f, reason, from, before) in log.first {
-            let i = f as usize;
-            let mask = self.flows.route[i].mask;
-            let to = self.render(f, mask);
-            self.flows.mask[i] = mask;
+        moves.reserve(log.first.len());
+        // Each flow's key and route first, all reads: after a bulk
+        // placement the log is in placement order, not flow order, and
+        // these cache misses overlap when nothing waits on them.
+        let now: Vec<(FlowKey, Route)> = log
+            .first
+            .iter()
+            .map(|e| (self.flows.key[e.0 as usize], self.flows.route[e.0 as usize]))
+            .collect();
+        for ((f, reason, from, before), (flow, route)) in log.first.into_iter().zip(now) {
+            let to = self.render_route(&route, route.mask);
+            self.flows.mask[f as usize] = route.mask;
             if from.as_ref() == Some(&to) {
                 continue;
             }
             moves.push(Move {
-                flow: self.flows.key[i],
+                flow,
                 reason,
                 from,
                 bottleneck_before: before,
-                bottleneck_after: self.loads().bottleneck(&self.net, &self.flows.route[i], 0),
+                bottleneck_after: self.loads().bottleneck(&self.net, &route, 0),
                 to: Some(to),
             });
         }
     }
 
-    /// The most utilised directed link.
-    pub(crate) fn hottest(&self) -> Option<LinkUse> {
-        let loads = self.loads();
-        let mut best: Option<(f64, DirLink)> = None;
-        for dl in 0..self.net.dirlinks() as DirLink {
-            if !self.net.dl_up(dl) {
-                // Only kept, broken paths load a link out of service.
-                continue;
-            }
-            let u = loads.util(&self.net, dl, 0);
-            if u > 0.0 && best.is_none_or(|b| u > b.0) {
-                best = Some((u, dl));
-            }
-        }
-        best.map(|(utilisation, dl)| LinkUse {
+    /// The most utilised directed link in service (only kept, broken
+    /// paths load a link out of service).
+    pub(crate) fn hottest(&mut self) -> Option<LinkUse> {
+        self.sync_hot();
+        let (bits, dl) = self.hot.hottest()?;
+        let utilisation = f64::from_bits(bits);
+        Some(LinkUse {
             switch: self.net.tail[dl as usize] as usize,
             port: self.net.port[dl as usize],
             link: dl as usize / 2,

@@ -66,12 +66,14 @@
 //! tunables.
 
 mod bound;
+mod bulk;
 mod colour;
 mod config;
 mod decide;
 mod demand;
 mod exact;
 mod flow;
+mod hot;
 pub mod job;
 mod net;
 mod planner;

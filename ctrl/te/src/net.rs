@@ -26,6 +26,17 @@ pub(crate) struct Mem {
     pub peer: u32,
 }
 
+/// What [`Net::apply`] changed.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    /// Per changed cell: the destination index, the old and the new group.
+    pub cells: Vec<(u32, u32, u32)>,
+    /// Directed links that went out of service.
+    pub down: Vec<DirLink>,
+    /// Directed links whose state changed (either way).
+    pub changed: Vec<DirLink>,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Net {
     pub n: usize,
@@ -38,8 +49,8 @@ pub(crate) struct Net {
     /// are 3.1 million.
     pub cell: Vec<u32>,
     /// `(start, len)` into `members`; small enough to stay in cache.
-    pub groups: Vec<(u32, u32)>,
-    pub members: Vec<Mem>,
+    pub groups: Spare<(u32, u32)>,
+    pub members: Spare<Mem>,
     intern: HashMap<(SwitchId, GroupId), u32, BuildHasherDefault<Mix>>,
     /// Per directed link: the switch it leaves, its egress port there, the
     /// switch it enters, and its capacity.
@@ -100,9 +111,9 @@ impl Net {
             n,
             dest_of,
             cell: vec![0; dests.len() * n],
-            groups: vec![(0, 0)],
+            groups: Spare(vec![(0, 0)]),
             dests,
-            members: Vec::new(),
+            members: Spare(Vec::new()),
             intern: HashMap::default(),
             tail,
             port,
@@ -137,15 +148,9 @@ impl Net {
         }
     }
 
-    /// Applies the changes `fail_link`/`fail_switch` reported; returns, per
-    /// changed cell, the destination index and the old and new groups, and
-    /// the directed links that went out of service.
-    pub fn apply(
-        &mut self,
-        routing: &Routing,
-        changes: &[RouteChange],
-    ) -> (Vec<(u32, u32, u32)>, Vec<DirLink>) {
-        let down = self.refresh_state(routing);
+    /// Applies the changes `fail_link`/`fail_switch` reported.
+    pub fn apply(&mut self, routing: &Routing, changes: &[RouteChange]) -> Applied {
+        let (down, changed) = self.refresh_state(routing);
         let mut out = Vec::with_capacity(changes.len());
         for c in changes {
             let Some(&d) = self.dest_of.get(c.leaf).filter(|&&d| d != NONE) else { continue };
@@ -164,13 +169,13 @@ impl Net {
             let old = std::mem::replace(&mut self.cell[d as usize * self.n + c.switch], g);
             out.push((d, old, g));
         }
-        (out, down)
+        Applied { cells: out, down, changed }
     }
 
     /// Re-reads which links and switches are up; returns the directed
-    /// links that went out of service. Only the links whose state changed
-    /// are recomputed.
-    fn refresh_state(&mut self, routing: &Routing) -> Vec<DirLink> {
+    /// links that went out of service, and all whose state changed. Only
+    /// the links whose state changed are recomputed.
+    fn refresh_state(&mut self, routing: &Routing) -> (Vec<DirLink>, Vec<DirLink>) {
         let mut touched: Vec<DirLink> = Vec::new();
         for (l, up) in self.link_up.iter_mut().enumerate() {
             let now = routing.link_is_up(l);
@@ -190,7 +195,7 @@ impl Net {
                 }
             }
         }
-        let mut down = Vec::new();
+        let (mut down, mut changed) = (Vec::new(), Vec::new());
         for &dl in &touched {
             let i = dl as usize;
             let ok = self.link_up[i / 2]
@@ -201,10 +206,11 @@ impl Net {
                 if !ok {
                     down.push(dl);
                 }
+                changed.push(dl);
                 self.recount(dl);
             }
         }
-        down
+        (down, changed)
     }
 
     /// Recomputes the cut capacities of the leaves at either end of `dl`.
@@ -255,6 +261,7 @@ impl Net {
     }
 
     /// Members of group `g` (an index from `cell`).
+    #[inline]
     pub fn group(&self, g: u32) -> &[Mem] {
         let (start, len) = self.groups.get(g as usize).copied().unwrap_or((0, 0));
         &self.members[start as usize..(start + len) as usize]
@@ -263,8 +270,13 @@ impl Net {
     /// Members of `s`'s group toward destination `d` (empty if none).
     #[inline]
     pub fn members(&self, d: u32, s: u32) -> &[Mem] {
-        let (start, len) = self.groups[self.cell[d as usize * self.n + s as usize] as usize];
-        &self.members[start as usize..(start + len) as usize]
+        self.group(self.cell_of(d, s))
+    }
+
+    /// Index of `s`'s group toward destination `d` (0: none).
+    #[inline]
+    pub fn cell_of(&self, d: u32, s: u32) -> u32 {
+        self.cell[d as usize * self.n + s as usize]
     }
 
     /// True when the directed link and both its switches are in service.
@@ -284,6 +296,34 @@ impl Net {
 
     pub fn dirlinks(&self) -> usize {
         self.tail.len()
+    }
+}
+
+/// A vector whose clone keeps its spare room. The groups grow by a few
+/// thousand on a failure (every switch that reached a leaf through the
+/// failed link gets a new group): a clone with no room (what `Vec`'s is)
+/// would copy the whole table, into fresh pages, on the first of them.
+#[derive(Debug, Default)]
+pub(crate) struct Spare<T>(pub Vec<T>);
+
+impl<T: Clone> Clone for Spare<T> {
+    fn clone(&self) -> Self {
+        let mut v = Vec::with_capacity(self.0.capacity());
+        v.extend_from_slice(&self.0);
+        Spare(v)
+    }
+}
+
+impl<T> std::ops::Deref for Spare<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Spare<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
+        &mut self.0
     }
 }
 

@@ -8,6 +8,7 @@ use metaroce_topo::{RouteChange, Routing, SwitchId, Topology};
 
 use crate::config::{ConfigError, TeConfig};
 use crate::flow::{Demand, FlowId, FlowKey};
+use crate::hot::{Hot, Keys};
 use crate::net::{DirLink, Net, NONE};
 use crate::report::{Hop, Path};
 use crate::search::{Loads, Route};
@@ -58,6 +59,8 @@ pub(crate) struct Flows {
     pub touched_in: Vec<u64>,
     pub by_key: HashMap<FlowKey, FlowId>,
     pub free: Vec<FlowId>,
+    /// Position in its destination's list (`Planner::to_dest`), or NONE.
+    pub dest_pos: Vec<u32>,
 }
 
 /// The placement planner: its state, and the decision (`plan`).
@@ -92,6 +95,15 @@ pub struct Planner {
     /// Flows known but not placed yet, and flows stuck without a path.
     pub(crate) pending: Vec<FlowId>,
     pub(crate) stuck: Vec<FlowId>,
+    /// Per destination index, the flows toward it: a routing change that
+    /// touches many cells toward one destination checks these instead of
+    /// every flow on every link it touched.
+    pub(crate) to_dest: Vec<Vec<FlowId>>,
+    /// The hottest link, kept as loads change.
+    pub(crate) hot: Hot,
+    /// Per directed link: touched by a move of the running local search,
+    /// so it may be relieved even with no flow left on it.
+    pub(crate) forced: Vec<bool>,
 }
 
 impl Planner {
@@ -115,6 +127,9 @@ impl Planner {
             bg_in: vec![0; net.n],
             pending: Vec::new(),
             stuck: Vec::new(),
+            hot: Hot::new(dls),
+            to_dest: vec![Vec::new(); net.dests.len()],
+            forced: vec![false; dls],
             net,
             flows: Flows::default(),
             demand_dirty: false,
@@ -158,6 +173,7 @@ impl Planner {
                 f.moved_at.push(None);
                 f.placed_in.push(0);
                 f.touched_in.push(0);
+                f.dest_pos.push(NONE);
                 (f.key.len() - 1) as FlowId
             }
         };
@@ -166,6 +182,12 @@ impl Planner {
         (f.rate[i], f.route[i], f.mask[i]) = (0, Route::default(), 0);
         (f.status[i], f.moved_at[i], f.placed_in[i], f.touched_in[i]) = (Status::New, None, 0, 0);
         f.by_key.insert(key, id);
+        let d = self.dest(id);
+        if d != NONE {
+            let list = &mut self.to_dest[d as usize];
+            self.flows.dest_pos[i] = list.len() as u32;
+            list.push(id);
+        }
         self.pending.push(id);
         self.demand_dirty = true;
         Ok(id)
@@ -180,6 +202,16 @@ impl Planner {
         let path = had.then(|| self.render(id, self.flows.mask[i]));
         let before = self.loads().bottleneck(&self.net, &self.flows.route[i], 0);
         self.unload(id);
+        let d = self.dest(id);
+        if let Some(list) = self.to_dest.get_mut(d as usize) {
+            let p = std::mem::replace(&mut self.flows.dest_pos[i], NONE) as usize;
+            if list.get(p) == Some(&id) {
+                list.swap_remove(p);
+                if let Some(&moved) = list.get(p) {
+                    self.flows.dest_pos[moved as usize] = p as u32;
+                }
+            }
+        }
         self.flows.status[i] = Status::Free;
         self.flows.free.push(id);
         if had {
@@ -213,6 +245,7 @@ impl Planner {
         let (t, h) = (self.net.tail[i] as usize, self.net.head[i] as usize);
         let old = std::mem::replace(&mut self.bg[i], bps);
         self.load[i] = self.load[i].saturating_sub(old) + bps;
+        self.hot.mark(dl);
         if self.net.tier[t] == 0 {
             self.bg_up[t] = self.bg_up[t].saturating_sub(old) + bps;
         }
@@ -237,18 +270,46 @@ impl Planner {
     pub fn routing_changed(&mut self, routing: &Routing, changes: &[RouteChange]) {
         // Only flows on a member that left the group, or on any member of
         // a group that gained or lost its choice, can be affected.
-        let (cells, down) = self.net.apply(routing, changes);
-        for (d, old, new) in cells {
-            let leaf = self.net.dests[d as usize] as u32;
-            let (was, now) = (self.net.group(old), self.net.group(new));
-            let flip = (was.len() > 1) != (now.len() > 1);
-            for m in was {
-                // A member out of service is covered below (all its flows),
-                // and one that stays needs no check unless the choice flipped.
-                if !self.net.dl_up(m.dl) || (!flip && now.iter().any(|n| n.dl == m.dl)) {
-                    continue;
+        let crate::net::Applied { cells, down, changed } = self.net.apply(routing, changes);
+        for dl in changed {
+            self.hot.mark(dl);
+        }
+        // Per destination: the flows on the affected members, or all the
+        // flows toward it if those are fewer (a failure next to a leaf
+        // changes a cell toward it at every switch that reached it
+        // through the failure).
+        let mut cells = cells;
+        cells.sort_by_key(|c| c.0);
+        let mut links = Vec::new();
+        for run in cells.chunk_by(|a, b| a.0 == b.0) {
+            let d = run[0].0;
+            let all = self.to_dest.get(d as usize).map_or(0, Vec::len);
+            let (mut cost, mut over) = (0, false);
+            links.clear();
+            'cells: for &(_, old, new) in run {
+                let (was, now) = (self.net.group(old), self.net.group(new));
+                let flip = (was.len() > 1) != (now.len() > 1);
+                for m in was {
+                    // A member out of service is covered below (all its flows),
+                    // and one that stays needs no check unless the choice flipped.
+                    if !self.net.dl_up(m.dl) || (!flip && now.iter().any(|n| n.dl == m.dl)) {
+                        continue;
+                    }
+                    cost += self.on[m.dl as usize].len();
+                    if cost > all {
+                        over = true;
+                        break 'cells;
+                    }
+                    links.push(m.dl);
                 }
-                for &f in &self.on[m.dl as usize] {
+            }
+            if over {
+                self.suspects.extend_from_slice(&self.to_dest[d as usize]);
+                continue;
+            }
+            let leaf = self.net.dests[d as usize] as u32;
+            for &dl in &links {
+                for &f in &self.on[dl as usize] {
                     if self.net.host_leaf[self.flows.dst[f as usize] as usize] == leaf {
                         self.suspects.push(f);
                     }
@@ -265,6 +326,7 @@ impl Planner {
     /// cannot say what changed): every flow is checked by the next decision.
     pub fn reset_routing(&mut self, routing: &Routing) {
         self.net.refill(routing);
+        self.hot.mark_all();
         self.clear_dead_background();
         self.suspects.extend(
             (0..self.flows.key.len() as FlowId).filter(|&f| self.flows.status[f as usize] != Status::Free),
@@ -355,6 +417,21 @@ impl Planner {
         Loads { load: &self.load }
     }
 
+    /// Brings the hottest-link trees up to date with the loads.
+    pub(crate) fn sync_hot(&mut self) {
+        let (net, load, on, forced) = (&self.net, &self.load, &self.on, &self.forced);
+        self.hot.sync(|dl| {
+            let i = dl as usize;
+            let up = net.dl_up(dl);
+            let u = load[i] as f64 / net.capf[i];
+            let bits = u.to_bits();
+            Keys {
+                all: if up && u > 0.0 { bits } else { 0 },
+                movable: if forced[i] || (up && !on[i].is_empty()) { bits + 1 } else { 0 },
+            }
+        });
+    }
+
     /// Destination index of a flow.
     pub(crate) fn dest(&self, f: FlowId) -> u32 {
         let leaf = self.net.host_leaf[self.flows.dst[f as usize] as usize];
@@ -394,6 +471,7 @@ impl Planner {
         let (route, rate) = (self.flows.route[i], self.flows.rate[i]);
         for &dl in route.links() {
             self.load[dl as usize] = self.load[dl as usize].saturating_sub(rate);
+            self.hot.mark(dl);
             let list = &mut self.on[dl as usize];
             if let Some(p) = list.iter().position(|&x| x == f) {
                 list.swap_remove(p);
@@ -403,11 +481,19 @@ impl Planner {
 
     /// Puts the flow on `route` and its rate on the route's links.
     pub(crate) fn load_on(&mut self, f: FlowId, route: Route) {
-        let i = f as usize;
-        self.flows.route[i] = route;
+        let rate = self.flows.rate[f as usize];
         for &dl in route.links() {
-            self.load[dl as usize] += self.flows.rate[i];
+            self.load[dl as usize] += rate;
+        }
+        self.listed_on(f, route);
+    }
+
+    /// Puts the flow on `route` whose links already carry its rate.
+    pub(crate) fn listed_on(&mut self, f: FlowId, route: Route) {
+        self.flows.route[f as usize] = route;
+        for &dl in route.links() {
             self.on[dl as usize].push(f);
+            self.hot.mark(dl);
         }
         self.count(f, true);
     }
@@ -426,7 +512,12 @@ impl Planner {
 
     /// The flow's route as a path, with choices as `mask` says.
     pub(crate) fn render(&self, f: FlowId, mask: u8) -> Path {
-        let hops = self.flows.route[f as usize]
+        self.render_route(&self.flows.route[f as usize], mask)
+    }
+
+    /// `route` as a path, with choices as `mask` says.
+    pub(crate) fn render_route(&self, route: &Route, mask: u8) -> Path {
+        let hops = route
             .links()
             .iter()
             .enumerate()
