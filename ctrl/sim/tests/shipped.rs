@@ -109,6 +109,11 @@ fn median(runs: &[Summary], job: usize) -> f64 {
     }
 }
 
+/// The median over seeds of iteration `it` (0-based) of job `job`.
+fn median_iteration(runs: &[Summary], job: usize, it: usize) -> f64 {
+    median_of(runs, |s| s.jobs[job].iterations[it].slowdown.unwrap())
+}
+
 fn median_of(runs: &[Summary], f: impl Fn(&Summary) -> f64) -> f64 {
     let mut v: Vec<f64> = runs.iter().map(f).collect();
     v.sort_by(f64::total_cmp);
@@ -282,30 +287,45 @@ fn an_announced_incast_is_confined_before_its_first_packet() {
 fn two_jobs_share_the_spines() {
     let r = sweep("two-jobs.yaml", 1..=3);
     let (e, f, m) = (&r["ecmp"], &r["flowlet"], &r["metaroce"]);
-    // Seeds 1-3, medians: elephants ecmp 2.38x, flowlet 2.17x, metaroce
-    // 2.22x; All-to-All 1.20x, 1.15x, 1.15x (20 seeds: elephants 2.25 /
-    // 2.15 / 2.09, All-to-All 1.19 / 1.14 / 1.12).
-    // Seeds 1-5 medians (`metaroce sim sweep scenarios/two-jobs.yaml
-    // --seeds 1-5`): elephants ecmp 2.24x, flowlet 2.04x, metaroce 1.60x;
-    // All-to-All 1.14x, 1.09x, 1.18x (seeds 1-3: 2.24 / 2.02 / 1.60 and
-    // 1.14 / 1.09 / 1.19). Placed elephants finish sooner, but the
-    // training job does worse than under flowlets. The plan is at its
-    // bound (elephants on two spines, the All-to-All on the other two,
-    // every link at 100% of the plan), but the elephants, which never
-    // pause, keep running on their flowlet paths for milliseconds after
-    // their entries land (a move waits for a flowlet gap), and the
-    // All-to-All placed on the spines the plan left free meets them
-    // there. Said here rather than hidden.
+    // Seeds 1-3, medians: elephants ecmp 2.24x, flowlet 2.02x, metaroce
+    // 1.28x; All-to-All 1.14x, 1.09x, 1.06x (20 seeds, `metaroce sim sweep
+    // scenarios/two-jobs.yaml --seeds 1-20`: elephants 2.15 / 2.01 / 1.34,
+    // All-to-All 1.13 / 1.09 / 1.05).
+    // The elephants never pause within an iteration, so a steered one
+    // keeps its flowlet path until its iteration ends (milliseconds: the
+    // All-to-All's three iterations all run during the elephants' first).
+    // The planner counts a flow still seen off its planned path two
+    // detector windows after its entries landed where it is seen, before
+    // it places new flows, and pins it there until it pauses: the
+    // All-to-All is placed around the elephants where they are, not
+    // where they were planned to go. (Before, it was placed on the spines
+    // the plan left free and met the elephants there: All-to-All 1.18x,
+    // iteration 2 at 1.43x.)
     within(median(e, 0), 1.9, 2.7, "ecmp elephants");
     within(median(f, 0), 1.7, 2.5, "flowlet elephants");
-    within(median(m, 0), 1.4, 2.0, "metaroce elephants");
+    within(median(m, 0), 1.1, 1.6, "metaroce elephants");
     assert!(median(m, 0) < median(f, 0), "placed elephants finish sooner");
     within(median(e, 1), 1.05, 1.3, "ecmp all-to-all");
     within(median(f, 1), 1.02, 1.2, "flowlet all-to-all");
-    within(median(m, 1), 1.05, 1.3, "metaroce all-to-all");
+    within(median(m, 1), 1.0, 1.1, "metaroce all-to-all");
+    assert!(median(m, 1) < median(f, 1), "the training job does better than under flowlets");
+    // The target: iterations from the second within 1.05x of ideal.
+    // Seeds 1-3: iteration 2 at 1.042-1.047x, iteration 3 at 1.024-1.069x
+    // (medians 1.045 / 1.046); 20 seeds: medians 1.044 / 1.039, worst
+    // 1.11 / 1.21 (a seed whose elephants' first paths leave the
+    // All-to-All no clean spine for some leaf pairs).
+    for it in 1..3 {
+        within(median_iteration(m, 1, it), 1.0, 1.05, "metaroce all-to-all, iterations 2+ (median)");
+    }
     for s in m {
+        for it in &s.jobs[1].iterations[1..] {
+            within(it.slowdown.unwrap(), 1.0, 1.1, "metaroce all-to-all, iterations 2+");
+        }
+        assert_eq!(s.out_of_order.packets, 0, "steering never reorders");
         let c = s.control.as_ref().unwrap();
         assert!(c.group_writes > 0, "{c:?}");
+        let p = c.placement.as_ref().unwrap();
+        assert!(p.stayed > 0, "elephants that had not moved were counted where they are: {p:?}");
         if let Some(moved) = &c.moved {
             assert!(
                 moved.min_us >= LEAST_REPEAT_REACTION_US,
@@ -313,6 +333,11 @@ fn two_jobs_share_the_spines() {
             );
         }
     }
+    // PFC: fewer pauses than flowlets (seeds 1-3: 530 / 677 / 1330 median
+    // for metaroce / flowlet / ecmp), but more than spray on out-of-order
+    // NICs (179 on seeds 1-5), which splits the elephants packet by packet:
+    // that part of the target is not met here.
+    assert!(median_of(m, |s| s.pfc.pauses as f64) < median_of(f, |s| s.pfc.pauses as f64));
 }
 
 #[test]
