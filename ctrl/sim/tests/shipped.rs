@@ -353,6 +353,16 @@ fn a_three_tier_clos_all_to_all_hashes_at_two_tiers() {
     within(median(m, 0), 1.0, 1.2, "metaroce");
     assert!(median_of(f, |s| s.out_of_order.packets as f64) > 0.0);
     assert!(e.iter().all(|s| s.out_of_order.packets == 0));
+    // Issue 16's target for iterations 2+, 1.05x, is missed here: seeds
+    // 1-5, metaroce's iterations 2 and 3 at 1.060x and 1.066x (medians,
+    // worst 1.074 / 1.083), and its first iteration's flowlets reorder a
+    // few packets (median 38). No placement is the bound: spray on
+    // out-of-order NICs, the even split the ideal assumes, does no better
+    // (seeds 1-3: 1.093x and 1.071x) with the same PFC pauses (313 vs 315):
+    // at this load the fabric's queues, not the paths, cost the 6%.
+    for it in 1..3 {
+        within(median_iteration(m, 0, it), 1.0, 1.1, "metaroce, iterations 2+ (median)");
+    }
     assert!(e[0].utilization.iter().any(|u| u.tier == "spine→super-spine"), "traffic climbs to the cores");
 }
 
