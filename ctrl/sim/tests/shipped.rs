@@ -109,6 +109,11 @@ fn median(runs: &[Summary], job: usize) -> f64 {
     }
 }
 
+/// The median over seeds of iteration `it` (0-based) of job `job`.
+fn median_iteration(runs: &[Summary], job: usize, it: usize) -> f64 {
+    median_of(runs, |s| s.jobs[job].iterations[it].slowdown.unwrap())
+}
+
 fn median_of(runs: &[Summary], f: impl Fn(&Summary) -> f64) -> f64 {
     let mut v: Vec<f64> = runs.iter().map(f).collect();
     v.sort_by(f64::total_cmp);
@@ -198,14 +203,18 @@ fn incast_grows_a_congestion_tree_in_every_mode() {
         }
     }
     // The bystander is where routing matters: seeds 1-5, medians ecmp
-    // 1.45x, flowlet 1.51x, metaroce 1.26x (worst 1.56 / 1.61 / 1.27): the
+    // 1.45x, flowlet 1.51x, metaroce 1.26x (20 seeds, `metaroce sim sweep
+    // scenarios/incast-tree.yaml --seeds 1-20`: 1.46 / 1.55 / 1.27): the
     // planner keeps the bystander's placed paths off the incast's links.
-    // The issue's target, 1.2x over the whole job, is not reached: the
-    // first iteration (ideal 348 us) is over before any placement lands
-    // (report -> entries in place >= 650 us, and the bystander's queue
-    // pairs have no flowlet gap until the iteration ends), so it runs as
-    // under flowlets, at 2.7-3.1x, which alone costs 0.22x of the job.
-    // From the second iteration on every seed runs at 1.15x.
+    // The issue's target, 1.2x, is not reached reactively: the first
+    // iteration (ideal 348 us) is over before any placement lands (report
+    // -> entries in place >= 650 us, and the bystander's queue pairs have
+    // no flowlet gap until the iteration ends), so it runs as under
+    // flowlets, at 2.7-3.1x, which alone costs 0.22x of the job. From the
+    // second iteration on every seed runs at 1.154x, the bystander's own
+    // figure (alone in the fabric it runs at 1.154x too: its chunks wait
+    // for each other). `incast-tree-announced.yaml` is the same scenario
+    // with the jobs announced: there the first iteration is shielded too.
     within(median(&r["ecmp"], 1), 1.2, 1.8, "ecmp bystander");
     within(median(&r["flowlet"], 1), 1.25, 1.8, "flowlet bystander");
     within(median(&r["metaroce"], 1), 1.05, 1.35, "metaroce bystander");
@@ -222,36 +231,101 @@ fn incast_grows_a_congestion_tree_in_every_mode() {
         let c = s.control.as_ref().unwrap();
         assert!(c.group_writes > 0, "the controller reacts to the tree: {c:?}");
     }
+    // The largest congestion tree is not smaller than ECMP's here: seeds
+    // 1-5, median links ecmp 26, flowlet 29, metaroce 28 (20 seeds: 27 /
+    // 31.5 / 29): the first iteration's flowlets spread the incast over
+    // every path while it pauses, as under flowlets. Announced, it is
+    // (below).
+    let tree = |mode: &str| median_of(&r[mode], |s| s.pfc.largest_tree.links as f64);
+    within(tree("ecmp"), 20.0, 32.0, "ecmp tree links");
+    within(tree("metaroce"), 24.0, 34.0, "metaroce tree links");
+    assert!(tree("metaroce") < tree("flowlet"), "placed flows keep their paths under the tree");
+}
+
+#[test]
+fn an_announced_incast_is_confined_before_its_first_packet() {
+    let r = sweep("incast-tree-announced.yaml", 1..=3);
+    // Both jobs go through the job API before the run: the planner caps
+    // each incast flow at an eighth of the receiver's NIC and places the
+    // bystander where the incast does not go, so its first iteration is
+    // shielded too. Seeds 1-3 (and 20, `metaroce sim sweep
+    // scenarios/incast-tree-announced.yaml --seeds 1-20`; metaroce does
+    // not depend on the seed here: nothing is drawn at random once every
+    // flow is placed): bystander every iteration 1.154x (its own figure
+    // alone in the fabric), 1.05x for the whole run with its compute
+    // phases, against ecmp 1.39x (1.46x) and flowlet 1.50x (1.55x);
+    // incast 1.00x; none reordered; 786 PFC pauses against 945 under ECMP
+    // and 950 for spray on out-of-order NICs.
+    let (e, f, m) = (&r["ecmp"], &r["flowlet"], &r["metaroce"]);
+    for s in m {
+        for it in &s.jobs[1].iterations {
+            within(it.slowdown.unwrap(), 1.0, 1.2, "announced bystander, every iteration");
+        }
+        for it in &s.jobs[0].iterations {
+            within(it.slowdown.unwrap(), 1.0, 1.05, "announced incast, every iteration");
+        }
+        assert_eq!((s.out_of_order.packets, s.drops), (0, 0));
+        assert!(s.pfc.pauses <= 950, "no more pauses than spray on out-of-order NICs: {}", s.pfc.pauses);
+        let p = s.control.as_ref().unwrap().placement.clone().unwrap();
+        assert_eq!(
+            p.moves.get("new"),
+            Some(&12),
+            "8 incast + 4 bystander flows placed before the run: {p:?}"
+        );
+    }
+    assert!(median(m, 1) < median(e, 1) && median(m, 1) < median(f, 1));
+    // The largest congestion tree: 24 links over 13 switches on every
+    // seed, against ECMP's 24-26 here (20 seeds: median 27, from 14 to
+    // 35) and flowlet's 28-29 (31.5): the incast keeps the paths it was
+    // placed on instead of spreading while it pauses.
+    let tree = |mode: &str| median_of(&r[mode], |s| s.pfc.largest_tree.links as f64);
+    assert!(tree("metaroce") < tree("ecmp"), "{} vs {}", tree("metaroce"), tree("ecmp"));
+    assert!(tree("metaroce") < tree("flowlet"));
 }
 
 #[test]
 fn two_jobs_share_the_spines() {
     let r = sweep("two-jobs.yaml", 1..=3);
     let (e, f, m) = (&r["ecmp"], &r["flowlet"], &r["metaroce"]);
-    // Seeds 1-3, medians: elephants ecmp 2.38x, flowlet 2.17x, metaroce
-    // 2.22x; All-to-All 1.20x, 1.15x, 1.15x (20 seeds: elephants 2.25 /
-    // 2.15 / 2.09, All-to-All 1.19 / 1.14 / 1.12).
-    // Seeds 1-5 medians (`metaroce sim sweep scenarios/two-jobs.yaml
-    // --seeds 1-5`): elephants ecmp 2.24x, flowlet 2.04x, metaroce 1.60x;
-    // All-to-All 1.14x, 1.09x, 1.18x (seeds 1-3: 2.24 / 2.02 / 1.60 and
-    // 1.14 / 1.09 / 1.19). Placed elephants finish sooner, but the
-    // training job does worse than under flowlets. The plan is at its
-    // bound (elephants on two spines, the All-to-All on the other two,
-    // every link at 100% of the plan), but the elephants, which never
-    // pause, keep running on their flowlet paths for milliseconds after
-    // their entries land (a move waits for a flowlet gap), and the
-    // All-to-All placed on the spines the plan left free meets them
-    // there. Said here rather than hidden.
+    // Seeds 1-3, medians: elephants ecmp 2.24x, flowlet 2.02x, metaroce
+    // 1.28x; All-to-All 1.14x, 1.09x, 1.06x (20 seeds, `metaroce sim sweep
+    // scenarios/two-jobs.yaml --seeds 1-20`: elephants 2.15 / 2.01 / 1.34,
+    // All-to-All 1.13 / 1.09 / 1.05).
+    // The elephants never pause within an iteration, so a steered one
+    // keeps its flowlet path until its iteration ends (milliseconds: the
+    // All-to-All's three iterations all run during the elephants' first).
+    // The planner counts a flow still seen off its planned path two
+    // detector windows after its entries landed where it is seen, before
+    // it places new flows, and pins it there until it pauses: the
+    // All-to-All is placed around the elephants where they are, not
+    // where they were planned to go. (Before, it was placed on the spines
+    // the plan left free and met the elephants there: All-to-All 1.18x,
+    // iteration 2 at 1.43x.)
     within(median(e, 0), 1.9, 2.7, "ecmp elephants");
     within(median(f, 0), 1.7, 2.5, "flowlet elephants");
-    within(median(m, 0), 1.4, 2.0, "metaroce elephants");
+    within(median(m, 0), 1.1, 1.6, "metaroce elephants");
     assert!(median(m, 0) < median(f, 0), "placed elephants finish sooner");
     within(median(e, 1), 1.05, 1.3, "ecmp all-to-all");
     within(median(f, 1), 1.02, 1.2, "flowlet all-to-all");
-    within(median(m, 1), 1.05, 1.3, "metaroce all-to-all");
+    within(median(m, 1), 1.0, 1.1, "metaroce all-to-all");
+    assert!(median(m, 1) < median(f, 1), "the training job does better than under flowlets");
+    // The issue's target: iterations from the second within 1.05x of ideal.
+    // Seeds 1-3: iteration 2 at 1.042-1.047x, iteration 3 at 1.024-1.069x
+    // (medians 1.045 / 1.046); 20 seeds: medians 1.044 / 1.039, worst
+    // 1.11 / 1.21 (a seed whose elephants' first paths leave the
+    // All-to-All no clean spine for some leaf pairs).
+    for it in 1..3 {
+        within(median_iteration(m, 1, it), 1.0, 1.05, "metaroce all-to-all, iterations 2+ (median)");
+    }
     for s in m {
+        for it in &s.jobs[1].iterations[1..] {
+            within(it.slowdown.unwrap(), 1.0, 1.1, "metaroce all-to-all, iterations 2+");
+        }
+        assert_eq!(s.out_of_order.packets, 0, "steering never reorders");
         let c = s.control.as_ref().unwrap();
         assert!(c.group_writes > 0, "{c:?}");
+        let p = c.placement.as_ref().unwrap();
+        assert!(p.stayed > 0, "elephants that had not moved were counted where they are: {p:?}");
         if let Some(moved) = &c.moved {
             assert!(
                 moved.min_us >= LEAST_REPEAT_REACTION_US,
@@ -259,6 +333,11 @@ fn two_jobs_share_the_spines() {
             );
         }
     }
+    // PFC: fewer pauses than flowlets (seeds 1-3: 530 / 677 / 1330 median
+    // for metaroce / flowlet / ecmp), but more than spray on out-of-order
+    // NICs (179 on seeds 1-5), which splits the elephants packet by packet:
+    // that part of the issue's target is not met here.
+    assert!(median_of(m, |s| s.pfc.pauses as f64) < median_of(f, |s| s.pfc.pauses as f64));
 }
 
 #[test]
@@ -274,6 +353,16 @@ fn a_three_tier_clos_all_to_all_hashes_at_two_tiers() {
     within(median(m, 0), 1.0, 1.2, "metaroce");
     assert!(median_of(f, |s| s.out_of_order.packets as f64) > 0.0);
     assert!(e.iter().all(|s| s.out_of_order.packets == 0));
+    // Issue 16's target for iterations 2+, 1.05x, is missed here: seeds
+    // 1-5, metaroce's iterations 2 and 3 at 1.060x and 1.066x (medians,
+    // worst 1.074 / 1.083), and its first iteration's flowlets reorder a
+    // few packets (median 38). No placement is the bound: spray on
+    // out-of-order NICs, the even split the ideal assumes, does no better
+    // (seeds 1-3: 1.093x and 1.071x) with the same PFC pauses (313 vs 315):
+    // at this load the fabric's queues, not the paths, cost the 6%.
+    for it in 1..3 {
+        within(median_iteration(m, 0, it), 1.0, 1.1, "metaroce, iterations 2+ (median)");
+    }
     assert!(e[0].utilization.iter().any(|u| u.tier == "spine→super-spine"), "traffic climbs to the cores");
 }
 

@@ -45,6 +45,7 @@ enum Action {
     Land(Vec<Write>),
     LargeFlow { f: LargeFlow, at_ps: u64 },
     Steer(Vec<SteerWrite>),
+    Quiet,
 }
 
 /// Why a group was rewritten, for the reaction times: the time of the
@@ -113,6 +114,8 @@ pub(crate) struct PolicyLoop<'a> {
     /// From a flow's first large-flow report to its first flowlet on the
     /// path the planner chose.
     placed: Vec<u64>,
+    /// A quiet check is scheduled.
+    quiet_tick: bool,
 }
 
 impl<'a> PolicyLoop<'a> {
@@ -143,7 +146,7 @@ impl<'a> PolicyLoop<'a> {
         // keeps), and never before 16 detector windows without a report.
         let windows = cfg.large_flow_window_ps.saturating_mul(16);
         let forget = (cfg.policy.hold_down_ns * 1_000).max(windows);
-        let place = Placement::new(topo, routing, cfg.te.clone(), forget)?;
+        let place = Placement::new(topo, routing, cfg.te.clone(), forget, cfg.large_flow_window_ps)?;
         Ok(PolicyLoop {
             topo,
             cfg: cfg.clone(),
@@ -171,6 +174,7 @@ impl<'a> PolicyLoop<'a> {
             announced,
             steer_tags: BTreeMap::new(),
             placed: Vec::new(),
+            quiet_tick: false,
         })
     }
 
@@ -368,6 +372,16 @@ impl<'a> PolicyLoop<'a> {
         }
     }
 
+    /// While flows are placed where they were seen, checks every detector
+    /// window whether they went quiet.
+    fn watch_quiet(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.quiet_tick && self.place.has_stays() {
+            self.quiet_tick = true;
+            let at = ctx.now_ps() + self.detector.window_ps;
+            self.schedule(ctx, at, Action::Quiet);
+        }
+    }
+
     /// The next instant a policy timer may step a level, in ns.
     fn next_timer(&self, now: u64) -> Option<u64> {
         let cfg = self.policy.config();
@@ -468,6 +482,14 @@ impl Control for PolicyLoop<'_> {
             Some(Action::Land(writes)) => self.land(ctx, writes),
             Some(Action::LargeFlow { f, at_ps }) if self.place.on_large_flow(&f, at_ps, ctx.now_ps()) => {
                 self.request_decision(ctx, ctx.now_ps());
+                self.watch_quiet(ctx);
+            }
+            Some(Action::Quiet) => {
+                self.quiet_tick = false;
+                if self.place.requeue_quiet(ctx.now_ps()) {
+                    self.request_decision(ctx, ctx.now_ps());
+                }
+                self.watch_quiet(ctx);
             }
             Some(Action::LargeFlow { .. }) => {}
             Some(Action::Steer(writes)) => self.land_steer(ctx, &writes),
@@ -498,6 +520,7 @@ impl Control for PolicyLoop<'_> {
                 steer_writes: self.place.stats.steer_writes,
                 moves: self.place.stats.moves.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
                 unplaced: self.place.stats.unplaced,
+                stayed: self.place.stats.stayed,
                 refused: self.place.stats.refused,
                 placed: Dist::of(self.placed.clone()),
                 planned_max_utilisation: self.place.planned_max.last().copied(),

@@ -169,6 +169,10 @@ pub struct PlacementSummary {
     pub moves: std::collections::BTreeMap<String, u64>,
     /// Flows the planner could not place (no path left).
     pub unplaced: u64,
+    /// Times a flow still off its planned path two detector windows after
+    /// its entries landed (no flowlet gap yet) was counted where it was
+    /// seen, so other flows were placed around it.
+    pub stayed: u64,
     /// Steer writes or flows refused.
     pub refused: u64,
     /// From a flow's first large-flow report to its first flowlet on the

@@ -6,8 +6,22 @@
 //! The switches consult a steer entry only when a flowlet starts, so a
 //! placement moves a running flow at its next gap (between iterations of a
 //! training step, at the latest), never in the middle of a flowlet.
+//!
+//! The planner counts flows where they are, not only where it sent them.
+//! Each large-flow report names the egress port the flow left its first
+//! switch by (the P4 program's digest carries it). A flow still seen off
+//! its planned path two detector windows after its entries landed has had
+//! no flowlet gap: a long-lived flow keeps its path until it pauses, for
+//! milliseconds. Before the planner next places new flows, it counts each
+//! such flow where it is seen (`Planner::adopt`) and its entries follow,
+//! so the new flows go around the links it still loads instead of meeting
+//! it there. Once it has paused (no report for two windows) it is placed
+//! afresh, as a new flow, and takes that path at its next flowlet. Only
+//! new flows trigger this: flows that all run without a gap and pause
+//! together (a training job's iteration) keep the paths planned for their
+//! next iteration.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::Ipv4Addr;
 
 use metaroce_te::job::{validate_job, JobLimits, JobRegistry};
@@ -42,6 +56,9 @@ pub(crate) struct PlacementStats {
     pub refused: u64,
     pub moves: BTreeMap<&'static str, u64>,
     pub unplaced: u64,
+    /// Times a flow that had not moved onto its planned path was counted
+    /// where it was seen instead.
+    pub stayed: u64,
 }
 
 /// The planner and what the switches hold of its placement.
@@ -68,16 +85,32 @@ pub(crate) struct Placement {
     pub stats: PlacementStats,
     /// Planned highest utilisation after each decision that moved flows.
     pub planned_max: Vec<f64>,
+    /// When each flow's entries (its latest planned path) last landed.
+    landed: HashMap<FlowKey, u64>,
+    /// Flows the planner counts (and pins) where they were seen, until
+    /// they pause (see the module doc).
+    stayed: HashSet<FlowKey>,
+    /// Flows seen off their planned path two windows after its entries
+    /// landed (they have not moved), with the pins of the path they are
+    /// seen on: counted there when new flows come.
+    stuck: HashMap<FlowKey, Vec<(SwitchId, u16)>>,
+    /// Entries to write with the next decision's.
+    repins: Vec<SteerWrite>,
+    /// The large-flow detector's window: a flow seen off its entries this
+    /// long after they landed has not moved; one not reported for this long
+    /// has paused.
+    window_ps: u64,
 }
 
 impl Placement {
     /// `forget_ps`: a flow without a report for this long is removed and
-    /// its entries deleted.
+    /// its entries deleted; `window_ps`: the large-flow detector's window.
     pub fn new(
         topo: &Topology,
         routing: &Routing,
         config: TeConfig,
         forget_ps: u64,
+        window_ps: u64,
     ) -> Result<Self, metaroce_te::ConfigError> {
         let ip_of: Vec<Ipv4Addr> = topo.hosts.iter().map(|h| h.ip).collect();
         let host_of = ip_of.iter().enumerate().map(|(i, &ip)| (ip, i as u32)).collect();
@@ -92,6 +125,11 @@ impl Placement {
             held: BTreeMap::new(),
             stats: PlacementStats::default(),
             planned_max: Vec::new(),
+            landed: HashMap::new(),
+            stayed: HashSet::new(),
+            stuck: HashMap::new(),
+            repins: Vec::new(),
+            window_ps: window_ps.max(1),
         })
     }
 
@@ -150,7 +188,108 @@ impl Placement {
         if self.seen.insert(key, now_ps).is_none() {
             tracing::debug!(t_us = now_ps / 1_000_000, flow = %key, "large flow seen");
         }
+        if known {
+            self.track(key, f, now_ps);
+        } else {
+            self.apply_stays(now_ps);
+        }
         !known
+    }
+
+    /// Compares where a report saw a placed flow with where the planner
+    /// counts it (see the module doc): notes it as stuck if it has not
+    /// moved onto its entries.
+    fn track(&mut self, key: FlowKey, f: &LargeFlow, now_ps: u64) {
+        let Some(path) = self.planner.path(&key) else { return };
+        let Some(first) = path.hops.first() else { return };
+        if first.switch == f.switch && first.port == f.port {
+            self.stuck.remove(&key);
+            return;
+        }
+        let Some(k) = self.steer_key(&key) else { return };
+        let not_moved = self.landed.get(&key).is_some_and(|&t| now_ps >= t + 2 * self.window_ps);
+        if !not_moved {
+            return;
+        }
+        // Seen at its first switch; beyond it, where its entries pin it
+        // (adopt refuses pins that do not make a path in service). Counted
+        // there when the planner next places new flows.
+        let mut pins = vec![(f.switch, f.port)];
+        pins.extend(
+            self.held.iter().filter(|((s, kk), _)| *kk == k && *s != f.switch).map(|((s, _), &p)| (*s, p)),
+        );
+        self.stuck.insert(key, pins);
+    }
+
+    /// Counts every flow stuck off its planned path where it is seen, and
+    /// pins it there: the flows placed next go around it.
+    fn apply_stays(&mut self, now_ps: u64) {
+        for (key, pins) in std::mem::take(&mut self.stuck) {
+            // One that went quiet since will take its entries.
+            if self.seen.get(&key).is_none_or(|&t| now_ps.saturating_sub(t) >= 2 * self.window_ps) {
+                continue;
+            }
+            let before = self.planner.path(&key);
+            match self.planner.adopt(&key, &pins, now_ps / 1_000) {
+                Ok(path) => {
+                    tracing::debug!(t_us = now_ps / 1_000_000, flow = %key, "flow not moved: counted where it is seen");
+                    self.stayed.insert(key);
+                    self.stats.stayed += 1;
+                    // Its entries follow: the plan is where it is until it
+                    // pauses and is placed afresh.
+                    self.repin(key, before.as_ref(), &path);
+                }
+                Err(e) => tracing::debug!(flow = %key, error = %e, "seen path not adopted"),
+            }
+        }
+    }
+
+    /// Entries that move a flow's pins from `from` to `to`.
+    fn repin(&mut self, key: FlowKey, from: Option<&metaroce_te::Path>, to: &metaroce_te::Path) {
+        let Some(k) = self.steer_key(&key) else { return };
+        let detected_ps = None;
+        for hop in to.steer_hops() {
+            if self.held.insert((hop.switch, k), hop.port) != Some(hop.port) {
+                self.repins.push(SteerWrite {
+                    switch: hop.switch,
+                    key: k,
+                    port: Some(hop.port),
+                    detected_ps,
+                });
+            }
+        }
+        for hop in from.into_iter().flat_map(|p| p.steer_hops()) {
+            if to.port_at(hop.switch).is_none() && self.held.remove(&(hop.switch, k)).is_some() {
+                self.repins.push(SteerWrite { switch: hop.switch, key: k, port: None, detected_ps });
+            }
+        }
+    }
+
+    /// Flows counted where they were seen that went quiet (no report for
+    /// two windows: they paused) are placed afresh by the next decision,
+    /// as new flows. True when the planner's input changed.
+    pub fn requeue_quiet(&mut self, now_ps: u64) -> bool {
+        let quiet: Vec<FlowKey> = self
+            .stayed
+            .iter()
+            .filter(|k| self.seen.get(k).is_none_or(|&t| now_ps.saturating_sub(t) >= 2 * self.window_ps))
+            .copied()
+            .collect();
+        for key in &quiet {
+            self.stayed.remove(key);
+            if self.planner.remove(key) {
+                tracing::debug!(t_us = now_ps / 1_000_000, flow = %key, "quiet: placed afresh");
+                if self.planner.upsert(*key, Demand::default()).is_err() {
+                    self.stats.refused += 1;
+                }
+            }
+        }
+        !quiet.is_empty()
+    }
+
+    /// True while some flow is counted where it was seen.
+    pub fn has_stays(&self) -> bool {
+        !self.stayed.is_empty()
     }
 
     /// Flows without a recent report are forgotten (their entries removed
@@ -159,15 +298,22 @@ impl Placement {
         let mut changed = false;
         let forget = self.forget_ps;
         let planner = &mut self.planner;
+        let mut gone = Vec::new();
         self.seen.retain(|key, last| {
             if now_ps.saturating_sub(*last) < forget {
                 return true;
             }
             tracing::debug!(t_us = now_ps / 1_000_000, flow = %key, "large flow forgotten");
             planner.remove(key);
+            gone.push(*key);
             changed = true;
             false
         });
+        for key in gone {
+            self.stayed.remove(&key);
+            self.stuck.remove(&key);
+            self.landed.remove(&key);
+        }
         changed
     }
 
@@ -183,7 +329,9 @@ impl Placement {
         if !plan.moves.is_empty() {
             self.planned_max.push(plan.max_utilisation);
         }
-        self.writes(&plan)
+        let mut out = std::mem::take(&mut self.repins);
+        out.extend(self.writes(&plan));
+        out
     }
 
     fn steer_key(&self, k: &FlowKey) -> Option<SteerKey> {
@@ -211,6 +359,8 @@ impl Placement {
                 to = ?m.to.as_ref().map(|p| p.hops.iter().map(|h| (h.switch, h.next)).collect::<Vec<_>>()),
                 "planned move"
             );
+            self.stayed.remove(&m.flow);
+            self.stuck.remove(&m.flow);
             let Some(key) = self.steer_key(&m.flow) else { continue };
             let detected_ps = self.detected.get(&m.flow).copied();
             if let Some(to) = &m.to {
@@ -237,6 +387,11 @@ impl Placement {
         match ctx.set_steer(w.switch, w.key, w.port, tag) {
             Ok(()) => {
                 self.stats.steer_writes += 1;
+                // Observed flows are host pairs here (see `on_large_flow`).
+                let ips = (self.ip_of.get(w.key.src as usize), self.ip_of.get(w.key.dst as usize));
+                if let (Some(_), None, (Some(&s), Some(&d))) = (w.port, w.key.sport, ips) {
+                    self.landed.insert(FlowKey::pair(s, d), ctx.now_ps());
+                }
                 true
             }
             Err(e) => {

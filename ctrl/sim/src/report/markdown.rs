@@ -248,6 +248,7 @@ fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
             }
             m.iter().map(|(k, v)| format!("{v} {k}")).collect::<Vec<_>>().join(", ")
         });
+        row(out, "flows not moved, counted where seen", runs, |r| place(r).stayed.to_string());
         row(out, "steer entries written", runs, |r| place(r).steer_writes.to_string());
         row(out, "flowlets started on a steer entry", runs, |r| r.summary.steered_flowlets.to_string());
         row(out, "large flow reported → first flowlet on its planned path", runs, |r| {
