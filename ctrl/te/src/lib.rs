@@ -79,6 +79,7 @@ mod net;
 mod planner;
 mod report;
 mod search;
+pub mod stay;
 
 pub use config::{ConfigError, TeConfig};
 pub use flow::{Demand, FlowId, FlowKey};

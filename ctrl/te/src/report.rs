@@ -60,6 +60,10 @@ pub enum Reason {
     RouteChanged,
     /// The flow ended or its job was removed: remove its entries.
     Ended,
+    /// The flow had not moved onto its planned path (no flowlet gap yet):
+    /// it is counted where it was seen, and its entries follow it there
+    /// ([`crate::stay`]).
+    Stayed,
 }
 
 impl Reason {
@@ -70,6 +74,7 @@ impl Reason {
             Reason::LinkFailed => "link_failed",
             Reason::RouteChanged => "route_changed",
             Reason::Ended => "ended",
+            Reason::Stayed => "stayed",
         }
     }
 }

@@ -7,24 +7,19 @@
 //! placement moves a running flow at its next gap (between iterations of a
 //! training step, at the latest), never in the middle of a flowlet.
 //!
-//! The planner counts flows where they are, not only where it sent them.
-//! Each large-flow report names the egress port the flow left its first
-//! switch by (the P4 program's digest carries it). A flow still seen off
-//! its planned path two detector windows after its entries landed has had
-//! no flowlet gap: a long-lived flow keeps its path until it pauses, for
-//! milliseconds. Before the planner next places new flows, it counts each
-//! such flow where it is seen (`Planner::adopt`) and its entries follow,
-//! so the new flows go around the links it still loads instead of meeting
-//! it there. Once it has paused (no report for two windows) it is placed
-//! afresh, as a new flow, and takes that path at its next flowlet. Only
-//! new flows trigger this: flows that all run without a gap and pause
-//! together (a training job's iteration) keep the paths planned for their
-//! next iteration.
+//! The planner counts flows where they are, not only where it sent them
+//! ([`metaroce_te::stay`], the same rule as the controller's): each
+//! large-flow report names the egress port the flow left its first switch
+//! by (the P4 program's digest carries it); a flow still seen off its
+//! planned path two detector windows after its entries landed is counted
+//! where it is seen before new flows are placed, and placed afresh once it
+//! pauses.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 
 use metaroce_te::job::{validate_job, JobLimits, JobRegistry};
+use metaroce_te::stay::Stays;
 use metaroce_te::{Demand, FlowKey, Plan, Planner, TeConfig};
 use metaroce_topo::{Routing, SwitchId, Topology};
 use serde_json::json;
@@ -85,21 +80,11 @@ pub(crate) struct Placement {
     pub stats: PlacementStats,
     /// Planned highest utilisation after each decision that moved flows.
     pub planned_max: Vec<f64>,
-    /// When each flow's entries (its latest planned path) last landed.
-    landed: HashMap<FlowKey, u64>,
-    /// Flows the planner counts (and pins) where they were seen, until
-    /// they pause (see the module doc).
-    stayed: HashSet<FlowKey>,
-    /// Flows seen off their planned path two windows after its entries
-    /// landed (they have not moved), with the pins of the path they are
-    /// seen on: counted there when new flows come.
-    stuck: HashMap<FlowKey, Vec<(SwitchId, u16)>>,
+    /// Flows that have not moved onto their planned paths (times in ps,
+    /// the large-flow detector's window).
+    stays: Stays,
     /// Entries to write with the next decision's.
     repins: Vec<SteerWrite>,
-    /// The large-flow detector's window: a flow seen off its entries this
-    /// long after they landed has not moved; one not reported for this long
-    /// has paused.
-    window_ps: u64,
 }
 
 impl Placement {
@@ -125,11 +110,8 @@ impl Placement {
             held: BTreeMap::new(),
             stats: PlacementStats::default(),
             planned_max: Vec::new(),
-            landed: HashMap::new(),
-            stayed: HashSet::new(),
-            stuck: HashMap::new(),
+            stays: Stays::new(window_ps),
             repins: Vec::new(),
-            window_ps: window_ps.max(1),
         })
     }
 
@@ -197,50 +179,26 @@ impl Placement {
     }
 
     /// Compares where a report saw a placed flow with where the planner
-    /// counts it (see the module doc): notes it as stuck if it has not
-    /// moved onto its entries.
+    /// counts it: notes it if it has not moved onto its entries (seen at
+    /// its first switch; beyond it, where its entries pin it).
     fn track(&mut self, key: FlowKey, f: &LargeFlow, now_ps: u64) {
-        let Some(path) = self.planner.path(&key) else { return };
-        let Some(first) = path.hops.first() else { return };
-        if first.switch == f.switch && first.port == f.port {
-            self.stuck.remove(&key);
-            return;
-        }
         let Some(k) = self.steer_key(&key) else { return };
-        let not_moved = self.landed.get(&key).is_some_and(|&t| now_ps >= t + 2 * self.window_ps);
-        if !not_moved {
-            return;
-        }
-        // Seen at its first switch; beyond it, where its entries pin it
-        // (adopt refuses pins that do not make a path in service). Counted
-        // there when the planner next places new flows.
-        let mut pins = vec![(f.switch, f.port)];
-        pins.extend(
-            self.held.iter().filter(|((s, kk), _)| *kk == k && *s != f.switch).map(|((s, _), &p)| (*s, p)),
-        );
-        self.stuck.insert(key, pins);
+        let elsewhere: Vec<(SwitchId, u16)> =
+            self.held.iter().filter(|((_, kk), _)| *kk == k).map(|((s, _), &p)| (*s, p)).collect();
+        self.stays.seen(&self.planner, key, (f.switch, f.port), elsewhere, now_ps);
     }
 
     /// Counts every flow stuck off its planned path where it is seen, and
     /// pins it there: the flows placed next go around it.
     fn apply_stays(&mut self, now_ps: u64) {
-        for (key, pins) in std::mem::take(&mut self.stuck) {
-            // One that went quiet since will take its entries.
-            if self.seen.get(&key).is_none_or(|&t| now_ps.saturating_sub(t) >= 2 * self.window_ps) {
-                continue;
-            }
-            let before = self.planner.path(&key);
-            match self.planner.adopt(&key, &pins, now_ps / 1_000) {
-                Ok(path) => {
-                    tracing::debug!(t_us = now_ps / 1_000_000, flow = %key, "flow not moved: counted where it is seen");
-                    self.stayed.insert(key);
-                    self.stats.stayed += 1;
-                    // Its entries follow: the plan is where it is until it
-                    // pauses and is placed afresh.
-                    self.repin(key, before.as_ref(), &path);
-                }
-                Err(e) => tracing::debug!(flow = %key, error = %e, "seen path not adopted"),
-            }
+        let seen = &self.seen;
+        let stays = self.stays.adopt(&mut self.planner, |k| seen.get(k).copied(), now_ps, now_ps / 1_000);
+        for st in stays {
+            tracing::debug!(t_us = now_ps / 1_000_000, flow = %st.flow, "flow not moved: counted where it is seen");
+            self.stats.stayed += 1;
+            // Its entries follow: the plan is where it is until it pauses
+            // and is placed afresh.
+            self.repin(st.flow, st.from.as_ref(), &st.to);
         }
     }
 
@@ -269,27 +227,19 @@ impl Placement {
     /// two windows: they paused) are placed afresh by the next decision,
     /// as new flows. True when the planner's input changed.
     pub fn requeue_quiet(&mut self, now_ps: u64) -> bool {
-        let quiet: Vec<FlowKey> = self
-            .stayed
-            .iter()
-            .filter(|k| self.seen.get(k).is_none_or(|&t| now_ps.saturating_sub(t) >= 2 * self.window_ps))
-            .copied()
-            .collect();
-        for key in &quiet {
-            self.stayed.remove(key);
-            if self.planner.remove(key) {
-                tracing::debug!(t_us = now_ps / 1_000_000, flow = %key, "quiet: placed afresh");
-                if self.planner.upsert(*key, Demand::default()).is_err() {
-                    self.stats.refused += 1;
-                }
-            }
-        }
+        let seen = &self.seen;
+        let quiet = self.stays.requeue_quiet(
+            &mut self.planner,
+            |k| seen.get(k).copied(),
+            |_| Demand::default(),
+            now_ps,
+        );
         !quiet.is_empty()
     }
 
     /// True while some flow is counted where it was seen.
     pub fn has_stays(&self) -> bool {
-        !self.stayed.is_empty()
+        self.stays.has_stays()
     }
 
     /// Flows without a recent report are forgotten (their entries removed
@@ -310,9 +260,7 @@ impl Placement {
             false
         });
         for key in gone {
-            self.stayed.remove(&key);
-            self.stuck.remove(&key);
-            self.landed.remove(&key);
+            self.stays.forget(&key);
         }
         changed
     }
@@ -359,8 +307,7 @@ impl Placement {
                 to = ?m.to.as_ref().map(|p| p.hops.iter().map(|h| (h.switch, h.next)).collect::<Vec<_>>()),
                 "planned move"
             );
-            self.stayed.remove(&m.flow);
-            self.stuck.remove(&m.flow);
+            self.stays.moved(&m.flow);
             let Some(key) = self.steer_key(&m.flow) else { continue };
             let detected_ps = self.detected.get(&m.flow).copied();
             if let Some(to) = &m.to {
@@ -390,7 +337,7 @@ impl Placement {
                 // Observed flows are host pairs here (see `on_large_flow`).
                 let ips = (self.ip_of.get(w.key.src as usize), self.ip_of.get(w.key.dst as usize));
                 if let (Some(_), None, (Some(&s), Some(&d))) = (w.port, w.key.sport, ips) {
-                    self.landed.insert(FlowKey::pair(s, d), ctx.now_ps());
+                    self.stays.landed(FlowKey::pair(s, d), ctx.now_ps());
                 }
                 true
             }
