@@ -94,7 +94,7 @@ impl Stays {
             self.stuck.remove(&flow);
             return;
         }
-        if !self.landed.get(&flow).is_some_and(|&t| now >= t.saturating_add(2 * self.window)) {
+        if self.landed.get(&flow).is_none_or(|&t| now < t.saturating_add(2 * self.window)) {
             return;
         }
         let mut pins = vec![seen];
