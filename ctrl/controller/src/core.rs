@@ -200,7 +200,11 @@ impl Core {
         let nodes = topo.switches.iter().enumerate().map(|(i, s)| (s.int_node_id, i)).collect();
         let view = CongestionView::new(cfg.view, nodes, &links_of(&topo));
         let n = topo.switches.len();
-        let place = Placement::new(&topo, &routing, cfg.place)?;
+        let place = Placement::new(
+            &topo,
+            &routing,
+            PlaceConfig { report_window_ns: cfg.settings.large_flow_window_ns, ..cfg.place },
+        )?;
         Ok(Core {
             topo,
             routing,

@@ -18,7 +18,8 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use metaroce_te::job::{self, JobError, JobLimits, JobRegistry};
-use metaroce_te::{Demand, FlowKey, Move, Path, Plan, Planner, TeConfig};
+use metaroce_te::stay::Stays;
+use metaroce_te::{Demand, FlowKey, Move, Path, Plan, Planner, Reason, TeConfig};
 use metaroce_topo::{Routing, SwitchId, Topology};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -39,6 +40,11 @@ pub struct PlaceConfig {
     pub replan_interval_ns: u64,
     /// Move notes logged per decision; the rest are counted in one note.
     pub max_move_notes: usize,
+    /// The data plane's large-flow report window: a flow reported off its
+    /// steer entries two windows after they were sent has not moved (no
+    /// flowlet gap yet); one not reported for two windows has paused
+    /// ([`metaroce_te::stay`]).
+    pub report_window_ns: u64,
 }
 
 impl Default for PlaceConfig {
@@ -49,6 +55,7 @@ impl Default for PlaceConfig {
             flow_idle_ns: 1_000_000_000,
             replan_interval_ns: 100_000_000,
             max_move_notes: 256,
+            report_window_ns: 1_000_000,
         }
     }
 }
@@ -162,6 +169,12 @@ pub struct Placement {
     steered: usize,
     /// `GET /api/v1/jobs`, rebuilt when a job comes or goes.
     jobs_doc: Arc<Value>,
+    /// Reported flows that have not moved onto their planned paths: they
+    /// are counted where they are seen before new flows are placed, so the
+    /// new ones go around them (the simulator runs the same rule).
+    stays: Stays,
+    /// An unannounced flow appeared since the last decision.
+    new_flow: bool,
 }
 
 /// Counts flows (keys) that hold an entry on at least one switch.
@@ -185,6 +198,7 @@ impl Placement {
             capacity.insert((l.a.switch, l.a.port), l.bandwidth.bps());
             capacity.insert((l.b.switch, l.b.port), l.bandwidth.bps());
         }
+        let stays = Stays::new(cfg.report_window_ns);
         Ok(Placement {
             cfg,
             planner,
@@ -205,6 +219,8 @@ impl Placement {
             placement_stale: false,
             steered: 0,
             jobs_doc: Arc::new(json!({"jobs": [], "flows": 0})),
+            stays,
+            new_flow: false,
         })
     }
 
@@ -296,10 +312,18 @@ impl Placement {
                 if r.collision && !self.seen.contains_key(&key) {
                     return Err("a shared flow slot's report names no known flow".into());
                 }
-                if !self.seen.contains_key(&key) {
+                let known = self.seen.contains_key(&key);
+                if !known {
                     self.dirty = true;
+                    self.new_flow = true;
                 }
                 self.planner.upsert(key, Demand::rate(bps)).map_err(|e| e.to_string())?;
+                if known {
+                    let elsewhere: Vec<(SwitchId, u16)> = (0..self.steer.len())
+                        .filter_map(|s| self.steer[s].get(&key).map(|h| (s, h.port)))
+                        .collect();
+                    self.stays.seen(&self.planner, key, (r.switch, r.egress_port), elsewhere, now_ns);
+                }
                 self.seen.insert(
                     key,
                     Seen { last_ns: now_ns, switch: r.switch, port: r.egress_port, bps, own: true },
@@ -340,6 +364,7 @@ impl Placement {
             || (self.planner.flow_count() > 0
                 && self.last_plan_ns.is_none_or(|t| now_ns.saturating_sub(t) >= self.cfg.replan_interval_ns))
             || (!self.seen.is_empty() && now_ns >= self.next_sweep_ns)
+            || self.stays.has_stays()
     }
 
     /// Removes the unannounced flows idle for `flow_idle_ns`.
@@ -357,6 +382,7 @@ impl Placement {
             .collect();
         for (k, own) in gone {
             self.seen.remove(&k);
+            self.stays.forget(&k);
             if own && self.planner.remove(&k) {
                 self.dirty = true;
             }
@@ -373,11 +399,21 @@ impl Placement {
         self.dirty = false;
         self.last_plan_ns = Some(now_ns);
         let started = std::time::Instant::now();
-        let plan = self.planner.plan(now_ns);
+        let stayed = self.count_stays(now_ns);
+        let mut plan = self.planner.plan(now_ns);
         let plan_seconds = started.elapsed().as_secs_f64();
         let mut step = PlaceStep { plan_seconds, ..PlaceStep::default() };
         for m in &plan.moves {
+            self.stays.moved(&m.flow);
+        }
+        if !stayed.is_empty() {
+            plan.moves.splice(0..0, stayed);
+        }
+        for m in &plan.moves {
             self.apply_move(topo, routing, m, &mut step);
+            if m.to.is_some() && m.reason != Reason::Ended {
+                self.stays.landed(m.flow, now_ns);
+            }
         }
         if !plan.moves.is_empty() {
             self.placement_stale = true;
@@ -392,6 +428,34 @@ impl Placement {
         step.moves = plan.moves;
         step.unplaced = plan.unplaced;
         Some(step)
+    }
+
+    /// Before the planner places new flows: the flows that have not moved
+    /// onto their planned paths and still report are counted where they
+    /// are seen (their entries follow, as moves with reason `stayed`); the
+    /// ones counted so that went quiet are placed afresh.
+    fn count_stays(&mut self, now_ns: u64) -> Vec<Move> {
+        let seen = &self.seen;
+        let last = |k: &FlowKey| seen.get(k).map(|s| s.last_ns);
+        let rate = |k: &FlowKey| Demand::rate(seen.get(k).map_or(0, |s| s.bps));
+        for k in self.stays.requeue_quiet(&mut self.planner, last, rate, now_ns) {
+            tracing::debug!(flow = %k, "paused: placed afresh");
+        }
+        if !std::mem::take(&mut self.new_flow) {
+            return Vec::new();
+        }
+        let stays = self.stays.adopt(&mut self.planner, last, now_ns, now_ns);
+        stays
+            .into_iter()
+            .map(|st| Move {
+                flow: st.flow,
+                reason: Reason::Stayed,
+                from: st.from,
+                to: Some(st.to),
+                bottleneck_before: 0.0,
+                bottleneck_after: 0.0,
+            })
+            .collect()
     }
 
     /// Turns one move into steer changes: the new path's entries, then the

@@ -80,3 +80,8 @@ fn bad_recordings_name_the_line() {
     assert!(e.to_string().starts_with("line 2: input:"), "{e}");
     assert!(replay::parse("not json").is_err());
 }
+
+#[test]
+fn a_flow_that_has_not_moved_is_counted_where_it_is_seen_before_new_flows_are_placed() {
+    check("stuck-2x2.jsonl", "mininet-2x2.yaml", Mode::Act);
+}
