@@ -475,6 +475,11 @@ impl Core {
         &mut self.place
     }
 
+    /// `GET /api/v1/jobs` ([`Placement::jobs_doc`]).
+    pub fn jobs_doc(&mut self) -> Arc<Value> {
+        self.place.jobs_doc(&self.topo)
+    }
+
     /// True when the placement wants a decision at `now_ns` (a flow or job
     /// came or went, the re-plan interval passed, idle flows to sweep).
     pub fn placement_due(&self, now_ns: u64) -> bool {
@@ -524,7 +529,8 @@ impl Core {
         if let Some(d) = &step.decision {
             step.notes = self.notes(d);
         }
-        if let Some(p) = &step.placement {
+        if let Some(p) = step.placement.as_mut() {
+            self.place.conclude(&self.topo, p);
             step.notes.extend(self.placement_notes(p));
         }
         step
@@ -545,6 +551,12 @@ impl Core {
             notes.push(Note { kind, switch: Some(self.name(c.switch)), reason, details });
         }
         notes
+    }
+
+    /// Completes a placement decision's figures once its plans are out
+    /// ([`Placement::conclude`]).
+    pub fn conclude_placement(&mut self, p: &mut PlaceStep) {
+        self.place.conclude(&self.topo, p);
     }
 
     /// The event-log lines of a placement decision: each move with its
@@ -573,9 +585,50 @@ impl Core {
         if let Some(p) = &placement {
             touched.extend(p.touched.iter().copied());
         }
+        // Without a re-plan of everything, only the routes toward the
+        // destinations whose weights changed on a switch are recomputed.
+        let changed: BTreeSet<(SwitchId, SwitchId)> =
+            decision.changes.iter().map(|c| (c.switch, c.leaf)).collect();
         let mut step = Step { decision: Some(decision), plans: Vec::new(), notes: Vec::new(), placement };
+        step.plans = self.replan(touched, &changed);
+        step
+    }
+
+    /// True when only the placement's inputs changed since the last
+    /// decision (a job registered or removed, a new large flow): the
+    /// policy's inputs and the routing are as it last decided on them.
+    pub fn only_placement_changed(&self) -> bool {
+        !self.dirty && !self.replan_all && self.place.input_changed()
+    }
+
+    /// The placement's decision alone, for an input only the placement
+    /// reads ([`Core::only_placement_changed`]): the steer entries of the
+    /// switches it touched are re-planned and nothing else. The policy's
+    /// inputs did not change, so its decision (timers running out) is
+    /// left to the next tick, a few milliseconds later; a job's or a large
+    /// flow's entries do not wait for it.
+    pub fn decide_placement(&mut self, now_ns: u64) -> Step {
+        if !self.only_placement_changed() {
+            return self.decide_plans(now_ns);
+        }
+        let placement = self.place.decide(now_ns, &self.topo, &self.routing);
+        let touched = placement.as_ref().map(|p| p.touched.clone()).unwrap_or_default();
+        let mut step = Step { decision: None, plans: Vec::new(), notes: Vec::new(), placement };
+        step.plans = self.replan(touched, &BTreeSet::new());
+        step
+    }
+
+    /// Re-plans the switches `touched` (every switch when a re-plan of
+    /// everything is due); `changed` holds the (switch, leaf) routes whose
+    /// weights the policy changed. Returns the plans that moved.
+    fn replan(
+        &mut self,
+        touched: BTreeSet<SwitchId>,
+        changed: &BTreeSet<(SwitchId, SwitchId)>,
+    ) -> Vec<(SwitchId, SwitchPlan)> {
+        let mut out = Vec::new();
         if self.pinned {
-            return step;
+            return out;
         }
         let all = std::mem::take(&mut self.replan_all);
         let switches: Vec<SwitchId> = if all {
@@ -586,7 +639,7 @@ impl Core {
             Vec::new()
         };
         if switches.is_empty() {
-            return step;
+            return out;
         }
         if all {
             self.fixed = vec![None; self.topo.switches.len()];
@@ -598,12 +651,6 @@ impl Core {
             let w = state.desired(s, leaf).filter(|_| writes)?;
             Some(w.iter().map(|pw| (pw.port, pw.weight)).collect())
         };
-        // Without a re-plan of everything, only the routes toward the
-        // destinations whose weights changed on a switch are recomputed.
-        let mut changed: BTreeSet<(SwitchId, SwitchId)> = BTreeSet::new();
-        if let Some(d) = step.decision.as_ref().filter(|_| !all) {
-            changed.extend(d.changes.iter().map(|c| (c.switch, c.leaf)));
-        }
         for s in switches {
             // The placement's entries in force: in `act` mode only.
             let steer = if writes { self.place.steer(s) } else { Arc::default() };
@@ -628,10 +675,10 @@ impl Core {
                 }
             };
             if let Some(p) = self.plans[s].as_ref().filter(|_| moved) {
-                step.plans.push((s, p.clone()));
+                out.push((s, p.clone()));
             }
         }
-        step
+        out
     }
 
     /// What the policy wants, whatever the mode (the `advise` output).

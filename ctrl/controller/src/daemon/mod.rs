@@ -383,7 +383,9 @@ impl State {
                             match ev_rx.try_recv() { Ok(ev) => self.on_agent(ev), Err(_) => break }
                             n += 1;
                         }
-                        if self.core.input_changed() {
+                        if self.core.only_placement_changed() {
+                            self.decide_placement_and_publish(false).await;
+                        } else if self.core.input_changed() {
                             self.decide_and_publish(false).await;
                         }
                         true
@@ -553,8 +555,26 @@ impl State {
     /// Decides, publishes the plans that changed, logs and counts; returns
     /// what the placement did, if it decided.
     async fn decide_and_publish(&mut self, force_status: bool) -> Option<serde_json::Value> {
+        self.decide_with(force_status, Core::decide_plans).await
+    }
+
+    /// Like [`State::decide_and_publish`], for an input only the placement
+    /// reads (a job, a new large flow): the placement decides alone and
+    /// only the switches it touched are re-planned
+    /// ([`Core::decide_placement`]), so their steer entries go out without
+    /// waiting for a policy decision that nothing asked for.
+    async fn decide_placement_and_publish(&mut self, force_status: bool) -> Option<serde_json::Value> {
+        self.decide_with(force_status, Core::decide_placement).await
+    }
+
+    async fn decide_with(
+        &mut self,
+        force_status: bool,
+        decide: fn(&mut Core, u64) -> crate::core::Step,
+    ) -> Option<serde_json::Value> {
         let started = std::time::Instant::now();
-        let mut step = self.core.decide_plans(self.now_ns());
+        let now = self.now_ns();
+        let mut step = decide(&mut self.core, now);
         let deciding = started.elapsed();
         self.decisions += 1;
         let mut caused = self.reactions.causes(step.decision.as_ref(), self.core.view(), Instant::now());
@@ -577,7 +597,8 @@ impl State {
         }
         let noting = std::time::Instant::now();
         let mut notes = step.decision.as_ref().map(|d| self.core.notes(d)).unwrap_or_default();
-        let placed = step.placement.take().map(|p| {
+        let placed = step.placement.take().map(|mut p| {
+            self.core.conclude_placement(&mut p);
             notes.extend(self.core.placement_notes(&p));
             self.placement_metrics(&p)
         });
@@ -674,7 +695,7 @@ impl State {
         let (mode, pinned) = (self.core.mode(), self.core.pinned());
         let summary = self.core.view().summary(8);
         let hosts = self.hosts.status();
-        let jobs = self.core.placement().jobs_doc();
+        let jobs = self.core.jobs_doc();
         let flows = self.core.placement_mut().view();
         let topo = self.topo.clone();
         let snap = Snapshot {
