@@ -138,6 +138,11 @@ pub struct Core {
     dirty: bool,
     /// Leaf pairs without a path now ([`reach::cut_pairs`]).
     unreachable: Vec<(SwitchId, SwitchId)>,
+    /// Counts the inputs that changed the congestion view, so that a
+    /// summary of it can be kept until the next one ([`Core::versions`]).
+    view_version: u64,
+    /// Counts the decisions that changed the policy's overrides.
+    policy_version: u64,
 }
 
 /// Re-plans the routes of `s` toward the leaves `leaves` selects, in
@@ -222,6 +227,8 @@ impl Core {
             pinned: false,
             dirty: true,
             unreachable,
+            view_version: 0,
+            policy_version: 0,
         })
     }
 
@@ -253,6 +260,13 @@ impl Core {
         &self.failed_links
     }
 
+    /// (view, policy): versions of the congestion view and of the policy's
+    /// overrides. Equal versions mean an unchanged [`CongestionView`] and
+    /// [`Core::recommended`], so what was built from them still holds.
+    pub fn versions(&self) -> (u64, u64) {
+        (self.view_version, self.policy_version)
+    }
+
     /// True when `port` is a port of switch `s` in the topology (a link or a host).
     pub fn topology_has_port(&self, s: SwitchId, port: u16) -> bool {
         self.topo.adjacency(s).iter().any(|a| a.port == port)
@@ -273,6 +287,7 @@ impl Core {
                 let key = PortKey { switch: c.switch, port: c.port };
                 let before = self.view.port_heat(key).map(|h| h.congested);
                 self.view.on_crossing(now_ns, c);
+                self.view_version += 1;
                 let after = self.view.port_heat(key);
                 self.dirty |= after.map(|h| h.congested) != before;
                 self.keep_heat(key, after);
@@ -283,6 +298,7 @@ impl Core {
                 let before: Vec<Option<bool>> =
                     keys.iter().map(|k| self.view.port_heat(*k).map(|h| h.congested)).collect();
                 self.view.on_snapshot(now_ns, s);
+                self.view_version += 1;
                 for (k, b) in keys.into_iter().zip(before) {
                     let after = self.view.port_heat(k);
                     self.dirty |= after.map(|h| h.congested) != b;
@@ -292,12 +308,14 @@ impl Core {
             Input::Report(r) => {
                 // A report may touch any port on its path.
                 self.view.on_report(now_ns, r);
+                self.view_version += 1;
                 self.heat_stale = true;
             }
             Input::SwitchUp { switch } if *switch < n => {
                 self.down_since.remove(switch);
                 // Its digest sequence may have restarted with it.
                 self.view.switch_restarted(*switch);
+                self.view_version += 1;
                 if self.failed_switches.remove(switch) {
                     self.rebuild_routing();
                     notes.push(self.note(
@@ -580,6 +598,8 @@ impl Core {
         debug_assert!(self.heat == self.view.heat(), "the cached heat is the view's");
         let input = PolicyInput { topo: &self.topo, routing: &self.routing, heat: &self.heat, now_ns };
         let decision = self.policy.decide(input, &mut self.state);
+        // The policy changes its overrides only by the changes it returns.
+        self.policy_version += u64::from(!decision.changes.is_empty());
         let mut touched: BTreeSet<SwitchId> = decision.changes.iter().map(|c| c.switch).collect();
         let placement = self.place.decide(now_ns, &self.topo, &self.routing);
         if let Some(p) = &placement {

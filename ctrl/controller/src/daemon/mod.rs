@@ -297,6 +297,8 @@ pub async fn run(
         staged: BTreeMap::new(),
         ha,
         job_ops,
+        recommended: None,
+        summary: None,
     };
     state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx, restored_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -344,6 +346,12 @@ struct State {
     ha: crate::ha::Follower,
     /// The task that keeps jobs in etcd, when there is an election.
     job_ops: Option<mpsc::UnboundedSender<crate::ha::jobs::Op>>,
+    /// The fabric-wide parts of the status, with the versions
+    /// ([`Core::versions`]) they were built at: a publication rebuilds
+    /// them only when they changed, so that it does not hold up the
+    /// state task (a job or a large flow waiting behind it) for nothing.
+    recommended: Option<(u64, Arc<crate::plan::Overrides>)>,
+    summary: Option<(u64, Arc<metaroce_telemetry::view::ViewSummary>)>,
 }
 
 /// One scrape of every host exporter: host name → counters or error.
@@ -691,9 +699,18 @@ impl State {
         let names = self.names.clone();
         let installed: Arc<Vec<Arc<BTreeMap<Key, Entry>>>> =
             Arc::new(self.switches.iter().map(|s| s.installed.clone()).collect());
-        let recs = self.core.recommended();
+        let (view_version, policy_version) = self.core.versions();
+        let recs = match self.recommended.take() {
+            Some((v, recs)) if v == policy_version => recs,
+            _ => Arc::new(self.core.recommended()),
+        };
+        self.recommended = Some((policy_version, recs.clone()));
         let (mode, pinned) = (self.core.mode(), self.core.pinned());
-        let summary = self.core.view().summary(8);
+        let summary = match self.summary.take() {
+            Some((v, summary)) if v == view_version => summary,
+            _ => Arc::new(self.core.view().summary(8)),
+        };
+        self.summary = Some((view_version, summary.clone()));
         let hosts = self.hosts.status();
         let jobs = self.core.jobs_doc();
         let flows = self.core.placement_mut().view();
