@@ -283,6 +283,7 @@ pub async fn run(
         start: Instant::now(),
         decisions: 0,
         last_publish: None,
+        last_refresh: None,
         reactions: Reactions::new(cfg.topology.switches.len()),
         topology_json: Arc::new(serde_json::to_value(&cfg.topology).unwrap_or_default()),
         dirty_status: false,
@@ -321,6 +322,8 @@ struct State {
     start: Instant,
     decisions: u64,
     last_publish: Option<Instant>,
+    /// When the group metrics were last refreshed.
+    last_refresh: Option<Instant>,
     reactions: Reactions,
     /// The topology as JSON, built once.
     topology_json: Arc<serde_json::Value>,
@@ -678,18 +681,23 @@ impl State {
     /// Status JSON and group metrics cover the whole fabric: refresh them
     /// at most every 500 ms (a change shows within that) and at least every
     /// second, or at once when forced, so a storm costs decisions, not JSON.
+    /// A forced publication that is not due otherwise (a job registered, a
+    /// mode set) refreshes the status only: the group metrics follow with
+    /// the next regular one (or this one, if they waited a second), so that
+    /// their refresh, on a thread of its own, does not compete for the CPU
+    /// with the agents writing the change.
     fn maybe_publish(&mut self, force_status: bool) {
         let due = self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_millis(500));
-        if force_status
-            || (due && self.dirty_status)
-            || self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
-        {
-            self.publish();
+        let regular = (due && self.dirty_status)
+            || self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        if force_status || regular {
+            let stale = self.last_refresh.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+            self.publish(regular || stale);
             self.dirty_status = false;
         }
     }
 
-    fn publish(&mut self) {
+    fn publish(&mut self, refresh_metrics: bool) {
         self.last_publish = Some(Instant::now());
         // Cheap copies here. The fabric-wide documents are built when the
         // API is first asked for them, off the state task; group metrics
@@ -734,12 +742,16 @@ impl State {
             flows: LazyJson::later(move || flows.to_json(&topo, mode, pinned)),
         };
         let old = self.snap_tx.send_replace(Arc::new(snap));
-        if self.metrics_dirty.is_empty() || self.publishing.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        if !refresh_metrics
+            || self.metrics_dirty.is_empty()
+            || self.publishing.swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
             // Nothing to refresh, or a refresh still runs: the switches
             // stay marked for the next publication.
             tokio::task::spawn_blocking(move || drop(old));
             return;
         }
+        self.last_refresh = Some(Instant::now());
         // Each switch's metrics move from what they show (the state of the
         // last refresh, which has finished: refreshes run one at a time).
         let work: Vec<_> = std::mem::take(&mut self.metrics_dirty)
