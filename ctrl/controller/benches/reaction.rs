@@ -19,7 +19,10 @@
 //! the planner with steer entries. For these the bench reports the
 //! controller's own share (the request or digest in → the first steer
 //! Write sent, without the switch's acknowledgement) beside the
-//! acknowledged figure and the switch-ack floor.
+//! acknowledged figure and the switch-ack floor, and where that share goes:
+//! waiting for the state task (`queue`, with the job's validation),
+//! deciding (`decide`), waiting for the switch's agent (`dispatch`) and the
+//! agent's desired state and diff (`prepare`).
 //!
 //! Run with `cargo bench -p metaroce-controller --bench reaction`; it prints
 //! figures and asserts nothing about time.
@@ -238,6 +241,9 @@ async fn run() {
     let mut stages: std::collections::BTreeMap<(bool, String), Vec<f64>> = std::collections::BTreeMap::new();
     // Placement reactions: (sent, acked) per phase.
     let (mut job_sent, mut job_acked, mut lf_sent, mut lf_acked) = (vec![], vec![], vec![], vec![]);
+    // Where the controller's share of a placement goes, per stage up to the Write sent.
+    let mut place_stages: std::collections::BTreeMap<(&str, String), Vec<f64>> =
+        std::collections::BTreeMap::new();
     for line in log.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let ts = v["ts_unix_ns"].as_u64().unwrap_or(0);
@@ -247,12 +253,19 @@ async fn run() {
             else {
                 continue;
             };
-            if ts >= digests_from_ns {
+            let phase = if ts >= digests_from_ns {
                 lf_sent.push(sent);
                 lf_acked.push(acked);
+                "large flow"
             } else {
                 job_sent.push(sent);
                 job_acked.push(acked);
+                "job"
+            };
+            if let Some(st) = v["details"]["reaction_stages_ms"].as_object() {
+                for (k, x) in st.iter().filter(|(k, _)| *k != "write") {
+                    place_stages.entry((phase, k.clone())).or_default().extend(x.as_f64());
+                }
             }
             continue;
         }
@@ -331,6 +344,14 @@ async fn run() {
         lf_sent.last().copied().unwrap_or(f64::NAN)
     );
     println!("placement, large-flow digest in → steer Write acknowledged: {}", p50_p99(&lf_acked));
+    for ((phase, stage), v) in &mut place_stages {
+        v.sort_by(f64::total_cmp);
+        println!(
+            "  stage {stage:>8} ({phase}): {} max={:.3} ms",
+            p50_p99(v),
+            v.last().copied().unwrap_or(f64::NAN)
+        );
+    }
     let (n, p50, p99) = histogram_quantiles(&metrics, "metaroce_placement_duration_seconds");
     println!(
         "planner decisions: n={n} p50<={:.3} ms p99<={:.3} ms (histogram bucket bounds)",

@@ -21,9 +21,10 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::ha::{HaState, Term};
-use crate::plan::{self, SwitchPlan};
+use crate::plan::SwitchPlan;
 use crate::reconcile::{self, Change};
 
+mod assigned;
 mod term;
 
 /// The ECN counters are read with every this many register polls (once a
@@ -287,6 +288,8 @@ struct Live<'a> {
     term: Term,
     /// Elected: until then, steer entries the plan lacks stay.
     steer_grace_until: Option<Instant>,
+    /// The last plan's routes and groups, assigned ([`assigned`]).
+    assigned: assigned::Assigned,
 }
 
 async fn connected(
@@ -328,6 +331,7 @@ async fn connected(
         polls: 0,
         term,
         steer_grace_until: None,
+        assigned: assigned::Assigned::default(),
     };
     if !term.writes {
         info!(entries = live.installed.len(), election_id = %term.election_id, "switch read as a standby: writing nothing until elected");
@@ -361,6 +365,7 @@ async fn connected(
             }
             _ = async { match retry { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
                 live.retry_at = None;
+                live.assigned.forget();
                 match read_installed(&live.session, pipeline).await {
                     Ok(i) => live.installed = i,
                     Err(e) => warn!(error = %e, "re-reading installed state failed"),
@@ -455,6 +460,7 @@ impl Live<'_> {
             SessionEvent::Reconnected => {
                 // The switch may have restarted and lost everything: read
                 // back what it holds and bring it to the desired state.
+                self.assigned.forget();
                 self.installed = read_installed(&self.session, self.pipeline).await?;
                 info!(entries = self.installed.len(), "stream back; re-syncing");
                 self.programmed = false;
@@ -484,11 +490,14 @@ impl Live<'_> {
         }
         let started_at = Instant::now();
         let desired = match &wanted.target {
-            Target::Plan(p) => match plan::assign(p, &self.installed) {
+            Target::Plan(p) => match self.assigned.desired(p, &self.installed) {
                 Ok(d) => d,
                 Err(e) => return warn!(error = %e, "desired state cannot be installed"),
             },
-            Target::Exact(m) => m.clone(),
+            Target::Exact(m) => {
+                self.assigned.forget();
+                m.clone()
+            }
         };
         let desired = self.keep_steer(desired);
         let mut batches = reconcile::diff(&desired, &self.installed);

@@ -138,6 +138,11 @@ pub struct Core {
     dirty: bool,
     /// Leaf pairs without a path now ([`reach::cut_pairs`]).
     unreachable: Vec<(SwitchId, SwitchId)>,
+    /// Counts the inputs that changed the congestion view, so that a
+    /// summary of it can be kept until the next one ([`Core::versions`]).
+    view_version: u64,
+    /// Counts the decisions that changed the policy's overrides.
+    policy_version: u64,
 }
 
 /// Re-plans the routes of `s` toward the leaves `leaves` selects, in
@@ -226,6 +231,8 @@ impl Core {
             pinned: false,
             dirty: true,
             unreachable,
+            view_version: 0,
+            policy_version: 0,
         })
     }
 
@@ -257,6 +264,13 @@ impl Core {
         &self.failed_links
     }
 
+    /// (view, policy): versions of the congestion view and of the policy's
+    /// overrides. Equal versions mean an unchanged [`CongestionView`] and
+    /// [`Core::recommended`], so what was built from them still holds.
+    pub fn versions(&self) -> (u64, u64) {
+        (self.view_version, self.policy_version)
+    }
+
     /// True when `port` is a port of switch `s` in the topology (a link or a host).
     pub fn topology_has_port(&self, s: SwitchId, port: u16) -> bool {
         self.topo.adjacency(s).iter().any(|a| a.port == port)
@@ -277,6 +291,7 @@ impl Core {
                 let key = PortKey { switch: c.switch, port: c.port };
                 let before = self.view.port_heat(key).map(|h| h.congested);
                 self.view.on_crossing(now_ns, c);
+                self.view_version += 1;
                 let after = self.view.port_heat(key);
                 self.dirty |= after.map(|h| h.congested) != before;
                 self.keep_heat(key, after);
@@ -287,6 +302,7 @@ impl Core {
                 let before: Vec<Option<bool>> =
                     keys.iter().map(|k| self.view.port_heat(*k).map(|h| h.congested)).collect();
                 self.view.on_snapshot(now_ns, s);
+                self.view_version += 1;
                 for (k, b) in keys.into_iter().zip(before) {
                     let after = self.view.port_heat(k);
                     self.dirty |= after.map(|h| h.congested) != b;
@@ -296,12 +312,14 @@ impl Core {
             Input::Report(r) => {
                 // A report may touch any port on its path.
                 self.view.on_report(now_ns, r);
+                self.view_version += 1;
                 self.heat_stale = true;
             }
             Input::SwitchUp { switch } if *switch < n => {
                 self.down_since.remove(switch);
                 // Its digest sequence may have restarted with it.
                 self.view.switch_restarted(*switch);
+                self.view_version += 1;
                 if self.failed_switches.remove(switch) {
                     self.rebuild_routing();
                     notes.push(self.note(
@@ -479,6 +497,11 @@ impl Core {
         &mut self.place
     }
 
+    /// `GET /api/v1/jobs` ([`Placement::jobs_doc`]).
+    pub fn jobs_doc(&mut self) -> Arc<Value> {
+        self.place.jobs_doc(&self.topo)
+    }
+
     /// True when the placement wants a decision at `now_ns` (a flow or job
     /// came or went, the re-plan interval passed, idle flows to sweep).
     pub fn placement_due(&self, now_ns: u64) -> bool {
@@ -528,7 +551,8 @@ impl Core {
         if let Some(d) = &step.decision {
             step.notes = self.notes(d);
         }
-        if let Some(p) = &step.placement {
+        if let Some(p) = step.placement.as_mut() {
+            self.place.conclude(&self.topo, p);
             step.notes.extend(self.placement_notes(p));
         }
         step
@@ -549,6 +573,12 @@ impl Core {
             notes.push(Note { kind, switch: Some(self.name(c.switch)), reason, details });
         }
         notes
+    }
+
+    /// Completes a placement decision's figures once its plans are out
+    /// ([`Placement::conclude`]).
+    pub fn conclude_placement(&mut self, p: &mut PlaceStep) {
+        self.place.conclude(&self.topo, p);
     }
 
     /// The event-log lines of a placement decision: each move with its
@@ -572,14 +602,57 @@ impl Core {
         debug_assert!(self.heat == self.view.heat(), "the cached heat is the view's");
         let input = PolicyInput { topo: &self.topo, routing: &self.routing, heat: &self.heat, now_ns };
         let decision = self.policy.decide(input, &mut self.state);
+        // The policy changes its overrides only by the changes it returns.
+        self.policy_version += u64::from(!decision.changes.is_empty());
         let mut touched: BTreeSet<SwitchId> = decision.changes.iter().map(|c| c.switch).collect();
         let placement = self.place.decide(now_ns, &self.topo, &self.routing);
         if let Some(p) = &placement {
             touched.extend(p.touched.iter().copied());
         }
+        // Without a re-plan of everything, only the routes toward the
+        // destinations whose weights changed on a switch are recomputed.
+        let changed: BTreeSet<(SwitchId, SwitchId)> =
+            decision.changes.iter().map(|c| (c.switch, c.leaf)).collect();
         let mut step = Step { decision: Some(decision), plans: Vec::new(), notes: Vec::new(), placement };
+        step.plans = self.replan(touched, &changed);
+        step
+    }
+
+    /// True when only the placement's inputs changed since the last
+    /// decision (a job registered or removed, a new large flow): the
+    /// policy's inputs and the routing are as it last decided on them.
+    pub fn only_placement_changed(&self) -> bool {
+        !self.dirty && !self.replan_all && self.place.input_changed()
+    }
+
+    /// The placement's decision alone, for an input only the placement
+    /// reads ([`Core::only_placement_changed`]): the steer entries of the
+    /// switches it touched are re-planned and nothing else. The policy's
+    /// inputs did not change, so its decision (timers running out) is
+    /// left to the next tick, a few milliseconds later; a job's or a large
+    /// flow's entries do not wait for it.
+    pub fn decide_placement(&mut self, now_ns: u64) -> Step {
+        if !self.only_placement_changed() {
+            return self.decide_plans(now_ns);
+        }
+        let placement = self.place.decide(now_ns, &self.topo, &self.routing);
+        let touched = placement.as_ref().map(|p| p.touched.clone()).unwrap_or_default();
+        let mut step = Step { decision: None, plans: Vec::new(), notes: Vec::new(), placement };
+        step.plans = self.replan(touched, &BTreeSet::new());
+        step
+    }
+
+    /// Re-plans the switches `touched` (every switch when a re-plan of
+    /// everything is due); `changed` holds the (switch, leaf) routes whose
+    /// weights the policy changed. Returns the plans that moved.
+    fn replan(
+        &mut self,
+        touched: BTreeSet<SwitchId>,
+        changed: &BTreeSet<(SwitchId, SwitchId)>,
+    ) -> Vec<(SwitchId, SwitchPlan)> {
+        let mut out = Vec::new();
         if self.pinned {
-            return step;
+            return out;
         }
         let all = std::mem::take(&mut self.replan_all);
         let switches: Vec<SwitchId> = if all {
@@ -590,7 +663,7 @@ impl Core {
             Vec::new()
         };
         if switches.is_empty() {
-            return step;
+            return out;
         }
         if all {
             self.fixed = vec![None; self.topo.switches.len()];
@@ -602,12 +675,6 @@ impl Core {
             let w = state.desired(s, leaf).filter(|_| writes)?;
             Some(w.iter().map(|pw| (pw.port, pw.weight)).collect())
         };
-        // Without a re-plan of everything, only the routes toward the
-        // destinations whose weights changed on a switch are recomputed.
-        let mut changed: BTreeSet<(SwitchId, SwitchId)> = BTreeSet::new();
-        if let Some(d) = step.decision.as_ref().filter(|_| !all) {
-            changed.extend(d.changes.iter().map(|c| (c.switch, c.leaf)));
-        }
         for s in switches {
             // The placement's entries in force: in `act` mode only.
             let steer = if writes { self.place.steer(s) } else { Arc::default() };
@@ -632,10 +699,10 @@ impl Core {
                 }
             };
             if let Some(p) = self.plans[s].as_ref().filter(|_| moved) {
-                step.plans.push((s, p.clone()));
+                out.push((s, p.clone()));
             }
         }
-        step
+        out
     }
 
     /// What the policy wants, whatever the mode (the `advise` output).

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use metaroce_te::job::{self, JobError, JobLimits, JobRegistry};
 use metaroce_te::stay::Stays;
-use metaroce_te::{Demand, FlowKey, Move, Path, Plan, Planner, Reason, TeConfig};
+use metaroce_te::{Demand, FlowKey, Move, Path, Planner, Reason, TeConfig};
 use metaroce_topo::{Routing, SwitchId, Topology};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -138,9 +138,17 @@ pub struct PlaceStep {
     /// ports they left by), 0 without reports.
     pub observed_max_utilisation: f64,
     pub flows: usize,
+    /// Flows holding an entry on some switch; like the observed
+    /// utilisation, filled in by [`Placement::conclude`].
     pub steered: usize,
     /// Wall time of the planner's decision (not part of any replay output).
     pub plan_seconds: f64,
+    /// When the decision ran, and the rest of the planner's answer that
+    /// the API shows (see [`Placement::conclude`]).
+    pub t_ns: u64,
+    pub hottest: Option<metaroce_te::LinkUse>,
+    pub budget_hit: bool,
+    pub exact: bool,
 }
 
 /// The planner, the jobs, the reported flows and each switch's steer set.
@@ -167,8 +175,11 @@ pub struct Placement {
     placement: Arc<Vec<(FlowKey, Path)>>,
     placement_stale: bool,
     steered: usize,
-    /// `GET /api/v1/jobs`, rebuilt when a job comes or goes.
-    jobs_doc: Arc<Value>,
+    /// A decision moved flows since `steered` was counted.
+    steered_stale: bool,
+    /// `GET /api/v1/jobs`; `None` when a job came or went since it was
+    /// built (it is built when published, after the job's entries are out).
+    jobs_doc: Option<Arc<Value>>,
     /// Reported flows that have not moved onto their planned paths: they
     /// are counted where they are seen before new flows are placed, so the
     /// new ones go around them (the simulator runs the same rule).
@@ -218,7 +229,8 @@ impl Placement {
             placement: Arc::new(Vec::new()),
             placement_stale: false,
             steered: 0,
-            jobs_doc: Arc::new(json!({"jobs": [], "flows": 0})),
+            steered_stale: false,
+            jobs_doc: None,
             stays,
             new_flow: false,
         })
@@ -264,7 +276,7 @@ impl Placement {
         self.remove_unannounced_under_jobs();
         self.meta.insert(name, JobMeta { registered_ns: now_ns });
         self.dirty = true;
-        self.jobs_doc = Arc::new(self.build_jobs_doc(topo));
+        self.jobs_doc = None;
         Ok(summary)
     }
 
@@ -295,7 +307,7 @@ impl Placement {
             self.announced.remove(&f.key);
         }
         self.dirty = true;
-        self.jobs_doc = Arc::new(self.build_jobs_doc(topo));
+        self.jobs_doc = None;
         Some(job_summary(topo, &job, registered))
     }
 
@@ -390,7 +402,8 @@ impl Placement {
     }
 
     /// One decision, if one is due: the moves and the switches whose steer
-    /// entries they change.
+    /// entries they change. What only the event log, metrics and the API
+    /// need waits for [`Placement::conclude`], after the entries are out.
     pub fn decide(&mut self, now_ns: u64, topo: &Topology, routing: &Routing) -> Option<PlaceStep> {
         self.sweep(now_ns);
         if !self.due(now_ns) {
@@ -417,14 +430,15 @@ impl Placement {
         }
         if !plan.moves.is_empty() {
             self.placement_stale = true;
-            self.steered = count_steered(&self.steer);
+            self.steered_stale = true;
         }
-        step.observed_max_utilisation = self.observed_max();
         step.max_utilisation = plan.max_utilisation;
         step.lower_bound = plan.lower_bound;
         step.flows = plan.flows;
-        step.steered = self.steered;
-        self.last = Arc::new(self.last_json(&plan, &step, topo, now_ns));
+        step.t_ns = now_ns;
+        step.hottest = plan.hottest;
+        step.budget_hit = plan.budget_hit;
+        step.exact = plan.exact;
         step.moves = plan.moves;
         step.unplaced = plan.unplaced;
         Some(step)
@@ -456,6 +470,22 @@ impl Placement {
                 bottleneck_after: 0.0,
             })
             .collect()
+    }
+
+    /// Completes a decision's figures (flows steered, the utilisation the
+    /// reports show) and keeps it for the API (`GET /api/v1/flows`).
+    pub fn conclude(&mut self, topo: &Topology, step: &mut PlaceStep) {
+        step.steered = self.steered();
+        step.observed_max_utilisation = self.observed_max();
+        self.last = Arc::new(self.last_json(step, topo));
+    }
+
+    /// Flows that hold an entry on at least one switch.
+    fn steered(&mut self) -> usize {
+        if std::mem::take(&mut self.steered_stale) {
+            self.steered = count_steered(&self.steer);
+        }
+        self.steered
     }
 
     /// Turns one move into steer changes: the new path's entries, then the
@@ -513,27 +543,27 @@ impl Placement {
             .fold(0.0, f64::max)
     }
 
-    fn last_json(&self, plan: &Plan, step: &PlaceStep, topo: &Topology, now_ns: u64) -> Value {
+    fn last_json(&self, step: &PlaceStep, topo: &Topology) -> Value {
         let name = |s: SwitchId| topo.switches.get(s).map_or("?", |x| x.name.as_str());
         let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
-        for m in &plan.moves {
+        for m in &step.moves {
             *by_reason.entry(m.reason.as_str()).or_default() += 1;
         }
-        let hottest = plan
+        let hottest = step
             .hottest
             .map(|h| json!({"switch": name(h.switch), "port": h.port, "utilisation": h.utilisation}));
         json!({
-            "t_ns": now_ns,
+            "t_ns": step.t_ns,
             "moves": by_reason,
-            "moves_listed": plan.moves.iter().take(self.cfg.max_move_notes).map(|m| move_json(topo, &self.jobs, m)).collect::<Vec<_>>(),
-            "unplaced": plan.unplaced.iter().take(self.cfg.max_move_notes).map(|u| json!({"flow": u.flow, "why": u.why, "kept": u.kept.as_ref().map(|p| path_json(topo, p)), "broken": u.broken})).collect::<Vec<_>>(),
+            "moves_listed": step.moves.iter().take(self.cfg.max_move_notes).map(|m| move_json(topo, &self.jobs, m)).collect::<Vec<_>>(),
+            "unplaced": step.unplaced.iter().take(self.cfg.max_move_notes).map(|u| json!({"flow": u.flow, "why": u.why, "kept": u.kept.as_ref().map(|p| path_json(topo, p)), "broken": u.broken})).collect::<Vec<_>>(),
             "refused": step.refused,
-            "planned_max_utilisation": plan.max_utilisation,
+            "planned_max_utilisation": step.max_utilisation,
             "observed_max_utilisation": step.observed_max_utilisation,
-            "lower_bound": plan.lower_bound,
+            "lower_bound": step.lower_bound,
             "hottest": hottest,
-            "budget_hit": plan.budget_hit,
-            "exact": plan.exact,
+            "budget_hit": step.budget_hit,
+            "exact": step.exact,
         })
     }
 
@@ -555,7 +585,7 @@ impl Placement {
             owners,
             rates,
             last: self.last.clone(),
-            steered: self.steered,
+            steered: self.steered(),
         }
     }
 
@@ -592,8 +622,11 @@ impl Placement {
     }
 
     /// `GET /api/v1/jobs`: every job's summary, in name order.
-    pub fn jobs_doc(&self) -> Arc<Value> {
-        self.jobs_doc.clone()
+    pub fn jobs_doc(&mut self, topo: &Topology) -> Arc<Value> {
+        if self.jobs_doc.is_none() {
+            self.jobs_doc = Some(Arc::new(self.build_jobs_doc(topo)));
+        }
+        self.jobs_doc.clone().unwrap_or_default()
     }
 
     fn build_jobs_doc(&self, topo: &Topology) -> Value {

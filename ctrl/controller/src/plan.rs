@@ -338,6 +338,18 @@ pub fn assign(
     plan: &SwitchPlan,
     installed: &BTreeMap<Key, Entry>,
 ) -> Result<BTreeMap<Key, Entry>, PlanError> {
+    let mut out = assign_routes(plan, installed)?;
+    add_steer(&mut out, &plan.steer);
+    Ok(out)
+}
+
+/// [`assign`] without the plan's steer entries: the fixed entries, the
+/// routes and their groups. A plan whose steer entries alone changed has
+/// the same (see [`add_steer`]).
+pub fn assign_routes(
+    plan: &SwitchPlan,
+    installed: &BTreeMap<Key, Entry>,
+) -> Result<BTreeMap<Key, Entry>, PlanError> {
     let mut out: BTreeMap<Key, Entry> = plan.fixed.iter().map(|e| (e.key(), e.clone())).collect();
     // What is installed: selector groups by content, entries by id, and
     // the entry each route points at.
@@ -431,20 +443,24 @@ pub fn assign(
         let e = Entry::Route { prefix, len, target };
         out.insert(e.key(), e);
     }
-    // Steer entries last, checked against the groups just built: one whose
-    // next hop is not a member of its route's group (or whose port is not
-    // that next hop's) is refused, named, and left out; the route's group
-    // forwards the flow instead.
-    for (flow, hop) in plan.steer.iter() {
+    Ok(out)
+}
+
+/// Adds steer entries to a switch's assigned routes and groups
+/// ([`assign_routes`]), checked against those groups: one whose next hop
+/// is not a member of its route's group (or whose port is not that next
+/// hop's) is refused, named, and left out; the route's group forwards the
+/// flow instead.
+pub fn add_steer(out: &mut BTreeMap<Key, Entry>, steer: &Steer) {
+    for (flow, hop) in steer.iter() {
         let e = steer_entry(flow, hop);
-        match metaroce_pipeline::check_steer_in(&out, &e) {
+        match metaroce_pipeline::check_steer_in(out, &e) {
             Ok(()) => {
                 out.insert(e.key(), e);
             }
             Err(refusal) => tracing::warn!(error = %refusal, "steer entry refused"),
         }
     }
-    Ok(out)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

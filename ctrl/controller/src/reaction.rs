@@ -43,7 +43,8 @@ impl Reaction {
 
     /// The stages in milliseconds: waiting for the state task, deciding and
     /// planning, waiting for the agent (and any pass it was still in), and
-    /// the agent's pass up to the acknowledgement.
+    /// the agent's pass up to the acknowledgement; of which `prepare` is
+    /// the part before its first Write was sent (desired state and diff).
     pub fn stages_json(&self) -> Value {
         let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1e3;
         let c = &self.cause;
@@ -51,6 +52,7 @@ impl Reaction {
             "queue": ms(c.received, c.handled),
             "decide": ms(c.handled, c.published),
             "dispatch": ms(c.published, self.started),
+            "prepare": self.sent.map(|s| ms(self.started, s)),
             "write": ms(self.started, self.moved),
         })
     }
@@ -209,6 +211,7 @@ mod tests {
         let st = first.stages_json();
         assert_eq!((st["queue"].as_f64(), st["decide"].as_f64()), (Some(1.0), Some(2.0)));
         assert_eq!((st["dispatch"].as_f64(), st["write"].as_f64()), (Some(3.0), Some(4.0)));
+        assert_eq!(st["prepare"].as_f64(), Some(1.0));
         // The same cause again (a pass published before the ack) is not a reaction.
         assert_eq!(r.on_synced(1, &outcome(Some(cause), ms(11), Some(ms(12)))), None);
         // Acknowledged: a later target carries no cause.

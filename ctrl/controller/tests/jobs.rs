@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{installed, pipeline};
+use common::{http, installed, pipeline, wait_for};
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
 use metaroce_p4rt::proto::p4::v1 as p4;
@@ -63,38 +63,6 @@ fn tempfile_path(name: &str) -> PathBuf {
     let p = dir.join(name);
     let _ = std::fs::remove_file(&p);
     p
-}
-
-/// One HTTP exchange: (status, JSON body).
-async fn http(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return (0, Value::Null) };
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let json =
-        out.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
-    (status, json)
-}
-
-async fn wait_for<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
-    what: &str,
-    secs: u64,
-    mut f: F,
-) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 struct Running {

@@ -96,6 +96,7 @@ impl Live<'_> {
             return;
         };
         if now != self.installed {
+            self.assigned.forget();
             self.installed = now;
             let installed = Arc::new(self.installed.clone());
             let _ = self.events.send(AgentEvent::Installed { switch: self.cfg.switch, installed }).await;
@@ -135,6 +136,7 @@ impl Live<'_> {
                 PipelineOutcome::AlreadyInstalled => "already running",
             };
         }
+        self.assigned.forget();
         self.installed = read_installed(&self.session, self.pipeline).await?;
         self.programmed = false;
         self.steer_grace_until = Some(Instant::now() + self.cfg.steer_grace);

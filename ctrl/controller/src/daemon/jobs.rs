@@ -58,7 +58,7 @@ impl State {
                 );
                 self.metrics.set_jobs(self.core.placement().jobs().len());
                 self.reactions.placement_due(received, Instant::now());
-                let placement = self.decide_and_publish(true).await;
+                let placement = self.decide_placement_and_publish(true).await;
                 let answer = json!({"ok": true, "job": summary, "placement": placement});
                 self.keep_job(Keep::Put { name, body }, answer, reply);
             }
@@ -79,7 +79,7 @@ impl State {
                 self.events.record("job_removed", None, &format!("job {name} removed"), summary.clone());
                 self.metrics.set_jobs(self.core.placement().jobs().len());
                 self.reactions.placement_due(received, Instant::now());
-                let placement = self.decide_and_publish(true).await;
+                let placement = self.decide_placement_and_publish(true).await;
                 let answer = json!({"ok": true, "removed": summary, "placement": placement});
                 self.keep_job(Keep::Delete { name }, answer, reply);
             }

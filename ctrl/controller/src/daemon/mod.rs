@@ -283,6 +283,7 @@ pub async fn run(
         start: Instant::now(),
         decisions: 0,
         last_publish: None,
+        last_refresh: None,
         reactions: Reactions::new(cfg.topology.switches.len()),
         topology_json: Arc::new(serde_json::to_value(&cfg.topology).unwrap_or_default()),
         dirty_status: false,
@@ -297,6 +298,8 @@ pub async fn run(
         staged: BTreeMap::new(),
         ha,
         job_ops,
+        recommended: None,
+        summary: None,
     };
     state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx, restored_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -319,6 +322,8 @@ struct State {
     start: Instant,
     decisions: u64,
     last_publish: Option<Instant>,
+    /// When the group metrics were last refreshed.
+    last_refresh: Option<Instant>,
     reactions: Reactions,
     /// The topology as JSON, built once.
     topology_json: Arc<serde_json::Value>,
@@ -344,6 +349,12 @@ struct State {
     ha: crate::ha::Follower,
     /// The task that keeps jobs in etcd, when there is an election.
     job_ops: Option<mpsc::UnboundedSender<crate::ha::jobs::Op>>,
+    /// The fabric-wide parts of the status, with the versions
+    /// ([`Core::versions`]) they were built at: a publication rebuilds
+    /// them only when they changed, so that it does not hold up the
+    /// state task (a job or a large flow waiting behind it) for nothing.
+    recommended: Option<(u64, Arc<crate::plan::Overrides>)>,
+    summary: Option<(u64, Arc<metaroce_telemetry::view::ViewSummary>)>,
 }
 
 /// One scrape of every host exporter: host name → counters or error.
@@ -383,7 +394,9 @@ impl State {
                             match ev_rx.try_recv() { Ok(ev) => self.on_agent(ev), Err(_) => break }
                             n += 1;
                         }
-                        if self.core.input_changed() {
+                        if self.core.only_placement_changed() {
+                            self.decide_placement_and_publish(false).await;
+                        } else if self.core.input_changed() {
                             self.decide_and_publish(false).await;
                         }
                         true
@@ -553,8 +566,26 @@ impl State {
     /// Decides, publishes the plans that changed, logs and counts; returns
     /// what the placement did, if it decided.
     async fn decide_and_publish(&mut self, force_status: bool) -> Option<serde_json::Value> {
+        self.decide_with(force_status, Core::decide_plans).await
+    }
+
+    /// Like [`State::decide_and_publish`], for an input only the placement
+    /// reads (a job, a new large flow): the placement decides alone and
+    /// only the switches it touched are re-planned
+    /// ([`Core::decide_placement`]), so their steer entries go out without
+    /// waiting for a policy decision that nothing asked for.
+    async fn decide_placement_and_publish(&mut self, force_status: bool) -> Option<serde_json::Value> {
+        self.decide_with(force_status, Core::decide_placement).await
+    }
+
+    async fn decide_with(
+        &mut self,
+        force_status: bool,
+        decide: fn(&mut Core, u64) -> crate::core::Step,
+    ) -> Option<serde_json::Value> {
         let started = std::time::Instant::now();
-        let mut step = self.core.decide_plans(self.now_ns());
+        let now = self.now_ns();
+        let mut step = decide(&mut self.core, now);
         let deciding = started.elapsed();
         self.decisions += 1;
         let mut caused = self.reactions.causes(step.decision.as_ref(), self.core.view(), Instant::now());
@@ -577,7 +608,8 @@ impl State {
         }
         let noting = std::time::Instant::now();
         let mut notes = step.decision.as_ref().map(|d| self.core.notes(d)).unwrap_or_default();
-        let placed = step.placement.take().map(|p| {
+        let placed = step.placement.take().map(|mut p| {
+            self.core.conclude_placement(&mut p);
             notes.extend(self.core.placement_notes(&p));
             self.placement_metrics(&p)
         });
@@ -649,18 +681,23 @@ impl State {
     /// Status JSON and group metrics cover the whole fabric: refresh them
     /// at most every 500 ms (a change shows within that) and at least every
     /// second, or at once when forced, so a storm costs decisions, not JSON.
+    /// A forced publication that is not due otherwise (a job registered, a
+    /// mode set) refreshes the status only: the group metrics follow with
+    /// the next regular one (or this one, if they waited a second), so that
+    /// their refresh, on a thread of its own, does not compete for the CPU
+    /// with the agents writing the change.
     fn maybe_publish(&mut self, force_status: bool) {
         let due = self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_millis(500));
-        if force_status
-            || (due && self.dirty_status)
-            || self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
-        {
-            self.publish();
+        let regular = (due && self.dirty_status)
+            || self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        if force_status || regular {
+            let stale = self.last_refresh.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+            self.publish(regular || stale);
             self.dirty_status = false;
         }
     }
 
-    fn publish(&mut self) {
+    fn publish(&mut self, refresh_metrics: bool) {
         self.last_publish = Some(Instant::now());
         // Cheap copies here. The fabric-wide documents are built when the
         // API is first asked for them, off the state task; group metrics
@@ -670,11 +707,20 @@ impl State {
         let names = self.names.clone();
         let installed: Arc<Vec<Arc<BTreeMap<Key, Entry>>>> =
             Arc::new(self.switches.iter().map(|s| s.installed.clone()).collect());
-        let recs = self.core.recommended();
+        let (view_version, policy_version) = self.core.versions();
+        let recs = match self.recommended.take() {
+            Some((v, recs)) if v == policy_version => recs,
+            _ => Arc::new(self.core.recommended()),
+        };
+        self.recommended = Some((policy_version, recs.clone()));
         let (mode, pinned) = (self.core.mode(), self.core.pinned());
-        let summary = self.core.view().summary(8);
+        let summary = match self.summary.take() {
+            Some((v, summary)) if v == view_version => summary,
+            _ => Arc::new(self.core.view().summary(8)),
+        };
+        self.summary = Some((view_version, summary.clone()));
         let hosts = self.hosts.status();
-        let jobs = self.core.placement().jobs_doc();
+        let jobs = self.core.jobs_doc();
         let flows = self.core.placement_mut().view();
         let topo = self.topo.clone();
         let snap = Snapshot {
@@ -696,12 +742,16 @@ impl State {
             flows: LazyJson::later(move || flows.to_json(&topo, mode, pinned)),
         };
         let old = self.snap_tx.send_replace(Arc::new(snap));
-        if self.metrics_dirty.is_empty() || self.publishing.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        if !refresh_metrics
+            || self.metrics_dirty.is_empty()
+            || self.publishing.swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
             // Nothing to refresh, or a refresh still runs: the switches
             // stay marked for the next publication.
             tokio::task::spawn_blocking(move || drop(old));
             return;
         }
+        self.last_refresh = Some(Instant::now());
         // Each switch's metrics move from what they show (the state of the
         // last refresh, which has finished: refreshes run one at a time).
         let work: Vec<_> = std::mem::take(&mut self.metrics_dirty)

@@ -4,10 +4,12 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use metaroce_p4rt::server::{Switch, SwitchOptions};
 use metaroce_p4rt::{Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key, Pipeline};
+use serde_json::Value;
 
 /// The committed program of `p4src/build/`.
 pub fn pipeline() -> Arc<Pipeline> {
@@ -46,4 +48,39 @@ pub async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Send
         addrs.push(addr);
     }
     (switches, addrs, stop)
+}
+
+/// One HTTP exchange: (status, JSON body).
+#[allow(dead_code)]
+pub async fn http(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return (0, Value::Null) };
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let json =
+        out.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
+    (status, json)
+}
+
+/// Polls `f` every 20 ms until it holds; panics naming `what` after `secs`.
+#[allow(dead_code)]
+pub async fn wait_for<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
+    what: &str,
+    secs: u64,
+    mut f: F,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
 }
