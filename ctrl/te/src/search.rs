@@ -188,10 +188,39 @@ impl<'a> Dfs<'a> {
             keep[at] = (u, idx as u32);
             kept = (kept + 1).min(beam);
         }
-        for &(_, idx) in &keep[..kept] {
+        for &(u, idx) in &keep[..kept] {
             let m = members[idx as usize];
-            self.step(m.dl, m.peer, (depth, true), prefix);
+            if !self.finish(m, depth, prefix.max(u)) {
+                self.step(m.dl, m.peer, (depth, true), prefix);
+            }
         }
+    }
+
+    /// A kept member whose chain reaches the destination is one path,
+    /// and its bottleneck is known already (`total`: the prefix, the
+    /// member and its chain, all read for the beam): records it if it
+    /// beats the best, as walking it would, without reading its loads
+    /// again. False if the chain forks first (walk it then).
+    fn finish(&mut self, m: Mem, depth: usize, total: f64) -> bool {
+        let mut r = self.cur;
+        r.dl[depth] = m.dl;
+        r.mask |= 1 << depth;
+        let (mut s, mut at) = (m.peer, depth + 1);
+        while s != self.dst {
+            let [next] = self.net.members(self.d, s) else { return false };
+            if at == MAX_HOPS {
+                return false;
+            }
+            r.dl[at] = next.dl;
+            r.mask &= !(1 << at);
+            (s, at) = (next.peer, at + 1);
+        }
+        if total < self.limit() {
+            r.len = at as u8;
+            r.mask &= (1u8 << at) - 1;
+            self.best = Some((total, r));
+        }
+        true
     }
 }
 
