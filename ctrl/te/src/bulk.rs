@@ -125,7 +125,8 @@ impl Planner {
             self.flows.moved_at[i] = None;
             self.flows.placed_in[i] = self.decision;
         }
-        log.first.reserve(work.len());
+        log.new_at = log.first.len();
+        log.new.reserve(work.len());
         for w in work {
             let (j, f) = (w.at as usize, w.order.3);
             if routes[j].is_none() {
@@ -133,7 +134,7 @@ impl Planner {
                 self.stuck.push(f);
                 unplaced.push(self.unplaced(f, false));
             } else if logged[j] {
-                log.first.push((f, Reason::New, None, 0.0));
+                log.new.push(f);
             }
         }
     }
