@@ -63,7 +63,7 @@ impl Planner {
                 at: work.len() as u32,
             });
         }
-        work.sort_unstable_by_key(|w| w.order);
+        let work = in_order(work, self.net.dests.len());
         if self.config.exact_jobs {
             let inter: Vec<FlowId> = work.iter().map(|w| w.order.3).collect();
             if let Some(routes) = self.exact_routes(&inter) {
@@ -125,7 +125,8 @@ impl Planner {
             self.flows.moved_at[i] = None;
             self.flows.placed_in[i] = self.decision;
         }
-        log.first.reserve(work.len());
+        log.new_at = log.first.len();
+        log.new.reserve(work.len());
         for w in work {
             let (j, f) = (w.at as usize, w.order.3);
             if routes[j].is_none() {
@@ -133,8 +134,83 @@ impl Planner {
                 self.stuck.push(f);
                 unplaced.push(self.unplaced(f, false));
             } else if logged[j] {
-                log.first.push((f, Reason::New, None, 0.0));
+                log.new.push(f);
             }
+        }
+    }
+}
+
+/// `work` (in flow-id order) sorted by `Work::order`. Most of the order
+/// is two small integers (the rate class and the destination), so a
+/// counting sort by those, then a comparison sort inside each bucket (a
+/// few flows each) instead of one of the whole batch.
+fn in_order(work: Vec<Work>, dests: usize) -> Vec<Work> {
+    // Dense ranks of the classes present, largest first.
+    let mut present = [false; 65];
+    for w in &work {
+        present[(w.order.0).0 as usize] = true;
+    }
+    let (mut rank, mut classes) = ([0usize; 65], 0);
+    for c in (0..65).rev().filter(|&c| present[c]) {
+        rank[c] = classes;
+        classes += 1;
+    }
+    // A destination index is below `dests`; NONE sorts after them all.
+    let cols = dests + 1;
+    let bucket = |w: &Work| rank[(w.order.0).0 as usize] * cols + (w.d as usize).min(dests);
+    let mut start = vec![0u32; classes * cols + 1];
+    for w in &work {
+        start[bucket(w) + 1] += 1;
+    }
+    for b in 1..start.len() {
+        start[b] += start[b - 1];
+    }
+    let mut fill = start.clone();
+    let mut at = vec![0u32; work.len()];
+    for (j, w) in work.iter().enumerate() {
+        let b = bucket(w);
+        at[fill[b] as usize] = j as u32;
+        fill[b] += 1;
+    }
+    let mut out: Vec<Work> = at.iter().map(|&j| work[j as usize]).collect();
+    for b in start.windows(2).filter(|b| b[1] - b[0] > 1) {
+        out[b[0] as usize..b[1] as usize].sort_unstable_by_key(|w| w.order);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_sorts_as_the_order_says() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for (n, dests) in [(0usize, 4usize), (1, 1), (50, 3), (3000, 40)] {
+            let work: Vec<Work> = (0..n as u32)
+                .map(|f| {
+                    let rate = (next() % 100 + 1) << (next() % 40);
+                    let d = if next() % 17 == 0 { NONE } else { (next() % dests as u64) as u32 };
+                    Work {
+                        order: (Reverse(64 - rate.leading_zeros()), d, Reverse(rate), f),
+                        src: 0,
+                        d,
+                        rate,
+                        spread: 0,
+                        at: f,
+                    }
+                })
+                .collect();
+            let mut want: Vec<FlowId> = work.iter().map(|w| w.order.3).collect();
+            want.sort_unstable_by_key(|&f| work[f as usize].order);
+            let got: Vec<FlowId> = in_order(work, dests).iter().map(|w| w.order.3).collect();
+            assert_eq!(got, want, "n {n}");
         }
     }
 }

@@ -16,6 +16,24 @@ use crate::search::{self, Breadth, Route};
 #[derive(Debug, Default)]
 pub(crate) struct Log {
     pub(crate) first: Vec<(FlowId, Reason, Option<Path>, f64)>,
+    /// Flows the greedy placement placed for the first time, logged after
+    /// `first[..new_at]`: a bulk decision logs 100,000 of them, and as
+    /// ids they take 4 bytes each instead of 40.
+    pub(crate) new: Vec<FlowId>,
+    pub(crate) new_at: usize,
+}
+
+impl Log {
+    /// Every entry, in the order logged.
+    fn entries(self) -> impl Iterator<Item = (FlowId, Reason, Option<Path>, f64)> {
+        let mut first = self.first;
+        let rest = first.split_off(self.new_at.min(first.len()));
+        first.into_iter().chain(self.new.into_iter().map(|f| (f, Reason::New, None, 0.0))).chain(rest)
+    }
+
+    fn len(&self) -> usize {
+        self.first.len() + self.new.len()
+    }
 }
 
 impl Planner {
@@ -298,16 +316,15 @@ impl Planner {
 
     /// Turns the log into moves, skipping flows that ended where they began.
     fn report(&mut self, log: Log, moves: &mut Vec<Move>) {
-        moves.reserve(log.first.len());
+        moves.reserve(log.len());
         // Each flow's key and route first, all reads: after a bulk
         // placement the log is in placement order, not flow order, and
         // these cache misses overlap when nothing waits on them.
-        let now: Vec<(FlowKey, Route)> = log
-            .first
-            .iter()
-            .map(|e| (self.flows.key[e.0 as usize], self.flows.route[e.0 as usize]))
-            .collect();
-        for ((f, reason, from, before), (flow, route)) in log.first.into_iter().zip(now) {
+        let (head, tail) = log.first.split_at(log.new_at.min(log.first.len()));
+        let ids = head.iter().map(|e| e.0).chain(log.new.iter().copied()).chain(tail.iter().map(|e| e.0));
+        let now: Vec<(FlowKey, Route)> =
+            ids.map(|f| (self.flows.key[f as usize], self.flows.route[f as usize])).collect();
+        for ((f, reason, from, before), (flow, route)) in log.entries().zip(now) {
             let to = self.render_route(&route, route.mask);
             self.flows.mask[f as usize] = route.mask;
             if from.as_ref() == Some(&to) {

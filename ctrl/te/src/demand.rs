@@ -33,8 +33,11 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
             fill[r] += 1;
         }
     }
-    let mut order: Vec<u32> = (0..flows.len() as u32).collect();
-    order.sort_unstable_by_key(|&i| (flows[i as usize].2, i));
+    // By offer, then index: sorted with the keys beside the indices (a
+    // sort through the index reads `flows` at random).
+    let mut keyed: Vec<(u64, u32)> = flows.iter().enumerate().map(|(i, f)| (f.2, i as u32)).collect();
+    keyed.sort_unstable();
+    let order: Vec<u32> = keyed.into_iter().map(|k| k.1).collect();
     let mut rate = vec![u64::MAX; flows.len()];
     let mut heap =
         Shares::new((0..nr).filter(|&r| count[r] > 0).map(|r| (left[r] / u64::from(count[r]), r as u32)));

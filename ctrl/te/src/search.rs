@@ -166,8 +166,7 @@ impl<'a> Dfs<'a> {
         // prefix, leads to nothing better; one no cooler than the last
         // kept is not kept. Either way its tail need not be read.
         let bar = self.limit();
-        for j in 0..sample.look {
-            let idx = sample.at(j);
+        for idx in sample.iter() {
             let m = members[idx];
             let first = self.loads.util(self.net, m.dl, self.rate);
             // (`prefix` is below `bar`, or this switch would not be walked.)
@@ -188,10 +187,39 @@ impl<'a> Dfs<'a> {
             keep[at] = (u, idx as u32);
             kept = (kept + 1).min(beam);
         }
-        for &(_, idx) in &keep[..kept] {
+        for &(u, idx) in &keep[..kept] {
             let m = members[idx as usize];
-            self.step(m.dl, m.peer, (depth, true), prefix);
+            if !self.finish(m, depth, prefix.max(u)) {
+                self.step(m.dl, m.peer, (depth, true), prefix);
+            }
         }
+    }
+
+    /// A kept member whose chain reaches the destination is one path,
+    /// and its bottleneck is known already (`total`: the prefix, the
+    /// member and its chain, all read for the beam): records it if it
+    /// beats the best, as walking it would, without reading its loads
+    /// again. False if the chain forks first (walk it then).
+    fn finish(&mut self, m: Mem, depth: usize, total: f64) -> bool {
+        let mut r = self.cur;
+        r.dl[depth] = m.dl;
+        r.mask |= 1 << depth;
+        let (mut s, mut at) = (m.peer, depth + 1);
+        while s != self.dst {
+            let [next] = self.net.members(self.d, s) else { return false };
+            if at == MAX_HOPS {
+                return false;
+            }
+            r.dl[at] = next.dl;
+            r.mask &= !(1 << at);
+            (s, at) = (next.peer, at + 1);
+        }
+        if total < self.limit() {
+            r.len = at as u8;
+            r.mask &= (1u8 << at) - 1;
+            self.best = Some((total, r));
+        }
+        true
     }
 }
 
@@ -222,11 +250,47 @@ impl Sample {
     }
 
     /// The `j`-th member looked at.
-    #[inline]
+    #[cfg(test)]
     fn at(&self, j: usize) -> usize {
         let off =
             if self.run > 1 { (self.jitter.wrapping_mul(2 * j as u64 + 1) >> 40) % self.run } else { 0 };
         (self.start + j * self.k / self.look + off as usize) % self.k
+    }
+
+    /// The members looked at, in order: `at(0..look)` without its three
+    /// divisions a member (the member's index waits on them, and the
+    /// beam looks at 24 members a flow on the bench's Clos). The run's
+    /// start advances by `k / look` with the remainder carried; the
+    /// place in the run is a multiply-shift modulo, exact for 32-bit
+    /// operands (Lemire, Kaser and Kurz, "Faster remainder by direct
+    /// computation", 2019); the sum, below three times `k`, wraps by
+    /// subtraction.
+    #[inline]
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        let (q, r) = (self.k / self.look, self.k % self.look);
+        // `run` is at most k, far below 2^32; `(x >> 40)` has 24 bits.
+        let run = self.run.max(1);
+        let magic = (u64::MAX / run).wrapping_add(1);
+        let (mut base, mut carry) = (self.start, 0);
+        (0..self.look).map(move |j| {
+            let off = if run > 1 {
+                let x = self.jitter.wrapping_mul(2 * j as u64 + 1) >> 40;
+                ((u128::from(magic.wrapping_mul(x)) * u128::from(run)) >> 64) as usize
+            } else {
+                0
+            };
+            let mut idx = base + off;
+            while idx >= self.k {
+                idx -= self.k;
+            }
+            base += q;
+            carry += r;
+            if carry >= self.look {
+                carry -= self.look;
+                base += 1;
+            }
+            idx
+        })
     }
 }
 
@@ -327,6 +391,25 @@ mod tests {
 
     fn spreads() -> impl Iterator<Item = u64> {
         (1..2000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 17))
+    }
+
+    #[test]
+    fn the_iterator_looks_where_at_says() {
+        for spread in spreads().take(300) {
+            for k in 1..70 {
+                for width in [1, 2, 3, 5, 8, 16, 100] {
+                    for depth in 0..4 {
+                        let s = Sample::new(k, width, spread, depth);
+                        let want: Vec<usize> = (0..s.look).map(|j| s.at(j)).collect();
+                        assert_eq!(
+                            s.iter().collect::<Vec<_>>(),
+                            want,
+                            "k {k} width {width} spread {spread:#x}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
