@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{installed, pipeline};
+use common::{installed, pipeline, wait_for};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -75,21 +75,6 @@ fn crossing(switch_id: u32, port: u16, depth: u32, seq: u32, up: bool) -> p4::P4
             ],
         })),
     }
-}
-
-async fn wait_for<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
-    what: &str,
-    secs: u64,
-    mut f: F,
-) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 async fn http_get(addr: SocketAddr, path: &str) -> String {

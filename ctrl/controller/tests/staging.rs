@@ -11,9 +11,8 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use common::{installed, pipeline};
+use common::{installed, pipeline, wait_for};
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
 use metaroce_p4rt::server::{Switch, SwitchOptions};
@@ -25,35 +24,7 @@ use serde_json::Value;
 const SCHED: &str = "scheduler-token-for-the-staging-test";
 
 async fn post(addr: SocketAddr, path: &str, body: &str) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return (0, Value::Null) };
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {SCHED}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (
-        status,
-        out.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null),
-    )
-}
-
-async fn wait_for<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
-    what: &str,
-    secs: u64,
-    mut f: F,
-) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
+    common::http(addr, "POST", path, SCHED, body).await
 }
 
 fn steers(st: &BTreeMap<Key, Entry>) -> usize {
