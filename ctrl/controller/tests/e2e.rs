@@ -78,15 +78,7 @@ fn crossing(switch_id: u32, port: u16, depth: u32, seq: u32, up: bool) -> p4::P4
 }
 
 async fn http_get(addr: SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    // Not listening yet: an empty answer, so wait_for tries again.
-    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
+    common::http_text(addr, "GET", path, None, "").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,16 +269,7 @@ async fn http_post(addr: SocketAddr, path: &str, token: &str, body: &str) -> Str
 }
 
 async fn http_send(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
+    common::http_text(addr, method, path, Some(token), body).await
 }
 
 /// A link monitor reports spine1–leaf1 down through the API: leaf1 routes

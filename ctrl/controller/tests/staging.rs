@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use common::{installed, pipeline, wait_for};
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
-use metaroce_p4rt::server::{Switch, SwitchOptions};
+use metaroce_p4rt::server::SwitchOptions;
 use metaroce_pipeline::{Entry, Key};
 use metaroce_topo::gen::{self, Common};
 use metaroce_topo::units::Bandwidth;
@@ -36,23 +36,14 @@ async fn a_two_hop_placement_is_written_downstream_first() {
     let p = pipeline();
     // 2 pods of 1 leaf and 2 spines, 2 planes of 2 super-spines, 1 host per leaf.
     let mut topo = gen::clos3(&Common::new("staging", Bandwidth::gbps(100)), 2, 1, 2, 2, 1).unwrap();
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let mut switches = Vec::new();
-    for sw in topo.switches.iter_mut() {
-        let s = Switch::new(SwitchOptions {
-            device_id: sw.device_id,
-            registers_via_p4runtime: true,
-            ..Default::default()
-        });
-        let mut rx = rx.clone();
-        let (addr, _task) = s
-            .bind("127.0.0.1:0".parse().unwrap(), async move {
-                let _ = rx.wait_for(|v| *v).await;
-            })
-            .await
-            .unwrap();
+    let options = topo.switches.iter().map(|sw| SwitchOptions {
+        device_id: sw.device_id,
+        registers_via_p4runtime: true,
+        ..Default::default()
+    });
+    let (_switches, addrs, stop) = metaroce_p4rt::server::start_local(options).await.unwrap();
+    for (sw, addr) in topo.switches.iter_mut().zip(&addrs) {
         sw.p4rt = addr.to_string();
-        switches.push(s);
     }
     let dir = std::env::temp_dir().join(format!("metaroce-staging-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -33,20 +33,5 @@ pub async fn in_process_switches(
     n: u64,
     options: impl Fn(u64) -> metaroce_p4rt::server::SwitchOptions,
 ) -> (Vec<metaroce_p4rt::server::Switch>, Vec<std::net::SocketAddr>, tokio::sync::watch::Sender<bool>) {
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let mut switches = vec![];
-    let mut addrs = vec![];
-    for id in 1..=n {
-        let sw = metaroce_p4rt::server::Switch::new(options(id));
-        let mut rx = rx.clone();
-        let (addr, _task) = sw
-            .bind("127.0.0.1:0".parse().unwrap(), async move {
-                let _ = rx.wait_for(|s| *s).await;
-            })
-            .await
-            .unwrap();
-        switches.push(sw);
-        addrs.push(addr);
-    }
-    (switches, addrs, stop)
+    metaroce_p4rt::server::start_local((1..=n).map(options)).await.unwrap()
 }

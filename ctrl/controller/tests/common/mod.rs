@@ -31,41 +31,41 @@ pub async fn installed(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeM
 /// registers over P4Runtime; they stop when `true` is sent on the sender.
 #[allow(dead_code)]
 pub async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<bool>) {
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let mut switches = vec![];
-    let mut addrs = vec![];
-    for id in 1..=4u64 {
-        let sw =
-            Switch::new(SwitchOptions { device_id: id, registers_via_p4runtime: true, ..Default::default() });
-        let mut rx = rx.clone();
-        let (addr, _task) = sw
-            .bind("127.0.0.1:0".parse().unwrap(), async move {
-                let _ = rx.wait_for(|s| *s).await;
-            })
-            .await
-            .unwrap();
-        switches.push(sw);
-        addrs.push(addr);
-    }
-    (switches, addrs, stop)
+    let options = |id| SwitchOptions { device_id: id, registers_via_p4runtime: true, ..Default::default() };
+    metaroce_p4rt::server::start_local((1..=4).map(options)).await.unwrap()
 }
 
 /// One HTTP exchange: (status, JSON body).
 #[allow(dead_code)]
 pub async fn http(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
+    let out = http_text(addr, method, path, Some(token), body).await;
+    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let json =
+        out.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
+    (status, json)
+}
+
+/// One HTTP exchange, with a bearer token if given: the whole answer, or
+/// "" when nothing listens yet (so a `wait_for` tries again).
+#[allow(dead_code)]
+pub async fn http_text(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return (0, Value::Null) };
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
-    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let json =
-        out.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
-    (status, json)
+    out
 }
 
 /// Polls `f` every 20 ms until it holds; panics naming `what` after `secs`.

@@ -388,3 +388,26 @@ impl Switch {
         self.core().streams.primary("").map(|(_, e)| e)
     }
 }
+
+/// Switches started together on free loopback ports, one per options
+/// value, in order (tests, benches, demos); they all stop when `true` is
+/// sent on the returned sender (or it is dropped).
+pub async fn start_local(
+    options: impl IntoIterator<Item = SwitchOptions>,
+) -> std::io::Result<(Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<bool>)> {
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let mut switches = Vec::new();
+    let mut addrs = Vec::new();
+    for o in options {
+        let sw = Switch::new(o);
+        let mut rx = rx.clone();
+        let (addr, _task) = sw
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)), async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await?;
+        switches.push(sw);
+        addrs.push(addr);
+    }
+    Ok((switches, addrs, stop))
+}
