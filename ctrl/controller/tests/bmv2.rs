@@ -193,7 +193,8 @@ async fn controller_installs_a_baseline_and_a_jobs_steer_entries_bmv2_accepts_an
         let baseline = &baseline;
         async move {
             for (i, addr) in addrs.iter().enumerate() {
-                let got = common::installed(*addr, i as u64 + 1, &p).await;
+                // A BMv2 still starting does not answer yet: try again.
+                let Ok(got) = common::try_installed(*addr, i as u64 + 1, &p).await else { return false };
                 if got.len() < 5 || got != baseline(i, &got) {
                     return false;
                 }

@@ -20,11 +20,25 @@ pub fn pipeline() -> Arc<Pipeline> {
 /// Everything of ours a switch holds, read by a backup client with a fresh,
 /// low election id (the server may not have dropped the previous one yet).
 pub async fn installed(addr: SocketAddr, device_id: u64, p: &Pipeline) -> BTreeMap<Key, Entry> {
+    match try_installed(addr, device_id, p).await {
+        Ok(entries) => entries,
+        Err(e) => panic!("cannot read switch {device_id} at {addr}: {e}"),
+    }
+}
+
+/// As [`installed`], but a switch that does not answer yet (a BMv2 still
+/// starting) is an error to retry on, not a panic.
+#[allow(dead_code)]
+pub async fn try_installed(
+    addr: SocketAddr,
+    device_id: u64,
+    p: &Pipeline,
+) -> Result<BTreeMap<Key, Entry>, metaroce_p4rt::SessionError> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
     cfg.election_id = u128::from(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 9 + 1);
-    let s = Session::connect(cfg).await.unwrap();
-    p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default()
+    let s = Session::connect(cfg).await?;
+    Ok(p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default())
 }
 
 /// Four in-process P4Runtime switches (device ids 1-4) on free ports, with
