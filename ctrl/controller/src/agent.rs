@@ -186,13 +186,15 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut backoff = cfg.retry_initial;
+    let mut first = true;
     loop {
         if *shutdown.borrow() {
             return;
         }
         // `connected` watches the shutdown itself, so that it can take
         // pending deletes along before it returns.
-        let result = connected(&cfg, &pipeline, &mut desired, &events, &mut shutdown).await;
+        let result = connected(&cfg, &pipeline, &mut desired, &events, &mut shutdown, first).await;
+        first = false;
         let reason = match result {
             Ok(()) => return, // shutdown
             Err(e) => format!("{e:#}"),
@@ -286,7 +288,7 @@ struct Live<'a> {
     programmed: bool,
     /// The election id held and whether to write ([`crate::ha`]).
     term: Term,
-    /// Elected: until then, steer entries the plan lacks stay.
+    /// Elected or just started: until then, steer entries the plan lacks stay.
     steer_grace_until: Option<Instant>,
     /// The last plan's routes and groups, assigned ([`assigned`]).
     assigned: assigned::Assigned,
@@ -298,6 +300,7 @@ async fn connected(
     desired: &mut watch::Receiver<Desired>,
     events: &mpsc::Sender<AgentEvent>,
     shutdown: &mut watch::Receiver<bool>,
+    first: bool,
 ) -> Result<(), AgentError> {
     let mut stop = shutdown.clone();
     let mut ha = cfg.ha.clone();
@@ -330,7 +333,12 @@ async fn connected(
         programmed: false,
         polls: 0,
         term,
-        steer_grace_until: None,
+        // A controller that starts (or restarts) has not yet heard of the
+        // flows and jobs whose steer entries the switch holds: they stay
+        // for the grace, as after a takeover ([`term`]), so a restart does
+        // not undo a working placement before its flows are reported or
+        // its jobs posted again.
+        steer_grace_until: (first && term.writes).then(|| Instant::now() + cfg.steer_grace),
         assigned: assigned::Assigned::default(),
     };
     if !term.writes {

@@ -386,3 +386,54 @@ async fn reported_elephants_are_split_and_age_out() {
     assert_eq!(ended, 2, "{events}");
     r.stop().await;
 }
+
+/// A controller that (re)starts keeps the steer entries it finds for the
+/// steer grace (the flow idle time), as a new leader does after a takeover:
+/// a restart does not undo a working placement before its flows are
+/// reported or its jobs posted again. Then those nobody claimed go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_controller_keeps_the_steer_entries_it_finds_for_the_grace() {
+    let idle_ms = 1500;
+    let r = start_with(Mode::Act, "restart", |c| c.core.place.flow_idle_ns = idle_ms * 1_000_000).await;
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, MOE).await;
+    assert_eq!(status, 201, "{v}");
+    let p = pipeline();
+    wait_for("the job's steer entry on leaf1", 15, || async {
+        steer_pair(&installed(r.addrs[0], 1, &p).await, [10, 0, 1, 1], [10, 0, 2, 1]).is_some()
+    })
+    .await;
+    // The controller stops; the switches keep running with what they hold.
+    let Running { addrs, quit, daemon, stop, switches, .. } = r;
+    let _ = quit.send(());
+    daemon.await.unwrap().unwrap();
+
+    let listen = free_port();
+    let mut cfg = Config::new(topology(&addrs), pipeline());
+    cfg.mode = Mode::Act;
+    cfg.listen = Some(listen);
+    cfg.core.place.flow_idle_ns = idle_ms * 1_000_000;
+    let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
+    let started = std::time::Instant::now();
+    let daemon = tokio::spawn(daemon::run(cfg, async move {
+        let _ = quit_rx.await;
+    }));
+    wait_for("the restarted controller has synced every switch", 10, || async {
+        let (_, st) = http(listen, "GET", "/api/v1/status", VIEW, "").await;
+        st["switches"].as_array().is_some_and(|v| v.len() == 4 && v.iter().all(|s| s["programmed"] == true))
+    })
+    .await;
+    let held = steer_pair(&installed(addrs[0], 1, &p).await, [10, 0, 1, 1], [10, 0, 2, 1]);
+    assert!(
+        held.is_some() || started.elapsed().as_millis() >= u128::from(idle_ms),
+        "the restart deleted the job's entry before the grace ran out"
+    );
+    wait_for("the unclaimed entry to go after the grace", 15, || async {
+        steer_pair(&installed(addrs[0], 1, &p).await, [10, 0, 1, 1], [10, 0, 2, 1]).is_none()
+    })
+    .await;
+    assert!(started.elapsed().as_millis() >= u128::from(idle_ms), "gone only once the grace ran out");
+    let _ = quit.send(());
+    daemon.await.unwrap().unwrap();
+    let _ = stop.send(true);
+    drop(switches);
+}
