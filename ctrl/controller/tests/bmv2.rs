@@ -106,6 +106,50 @@ fn planned_steer(flows: &Value) -> BTreeMap<String, BTreeMap<Key, Entry>> {
     want
 }
 
+/// One `simple_switch_grpc` on free ports, once its gRPC port accepts
+/// connections. A switch that exits while starting (a port taken between
+/// choosing it and binding it) is started again on other ports; one that
+/// never listens fails the test saying so.
+async fn start_bmv2(bin: &std::path::Path, id: u64) -> (Kill, u16, u16) {
+    for _ in 0..3 {
+        let (grpc, thrift) = (free_port(), free_port());
+        let log = std::env::temp_dir().join(format!("metaroce-ctrl-bmv2-{grpc}.log"));
+        let mut child = Kill(
+            Command::new(bin)
+                .args([
+                    "--no-p4",
+                    "--log-level",
+                    "warn",
+                    "--device-id",
+                    &id.to_string(),
+                    "--thrift-port",
+                    &thrift.to_string(),
+                ])
+                .args(["--", "--grpc-server-addr", &format!("127.0.0.1:{grpc}"), "--cpu-port", "255"])
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
+                .spawn()
+                .unwrap(),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = child.0.try_wait() {
+                eprintln!(
+                    "simple_switch_grpc {id} exited while starting ({status}): {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+                break;
+            }
+            if tokio::net::TcpStream::connect(("127.0.0.1", grpc)).await.is_ok() {
+                return (child, grpc, thrift);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = child.0.kill();
+    }
+    panic!("simple_switch_grpc {id} did not listen after 3 starts");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_installs_a_baseline_and_a_jobs_steer_entries_bmv2_accepts_and_restarts_without_writes() {
     let Some(bin) = binary() else {
@@ -121,25 +165,8 @@ async fn controller_installs_a_baseline_and_a_jobs_steer_entries_bmv2_accepts_an
     let mut procs = vec![];
     let mut ports = vec![];
     for id in 1..=4u64 {
-        let (grpc, thrift) = (free_port(), free_port());
-        let log = std::env::temp_dir().join(format!("metaroce-ctrl-bmv2-{grpc}.log"));
-        procs.push(Kill(
-            Command::new(&bin)
-                .args([
-                    "--no-p4",
-                    "--log-level",
-                    "off",
-                    "--device-id",
-                    &id.to_string(),
-                    "--thrift-port",
-                    &thrift.to_string(),
-                ])
-                .args(["--", "--grpc-server-addr", &format!("127.0.0.1:{grpc}"), "--cpu-port", "255"])
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
-                .spawn()
-                .unwrap(),
-        ));
+        let (proc, grpc, thrift) = start_bmv2(&bin, id).await;
+        procs.push(proc);
         ports.push((grpc, thrift));
     }
     let addrs: Vec<SocketAddr> =
