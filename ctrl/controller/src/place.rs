@@ -331,10 +331,7 @@ impl Placement {
                 }
                 self.planner.upsert(key, Demand::rate(bps)).map_err(|e| e.to_string())?;
                 if known {
-                    let elsewhere: Vec<(SwitchId, u16)> = (0..self.steer.len())
-                        .filter_map(|s| self.steer[s].get(&key).map(|h| (s, h.port)))
-                        .collect();
-                    self.stays.seen(&self.planner, key, (r.switch, r.egress_port), elsewhere, now_ns);
+                    self.stays.seen(&self.planner, key, (r.switch, r.egress_port), now_ns);
                 }
                 self.seen.insert(
                     key,

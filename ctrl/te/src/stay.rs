@@ -78,16 +78,9 @@ impl Stays {
     }
 
     /// A report saw a placed `flow` leave switch `seen.0` by port `seen.1`
-    /// at `now`; `pins_elsewhere` are its entries at the other switches
-    /// (where it goes beyond the first one). Notes it if it has not moved.
-    pub fn seen(
-        &mut self,
-        planner: &Planner,
-        flow: FlowKey,
-        seen: (SwitchId, u16),
-        pins_elsewhere: impl IntoIterator<Item = (SwitchId, u16)>,
-        now: u64,
-    ) {
+    /// at `now`. Notes it if it has not moved: it is counted there at its
+    /// first switch, and beyond it where its planned entries pin it.
+    pub fn seen(&mut self, planner: &Planner, flow: FlowKey, seen: (SwitchId, u16), now: u64) {
         let Some(path) = planner.path(&flow) else { return };
         let Some(first) = path.hops.first() else { return };
         if (first.switch, first.port) == seen {
@@ -98,7 +91,7 @@ impl Stays {
             return;
         }
         let mut pins = vec![seen];
-        pins.extend(pins_elsewhere.into_iter().filter(|p| p.0 != seen.0));
+        pins.extend(path.steer_hops().filter(|h| h.switch != seen.0).map(|h| (h.switch, h.port)));
         self.stuck.insert(flow, pins);
     }
 
@@ -210,10 +203,10 @@ mod tests {
         let mut s = Stays::new(10);
         s.landed(elephant, 100);
         // Within two windows of landing: it may not have had a gap yet.
-        s.seen(&p, elephant, (first.switch, other), [], 110);
+        s.seen(&p, elephant, (first.switch, other), 110);
         assert!(s.adopt(&mut p, |_| Some(110), 110, 110).is_empty());
         // Two windows on and still off its path: it has not moved.
-        s.seen(&p, elephant, (first.switch, other), [], 125);
+        s.seen(&p, elephant, (first.switch, other), 125);
         let stays = s.adopt(&mut p, |_| Some(125), 125, 125);
         assert_eq!(stays.len(), 1);
         assert_eq!(stays[0].from.as_ref(), Some(&planned));
@@ -237,9 +230,9 @@ mod tests {
         let first = p.path(&f).unwrap().hops[0];
         let mut s = Stays::new(10);
         s.landed(f, 0);
-        s.seen(&p, f, (first.switch, first.port), [], 100);
+        s.seen(&p, f, (first.switch, first.port), 100);
         assert!(s.adopt(&mut p, |_| Some(100), 100, 100).is_empty(), "on its path");
-        s.seen(&p, f, (first.switch, first.port.wrapping_add(1)), [], 100);
+        s.seen(&p, f, (first.switch, first.port.wrapping_add(1)), 100);
         assert!(s.adopt(&mut p, |_| Some(50), 100, 100).is_empty(), "paused since the report");
     }
 }

@@ -179,13 +179,9 @@ impl Placement {
     }
 
     /// Compares where a report saw a placed flow with where the planner
-    /// counts it: notes it if it has not moved onto its entries (seen at
-    /// its first switch; beyond it, where its entries pin it).
+    /// counts it: notes it if it has not moved onto its entries.
     fn track(&mut self, key: FlowKey, f: &LargeFlow, now_ps: u64) {
-        let Some(k) = self.steer_key(&key) else { return };
-        let elsewhere: Vec<(SwitchId, u16)> =
-            self.held.iter().filter(|((_, kk), _)| *kk == k).map(|((s, _), &p)| (*s, p)).collect();
-        self.stays.seen(&self.planner, key, (f.switch, f.port), elsewhere, now_ps);
+        self.stays.seen(&self.planner, key, (f.switch, f.port), now_ps);
     }
 
     /// Counts every flow stuck off its planned path where it is seen, and
