@@ -60,10 +60,16 @@ fn the_page_shows_the_served_fabric_live() {
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     // The controller first, so the page is open before the traffic; a long
-    // hold-down keeps the derate on screen.
+    // hold-down keeps the derate on screen, and a long flow idle time keeps
+    // the placement listed: the traffic lasts 0.8 s, and with the default
+    // 1 s the steered paths were gone before a loaded machine reached the
+    // step that looks for them.
     let (topo_s, sc_s) = (topo.to_str().unwrap(), sc.to_str().unwrap());
-    let ctl =
-        controller(dir.path(), topo_s, &["--tokens", tokens.to_str().unwrap(), "--hold-down-ms", "3000"]);
+    let ctl = controller(
+        dir.path(),
+        topo_s,
+        &["--tokens", tokens.to_str().unwrap(), "--hold-down-ms", "3000", "--flow-idle-ms", "120000"],
+    );
     let url = format!("http://{}/", ctl.api);
     let b = Browser::start(&driver, &chromium, &dir.path().join("chromedriver.log"), 1400, 860);
 
