@@ -18,7 +18,10 @@ use serde_json::{json, Value};
 use crate::mode::Mode;
 use crate::place::{LargeFlowReport, PlaceConfig, PlaceStep, Placement};
 use crate::plan::{self, Overrides, Settings, SwitchPlan};
+
 use crate::reach;
+
+mod failures;
 
 /// One controller input: what a recording holds, with its time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -315,54 +318,14 @@ impl Core {
                 self.view_version += 1;
                 self.heat_stale = true;
             }
-            Input::SwitchUp { switch } if *switch < n => {
-                self.down_since.remove(switch);
-                // Its digest sequence may have restarted with it.
-                self.view.switch_restarted(*switch);
-                self.view_version += 1;
-                if self.failed_switches.remove(switch) {
-                    self.rebuild_routing();
-                    notes.push(self.note(
-                        "switch_up",
-                        Some(*switch),
-                        "switch reachable again; routing through it",
-                        json!({}),
-                    ));
-                }
-            }
+            Input::SwitchUp { switch } if *switch < n => notes.extend(self.on_switch_up(*switch)),
             Input::SwitchDown { switch } if *switch < n => {
                 self.down_since.entry(*switch).or_insert(now_ns);
             }
             Input::LinkDown { link } if *link < self.topo.links.len() => {
-                if self.failed_links.insert(*link) {
-                    match self.routing.fail_link(&self.topo, *link) {
-                        Ok(changes) => self.place.routing_changed(&self.routing, &changes),
-                        Err(_) => self.place.reset_routing(&self.routing),
-                    }
-                    self.replan_all = true;
-                    let cut = self.refresh_reach();
-                    let reason = if cut.is_empty() {
-                        "link down; routed around at once".to_owned()
-                    } else {
-                        format!(
-                            "link down; routed around where a path is left, but {} cut off: {}",
-                            reach::count_text(cut.len()),
-                            reach::describe(&self.topo, &cut)
-                        )
-                    };
-                    let mut note = self.link_note("link_down", *link, &reason);
-                    self.add_reach(&mut note.details, &cut);
-                    notes.push(note);
-                }
+                notes.extend(self.on_link_down(*link))
             }
-            Input::LinkUp { link } if *link < self.topo.links.len() => {
-                if self.failed_links.remove(link) {
-                    self.rebuild_routing();
-                    let mut note = self.link_note("link_up", *link, "link up; back in the groups");
-                    self.add_reach(&mut note.details, &[]);
-                    notes.push(note);
-                }
-            }
+            Input::LinkUp { link } if *link < self.topo.links.len() => notes.extend(self.on_link_up(*link)),
             Input::LargeFlow(r) if r.switch < n => {
                 if let Err(why) = self.place.on_large_flow(now_ns, r) {
                     notes.push(self.note("large_flow_ignored", Some(r.switch), &why, json!(r)));
@@ -398,31 +361,7 @@ impl Core {
         ) {
             self.dirty = true;
         }
-        let expired: Vec<SwitchId> = self
-            .down_since
-            .iter()
-            .filter(|(s, &t)| {
-                now_ns.saturating_sub(t) >= self.switch_down_after_ns && !self.failed_switches.contains(s)
-            })
-            .map(|(s, _)| *s)
-            .collect();
-        for s in expired {
-            self.failed_switches.insert(s);
-            match self.routing.fail_switch(&self.topo, s) {
-                Ok(changes) => self.place.routing_changed(&self.routing, &changes),
-                Err(_) => self.place.reset_routing(&self.routing),
-            }
-            self.replan_all = true;
-            let cut = self.refresh_reach();
-            let mut reason = "switch unreachable; routing around it".to_owned();
-            if !cut.is_empty() {
-                let names = reach::describe(&self.topo, &cut);
-                reason = format!("{reason}, but {} cut off: {names}", reach::count_text(cut.len()));
-            }
-            let mut note = self.note("switch_down", Some(s), &reason, json!({}));
-            self.add_reach(&mut note.details, &cut);
-            notes.push(note);
-        }
+        self.expire_switches(now_ns, &mut notes);
         notes
     }
 
@@ -431,49 +370,6 @@ impl Core {
         if let Some(h) = heat {
             self.heat.insert(key, h);
         }
-    }
-
-    fn rebuild_routing(&mut self) {
-        let links: Vec<usize> = self.failed_links.iter().copied().collect();
-        let switches: Vec<SwitchId> = self.failed_switches.iter().copied().collect();
-        self.routing = Routing::with_failures(&self.topo, self.routing.options(), &links, &switches);
-        self.place.reset_routing(&self.routing);
-        self.replan_all = true;
-        self.refresh_reach();
-    }
-
-    /// Recomputes the leaf pairs without a path; returns those that were
-    /// not cut before.
-    fn refresh_reach(&mut self) -> Vec<(SwitchId, SwitchId)> {
-        let after = reach::cut_pairs(&self.routing);
-        let new = reach::newly_cut(&self.unreachable, &after);
-        self.unreachable = after;
-        new
-    }
-
-    /// Adds the partition to an event's details: the pairs this change cut
-    /// off and every pair without a path now.
-    fn add_reach(&self, details: &mut Value, cut: &[(SwitchId, SwitchId)]) {
-        if let Some(obj) = details.as_object_mut() {
-            obj.insert("cut_off".into(), reach::pairs_json(&self.topo, cut));
-            obj.insert("unreachable_pairs".into(), json!(self.unreachable.len()));
-        }
-    }
-
-    /// Leaf pairs without a path now: `(from, to)`, sorted.
-    pub fn unreachable(&self) -> &[(SwitchId, SwitchId)] {
-        &self.unreachable
-    }
-
-    /// The leaf pairs that taking link `link` down would cut off (none if
-    /// it is down already).
-    pub fn would_cut(&self, link: usize) -> Vec<(SwitchId, SwitchId)> {
-        if self.failed_links.contains(&link) || link >= self.topo.links.len() {
-            return Vec::new();
-        }
-        let mut r = self.routing.clone();
-        let _ = r.fail_link(&self.topo, link);
-        reach::newly_cut(&self.unreachable, &reach::cut_pairs(&r))
     }
 
     /// Registers a job (the job API, or its recording replayed): validated
