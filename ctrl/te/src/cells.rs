@@ -64,8 +64,10 @@ impl Cells {
             }
         }
         // Room for the copies a few routing changes make, so that the
-        // first of them does not move the whole table (a clone keeps it).
-        let room = out.data.len() / 4;
+        // first of them does not move the whole table (a clone keeps it):
+        // a failed leaf uplink changes the leaf's cell in every row, and
+        // so copies a block per destination.
+        let room = (out.data.len() / 4).max(rows * BLOCK);
         out.data.reserve(room);
         out.refs.reserve(room / BLOCK);
         out
