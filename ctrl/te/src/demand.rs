@@ -5,6 +5,9 @@
 //! So the eight flows of an 8→1 incast get an eighth of the receiver's NIC
 //! each: together they weigh one link, however much each offers.
 
+use std::cmp::Reverse;
+use std::collections::binary_heap::{BinaryHeap, PeekMut};
+
 /// Max-min fair rates of flows over host NICs.
 ///
 /// `flows[i] = (src host, dst host, offered bps)`; `nic[h]` is host `h`'s
@@ -39,21 +42,17 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
     keyed.sort_unstable();
     let order: Vec<u32> = keyed.into_iter().map(|k| k.1).collect();
     let mut rate = vec![u64::MAX; flows.len()];
-    let mut heap =
-        Shares::new((0..nr).filter(|&r| count[r] > 0).map(|r| (left[r] / u64::from(count[r]), r as u32)));
+    // Resources by fair share, lazily: a freeze only ever raises the
+    // shares of the resources it uses (it takes at most the smallest
+    // share), so a key in the heap is never above its resource's share.
+    // The top is brought up to date when it is looked at, and once it
+    // is, it is the smallest share (ties: lowest resource), as if every
+    // key were kept exact. A freeze then writes no heap at all.
+    let mut heap: BinaryHeap<Reverse<(u64, u32)>> = (0..nr)
+        .filter(|&r| count[r] > 0)
+        .map(|r| Reverse((left[r] / u64::from(count[r]), r as u32)))
+        .collect();
     let mut next = 0;
-    let mut freeze = |i: usize, x: u64, rate: &mut [u64], heap: &mut Shares| {
-        rate[i] = x;
-        let (s, d, _) = flows[i];
-        for r in [2 * s as usize, 2 * d as usize + 1] {
-            left[r] = left[r].saturating_sub(x);
-            count[r] -= 1;
-            match count[r] {
-                0 => heap.remove(r as u32),
-                c => heap.update(r as u32, left[r] / u64::from(c)),
-            }
-        }
-    };
     loop {
         while next < order.len() && rate[order[next] as usize] != u64::MAX {
             next += 1;
@@ -62,108 +61,43 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
             break;
         }
         let f = order[next] as usize;
-        match heap.min() {
+        let tightest = loop {
+            let Some(mut top) = heap.peek_mut() else { break None };
+            let Reverse((key, r)) = *top;
+            let c = count[r as usize];
+            if c == 0 {
+                PeekMut::pop(top);
+                continue;
+            }
+            let share = left[r as usize] / u64::from(c);
+            if share == key {
+                break Some((share, r as usize));
+            }
+            *top = Reverse((share, r));
+        };
+        let mut freeze = |i: usize, x: u64, rate: &mut [u64]| {
+            rate[i] = x;
+            let (s, d, _) = flows[i];
+            for r in [2 * s as usize, 2 * d as usize + 1] {
+                left[r] = left[r].saturating_sub(x);
+                count[r] -= 1;
+            }
+        };
+        match tightest {
             // The tightest resource's share is below this flow's offer:
             // every unfrozen flow of it gets the share.
             Some((share, r)) if flows[f].2 > share => {
-                let r = r as usize;
                 for k in start[r]..start[r + 1] {
                     let i = of[k as usize] as usize;
                     if rate[i] == u64::MAX {
-                        freeze(i, share, &mut rate, &mut heap);
+                        freeze(i, share, &mut rate);
                     }
                 }
             }
-            _ => freeze(f, flows[f].2, &mut rate, &mut heap),
+            _ => freeze(f, flows[f].2, &mut rate),
         }
     }
     rate
-}
-
-/// A min-heap of resources by fair share, indexed so that a share can be
-/// changed in place (a few thousand entries: it stays in cache).
-struct Shares {
-    heap: Vec<(u64, u32)>,
-    /// Position of each resource in `heap`, or `u32::MAX`.
-    pos: Vec<u32>,
-}
-
-impl Shares {
-    fn new(items: impl Iterator<Item = (u64, u32)>) -> Self {
-        let heap: Vec<(u64, u32)> = items.collect();
-        let top = heap.iter().map(|x| x.1 as usize + 1).max().unwrap_or(0);
-        let mut h = Shares { pos: vec![u32::MAX; top], heap };
-        for (i, x) in h.heap.iter().enumerate() {
-            h.pos[x.1 as usize] = i as u32;
-        }
-        for i in (0..h.heap.len() / 2).rev() {
-            h.down(i);
-        }
-        h
-    }
-
-    fn min(&self) -> Option<(u64, u32)> {
-        self.heap.first().copied()
-    }
-
-    fn update(&mut self, r: u32, share: u64) {
-        let Some(&p) = self.pos.get(r as usize).filter(|&&p| p != u32::MAX) else { return };
-        let p = p as usize;
-        let old = self.heap[p].0;
-        self.heap[p].0 = share;
-        if share < old {
-            self.up(p);
-        } else {
-            self.down(p);
-        }
-    }
-
-    fn remove(&mut self, r: u32) {
-        let Some(&p) = self.pos.get(r as usize).filter(|&&p| p != u32::MAX) else { return };
-        let (p, last) = (p as usize, self.heap.len() - 1);
-        self.swap(p, last);
-        self.heap.pop();
-        self.pos[r as usize] = u32::MAX;
-        if p < self.heap.len() {
-            self.down(p);
-            self.up(p);
-        }
-    }
-
-    fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        self.pos[self.heap[a].1 as usize] = a as u32;
-        self.pos[self.heap[b].1 as usize] = b as u32;
-    }
-
-    fn up(&mut self, mut i: usize) {
-        while i > 0 {
-            let parent = (i - 1) / 2;
-            if self.heap[parent] <= self.heap[i] {
-                break;
-            }
-            self.swap(i, parent);
-            i = parent;
-        }
-    }
-
-    fn down(&mut self, mut i: usize) {
-        loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut m = i;
-            if l < self.heap.len() && self.heap[l] < self.heap[m] {
-                m = l;
-            }
-            if r < self.heap.len() && self.heap[r] < self.heap[m] {
-                m = r;
-            }
-            if m == i {
-                break;
-            }
-            self.swap(i, m);
-            i = m;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -203,5 +137,191 @@ mod tests {
     #[test]
     fn empty_input() {
         assert!(max_min(&[], &[G]).is_empty());
+    }
+
+    /// The progressive filling as it was written first, with every share
+    /// in the heap kept exact: the lazy heap must give the same rates.
+    fn eager(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
+        let nr = 2 * nic.len();
+        let mut left: Vec<u64> = (0..nr).map(|r| nic[r / 2]).collect();
+        let mut count = vec![0u32; nr];
+        for &(s, d, _) in flows {
+            count[2 * s as usize] += 1;
+            count[2 * d as usize + 1] += 1;
+        }
+        // Flows of each resource, as a CSR.
+        let mut start = vec![0u32; nr + 1];
+        for r in 0..nr {
+            start[r + 1] = start[r] + count[r];
+        }
+        let mut fill = start.clone();
+        let mut of = vec![0u32; 2 * flows.len()];
+        for (i, &(s, d, _)) in flows.iter().enumerate() {
+            for r in [2 * s as usize, 2 * d as usize + 1] {
+                of[fill[r] as usize] = i as u32;
+                fill[r] += 1;
+            }
+        }
+        // By offer, then index: sorted with the keys beside the indices (a
+        // sort through the index reads `flows` at random).
+        let mut keyed: Vec<(u64, u32)> = flows.iter().enumerate().map(|(i, f)| (f.2, i as u32)).collect();
+        keyed.sort_unstable();
+        let order: Vec<u32> = keyed.into_iter().map(|k| k.1).collect();
+        let mut rate = vec![u64::MAX; flows.len()];
+        let mut heap =
+            Shares::new((0..nr).filter(|&r| count[r] > 0).map(|r| (left[r] / u64::from(count[r]), r as u32)));
+        let mut next = 0;
+        let mut freeze = |i: usize, x: u64, rate: &mut [u64], heap: &mut Shares| {
+            rate[i] = x;
+            let (s, d, _) = flows[i];
+            for r in [2 * s as usize, 2 * d as usize + 1] {
+                left[r] = left[r].saturating_sub(x);
+                count[r] -= 1;
+                match count[r] {
+                    0 => heap.remove(r as u32),
+                    c => heap.update(r as u32, left[r] / u64::from(c)),
+                }
+            }
+        };
+        loop {
+            while next < order.len() && rate[order[next] as usize] != u64::MAX {
+                next += 1;
+            }
+            if next == order.len() {
+                break;
+            }
+            let f = order[next] as usize;
+            match heap.min() {
+                // The tightest resource's share is below this flow's offer:
+                // every unfrozen flow of it gets the share.
+                Some((share, r)) if flows[f].2 > share => {
+                    let r = r as usize;
+                    for k in start[r]..start[r + 1] {
+                        let i = of[k as usize] as usize;
+                        if rate[i] == u64::MAX {
+                            freeze(i, share, &mut rate, &mut heap);
+                        }
+                    }
+                }
+                _ => freeze(f, flows[f].2, &mut rate, &mut heap),
+            }
+        }
+        rate
+    }
+
+    /// A min-heap of resources by fair share, indexed so that a share can be
+    /// changed in place (a few thousand entries: it stays in cache).
+    struct Shares {
+        heap: Vec<(u64, u32)>,
+        /// Position of each resource in `heap`, or `u32::MAX`.
+        pos: Vec<u32>,
+    }
+
+    impl Shares {
+        fn new(items: impl Iterator<Item = (u64, u32)>) -> Self {
+            let heap: Vec<(u64, u32)> = items.collect();
+            let top = heap.iter().map(|x| x.1 as usize + 1).max().unwrap_or(0);
+            let mut h = Shares { pos: vec![u32::MAX; top], heap };
+            for (i, x) in h.heap.iter().enumerate() {
+                h.pos[x.1 as usize] = i as u32;
+            }
+            for i in (0..h.heap.len() / 2).rev() {
+                h.down(i);
+            }
+            h
+        }
+
+        fn min(&self) -> Option<(u64, u32)> {
+            self.heap.first().copied()
+        }
+
+        fn update(&mut self, r: u32, share: u64) {
+            let Some(&p) = self.pos.get(r as usize).filter(|&&p| p != u32::MAX) else { return };
+            let p = p as usize;
+            let old = self.heap[p].0;
+            self.heap[p].0 = share;
+            if share < old {
+                self.up(p);
+            } else {
+                self.down(p);
+            }
+        }
+
+        fn remove(&mut self, r: u32) {
+            let Some(&p) = self.pos.get(r as usize).filter(|&&p| p != u32::MAX) else { return };
+            let (p, last) = (p as usize, self.heap.len() - 1);
+            self.swap(p, last);
+            self.heap.pop();
+            self.pos[r as usize] = u32::MAX;
+            if p < self.heap.len() {
+                self.down(p);
+                self.up(p);
+            }
+        }
+
+        fn swap(&mut self, a: usize, b: usize) {
+            self.heap.swap(a, b);
+            self.pos[self.heap[a].1 as usize] = a as u32;
+            self.pos[self.heap[b].1 as usize] = b as u32;
+        }
+
+        fn up(&mut self, mut i: usize) {
+            while i > 0 {
+                let parent = (i - 1) / 2;
+                if self.heap[parent] <= self.heap[i] {
+                    break;
+                }
+                self.swap(i, parent);
+                i = parent;
+            }
+        }
+
+        fn down(&mut self, mut i: usize) {
+            loop {
+                let (l, r) = (2 * i + 1, 2 * i + 2);
+                let mut m = i;
+                if l < self.heap.len() && self.heap[l] < self.heap[m] {
+                    m = l;
+                }
+                if r < self.heap.len() && self.heap[r] < self.heap[m] {
+                    m = r;
+                }
+                if m == i {
+                    break;
+                }
+                self.swap(i, m);
+                i = m;
+            }
+        }
+    }
+
+    #[test]
+    fn the_lazy_heap_gives_what_exact_shares_give() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..300 {
+            let hosts = 2 + (next() % 40) as usize;
+            let nic: Vec<u64> =
+                (0..hosts).map(|_| [100 * G, 400 * G, 7 + next() % 1000][(next() % 3) as usize]).collect();
+            let n = (next() % 200) as usize;
+            let flows: Vec<(u32, u32, u64)> = (0..n)
+                .map(|_| {
+                    let s = (next() % hosts as u64) as u32;
+                    let d = (next() % hosts as u64) as u32;
+                    let offer = match next() % 4 {
+                        0 => u64::MAX,
+                        1 => next() % 1000,
+                        _ => (next() % 100 + 1) * G,
+                    };
+                    (s, d, offer)
+                })
+                .collect();
+            assert_eq!(max_min(&flows, &nic), eager(&flows, &nic), "round {round}");
+        }
     }
 }

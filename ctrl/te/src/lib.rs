@@ -67,6 +67,7 @@
 
 mod bound;
 mod bulk;
+mod cells;
 mod colour;
 mod config;
 mod decide;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::Ipv4Addr;
 
+use crate::cells::Cells;
 use metaroce_topo::{GroupId, HostId, LinkId, NextHop, RouteChange, Routing, SwitchId, Topology};
 
 /// Marks "none" in u32 indices.
@@ -57,11 +58,11 @@ pub(crate) struct Net {
     /// Per switch, its index among the destination leaves, or NONE.
     pub dest_of: Vec<u32>,
     pub dests: Vec<SwitchId>,
-    /// `[d * n + s]`: index into `groups` of `s`'s group toward
-    /// destination `d`; 0 (an empty group) for none (no route, or `s` is
-    /// the leaf itself). Four bytes a cell: on the 2,048-switch Clos there
-    /// are 3.1 million.
-    pub cell: Vec<u32>,
+    /// `(d, s)`: index into `groups` of `s`'s group toward destination
+    /// `d`; 0 (an empty group) for none (no route, or `s` is the leaf
+    /// itself). On the 2,048-switch Clos there are 3.1 million, in shared
+    /// blocks (`cells.rs`).
+    cells: Cells,
     /// Each group's members: small enough to stay in cache.
     pub groups: Spare<GroupRec>,
     pub members: Spare<Mem>,
@@ -124,7 +125,7 @@ impl Net {
         let mut net = Net {
             n,
             dest_of,
-            cell: vec![0; dests.len() * n],
+            cells: Cells::default(),
             groups: Spare(vec![NO_GROUP]),
             dests,
             members: Spare(Vec::new()),
@@ -154,12 +155,11 @@ impl Net {
     pub fn refill(&mut self, routing: &Routing) {
         self.refresh_state(routing);
         self.recount_all();
-        for d in 0..self.dests.len() {
+        let (rows, n) = (self.dests.len(), self.n);
+        self.cells = Cells::build(rows, n, |d, s| {
             let leaf = self.dests[d];
-            for s in 0..self.n {
-                self.cell[d * self.n + s] = self.lookup(routing, s, leaf);
-            }
-        }
+            self.lookup(routing, s, leaf)
+        });
     }
 
     /// Applies the changes `fail_link`/`fail_switch` reported.
@@ -180,7 +180,7 @@ impl Net {
                 },
                 None => 0,
             };
-            let old = std::mem::replace(&mut self.cell[d as usize * self.n + c.switch], g);
+            let old = self.cells.set(d, c.switch as u32, g);
             out.push((d, old, g));
         }
         Applied { cells: out, down, changed }
@@ -295,7 +295,7 @@ impl Net {
     /// Index of `s`'s group toward destination `d` (0: none).
     #[inline]
     pub fn cell_of(&self, d: u32, s: u32) -> u32 {
-        self.cell[d as usize * self.n + s as usize]
+        self.cells.get(d, s)
     }
 
     /// True when the directed link and both its switches are in service.
@@ -356,7 +356,14 @@ impl Hasher for Mix {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+        // Eight bytes at a time: the route index hashes blocks of cells.
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        for &b in chunks.remainder() {
             self.write_u64(u64::from(b));
         }
     }
