@@ -186,6 +186,8 @@ pub struct Sim<'a> {
     /// Per (node, class), `[node * ntc + class]`: the ports paused in that
     /// class that touch the node, for walking congestion trees.
     paused_at: Vec<Vec<PortId>>,
+    /// (Port, class) pairs paused now: the entries of `paused_at`, halved.
+    paused_now: u32,
     /// Per port and per node: the walk that last saw it.
     stamp: Vec<u32>,
     node_stamp: Vec<u32>,
@@ -269,6 +271,7 @@ impl<'a> Sim<'a> {
             events: 0,
             max_pending: 0,
             paused_at: vec![Vec::new(); nodes * ntc],
+            paused_now: 0,
             stamp: vec![0; n],
             node_stamp: vec![0; nodes],
             tree_stack: Vec::new(),
@@ -418,6 +421,8 @@ impl<'a> Sim<'a> {
 
     /// Posts every message scheduled for now, then schedules the next batch.
     fn post_batch(&mut self, mut i: usize) {
+        // Only first iterations have start times: a batch is a job starting.
+        self.mark_tree_span();
         while let Some(&(t, f)) = self.posts.get(i) {
             if t > self.now {
                 self.q.push(t, Ev::Posts { next: i as u32 });
