@@ -186,8 +186,6 @@ pub struct Sim<'a> {
     /// Per (node, class), `[node * ntc + class]`: the ports paused in that
     /// class that touch the node, for walking congestion trees.
     paused_at: Vec<Vec<PortId>>,
-    /// (Port, class) pairs paused now: the entries of `paused_at`, halved.
-    paused_now: u32,
     /// Per port and per node: the walk that last saw it.
     stamp: Vec<u32>,
     node_stamp: Vec<u32>,
@@ -271,7 +269,6 @@ impl<'a> Sim<'a> {
             events: 0,
             max_pending: 0,
             paused_at: vec![Vec::new(); nodes * ntc],
-            paused_now: 0,
             stamp: vec![0; n],
             node_stamp: vec![0; nodes],
             tree_stack: Vec::new(),

@@ -143,11 +143,6 @@ impl Sim<'_> {
     /// Keeps [`Sim::paused_at`] in step with a pause of `port` in class
     /// `tc` starting or ending.
     fn track_paused(&mut self, port: PortId, tc: u8, on: bool) {
-        if on {
-            self.paused_now += 1;
-        } else {
-            self.paused_now -= 1;
-        }
         let spec = &self.ports.specs[port as usize];
         let ends = [self.node_index(spec.from), self.node_index(spec.to)];
         for n in ends {
@@ -208,22 +203,23 @@ impl Sim<'_> {
     /// A job iteration starts or ends: a new span of the per-iteration
     /// congestion tree figure begins, holding the largest tree standing
     /// now (it stood in the iteration that starts, too). Walks every
-    /// paused link once, and nothing when none is paused.
+    /// paused link once (a mark is rare: a scan of the nodes costs
+    /// nothing next to an iteration's packets).
+    #[cold]
+    #[inline(never)]
     pub(super) fn mark_tree_span(&mut self) {
         if self.stats.tree_spans.last().is_some_and(|&(t, _)| t == self.now) {
             return;
         }
         let mut largest = Tree { at_ps: self.now, ..Tree::default() };
-        if self.paused_now > 0 {
-            for c in 0..self.ntc {
-                self.generation = self.generation.wrapping_add(1).max(1);
-                let g = self.generation;
-                for n in 0..self.node_stamp.len() {
-                    if self.node_stamp[n] != g && !self.paused_at[n * self.ntc + c].is_empty() {
-                        let tree = self.walk_tree(n, c, g);
-                        if tree.links > largest.links {
-                            largest = tree;
-                        }
+        for c in 0..self.ntc {
+            self.generation = self.generation.wrapping_add(1).max(1);
+            let g = self.generation;
+            for n in 0..self.node_stamp.len() {
+                if self.node_stamp[n] != g && !self.paused_at[n * self.ntc + c].is_empty() {
+                    let tree = self.walk_tree(n, c, g);
+                    if tree.links > largest.links {
+                        largest = tree;
                     }
                 }
             }
