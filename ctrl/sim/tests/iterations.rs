@@ -118,3 +118,29 @@ fn a_sweep_reports_the_slowest_later_iteration_per_run() {
     let md = metaroce_sim::report::sweep::markdown(&s);
     assert!(md.contains("iterations 2+") && md.contains("| ecmp | a2a |"), "{md}");
 }
+
+#[test]
+fn each_iteration_reports_the_largest_congestion_tree_that_stood_while_it_ran() {
+    // A lossless 6 -> 1 incast: every iteration pauses its way back to the
+    // senders. One job, so the run's tree is the largest of its iterations.
+    let topo = leaf_spine(4, 2, 2, 100);
+    let yaml = "network: {dcqcn: false}\njobs: [{name: in, pattern: incast, \
+                hosts: [h2-1, h2-2, h3-1, h3-2, h4-1, h4-2], target: h1-1, size: 256KiB, iterations: 3, compute: 20us}]";
+    let s = run(&topo, &scenario(&topo, yaml), Mode::Ecmp).summary;
+    let run_tree = s.pfc.largest_tree;
+    let trees: Vec<_> = s.jobs[0].iterations.iter().map(|i| i.largest_tree).collect();
+    eprintln!("run {run_tree:?}, iterations {trees:?}");
+    for t in &trees {
+        assert!(t.links >= 6 && t.links <= run_tree.links && t.switches >= 1, "{t:?} vs {run_tree:?}");
+    }
+    assert_eq!(trees.iter().map(|t| t.links).max(), Some(run_tree.links));
+    let json = serde_json::to_value(&s).unwrap();
+    assert!(json["jobs"][0]["iterations"][2]["largest_tree"]["links"].is_u64(), "{json}");
+    let sweep =
+        metaroce_sim::report::sweep::aggregate("t", &[1], &["ecmp".to_string()], std::slice::from_ref(&s));
+    let row = &sweep.rows[0];
+    assert_eq!(row.iteration_tree_links.len(), 3);
+    assert_eq!(row.tree_links_median, f64::from(run_tree.links));
+    let later = trees[1..].iter().map(|t| t.links).max().unwrap_or(0);
+    assert_eq!(row.later_tree_links_median, f64::from(later));
+}

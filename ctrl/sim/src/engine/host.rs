@@ -380,11 +380,13 @@ impl Sim<'_> {
                 let at = self.now + run.compute_ps;
                 self.q.push(at, Ev::Iteration { job: job as u32, iter: (k + 1) as u32 });
             }
+            self.mark_tree_span();
         }
     }
 
     /// Iteration `iter` of `job` starts: its first messages are posted.
     pub(super) fn start_iteration(&mut self, job: u32, iter: u32) {
+        self.mark_tree_span();
         let it = &mut self.w.jobs[job as usize].iters[iter as usize];
         it.start_ps = self.now;
         let roots = std::mem::take(&mut it.roots);

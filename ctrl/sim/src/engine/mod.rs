@@ -418,6 +418,8 @@ impl<'a> Sim<'a> {
 
     /// Posts every message scheduled for now, then schedules the next batch.
     fn post_batch(&mut self, mut i: usize) {
+        // Only first iterations have start times: a batch is a job starting.
+        self.mark_tree_span();
         while let Some(&(t, f)) = self.posts.get(i) {
             if t > self.now {
                 self.q.push(t, Ev::Posts { next: i as u32 });

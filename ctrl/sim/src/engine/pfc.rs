@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use super::Sim;
 use crate::engine::events::{Ev, Packet, PortId};
 use crate::engine::net::Node;
+use crate::report::stats::Tree;
 
 /// Bytes of a PAUSE frame on the wire.
 const PAUSE_FRAME_BYTES: u64 = 64;
@@ -160,9 +161,15 @@ impl Sim<'_> {
     /// of its tree, not the degree of every node in it.
     fn measure_tree(&mut self, port: PortId, tc: u8) {
         self.generation = self.generation.wrapping_add(1).max(1);
-        let g = self.generation;
-        let (ntc, c) = (self.ntc, usize::from(tc));
         let start = self.node_index(self.ports.specs[port as usize].from);
+        let tree = self.walk_tree(start, usize::from(tc), self.generation);
+        self.stats.tree_seen(usize::from(tc), tree);
+    }
+
+    /// The tree of class `c` around node `start`, marking what it visits
+    /// with walk `g`.
+    fn walk_tree(&mut self, start: usize, c: usize, g: u32) -> Tree {
+        let ntc = self.ntc;
         let mut stack = std::mem::take(&mut self.tree_stack);
         stack.push(start);
         self.node_stamp[start] = g;
@@ -190,13 +197,33 @@ impl Sim<'_> {
             }
         }
         self.tree_stack = stack;
-        let tree = crate::report::stats::Tree { links, switches, hosts, at_ps: self.now };
-        let by_tc = &mut self.stats.trees_by_tc[c];
-        if links > by_tc.links {
-            *by_tc = tree;
+        Tree { links, switches, hosts, at_ps: self.now }
+    }
+
+    /// A job iteration starts or ends: a new span of the per-iteration
+    /// congestion tree figure begins, holding the largest tree standing
+    /// now (it stood in the iteration that starts, too). Walks every
+    /// paused link once (a mark is rare: a scan of the nodes costs
+    /// nothing next to an iteration's packets).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn mark_tree_span(&mut self) {
+        if self.stats.tree_spans.last().is_some_and(|&(t, _)| t == self.now) {
+            return;
         }
-        if links > self.stats.largest_tree.links {
-            self.stats.largest_tree = tree;
+        let mut largest = Tree { at_ps: self.now, ..Tree::default() };
+        for c in 0..self.ntc {
+            self.generation = self.generation.wrapping_add(1).max(1);
+            let g = self.generation;
+            for n in 0..self.node_stamp.len() {
+                if self.node_stamp[n] != g && !self.paused_at[n * self.ntc + c].is_empty() {
+                    let tree = self.walk_tree(n, c, g);
+                    if tree.links > largest.links {
+                        largest = tree;
+                    }
+                }
+            }
         }
+        self.stats.tree_spans.push((self.now, largest));
     }
 }

@@ -51,6 +51,11 @@ pub struct IterSummary {
     /// The ideal bound of one collective.
     pub ideal_us: f64,
     pub slowdown: Option<f64>,
+    /// The largest congestion tree (any priority, any job's traffic) that
+    /// stood while the iteration ran, to the run's end if it did not
+    /// finish; zero if it never started. `at_ps` is when it was measured:
+    /// a tree standing when the iteration started counts, measured then.
+    pub largest_tree: Tree,
 }
 
 /// What reordering cost: packets that arrived out of order, the NAKs
@@ -208,10 +213,16 @@ pub(crate) fn summarize(
             .map(|it| {
                 let c =
                     (it.done_ps != u64::MAX && it.start_ps != u64::MAX).then(|| us(it.done_ps - it.start_ps));
+                let largest_tree = if it.start_ps == u64::MAX {
+                    Tree::default()
+                } else {
+                    o.stats.largest_tree_within(it.start_ps, it.done_ps.min(o.end_ps.saturating_add(1)))
+                };
                 IterSummary {
                     completion_us: c,
                     ideal_us: us(bound.ps),
                     slowdown: c.map(|c| c / us(bound.ps).max(1e-9)),
+                    largest_tree,
                 }
             })
             .collect();

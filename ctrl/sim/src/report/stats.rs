@@ -210,6 +210,11 @@ pub struct Stats {
     /// The largest congestion tree of any class, and of each.
     pub largest_tree: Tree,
     pub trees_by_tc: Vec<Tree>,
+    /// The largest tree of any class in each span between two marks (a
+    /// job iteration starting or ending): (the span's start, its tree),
+    /// in time order. A span starts with the largest tree standing then,
+    /// so each iteration's tree is the largest over the spans it covers.
+    pub tree_spans: Vec<(u64, Tree)>,
     pub drops_by_tc: Vec<u64>,
     pub retransmits_by_tc: Vec<u64>,
     /// Links that went down or came back.
@@ -234,6 +239,7 @@ impl Stats {
             paused_ps: vec![0; ports * ntc],
             paused_since: vec![0; ports * ntc],
             trees_by_tc: vec![Tree::default(); ntc],
+            tree_spans: Vec::new(),
             drops_by_tc: vec![0; ntc],
             retransmits_by_tc: vec![0; ntc],
             prios,
@@ -286,6 +292,32 @@ impl Stats {
             .collect()
     }
 
+    /// A pause made the tree of class `class` `tree`: the largest of the
+    /// run, of its class and of the current span so far?
+    pub fn tree_seen(&mut self, class: usize, tree: Tree) {
+        let by_tc = &mut self.trees_by_tc[class];
+        if tree.links > by_tc.links {
+            *by_tc = tree;
+        }
+        if tree.links > self.largest_tree.links {
+            self.largest_tree = tree;
+        }
+        if let Some((_, span)) = self.tree_spans.last_mut() {
+            if tree.links > span.links {
+                *span = tree;
+            }
+        }
+    }
+
+    /// The largest tree that stood between `from` and `to` (picoseconds):
+    /// over the spans from the one `from` falls in (an iteration's start
+    /// is a mark, so its span starts there) to the last one before `to`.
+    pub fn largest_tree_within(&self, from: u64, to: u64) -> Tree {
+        let first = self.tree_spans.partition_point(|&(t, _)| t <= from).saturating_sub(1);
+        let spans = self.tree_spans[first..].iter().take_while(|&&(t, _)| t < to);
+        spans.map(|&(_, tree)| tree).fold(Tree::default(), |a, b| if b.links > a.links { b } else { a })
+    }
+
     /// A packet joins a queue that holds `depth` bytes before it.
     pub fn enqueued(&mut self, port: usize, class: usize, now: u64, depth: u64, after: u64) {
         self.queue_hist[class].add(depth);
@@ -315,6 +347,26 @@ mod tests {
         for v in [0u64, 15, 16, 17, 1 << 40, u64::MAX] {
             assert!(LogHist::lower(LogHist::index(v)) <= v);
         }
+    }
+
+    #[test]
+    fn an_interval_gets_the_largest_tree_of_the_spans_it_covers() {
+        let tree = |links| Tree { links, switches: 1, hosts: 0, at_ps: 0 };
+        let mut s = Stats::new(1, 1, 10, vec![3]);
+        s.tree_seen(0, tree(9)); // before any mark: the run's figure only
+        for (at, links) in [(10, 2), (20, 0), (30, 4)] {
+            s.tree_spans.push((at, tree(0)));
+            s.tree_seen(0, tree(links));
+        }
+        s.tree_seen(0, tree(3)); // smaller than the span's 4 so far
+        assert_eq!(s.largest_tree.links, 9);
+        assert_eq!(s.largest_tree_within(10, 20).links, 2);
+        assert_eq!(s.largest_tree_within(20, 30).links, 0);
+        assert_eq!(s.largest_tree_within(10, 31).links, 4);
+        assert_eq!(s.largest_tree_within(30, u64::MAX).links, 4);
+        // Between marks: the span it falls in counts whole.
+        assert_eq!(s.largest_tree_within(25, 26).links, 0);
+        assert_eq!(Stats::new(1, 1, 10, vec![3]).largest_tree_within(0, 5), Tree::default());
     }
 
     #[test]

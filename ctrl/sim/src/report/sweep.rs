@@ -36,6 +36,15 @@ pub struct SweepRow {
     /// Out-of-order arrivals of the mode's runs: median and largest.
     pub out_of_order_median: f64,
     pub out_of_order_max: u64,
+    /// Links of the largest congestion tree of the mode's runs (whole
+    /// run, all jobs): median.
+    pub tree_links_median: f64,
+    /// Per iteration of the job, the median over runs of the links of the
+    /// largest tree that stood while it ran.
+    pub iteration_tree_links: Vec<f64>,
+    /// Per run, the largest tree (links) that stood during the job's
+    /// iterations from the second on: median (0 for one iteration).
+    pub later_tree_links_median: f64,
 }
 
 /// The whole sweep.
@@ -80,6 +89,7 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
         let Some(first) = of_mode.first() else { continue };
         let pauses = sorted(of_mode.iter().map(|s| s.pfc.pauses as f64).collect());
         let ooo = sorted(of_mode.iter().map(|s| s.out_of_order.packets as f64).collect());
+        let trees = sorted(of_mode.iter().map(|s| f64::from(s.pfc.largest_tree.links)).collect());
         for (j, job) in first.jobs.iter().enumerate() {
             let all: Vec<Option<f64>> =
                 of_mode.iter().map(|s| s.jobs.get(j).and_then(|x| x.slowdown)).collect();
@@ -97,6 +107,17 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
                     })
                     .collect(),
             );
+            let iters = of_mode.iter().filter_map(|s| s.jobs.get(j)).map(|x| x.iterations.len()).max();
+            let iteration_tree_links = (0..iters.unwrap_or(0))
+                .map(|k| {
+                    let links = of_mode.iter().filter_map(|s| s.jobs.get(j)?.iterations.get(k));
+                    median(&sorted(links.map(|i| f64::from(i.largest_tree.links)).collect()))
+                })
+                .collect();
+            let later_trees = of_mode.iter().filter_map(|s| s.jobs.get(j)).filter(|x| x.iterations.len() > 1);
+            let later_trees = later_trees.map(|x| {
+                x.iterations[1..].iter().map(|i| f64::from(i.largest_tree.links)).fold(0.0, f64::max)
+            });
             rows.push(SweepRow {
                 mode: mode.clone(),
                 job: job.name.clone(),
@@ -114,6 +135,9 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
                 pfc_pauses_max: of_mode.iter().map(|s| s.pfc.pauses).max().unwrap_or(0),
                 out_of_order_median: median(&ooo),
                 out_of_order_max: of_mode.iter().map(|s| s.out_of_order.packets).max().unwrap_or(0),
+                tree_links_median: median(&trees),
+                iteration_tree_links,
+                later_tree_links_median: median(&sorted(later_trees.collect())),
             });
         }
     }
@@ -142,23 +166,24 @@ pub fn markdown(s: &Sweep) -> String {
     let _ = writeln!(
         out,
         "# Seed sweep: {}\n\nSeeds {} ({} runs per mode), NICs {}. Completion over the ideal bound per job; \
-         PFC pauses and out-of-order arrivals per run (all jobs).\n",
+         PFC pauses, out-of-order arrivals and the largest congestion tree's links per run (all jobs' \
+         traffic), and per iteration of the job the largest tree that stood while it ran (medians).\n",
         s.scenario,
         seeds_text(&s.seeds),
         s.seeds.len(),
         s.nic_ordering
     );
     out.push_str(
-        "| mode | job | median | p90 | worst | iterations 2+: median / worst | PFC pauses (median / max) | out-of-order packets (median / max) |\n",
+        "| mode | job | median | p90 | worst | iterations 2+: median / worst | PFC pauses (median / max) | out-of-order packets (median / max) | tree links: run / iterations 2+ / each iteration |\n",
     );
-    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in &s.rows {
         let unfinished =
             if r.unfinished > 0 { format!(" ({} unfinished)", r.unfinished) } else { String::new() };
         let cell = |v: f64| if r.finished == 0 { "unfinished".to_string() } else { format!("{v:.2}×") };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {}{unfinished} | {} | {:.0} / {} | {:.0} / {} |",
+            "| {} | {} | {} | {} | {}{unfinished} | {} | {:.0} / {} | {:.0} / {} | {} |",
             r.mode,
             r.job,
             cell(r.median),
@@ -172,10 +197,21 @@ pub fn markdown(s: &Sweep) -> String {
             r.pfc_pauses_median,
             r.pfc_pauses_max,
             r.out_of_order_median,
-            r.out_of_order_max
+            r.out_of_order_max,
+            tree_cell(r)
         );
     }
     out
+}
+
+/// "29 / 24 / 29, 24, 24": the run's tree, iterations 2+, each iteration.
+fn tree_cell(r: &SweepRow) -> String {
+    let each: Vec<String> = r.iteration_tree_links.iter().map(|v| format!("{v}")).collect();
+    if each.len() > 1 {
+        format!("{} / {} / {}", r.tree_links_median, r.later_tree_links_median, each.join(", "))
+    } else {
+        format!("{}", r.tree_links_median)
+    }
 }
 
 #[cfg(test)]
