@@ -51,6 +51,41 @@ impl Planner {
     }
 }
 
+/// A flow removed and added again since the last decision shows as one
+/// move from its old path to its new one (none if they are the same), not
+/// as an ended flow and a new one.
+fn merge_replaced(moves: &mut Vec<Move>) {
+    let ended: std::collections::HashMap<FlowKey, usize> = moves
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.reason == Reason::Ended)
+        .map(|(i, m)| (m.flow, i))
+        .collect();
+    if ended.is_empty() {
+        return;
+    }
+    let mut gone = vec![false; moves.len()];
+    for i in 0..moves.len() {
+        if moves[i].reason != Reason::New {
+            continue;
+        }
+        let Some(&e) = ended.get(&moves[i].flow) else { continue };
+        gone[e] = true;
+        let (from, before) = (moves[e].from.take(), moves[e].bottleneck_before);
+        if from == moves[i].to {
+            gone[i] = true;
+            continue;
+        }
+        let m = &mut moves[i];
+        (m.reason, m.from, m.bottleneck_before) = (Reason::Replaced, from, before);
+    }
+    let mut k = 0;
+    moves.retain(|_| {
+        k += 1;
+        !gone[k - 1]
+    });
+}
+
 impl Planner {
     /// One decision at `now_ns` (the controller's clock, the same as the
     /// hold-down's): applies everything that changed since the last one
@@ -77,6 +112,7 @@ impl Planner {
         let exact = self.place_new(&mut log, &mut unplaced);
         let (search_steps, budget_hit) = self.search(now_ns, &mut log);
         self.report(log, &mut moves);
+        merge_replaced(&mut moves);
         let hottest = self.hottest();
         Plan {
             now_ns,

@@ -33,7 +33,7 @@
 //! // One decision:
 //! let plan = planner.plan(5_000_000);
 //! for m in &plan.moves {
-//!     // m.flow, m.reason (new|rebalance|link_failed|route_changed|stayed|ended), m.from, m.to
+//!     // m.flow, m.reason (new|rebalance|link_failed|route_changed|stayed|replaced|ended), m.from, m.to
 //!     if let Some(to) = &m.to {
 //!         for hop in to.steer_hops() {
 //!             // write steer entry for m.flow at hop.switch: egress hop.port (toward hop.next)

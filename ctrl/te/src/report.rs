@@ -64,6 +64,10 @@ pub enum Reason {
     /// it is counted where it was seen, and its entries follow it there
     /// ([`crate::stay`]).
     Stayed,
+    /// The flow was removed and added again between two decisions (one
+    /// counted where it was seen that then paused, or one that ended and
+    /// came back): placed afresh, its entries move from its old path.
+    Replaced,
 }
 
 impl Reason {
@@ -75,6 +79,7 @@ impl Reason {
             Reason::RouteChanged => "route_changed",
             Reason::Ended => "ended",
             Reason::Stayed => "stayed",
+            Reason::Replaced => "replaced",
         }
     }
 }

@@ -218,6 +218,27 @@ mod tests {
         assert_eq!(s.requeue_quiet(&mut p, |_| Some(130), |_| Demand::default(), 150), [elephant]);
         assert!(!s.has_stays());
         assert!(p.path(&elephant).is_none(), "new again: the next decision places it");
+        // One move from where it stayed to its new path: it did not end.
+        let plan = p.plan(150);
+        let moves: Vec<_> = plan.moves.iter().filter(|m| m.flow == elephant).collect();
+        assert_eq!(moves.len(), 1, "{moves:?}");
+        assert_eq!(moves[0].reason, crate::Reason::Replaced);
+        assert_eq!(moves[0].from.as_ref().map(|p| p.hops[0].port), Some(other));
+        assert_eq!(moves[0].to, p.path(&elephant));
+    }
+
+    #[test]
+    fn a_flow_removed_and_added_again_onto_the_same_path_moves_nothing() {
+        let (topo, routing) = fabric();
+        let mut p = Planner::new(&topo, &routing, TeConfig::default()).unwrap();
+        let f = FlowKey::pair(topo.hosts[0].ip, topo.hosts[topo.hosts.len() - 1].ip);
+        p.upsert(f, Demand::default()).unwrap();
+        p.plan(0);
+        assert!(p.remove(&f));
+        p.upsert(f, Demand::default()).unwrap();
+        let plan = p.plan(1);
+        assert!(plan.moves.is_empty(), "{:?}", plan.moves);
+        assert!(p.path(&f).is_some());
     }
 
     #[test]
