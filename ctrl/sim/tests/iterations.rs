@@ -143,4 +143,13 @@ fn each_iteration_reports_the_largest_congestion_tree_that_stood_while_it_ran() 
     assert_eq!(row.tree_links_median, f64::from(run_tree.links));
     let later = trees[1..].iter().map(|t| t.links).max().unwrap_or(0);
     assert_eq!(row.later_tree_links_median, f64::from(later));
+    // Its pauses too: every iteration pauses, and together they are the
+    // run's (nothing pauses in the compute gaps, with no traffic).
+    let pauses: Vec<u64> = s.jobs[0].iterations.iter().map(|i| i.pfc_pauses).collect();
+    assert!(pauses.iter().all(|&p| p > 0), "{pauses:?}");
+    assert_eq!(pauses.iter().sum::<u64>(), s.pfc.pauses, "{pauses:?} vs {}", s.pfc.pauses);
+    assert!(json["jobs"][0]["iterations"][1]["pfc_pauses"].is_u64(), "{json}");
+    assert_eq!(row.later_pauses_median, (pauses[1] + pauses[2]) as f64);
+    assert_eq!(row.later_pauses_max, pauses[1] + pauses[2]);
+    assert!(metaroce_sim::report::sweep::markdown(&sweep).contains("PFC pauses in iterations 2+"));
 }

@@ -109,6 +109,9 @@ impl Sim<'_> {
         self.track_paused(port, tc, on);
         if on {
             self.stats.pauses[k] += 1;
+            if let Some(n) = self.stats.span_pauses.last_mut() {
+                *n += 1;
+            }
             self.stats.paused_since[k] = self.now;
             self.measure_tree(port, tc);
         } else {
@@ -225,5 +228,6 @@ impl Sim<'_> {
             }
         }
         self.stats.tree_spans.push((self.now, largest));
+        self.stats.span_pauses.push(0);
     }
 }

@@ -57,11 +57,13 @@ fn iterations(out: &mut String, runs: &[ModeRun]) {
     if s.jobs.iter().all(|j| j.iterations.len() <= 1) {
         return;
     }
-    out.push_str("\n## Iterations: completion time (µs), over the ideal bound, congestion tree\n\n");
+    out.push_str(
+        "\n## Iterations: completion time (µs), over the ideal bound, congestion tree, PFC pauses\n\n",
+    );
     out.push_str(
         "Each iteration starts when every rank has finished the previous one, plus the job's compute time. \
          The tree is the largest congestion tree (links / switches, any job's traffic) that stood while the \
-         iteration ran.\n\n",
+         iteration ran; the pauses are the PFC pauses (any job's traffic) that began meanwhile.\n\n",
     );
     header(out, "job, iteration", runs);
     for (j, job) in s.jobs.iter().enumerate().filter(|(_, j)| j.iterations.len() > 1) {
@@ -70,7 +72,13 @@ fn iterations(out: &mut String, runs: &[ModeRun]) {
             row(out, &name, runs, |r| {
                 r.summary.jobs[j].iterations.get(k).map_or("-".into(), |i| {
                     let t = i.largest_tree;
-                    format!("{}, tree {} / {}", completion(i.completion_us, i.slowdown), t.links, t.switches)
+                    format!(
+                        "{}, tree {} / {}, {} pauses",
+                        completion(i.completion_us, i.slowdown),
+                        t.links,
+                        t.switches,
+                        i.pfc_pauses
+                    )
                 })
             });
         }

@@ -56,6 +56,9 @@ pub struct IterSummary {
     /// finish; zero if it never started. `at_ps` is when it was measured:
     /// a tree standing when the iteration started counts, measured then.
     pub largest_tree: Tree,
+    /// PFC pauses (any priority, any job's traffic) that began while the
+    /// iteration ran.
+    pub pfc_pauses: u64,
 }
 
 /// What reordering cost: packets that arrived out of order, the NAKs
@@ -213,16 +216,18 @@ pub(crate) fn summarize(
             .map(|it| {
                 let c =
                     (it.done_ps != u64::MAX && it.start_ps != u64::MAX).then(|| us(it.done_ps - it.start_ps));
-                let largest_tree = if it.start_ps == u64::MAX {
-                    Tree::default()
+                let (largest_tree, pfc_pauses) = if it.start_ps == u64::MAX {
+                    (Tree::default(), 0)
                 } else {
-                    o.stats.largest_tree_within(it.start_ps, it.done_ps.min(o.end_ps.saturating_add(1)))
+                    let end = it.done_ps.min(o.end_ps.saturating_add(1));
+                    (o.stats.largest_tree_within(it.start_ps, end), o.stats.pauses_within(it.start_ps, end))
                 };
                 IterSummary {
                     completion_us: c,
                     ideal_us: us(bound.ps),
                     slowdown: c.map(|c| c / us(bound.ps).max(1e-9)),
                     largest_tree,
+                    pfc_pauses,
                 }
             })
             .collect();

@@ -215,6 +215,8 @@ pub struct Stats {
     /// in time order. A span starts with the largest tree standing then,
     /// so each iteration's tree is the largest over the spans it covers.
     pub tree_spans: Vec<(u64, Tree)>,
+    /// PFC pauses (any class, any port) that began in each of those spans.
+    pub span_pauses: Vec<u64>,
     pub drops_by_tc: Vec<u64>,
     pub retransmits_by_tc: Vec<u64>,
     /// Links that went down or came back.
@@ -240,6 +242,7 @@ impl Stats {
             paused_since: vec![0; ports * ntc],
             trees_by_tc: vec![Tree::default(); ntc],
             tree_spans: Vec::new(),
+            span_pauses: Vec::new(),
             drops_by_tc: vec![0; ntc],
             retransmits_by_tc: vec![0; ntc],
             prios,
@@ -313,9 +316,21 @@ impl Stats {
     /// over the spans from the one `from` falls in (an iteration's start
     /// is a mark, so its span starts there) to the last one before `to`.
     pub fn largest_tree_within(&self, from: u64, to: u64) -> Tree {
-        let first = self.tree_spans.partition_point(|&(t, _)| t <= from).saturating_sub(1);
-        let spans = self.tree_spans[first..].iter().take_while(|&&(t, _)| t < to);
+        let spans = self.tree_spans.get(self.spans_within(from, to)).unwrap_or_default().iter();
         spans.map(|&(_, tree)| tree).fold(Tree::default(), |a, b| if b.links > a.links { b } else { a })
+    }
+
+    /// The spans between `from` and `to`, as [`Stats::largest_tree_within`] covers them.
+    fn spans_within(&self, from: u64, to: u64) -> std::ops::Range<usize> {
+        let first = self.tree_spans.partition_point(|&(t, _)| t <= from).saturating_sub(1);
+        let end = self.tree_spans.partition_point(|&(t, _)| t < to).max(first);
+        first..end
+    }
+
+    /// PFC pauses that began between `from` and `to` (an iteration's
+    /// interval: its start and end are marks).
+    pub fn pauses_within(&self, from: u64, to: u64) -> u64 {
+        self.span_pauses.get(self.spans_within(from, to)).map_or(0, |p| p.iter().sum())
     }
 
     /// A packet joins a queue that holds `depth` bytes before it.
@@ -367,6 +382,21 @@ mod tests {
         // Between marks: the span it falls in counts whole.
         assert_eq!(s.largest_tree_within(25, 26).links, 0);
         assert_eq!(Stats::new(1, 1, 10, vec![3]).largest_tree_within(0, 5), Tree::default());
+    }
+
+    #[test]
+    fn an_interval_counts_the_pauses_that_began_in_the_spans_it_covers() {
+        let mut s = Stats::new(1, 1, 10, vec![3]);
+        for (at, pauses) in [(10, 2), (20, 0), (30, 5)] {
+            s.tree_spans.push((at, Tree::default()));
+            s.span_pauses.push(pauses);
+        }
+        assert_eq!(s.pauses_within(10, 20), 2);
+        assert_eq!(s.pauses_within(10, 31), 7);
+        assert_eq!(s.pauses_within(20, 30), 0);
+        assert_eq!(s.pauses_within(30, u64::MAX), 5);
+        assert_eq!(s.pauses_within(31, 30), 0, "an empty interval");
+        assert_eq!(Stats::new(1, 1, 10, vec![3]).pauses_within(0, 5), 0);
     }
 
     #[test]

@@ -45,6 +45,11 @@ pub struct SweepRow {
     /// Per run, the largest tree (links) that stood during the job's
     /// iterations from the second on: median (0 for one iteration).
     pub later_tree_links_median: f64,
+    /// Per run, the PFC pauses (any job's traffic) that began during the
+    /// job's iterations from the second on: median and largest (0 for one
+    /// iteration).
+    pub later_pauses_median: f64,
+    pub later_pauses_max: u64,
 }
 
 /// The whole sweep.
@@ -118,6 +123,12 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
             let later_trees = later_trees.map(|x| {
                 x.iterations[1..].iter().map(|i| f64::from(i.largest_tree.links)).fold(0.0, f64::max)
             });
+            let later_pauses: Vec<u64> = of_mode
+                .iter()
+                .filter_map(|s| s.jobs.get(j))
+                .filter(|x| x.iterations.len() > 1)
+                .map(|x| x.iterations[1..].iter().map(|i| i.pfc_pauses).sum())
+                .collect();
             rows.push(SweepRow {
                 mode: mode.clone(),
                 job: job.name.clone(),
@@ -138,6 +149,8 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
                 tree_links_median: median(&trees),
                 iteration_tree_links,
                 later_tree_links_median: median(&sorted(later_trees.collect())),
+                later_pauses_median: median(&sorted(later_pauses.iter().map(|&p| p as f64).collect())),
+                later_pauses_max: later_pauses.iter().copied().max().unwrap_or(0),
             });
         }
     }
@@ -167,23 +180,25 @@ pub fn markdown(s: &Sweep) -> String {
         out,
         "# Seed sweep: {}\n\nSeeds {} ({} runs per mode), NICs {}. Completion over the ideal bound per job; \
          PFC pauses, out-of-order arrivals and the largest congestion tree's links per run (all jobs' \
-         traffic), and per iteration of the job the largest tree that stood while it ran (medians).\n",
+         traffic), and per iteration of the job the largest tree that stood while it ran (medians); \
+         the pauses of iterations 2+ are those (any job's traffic) that began while the job's later \
+         iterations ran.\n",
         s.scenario,
         seeds_text(&s.seeds),
         s.seeds.len(),
         s.nic_ordering
     );
     out.push_str(
-        "| mode | job | median | p90 | worst | iterations 2+: median / worst | PFC pauses (median / max) | out-of-order packets (median / max) | tree links: run / iterations 2+ / each iteration |\n",
+        "| mode | job | median | p90 | worst | iterations 2+: median / worst | PFC pauses (median / max) | PFC pauses in iterations 2+ (median / max) | out-of-order packets (median / max) | tree links: run / iterations 2+ / each iteration |\n",
     );
-    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in &s.rows {
         let unfinished =
             if r.unfinished > 0 { format!(" ({} unfinished)", r.unfinished) } else { String::new() };
         let cell = |v: f64| if r.finished == 0 { "unfinished".to_string() } else { format!("{v:.2}×") };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {}{unfinished} | {} | {:.0} / {} | {:.0} / {} | {} |",
+            "| {} | {} | {} | {} | {}{unfinished} | {} | {:.0} / {} | {} | {:.0} / {} | {} |",
             r.mode,
             r.job,
             cell(r.median),
@@ -196,6 +211,11 @@ pub fn markdown(s: &Sweep) -> String {
             },
             r.pfc_pauses_median,
             r.pfc_pauses_max,
+            if r.later_iterations.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.0} / {}", r.later_pauses_median, r.later_pauses_max)
+            },
             r.out_of_order_median,
             r.out_of_order_max,
             tree_cell(r)
