@@ -192,8 +192,10 @@ fn in_order(work: Vec<Work>, dests: usize) -> Vec<Work> {
         fill[b] += 1;
     }
     let mut out: Vec<Work> = at.iter().map(|&j| work[j as usize]).collect();
+    // In a bucket the class and the destination are equal: the rest of
+    // the order decides.
     for b in start.windows(2).filter(|b| b[1] - b[0] > 1) {
-        out[b[0] as usize..b[1] as usize].sort_unstable_by_key(|w| w.order);
+        out[b[0] as usize..b[1] as usize].sort_unstable_by_key(|w| (w.order.2, w.order.3));
     }
     out
 }
