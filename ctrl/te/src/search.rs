@@ -47,7 +47,15 @@ impl Loads<'_> {
 
     /// Highest utilisation along `route` with `extra` added on each link.
     pub fn bottleneck(&self, net: &Net, route: &Route, extra: u64) -> f64 {
-        route.links().iter().map(|&dl| self.util(net, dl, extra)).fold(0.0, f64::max)
+        let links = route.links();
+        if net.uniform {
+            // One division: with one capacity, `util` is the load
+            // converted and divided, each step rounding monotonically,
+            // so the largest load gives the largest utilisation.
+            let top = links.iter().map(|&dl| self.load[dl as usize] + extra).max();
+            return top.map_or(0.0, |a| a as f64 / net.capf[links[0] as usize]);
+        }
+        links.iter().map(|&dl| self.util(net, dl, extra)).fold(0.0, f64::max)
     }
 }
 
