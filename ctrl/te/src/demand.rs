@@ -157,7 +157,7 @@ mod tests {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let offer = if big && x % 7 == 0 { u64::MAX - x % 3 } else { x % 50 * G };
+                    let offer = if big && x.is_multiple_of(7) { u64::MAX - x % 3 } else { x % 50 * G };
                     (0, 1, offer)
                 })
                 .collect();
