@@ -501,6 +501,69 @@ mod tests {
     }
 
     #[test]
+    fn raw_loads_decide_as_utilisations_do() {
+        use metaroce_topo::gen::{self, Common};
+        use metaroce_topo::units::Bandwidth;
+        use metaroce_topo::Routing;
+        let t = gen::clos3(&Common::new("raw", Bandwidth::gbps(400)), 3, 3, 4, 4, 1).unwrap();
+        let net = Net::new(&t, &Routing::compute(&t));
+        assert!(net.uniform);
+        let c = net.cap[0];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..240 {
+            // A few load levels (ties), with or without 1-bit nudges,
+            // from light to near the bound where loads 1 apart give the
+            // closest utilisations.
+            let (base, step) = match round % 4 {
+                0 => (0, c / 8),
+                1 => (c / 2, c / 4),
+                2 => (RAW_LIMIT / 64, c),
+                _ => (RAW_LIMIT / 2, 1),
+            };
+            let nudge = round % 8 < 4;
+            let load: Vec<u64> = (0..net.dirlinks())
+                .map(|_| base + next() % 5 * step + if nudge { next() % 3 } else { 0 })
+                .collect();
+            for _ in 0..40 {
+                let src = net.dests[(next() % net.dests.len() as u64) as usize] as u32;
+                let d = (next() % net.dests.len() as u64) as u32;
+                let (rate, spread) = (next() % 4, next());
+                let q = (src, d, net.cell_of(d, src));
+                for (beam, width) in [(1, 1), (1, 3), (2, 8), (3, 5), (16, 64)] {
+                    let f = best_from(
+                        &net,
+                        Loads { load: &load },
+                        q,
+                        rate,
+                        spread,
+                        Breadth::Beam { beam, width },
+                    );
+                    let r = best_raw(&net, Raw { load: &load }, q, (rate, spread), (beam, width));
+                    let r = r.map(|(a, route)| (a as f64 / net.capf[0], route));
+                    assert_eq!(
+                        f.map(|(u, route)| (u.to_bits(), route)),
+                        r.map(|(u, route)| (u.to_bits(), route)),
+                        "round {round} beam {beam} width {width}"
+                    );
+                    if let Some((u, route)) = f {
+                        let loads = Loads { load: &load };
+                        let each =
+                            route.links().iter().map(|&dl| loads.util(&net, dl, rate)).fold(0.0, f64::max);
+                        assert_eq!(loads.bottleneck(&net, &route, rate).to_bits(), each.to_bits());
+                        assert_eq!(u.to_bits(), each.to_bits());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_iterator_looks_where_at_says() {
         for spread in spreads().take(300) {
             for k in 1..70 {
