@@ -171,6 +171,7 @@ fn summary() {
         }
     });
     let (full, full_cpu, plan) = timed(|| p.plan(0));
+    print_hash("full", &(&plan, p.placement()));
     println!(
         "\nsummary: 2,048 switches, {} hosts, {FLOWS} flows: index {index_ms:.0} ms (routing {route_ms:.0} ms), \
          upserts {upsert_ms:.1} ms; full placement {full:.1} ms wall, {full_cpu:.0} ms CPU: \
@@ -187,6 +188,7 @@ fn summary() {
         q.set_background(sw, port, 400_000_000_000).unwrap_or_else(|e| panic!("{e}"));
         q.plan(1000 * MS)
     });
+    print_hash("hot link", &d);
     println!(
         "summary: one hot leaf uplink ({on} flows on it): re-placement {hot}, moves {}, max utilisation {:.3}",
         by_reason(&d),
@@ -198,6 +200,7 @@ fn summary() {
         q.routing_changed(&failed, &changes);
         q.plan(1000 * MS)
     });
+    print_hash("failure", &d);
     println!(
         "summary: one failed leaf uplink: re-placement {fail} ({} route changes; topo's repair {repair_ms:.2} ms), \
          moves {}, {} unplaced",
@@ -221,6 +224,17 @@ fn summary() {
             d.max_utilisation,
             d.lower_bound
         );
+    }
+}
+
+/// With `PLAN_HASH` set, prints a hash of `what`'s debug form, so that
+/// two builds (same toolchain) can be shown to decide the same.
+fn print_hash(name: &str, what: &impl std::fmt::Debug) {
+    if std::env::var_os("PLAN_HASH").is_some() {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        format!("{what:?}").hash(&mut h);
+        println!("plan hash, {name}: {:016x}", h.finish());
     }
 }
 

@@ -15,7 +15,10 @@ use crate::flow::FlowId;
 use crate::net::NONE;
 use crate::planner::{Planner, Status};
 use crate::report::{Reason, Unplaced};
-use crate::search::{self, Breadth, Route};
+use crate::search::{self, Breadth, Raw, Route, RAW_LIMIT};
+
+/// Fewest new flows for which the searches compare raw loads.
+const RAW_BATCH: usize = 64;
 
 /// One new flow between two leaves, as the searches need it.
 #[derive(Debug, Clone, Copy)]
@@ -86,21 +89,37 @@ impl Planner {
             // would cost a pass over every link).
             return;
         }
-        let breadth = Breadth::Beam { beam: self.config.search_beam, width: self.config.search_width };
+        let (beam, width) = (self.config.search_beam, self.config.search_width);
+        let breadth = Breadth::Beam { beam, width };
         // Every flow's first group, read ahead: these misses overlap.
         let first: Vec<u32> =
             work.iter().map(|w| if w.d == NONE { 0 } else { self.net.cell_of(w.d, w.src) }).collect();
         // In placement order; by position in flow-id order.
         let mut routes: Vec<Option<Route>> = vec![None; work.len()];
         let mut more = vec![0u32; self.net.dirlinks()];
+        // On a fabric of one link speed the searches compare raw loads,
+        // no division a link, while every load stays below `RAW_LIMIT`
+        // (then the decisions are the same: see `search::Raw`). `top`
+        // bounds every load; finding it costs a pass over the links,
+        // paid back only by a batch of some size.
+        let raw = self.net.uniform && work.len() >= RAW_BATCH;
+        let mut top = if raw { self.load.iter().copied().max().unwrap_or(0) } else { RAW_LIMIT };
         for (w, &g) in work.iter().zip(&first) {
             if w.d == NONE {
                 continue;
             }
             let q = (w.src, w.d, g);
-            if let Some((_, r)) = search::best_from(&self.net, self.loads(), q, w.rate, w.spread, breadth) {
+            let found = if top.saturating_add(w.rate) < RAW_LIMIT {
+                let loads = Raw { load: &self.load };
+                search::best_raw(&self.net, loads, q, (w.rate, w.spread), (beam, width)).map(|(_, r)| r)
+            } else {
+                search::best_from(&self.net, self.loads(), q, w.rate, w.spread, breadth).map(|(_, r)| r)
+            };
+            if let Some(r) = found {
                 for &dl in r.links() {
-                    self.load[dl as usize] += w.rate;
+                    let load = &mut self.load[dl as usize];
+                    *load += w.rate;
+                    top = top.max(*load);
                     more[dl as usize] += 1;
                 }
                 routes[w.at as usize] = Some(r);
@@ -173,8 +192,10 @@ fn in_order(work: Vec<Work>, dests: usize) -> Vec<Work> {
         fill[b] += 1;
     }
     let mut out: Vec<Work> = at.iter().map(|&j| work[j as usize]).collect();
+    // In a bucket the class and the destination are equal: the rest of
+    // the order decides.
     for b in start.windows(2).filter(|b| b[1] - b[0] > 1) {
-        out[b[0] as usize..b[1] as usize].sort_unstable_by_key(|w| w.order);
+        out[b[0] as usize..b[1] as usize].sort_unstable_by_key(|w| (w.order.2, w.order.3));
     }
     out
 }

@@ -36,11 +36,7 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
             fill[r] += 1;
         }
     }
-    // By offer, then index: sorted with the keys beside the indices (a
-    // sort through the index reads `flows` at random).
-    let mut keyed: Vec<(u64, u32)> = flows.iter().enumerate().map(|(i, f)| (f.2, i as u32)).collect();
-    keyed.sort_unstable();
-    let order: Vec<u32> = keyed.into_iter().map(|k| k.1).collect();
+    let order = by_offer(flows);
     let mut rate = vec![u64::MAX; flows.len()];
     // Resources by fair share, lazily: a freeze only ever raises the
     // shares of the resources it uses (it takes at most the smallest
@@ -100,6 +96,24 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
     rate
 }
 
+/// Flow indices by offer, then index: sorted with the keys beside the
+/// indices (a sort through the index reads `flows` at random), packed
+/// into one u64 where the offers leave room for the index (half the
+/// bytes to move, one comparison instead of two), else as pairs.
+fn by_offer(flows: &[(u32, u32, u64)]) -> Vec<u32> {
+    let bits = u64::BITS - (flows.len() as u64).leading_zeros();
+    let top = flows.iter().map(|f| f.2).max().unwrap_or(0);
+    if bits < u64::BITS && top.leading_zeros() >= bits {
+        let mut keyed: Vec<u64> = flows.iter().enumerate().map(|(i, f)| f.2 << bits | i as u64).collect();
+        keyed.sort_unstable();
+        let mask = (1u64 << bits) - 1;
+        return keyed.into_iter().map(|k| (k & mask) as u32).collect();
+    }
+    let mut keyed: Vec<(u64, u32)> = flows.iter().enumerate().map(|(i, f)| (f.2, i as u32)).collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|k| k.1).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +146,25 @@ mod tests {
         assert_eq!(r[1..], [25 * G; 4]);
         assert_eq!(r[0], 75 * G, "receiver 2 gives 0→2 what 1→2 cannot use");
         assert!(r.iter().sum::<u64>() <= 200 * G);
+    }
+
+    #[test]
+    fn by_offer_packed_or_not_is_offer_then_index() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for (n, big) in [(0usize, false), (1, false), (1000, false), (1000, true), (70_000, false)] {
+            let flows: Vec<(u32, u32, u64)> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let offer = if big && x.is_multiple_of(7) { u64::MAX - x % 3 } else { x % 50 * G };
+                    (0, 1, offer)
+                })
+                .collect();
+            let mut want: Vec<u32> = (0..n as u32).collect();
+            want.sort_by_key(|&i| (flows[i as usize].2, i));
+            assert_eq!(by_offer(&flows), want, "n {n} big {big}");
+        }
     }
 
     #[test]

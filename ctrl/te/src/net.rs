@@ -76,6 +76,9 @@ pub(crate) struct Net {
     /// Capacity as a float: utilisation divides by it (a division, not a
     /// multiplication by the inverse, so a full link is exactly 1.0).
     pub capf: Vec<f64>,
+    /// Every directed link has the same capacity, below 2^53: searches
+    /// may compare raw loads instead of utilisations (`search::Raw`).
+    pub uniform: bool,
     pub link_up: Vec<bool>,
     pub switch_up: Vec<bool>,
     /// Per directed link: it and both its switches are in service.
@@ -110,6 +113,7 @@ impl Net {
             }
         }
         let capf = cap.iter().map(|&c| c as f64).collect();
+        let uniform = cap.iter().all(|&c| c == cap[0] && c < 1 << 53);
         let mut ports: Vec<Vec<(u16, DirLink)>> = vec![Vec::new(); n];
         for dl in 0..2 * nl {
             ports[tail[dl] as usize].push((port[dl], dl as DirLink));
@@ -135,6 +139,7 @@ impl Net {
             head,
             cap,
             capf,
+            uniform,
             link_up: vec![true; nl],
             switch_up: vec![true; n],
             dl_ok: vec![true; 2 * nl],

@@ -47,13 +47,96 @@ impl Loads<'_> {
 
     /// Highest utilisation along `route` with `extra` added on each link.
     pub fn bottleneck(&self, net: &Net, route: &Route, extra: u64) -> f64 {
-        route.links().iter().map(|&dl| self.util(net, dl, extra)).fold(0.0, f64::max)
+        let links = route.links();
+        if net.uniform {
+            // One division: with one capacity, `util` is the load
+            // converted and divided, each step rounding monotonically,
+            // so the largest load gives the largest utilisation.
+            let top = links.iter().map(|&dl| self.load[dl as usize] + extra).max();
+            return top.map_or(0.0, |a| a as f64 / net.capf[links[0] as usize]);
+        }
+        links.iter().map(|&dl| self.util(net, dl, extra)).fold(0.0, f64::max)
     }
 }
 
-struct Dfs<'a> {
+/// What the search compares links by: their utilisation ([`Loads`]), or,
+/// where every link has the same capacity, their raw load ([`Raw`]),
+/// which orders them the same without a division a link.
+pub(crate) trait Meter: Copy {
+    type U: Copy + PartialOrd;
+    /// An empty prefix.
+    const ZERO: Self::U;
+    /// Above every value `util` returns.
+    const INF: Self::U;
+    fn util(&self, net: &Net, dl: DirLink, extra: u64) -> Self::U;
+    fn max(a: Self::U, b: Self::U) -> Self::U;
+    fn min(a: Self::U, b: Self::U) -> Self::U;
+}
+
+impl Meter for Loads<'_> {
+    type U = f64;
+    const ZERO: f64 = 0.0;
+    const INF: f64 = f64::INFINITY;
+    #[inline]
+    fn util(&self, net: &Net, dl: DirLink, extra: u64) -> f64 {
+        Loads::util(self, net, dl, extra)
+    }
+    #[inline]
+    fn max(a: f64, b: f64) -> f64 {
+        a.max(b)
+    }
+    #[inline]
+    fn min(a: f64, b: f64) -> f64 {
+        a.min(b)
+    }
+}
+
+/// Loads compared raw, for a fabric whose links all have one capacity
+/// `c`, while every load the search reads (with the flow's rate added)
+/// is below [`RAW_LIMIT`]; the caller makes sure of both.
+///
+/// The search then takes the same decisions as with [`Loads`], bit for
+/// bit. It only compares utilisations, takes their maximum and keeps the
+/// minimum found, and `Loads::util` is `fl(fl(a) / fl(c))`, with `a` and
+/// `c` below 2^53 so both convert exactly: that is `a / c` correctly
+/// rounded. Rounding is monotonic, so `a <= b` gives `util(a) <=
+/// util(b)`; and `a < b` gives `util(a) < util(b)`: `b / c - a / c >=
+/// 1 / c`, while the spacing of doubles near `b / c` is at most `(b / c)
+/// 2^-52 < 1 / c` for `b < 2^52`, and two reals further apart than that
+/// spacing never round to the same double. So `a` and `b` compare as
+/// their utilisations do, and every maximum, minimum and ordering (ties
+/// included) is the same. The sentinel `u64::MAX` stands where `Loads`
+/// has infinity, above every load as infinity is above every utilisation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Raw<'a> {
+    pub load: &'a [u64],
+}
+
+/// Loads (with the rate added) below this compare raw as their
+/// utilisations do (see [`Raw`]).
+pub(crate) const RAW_LIMIT: u64 = 1 << 52;
+
+impl Meter for Raw<'_> {
+    type U = u64;
+    const ZERO: u64 = 0;
+    const INF: u64 = u64::MAX;
+    #[inline]
+    fn util(&self, _: &Net, dl: DirLink, extra: u64) -> u64 {
+        self.load[dl as usize] + extra
+    }
+    #[inline]
+    fn max(a: u64, b: u64) -> u64 {
+        a.max(b)
+    }
+    #[inline]
+    fn min(a: u64, b: u64) -> u64 {
+        a.min(b)
+    }
+}
+
+struct Dfs<'a, M: Meter> {
     net: &'a Net,
-    loads: Loads<'a>,
+    loads: M,
     d: u32,
     dst: u32,
     rate: u64,
@@ -61,24 +144,24 @@ struct Dfs<'a> {
     beam: usize,
     width: usize,
     cur: Route,
-    best: Option<(f64, Route)>,
+    best: Option<(M::U, Route)>,
     /// The source leaf's group: read by the caller ahead of the search.
     first: u32,
     /// Only paths whose bottleneck is below this are wanted.
-    below: f64,
+    below: M::U,
 }
 
 /// Widest beam kept on the stack.
 const MAX_BEAM: usize = 16;
 
-impl<'a> Dfs<'a> {
+impl<'a, M: Meter> Dfs<'a, M> {
     /// What a path must beat: the best found, or the caller's bar.
     #[inline]
-    fn limit(&self) -> f64 {
+    fn limit(&self) -> M::U {
         self.best.as_ref().map_or(self.below, |b| b.0)
     }
 
-    fn walk(&mut self, s: u32, depth: usize, prefix: f64) {
+    fn walk(&mut self, s: u32, depth: usize, prefix: M::U) {
         if s == self.dst {
             if prefix < self.limit() {
                 self.cur.len = depth as u8;
@@ -105,11 +188,11 @@ impl<'a> Dfs<'a> {
     /// Follows `dl` to `peer` unless it is out of service or no better
     /// than the best path found.
     #[inline]
-    fn step(&mut self, dl: DirLink, peer: u32, (depth, choice): (usize, bool), prefix: f64) {
+    fn step(&mut self, dl: DirLink, peer: u32, (depth, choice): (usize, bool), prefix: M::U) {
         // Group members are never on a link out of service (the routing
         // leaves them out, and the index follows the routing), so the
         // hot loop does not check.
-        let u = prefix.max(self.loads.util(self.net, dl, self.rate));
+        let u = M::max(prefix, self.loads.util(self.net, dl, self.rate));
         if u >= self.limit() {
             return;
         }
@@ -126,8 +209,8 @@ impl<'a> Dfs<'a> {
     /// toward the destination (0 where the chain forks): what every path
     /// through `s` must cross anyway. Stops early, with what it has,
     /// once that is `stop` or more.
-    fn tail(&self, mut s: u32, stop: f64) -> f64 {
-        let mut worst = 0.0f64;
+    fn tail(&self, mut s: u32, stop: M::U) -> M::U {
+        let mut worst = M::ZERO;
         for _ in 0..MAX_HOPS {
             // The destination has no group toward itself.
             if s == self.dst || worst >= stop {
@@ -135,7 +218,7 @@ impl<'a> Dfs<'a> {
             }
             match self.net.members(self.d, s) {
                 [m] => {
-                    worst = worst.max(self.loads.util(self.net, m.dl, self.rate));
+                    worst = M::max(worst, self.loads.util(self.net, m.dl, self.rate));
                     s = m.peer;
                 }
                 _ => break,
@@ -156,11 +239,11 @@ impl<'a> Dfs<'a> {
     /// only their own quarter of the members, and the greedy placement
     /// then piles up on some of them (on the bench's Clos it ended at
     /// 0.769 before 2,519 local-search steps brought it down to 0.721).
-    fn walk_beam(&mut self, members: &'a [Mem], depth: usize, prefix: f64) {
+    fn walk_beam(&mut self, members: &'a [Mem], depth: usize, prefix: M::U) {
         let k = members.len();
         let beam = self.beam.min(MAX_BEAM);
         let sample = Sample::new(k, self.width, self.spread, depth);
-        let mut keep: [(f64, u32); MAX_BEAM] = [(f64::INFINITY, 0); MAX_BEAM];
+        let mut keep: [(M::U, u32); MAX_BEAM] = [(M::INF, 0); MAX_BEAM];
         let mut kept = 0;
         // A member no cooler than the best path found, counting the
         // prefix, leads to nothing better; one no cooler than the last
@@ -170,11 +253,11 @@ impl<'a> Dfs<'a> {
             let m = members[idx];
             let first = self.loads.util(self.net, m.dl, self.rate);
             // (`prefix` is below `bar`, or this switch would not be walked.)
-            let cut = if kept == beam { keep[beam - 1].0 } else { f64::INFINITY }.min(bar);
+            let cut = M::min(if kept == beam { keep[beam - 1].0 } else { M::INF }, bar);
             if first >= cut {
                 continue;
             }
-            let u = first.max(self.tail(m.peer, cut));
+            let u = M::max(first, self.tail(m.peer, cut));
             if u >= cut {
                 continue;
             }
@@ -189,7 +272,7 @@ impl<'a> Dfs<'a> {
         }
         for &(u, idx) in &keep[..kept] {
             let m = members[idx as usize];
-            if !self.finish(m, depth, prefix.max(u)) {
+            if !self.finish(m, depth, M::max(prefix, u)) {
                 self.step(m.dl, m.peer, (depth, true), prefix);
             }
         }
@@ -200,7 +283,7 @@ impl<'a> Dfs<'a> {
     /// member and its chain, all read for the beam): records it if it
     /// beats the best, as walking it would, without reading its loads
     /// again. False if the chain forks first (walk it then).
-    fn finish(&mut self, m: Mem, depth: usize, total: f64) -> bool {
+    fn finish(&mut self, m: Mem, depth: usize, total: M::U) -> bool {
         let mut r = self.cur;
         r.dl[depth] = m.dl;
         r.mask |= 1 << depth;
@@ -345,14 +428,38 @@ pub(crate) fn best_from(
     spread: u64,
     breadth: Breadth,
 ) -> Option<(f64, Route)> {
-    let dst = net.dests[d as usize] as u32;
-    if src == dst {
-        return Some((0.0, Route::default()));
-    }
     let (beam, width) = match breadth {
         Breadth::Exact | Breadth::Below(_) => (usize::MAX, usize::MAX),
         Breadth::Beam { beam, width } => (beam.clamp(1, MAX_BEAM), width.max(beam)),
     };
+    run(net, loads, (src, d, first), (rate, spread), (beam, width), breadth.below())
+}
+
+/// [`best_from`] with a beam of `(beam, width)`, comparing raw loads
+/// (see [`Raw`]: the caller makes sure they compare as utilisations
+/// do); the bottleneck comes as a load.
+pub(crate) fn best_raw(
+    net: &Net,
+    loads: Raw<'_>,
+    (src, d, first): (u32, u32, u32),
+    (rate, spread): (u64, u64),
+    (beam, width): (usize, usize),
+) -> Option<(u64, Route)> {
+    run(net, loads, (src, d, first), (rate, spread), (beam.clamp(1, MAX_BEAM), width.max(beam)), u64::MAX)
+}
+
+fn run<M: Meter>(
+    net: &Net,
+    loads: M,
+    (src, d, first): (u32, u32, u32),
+    (rate, spread): (u64, u64),
+    (beam, width): (usize, usize),
+    below: M::U,
+) -> Option<(M::U, Route)> {
+    let dst = net.dests[d as usize] as u32;
+    if src == dst {
+        return Some((M::ZERO, Route::default()));
+    }
     let mut dfs = Dfs {
         net,
         loads,
@@ -365,9 +472,9 @@ pub(crate) fn best_from(
         cur: Route::default(),
         best: None,
         first,
-        below: breadth.below(),
+        below,
     };
-    dfs.walk(src, 0, 0.0);
+    dfs.walk(src, 0, M::ZERO);
     dfs.best
 }
 
@@ -391,6 +498,69 @@ mod tests {
 
     fn spreads() -> impl Iterator<Item = u64> {
         (1..2000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 17))
+    }
+
+    #[test]
+    fn raw_loads_decide_as_utilisations_do() {
+        use metaroce_topo::gen::{self, Common};
+        use metaroce_topo::units::Bandwidth;
+        use metaroce_topo::Routing;
+        let t = gen::clos3(&Common::new("raw", Bandwidth::gbps(400)), 3, 3, 4, 4, 1).unwrap();
+        let net = Net::new(&t, &Routing::compute(&t));
+        assert!(net.uniform);
+        let c = net.cap[0];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..240 {
+            // A few load levels (ties), with or without 1-bit nudges,
+            // from light to near the bound where loads 1 apart give the
+            // closest utilisations.
+            let (base, step) = match round % 4 {
+                0 => (0, c / 8),
+                1 => (c / 2, c / 4),
+                2 => (RAW_LIMIT / 64, c),
+                _ => (RAW_LIMIT / 2, 1),
+            };
+            let nudge = round % 8 < 4;
+            let load: Vec<u64> = (0..net.dirlinks())
+                .map(|_| base + next() % 5 * step + if nudge { next() % 3 } else { 0 })
+                .collect();
+            for _ in 0..40 {
+                let src = net.dests[(next() % net.dests.len() as u64) as usize] as u32;
+                let d = (next() % net.dests.len() as u64) as u32;
+                let (rate, spread) = (next() % 4, next());
+                let q = (src, d, net.cell_of(d, src));
+                for (beam, width) in [(1, 1), (1, 3), (2, 8), (3, 5), (16, 64)] {
+                    let f = best_from(
+                        &net,
+                        Loads { load: &load },
+                        q,
+                        rate,
+                        spread,
+                        Breadth::Beam { beam, width },
+                    );
+                    let r = best_raw(&net, Raw { load: &load }, q, (rate, spread), (beam, width));
+                    let r = r.map(|(a, route)| (a as f64 / net.capf[0], route));
+                    assert_eq!(
+                        f.map(|(u, route)| (u.to_bits(), route)),
+                        r.map(|(u, route)| (u.to_bits(), route)),
+                        "round {round} beam {beam} width {width}"
+                    );
+                    if let Some((u, route)) = f {
+                        let loads = Loads { load: &load };
+                        let each =
+                            route.links().iter().map(|&dl| loads.util(&net, dl, rate)).fold(0.0, f64::max);
+                        assert_eq!(loads.bottleneck(&net, &route, rate).to_bits(), each.to_bits());
+                        assert_eq!(u.to_bits(), each.to_bits());
+                    }
+                }
+            }
+        }
     }
 
     #[test]
