@@ -8,22 +8,19 @@
 use std::cmp::Reverse;
 use std::collections::binary_heap::{BinaryHeap, PeekMut};
 
-/// Max-min fair rates of flows over host NICs.
-///
-/// `flows[i] = (src host, dst host, offered bps)`; `nic[h]` is host `h`'s
-/// rate, used once for sending (resource `2h`) and once for receiving
-/// (`2h + 1`). Returns each flow's rate, in bits per second. Integer
-/// arithmetic (shares round down), so the result is exact and the same on
-/// every machine.
-pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
+/// Each NIC direction as a resource (`2h` sending, `2h + 1` receiving):
+/// its capacity, how many flows use it, and those flows as a CSR
+/// (`of[start[r]..start[r + 1]]`).
+type Resources = (Vec<u64>, Vec<u32>, Vec<u32>, Vec<u32>);
+
+fn resources(flows: &[(u32, u32, u64)], nic: &[u64]) -> Resources {
     let nr = 2 * nic.len();
-    let mut left: Vec<u64> = (0..nr).map(|r| nic[r / 2]).collect();
+    let left: Vec<u64> = (0..nr).map(|r| nic[r / 2]).collect();
     let mut count = vec![0u32; nr];
     for &(s, d, _) in flows {
         count[2 * s as usize] += 1;
         count[2 * d as usize + 1] += 1;
     }
-    // Flows of each resource, as a CSR.
     let mut start = vec![0u32; nr + 1];
     for r in 0..nr {
         start[r + 1] = start[r] + count[r];
@@ -36,6 +33,19 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
             fill[r] += 1;
         }
     }
+    (left, count, start, of)
+}
+
+/// Max-min fair rates of flows over host NICs.
+///
+/// `flows[i] = (src host, dst host, offered bps)`; `nic[h]` is host `h`'s
+/// rate, used once for sending (resource `2h`) and once for receiving
+/// (`2h + 1`). Returns each flow's rate, in bits per second. Integer
+/// arithmetic (shares round down), so the result is exact and the same on
+/// every machine.
+pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
+    let (mut left, mut count, start, of) = resources(flows, nic);
+    let nr = left.len();
     let order = by_offer(flows);
     let mut rate = vec![u64::MAX; flows.len()];
     // Resources by fair share, lazily: a freeze only ever raises the
@@ -175,26 +185,8 @@ mod tests {
     /// The progressive filling as it was written first, with every share
     /// in the heap kept exact: the lazy heap must give the same rates.
     fn eager(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
-        let nr = 2 * nic.len();
-        let mut left: Vec<u64> = (0..nr).map(|r| nic[r / 2]).collect();
-        let mut count = vec![0u32; nr];
-        for &(s, d, _) in flows {
-            count[2 * s as usize] += 1;
-            count[2 * d as usize + 1] += 1;
-        }
-        // Flows of each resource, as a CSR.
-        let mut start = vec![0u32; nr + 1];
-        for r in 0..nr {
-            start[r + 1] = start[r] + count[r];
-        }
-        let mut fill = start.clone();
-        let mut of = vec![0u32; 2 * flows.len()];
-        for (i, &(s, d, _)) in flows.iter().enumerate() {
-            for r in [2 * s as usize, 2 * d as usize + 1] {
-                of[fill[r] as usize] = i as u32;
-                fill[r] += 1;
-            }
-        }
+        let (mut left, mut count, start, of) = resources(flows, nic);
+        let nr = left.len();
         // By offer, then index: sorted with the keys beside the indices (a
         // sort through the index reads `flows` at random).
         let mut keyed: Vec<(u64, u32)> = flows.iter().enumerate().map(|(i, f)| (f.2, i as u32)).collect();
