@@ -14,8 +14,8 @@
 //! so the reaction time is the loop's own: digest decode, view, decision,
 //! desired state, diff and the acknowledged Write.
 //!
-//! Then placement: 20 jobs registered through the job API one at a time,
-//! and 20 large-flow digests of new (unannounced) elephants, each placed by
+//! Then placement: 100 jobs registered through the job API one at a time,
+//! and 100 large-flow digests of new (unannounced) elephants, each placed by
 //! the planner with steer entries. For these the bench reports the
 //! controller's own share (the request or digest in → the first steer
 //! Write sent, without the switch's acknowledgement) beside the
@@ -49,6 +49,10 @@ const RATE: u64 = 10_000;
 const SCHED: &str = "scheduler-token-of-the-reaction-bench";
 const VIEW: &str = "viewer-token-of-the-reaction-bench-01";
 const SECONDS: u64 = 5;
+/// Jobs, then large-flow digests, placed one at a time: enough that the
+/// printed p99 is a percentile (of 200 job writes, 100 digests' writes),
+/// not the largest of a few dozen.
+const PLACEMENT_PROBES: usize = 100;
 
 fn base_port() -> u16 {
     'outer: for base in (20_000u16..60_000).step_by(997) {
@@ -375,10 +379,10 @@ async fn run() {
     );
 }
 
-/// Placement probes, 200 ms apart: 20 jobs (one host pair across two
-/// leaves each, both directions: two leaves steer), then 20 large-flow
-/// digests of new elephants at the leaves. Returns when each phase began
-/// (unix ns).
+/// Placement probes, 100 ms apart: [`PLACEMENT_PROBES`] jobs (one host
+/// pair across two leaves each, both directions: two leaves steer), then
+/// as many large-flow digests of new elephants at the leaves. Returns
+/// when each phase began (unix ns).
 async fn placement_probes(
     topo: &metaroce_topo::Topology,
     p: &Pipeline,
@@ -391,29 +395,33 @@ async fn placement_probes(
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0)
     };
+    // Probe i pairs leaf i % 24 with one of the leaves 24-47, a different
+    // one for each round of 24: every pair is new (hosts h{leaf}-{k}, two a leaf).
+    let pair = |i: usize| (i % 24, 24 + (i % 24 + i / 24) % 24);
     let jobs_from = unix_ns();
-    // Hosts h{leaf}-{k}: job i pairs leaf i's first host with leaf i+24's.
-    for i in 0..20usize {
-        let (a, b) = (&topo.hosts[i * 2], &topo.hosts[(i + 24) * 2]);
+    for i in 0..PLACEMENT_PROBES {
+        let (la, lb) = pair(i);
+        let (a, b) = (&topo.hosts[la * 2], &topo.hosts[lb * 2]);
         let body = format!(
             r#"{{"name": "job-{i}", "pattern": "all-to-all", "hosts": ["{}", "{}"], "bytes": 1000000}}"#,
             a.name, b.name
         );
         let answer = http_post(listen, "/api/v1/jobs", SCHED, &body).await;
         assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let digests_from = unix_ns();
     let digest_id = p.info().digests.id_of(names::LARGE_FLOW_DIGEST).unwrap();
-    for i in 0..20usize {
-        // The second host of leaf i to the second host of leaf i+24: no job owns that pair.
-        let (a, b) = (&topo.hosts[i * 2 + 1], &topo.hosts[(i + 24) * 2 + 1]);
+    for i in 0..PLACEMENT_PROBES {
+        // Second hosts of the leaves: no job owns that pair.
+        let (la, lb) = pair(i);
+        let (a, b) = (&topo.hosts[la * 2 + 1], &topo.hosts[lb * 2 + 1]);
         let leaf = a.leaf;
         let port = topo.adjacency(leaf)[0].port;
         let d =
             large_flow(topo.switches[leaf].int_node_id, a.ip, b.ip, 49152, 100 + i as u32, port, 1_000_000);
         switches[leaf].emit_digest(digest_id, d);
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     (jobs_from, digests_from)
 }
