@@ -53,17 +53,14 @@ impl Planner {
 
 /// A flow removed and added again since the last decision shows as one
 /// move from its old path to its new one (none if they are the same), not
-/// as an ended flow and a new one.
-fn merge_replaced(moves: &mut Vec<Move>) {
-    let ended: std::collections::HashMap<FlowKey, usize> = moves
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.reason == Reason::Ended)
-        .map(|(i, m)| (m.flow, i))
-        .collect();
-    if ended.is_empty() {
+/// as an ended flow and a new one. The first `ended` moves are the ended
+/// flows (a decision reports them first).
+fn merge_replaced(moves: &mut Vec<Move>, ended: usize) {
+    if ended == 0 {
         return;
     }
+    let ended: std::collections::HashMap<FlowKey, usize> =
+        moves[..ended].iter().enumerate().map(|(i, m)| (m.flow, i)).collect();
     let mut gone = vec![false; moves.len()];
     for i in 0..moves.len() {
         if moves[i].reason != Reason::New {
@@ -111,8 +108,9 @@ impl Planner {
         self.repair(now_ns, &mut log, &mut unplaced);
         let exact = self.place_new(&mut log, &mut unplaced);
         let (search_steps, budget_hit) = self.search(now_ns, &mut log);
+        let ended = moves.len();
         self.report(log, &mut moves);
-        merge_replaced(&mut moves);
+        merge_replaced(&mut moves, ended);
         let hottest = self.hottest();
         Plan {
             now_ns,
