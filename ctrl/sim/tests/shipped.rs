@@ -13,10 +13,16 @@ use metaroce_sim::{scenario, Mode, ModeRun, Summary};
 use metaroce_topo::Routing;
 
 /// Runs a shipped scenario in all its modes; summaries by mode name.
-fn run(name: &str) -> BTreeMap<String, Summary> {
+/// A shipped scenario, and its topology's routing.
+fn load(name: &str) -> (scenario::Loaded, Routing) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name);
     let l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
     let routing = Routing::compute(&l.topology);
+    (l, routing)
+}
+
+fn run(name: &str) -> BTreeMap<String, Summary> {
+    let (l, routing) = load(name);
     let mut out = BTreeMap::new();
     for &mode in &l.scenario.modes {
         let r: ModeRun =
@@ -55,9 +61,7 @@ const LEAST_REPEAT_REACTION_US: f64 = 649.999;
 /// Runs a shipped scenario on each seed, every mode (modes in parallel);
 /// summaries by mode name, one per seed.
 fn sweep(name: &str, seeds: std::ops::RangeInclusive<u64>) -> BTreeMap<String, Vec<Summary>> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name);
-    let l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
-    let routing = Routing::compute(&l.topology);
+    let (l, routing) = load(name);
     let mut out: BTreeMap<String, Vec<Summary>> = BTreeMap::new();
     for seed in seeds {
         let mut sc = l.scenario.clone();
@@ -105,9 +109,7 @@ fn sweep(name: &str, seeds: std::ops::RangeInclusive<u64>) -> BTreeMap<String, V
 /// Spray on out-of-order NICs (the yardstick for PFC pauses) on
 /// the shipped scenario `name`, one run per seed.
 fn spray_out_of_order(name: &str, seeds: std::ops::RangeInclusive<u64>) -> Vec<Summary> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name);
-    let l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
-    let routing = Routing::compute(&l.topology);
+    let (l, routing) = load(name);
     let mut sc = l.scenario.clone();
     sc.net.ordering = metaroce_sim::Ordering::OutOfOrder;
     seeds
