@@ -120,8 +120,7 @@ impl Drop for Child {
 fn scrape_reads_a_running_exporter() {
     let tmp = root();
     let r = tmp.path();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = format!("127.0.0.1:{}", common::serve::free_port());
     let _child = Child(
         Command::new(env!("CARGO_BIN_EXE_metaroce"))
             .args([

@@ -128,9 +128,9 @@ impl Drop for Kill {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+#[path = "../../../tests/support/ports.rs"]
+mod ports;
+use ports::free_port;
 
 async fn bench_bmv2(bin: &Path, info_path: &Path, json: &Path) {
     let port = free_port();

@@ -70,9 +70,9 @@ fn read_log(port: u16) -> String {
     std::fs::read_to_string(log_path(port)).unwrap_or_default()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+#[path = "../../../tests/support/ports.rs"]
+mod ports;
+use ports::free_port;
 
 #[tokio::test]
 async fn bmv2_pipeline_reads_and_register_fallback() {

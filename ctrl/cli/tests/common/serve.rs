@@ -1,16 +1,16 @@
 //! The L2 harness: `metaroce sim serve` and the real controller, started
 //! as users start them, on a copy of the 2x2 Mininet fabric on free ports.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::repo;
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+#[path = "../../../../tests/support/ports.rs"]
+mod ports;
+pub use ports::free_port;
 
 /// Kills the child when the test ends, however it ends.
 pub struct Proc(pub Child);
