@@ -1,6 +1,6 @@
 # metaroce — one-command build, test and demo.
 #
-#   make demo    the main job on a fresh machine (needs the Rust toolchain, python3 with venv, and PyPI)
+#   make demo    the main job on a fresh machine (needs the Rust toolchain, python3 with venv, PyPI, and protoc with its well-known types)
 #   make test    every test tier this machine can run; the others say why they skip
 #
 # Other targets: build, lint, bench, p4, fuzz, clean. `make help` lists them.
@@ -15,16 +15,16 @@ DEMO_OUT := target/demo
 P4RT_VENV := target/p4rt-venv
 P4RT_STAMP := $(P4RT_VENV)/.p4runtime-1.6.0
 
-.PHONY: p4rt-deps help build release test test-rust test-p4 test-p4-vectors lint fmt bench p4 demo fuzz clean test-make
+.PHONY: p4rt-deps build-deps help build release test test-rust test-p4 test-p4-vectors lint fmt bench p4 demo fuzz clean test-make
 .PHONY: deps-mininet test-e2e mininet-demo bench-ha p4-tna p4-tna-p4info test-p4-parity
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
-build: p4rt-deps ## Debug build of every crate
+build: build-deps ## Debug build of every crate
 	$(CARGO) build --workspace --all-targets
 
-release: p4rt-deps ## Optimized metaroce binary
+release: build-deps ## Optimized metaroce binary
 	$(CARGO) build --release -p metaroce-cli
 
 test: test-make test-rust test-p4 test-p4-parity test-p4-vectors test-e2e ## L0-L2 everywhere; L3-L4 where their tools exist
@@ -33,7 +33,7 @@ test: test-make test-rust test-p4 test-p4-parity test-p4-vectors test-e2e ## L0-
 test-make: ## Every .PHONY target has a rule (a lost one would do nothing and pass)
 	@tests/makefile-targets.sh
 
-test-rust: p4rt-deps
+test-rust: build-deps
 	$(CARGO) test --workspace --all-targets
 	@m=; for t in chromium chromedriver; do command -v $$t >/dev/null || m="$$m $$t"; done; \
 	  [ -z "$$m" ] || echo "skip: L2 page browser test (ctrl/cli/tests/page_browser.rs):$$m not installed (apt-get install chromium chromium-driver)"
@@ -51,7 +51,7 @@ p4-tna: ## Compile p4src/tna with the Tofino compiler into p4src/build/tofino (B
 p4-tna-p4info: ## Write p4src/build/tna/main.p4info.txtpb with p4test (P4TEST, TNA_INCLUDE; see p4src/README.md)
 	@p4src/tna-p4info.sh
 
-test-p4-vectors: p4rt-deps ## L3: P4 packet vectors (tests/p4) on BMv2; one skip line without it
+test-p4-vectors: build-deps ## L3: P4 packet vectors (tests/p4) on BMv2; one skip line without it
 	$(CARGO) run -q -p metaroce-p4-vectors
 
 # Mininet testbed (mininet/, README "Mininet with BMv2"). Debian's python3
@@ -62,7 +62,7 @@ TOPO ?= topologies/mininet-2x2.yaml
 test-e2e: ## L4: Mininet + BMv2 end-to-end (tests/e2e); one skip line without root/Mininet/BMv2
 	@if [ -x $(MN_PY) ]; then $(MN_PY) tests/e2e/run.py; else echo "skip: L4 Mininet end-to-end ($(MN_PY) not installed)"; fi
 
-bench-ha: p4rt-deps ## Controller takeover time over 10 leader kills, p50 / max (needs etcd: Debian etcd-server)
+bench-ha: build-deps ## Controller takeover time over 10 leader kills, p50 / max (needs etcd: Debian etcd-server)
 	$(CARGO) test --workspace --test serve_ha -- --ignored --nocapture takeover_time
 
 deps-mininet: ## Debian packages for the Mininet testbed (Mininet, iperf3, scapy, ...; run as root)
@@ -72,14 +72,14 @@ deps-mininet: ## Debian packages for the Mininet testbed (Mininet, iperf3, scapy
 mininet-demo: release ## Mininet + BMv2: one scenario, controller in observe then act mode (TOPO=...; root, Mininet, BMv2)
 	$(MN_PY) mininet/demo.py $(TOPO) --controller-bin $(METAROCE) -o target/mininet-demo
 
-lint: p4rt-deps ## rustfmt check and clippy with warnings as errors
+lint: build-deps ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 fmt: ## Format every crate
 	$(CARGO) fmt --all
 
-bench: p4rt-deps ## Benchmarks; prints the figures
+bench: build-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-topo --bench routing
 	$(CARGO) bench -p metaroce-p4rt --bench inserts
 	$(CARGO) bench -p metaroce-sim --bench engine
@@ -113,6 +113,16 @@ fuzz: ## Fuzz the topology loader for 60 s (needs cargo-fuzz and nightly)
 	cd fuzz && $(CARGO) +nightly fuzz run load_topology -- -max_total_time=60
 
 p4rt-deps: $(P4RT_STAMP) ## Python venv with p4runtime==1.6.0 for the P4Runtime protos
+
+# The etcd client's build (controller HA) runs protoc and imports its
+# well-known types; say what to install before cargo fails deep in a build
+# script.
+PROTOC ?= protoc
+build-deps: p4rt-deps ## Check what the build needs besides Rust: the P4Runtime venv, protoc and its well-known types
+	@command -v $(PROTOC) >/dev/null || { echo "make: protoc is needed to build the etcd client (Debian: apt-get install protobuf-compiler libprotobuf-dev; or set PROTOC)" >&2; exit 1; }
+	@d=$$(mktemp -d) && echo 'syntax = "proto3"; import "google/protobuf/descriptor.proto";' > $$d/wkt.proto \
+	  && $(PROTOC) -I$$d --descriptor_set_out=/dev/null $$d/wkt.proto 2>/dev/null; rc=$$?; rm -rf $$d; \
+	  [ $$rc = 0 ] || { echo "make: $(PROTOC) cannot find google/protobuf/descriptor.proto, which the etcd client's build imports (Debian: apt-get install libprotobuf-dev)" >&2; exit 1; }
 
 $(P4RT_STAMP):
 	@command -v python3 >/dev/null || { echo "make: python3 is needed to get the P4Runtime definitions (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
