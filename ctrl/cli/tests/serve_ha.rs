@@ -529,7 +529,11 @@ async fn jobs_survive_a_takeover() {
     until(Duration::from_secs(10), "b registers the kept job again", &logs, || {
         (job_names(&b) == ["perm"]).then_some(())
     });
-    let restored = b.events().into_iter().find(|e| e["kind"] == "jobs_restored").unwrap();
+    // The event file is written once per round of b's loop, and that round
+    // goes on to place the job: the API can list it before the line lands.
+    let restored = until(Duration::from_secs(10), "b logs the jobs it restored", &logs, || {
+        b.events().into_iter().find(|e| e["kind"] == "jobs_restored")
+    });
     assert_eq!(restored["details"]["restored"], serde_json::json!(["perm"]), "{restored}");
     // b places it as a did: the same entries, and they stay (not aged out
     // as entries of flows nobody reports would be).
