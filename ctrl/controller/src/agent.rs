@@ -3,7 +3,8 @@
 //! subscribes to digests, reads back what the switch holds, and then keeps
 //! the switch at the desired state the core publishes, reconnecting and
 //! re-syncing on its own when the switch restarts or drops the stream, so
-//! that one switch's trouble never disturbs the others.
+//! that one switch's trouble never disturbs the others. Its registers are
+//! polled beside it ([`poll`]), so a new desired state never waits for a poll.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -15,7 +16,7 @@ use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::session::PipelineOutcome;
 use metaroce_p4rt::thrift::ThriftConfig;
 use metaroce_p4rt::{Event as SessionEvent, Session, SessionConfig, SessionError};
-use metaroce_pipeline::{Entry, Key, LargeFlowDigest, PacketInReason, Pipeline, PortRegister, QueueDigest};
+use metaroce_pipeline::{Entry, Key, LargeFlowDigest, PacketInReason, Pipeline, QueueDigest};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -25,11 +26,8 @@ use crate::plan::SwitchPlan;
 use crate::reconcile::{self, Change};
 
 mod assigned;
+mod poll;
 mod term;
-
-/// The ECN counters are read with every this many register polls (once a
-/// second at the default 100 ms): they feed /metrics only, not decisions.
-const ECN_POLL_EVERY: u64 = 10;
 
 /// What a switch should hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +154,8 @@ pub struct AgentConfig {
     pub thrift: Option<SocketAddr>,
     /// Ports whose registers are polled.
     pub ports: Vec<u16>,
+    /// How often the registers are polled, beside the agent's loop
+    /// ([`poll`]); a standby reads the switch's entries back every ten.
     pub poll_interval: Duration,
     pub digest: DigestConfig,
     /// Write nothing (dry run): compute and log the changes only.
@@ -223,6 +223,8 @@ enum AgentError {
     Pipeline(#[from] metaroce_pipeline::PipelineError),
     #[error("the session's event stream ended")]
     StreamEnded,
+    #[error("the session is still held by the register poll")]
+    SessionShared,
 }
 
 async fn open(
@@ -271,8 +273,12 @@ async fn read_installed(session: &Session, pipeline: &Pipeline) -> Result<BTreeM
 
 struct Live<'a> {
     cfg: &'a AgentConfig,
-    pipeline: &'a Pipeline,
-    session: Session,
+    pipeline: &'a Arc<Pipeline>,
+    /// Shared with the register poll; its election id changes only while
+    /// the poll is stopped ([`Live::on_term`]).
+    session: Arc<Session>,
+    /// The register poll on this session, once the first pass is done.
+    poller: Option<poll::Poller>,
     installed: BTreeMap<Key, Entry>,
     events: &'a mpsc::Sender<AgentEvent>,
     retry_at: Option<Instant>,
@@ -281,8 +287,6 @@ struct Live<'a> {
     backoff: Duration,
     /// What became of the pipeline when the session opened.
     program: &'static str,
-    /// Register polls so far: every tenth also reads the ECN counters.
-    polls: u64,
     /// The switch reached the desired state since the session (or its
     /// stream) came up: the operator has been told so.
     programmed: bool,
@@ -296,7 +300,7 @@ struct Live<'a> {
 
 async fn connected(
     cfg: &AgentConfig,
-    pipeline: &Pipeline,
+    pipeline: &Arc<Pipeline>,
     desired: &mut watch::Receiver<Desired>,
     events: &mpsc::Sender<AgentEvent>,
     shutdown: &mut watch::Receiver<bool>,
@@ -323,7 +327,8 @@ async fn connected(
     let mut live = Live {
         cfg,
         pipeline,
-        session,
+        session: Arc::new(session),
+        poller: None,
         installed,
         events,
         retry_at: None,
@@ -331,7 +336,6 @@ async fn connected(
         backoff: cfg.retry_initial,
         program,
         programmed: false,
-        polls: 0,
         term,
         // A controller that starts (or restarts) has not yet heard of the
         // flows and jobs whose steer entries the switch holds: they stay
@@ -346,8 +350,8 @@ async fn connected(
     }
     let first = desired.borrow_and_update().clone();
     live.sync(&first, true).await;
-    let mut poll = tokio::time::interval(cfg.poll_interval);
-    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    live.start_polling();
+    let mut refresh = term::refresh_timer(cfg.poll_interval);
     loop {
         let retry = live.retry_at;
         let cleanup = live.cleanup_at.filter(|_| retry.is_none());
@@ -364,7 +368,7 @@ async fn connected(
                 let d = desired.borrow_and_update().clone();
                 live.sync(&d, true).await;
             }
-            _ = poll.tick() => live.poll_registers().await,
+            _ = refresh.tick(), if !live.term.writes => live.refresh_installed().await,
             t = term::changed(ha.as_mut(), live.term) => live.on_term(t, desired).await?,
             _ = term::grace_end(live.steer_grace_until) => {
                 live.steer_grace_until = None;
@@ -395,6 +399,12 @@ async fn connected(
 }
 
 impl Live<'_> {
+    /// Starts the register poll on this session with the current term.
+    fn start_polling(&mut self) {
+        let (pipeline, session, events) = (self.pipeline.clone(), self.session.clone(), self.events.clone());
+        self.poller = Some(poll::Poller::start(self.cfg, pipeline, session, events, self.term.writes));
+    }
+
     /// The one line per switch an operator sees at the default log level:
     /// the first time the switch holds its desired state.
     async fn announce(&mut self, written: usize) {
@@ -595,77 +605,5 @@ impl Live<'_> {
             .collect::<Result<Vec<_>, _>>()?;
         self.session.write_batched(updates, 1000).await?;
         Ok(())
-    }
-
-    /// Reads the per-port registers and resets the maxima.
-    async fn poll_registers(&mut self) {
-        if self.cfg.ports.is_empty() {
-            return;
-        }
-        let info = self.pipeline.info();
-        let max =
-            self.session.read_register(info, self.pipeline.register_name(PortRegister::MaxDepth), None).await;
-        let hot = self
-            .session
-            .read_register(info, self.pipeline.register_name(PortRegister::Congested), None)
-            .await;
-        let (max, hot) = match (max, hot) {
-            (Ok(m), Ok(h)) => (m, h),
-            (Err(e), _) | (_, Err(e)) => return debug!(error = %e, "register poll failed"),
-        };
-        let cell = |v: &[(i64, u128)], port: u16| {
-            v.iter().find(|(i, _)| *i == i64::from(port)).map(|(_, x)| *x).unwrap_or(0)
-        };
-        let ports: Vec<(u16, u32, bool)> = self
-            .cfg
-            .ports
-            .iter()
-            .map(|&p| (p, u32::try_from(cell(&max, p)).unwrap_or(u32::MAX), cell(&hot, p) != 0))
-            .collect();
-        if !self.cfg.dry_run && self.term.writes {
-            for &(p, depth, _) in &ports {
-                if depth == 0 {
-                    continue;
-                }
-                let name = self.pipeline.register_name(PortRegister::MaxDepth);
-                if let Err(e) = self.session.write_register(info, name, Some(i64::from(p)), 0).await {
-                    debug!(error = %e, port = p, "resetting the max-depth register failed");
-                    break;
-                }
-            }
-        }
-        let received = Instant::now();
-        let _ = self.events.send(AgentEvent::Registers { switch: self.cfg.switch, ports, received }).await;
-        self.polls += 1;
-        if self.polls % ECN_POLL_EVERY == 1 {
-            self.poll_ecn_marks().await;
-        }
-        if !self.term.writes && self.polls.is_multiple_of(ECN_POLL_EVERY) {
-            self.refresh_installed().await;
-        }
-    }
-
-    /// Reads the ECN-mark counter of every polled port (for /metrics).
-    async fn poll_ecn_marks(&mut self) {
-        use metaroce_p4rt::proto::p4::v1::entity::Entity as E;
-        let read = match self.pipeline.counter_read(metaroce_pipeline::Counter::EcnMarks) {
-            Ok(r) => r,
-            Err(e) => return debug!(error = %e, "no ECN counter to read"),
-        };
-        let entities = match self.session.read(vec![read]).await {
-            Ok(v) => v,
-            Err(e) => return debug!(error = %e, "ECN counter read failed"),
-        };
-        let mut counts = BTreeMap::new();
-        for e in entities {
-            if let Some(E::CounterEntry(c)) = e.entity {
-                if let (Some(i), Some(d)) = (c.index, c.data) {
-                    counts.insert(i.index, u64::try_from(d.packet_count).unwrap_or(0));
-                }
-            }
-        }
-        let ports =
-            self.cfg.ports.iter().map(|&p| (p, counts.get(&i64::from(p)).copied().unwrap_or(0))).collect();
-        let _ = self.events.send(AgentEvent::EcnMarks { switch: self.cfg.switch, ports }).await;
     }
 }

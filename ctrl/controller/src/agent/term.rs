@@ -7,16 +7,21 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use metaroce_p4rt::session::{Bmv2Json, PipelineOutcome};
 use tokio::sync::watch;
-use tokio::time::Instant;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::info;
 
 use metaroce_pipeline::{Entry, Key};
 
 use super::{read_installed, AgentConfig, AgentError, AgentEvent, Desired, Live};
 use crate::ha::{HaState, Term};
+
+/// A standby reads the switch's entries back every this many register poll
+/// intervals ([`Live::refresh_installed`]).
+const REFRESH_EVERY: u32 = 10;
 
 /// The term to open a session with.
 pub(super) fn current(cfg: &AgentConfig, ha: Option<&mut watch::Receiver<HaState>>) -> Term {
@@ -59,6 +64,15 @@ pub(super) async fn changed(ha: Option<&mut watch::Receiver<HaState>>, held: Ter
             return t;
         }
     }
+}
+
+/// The standby's timer for [`Live::refresh_installed`]: first after
+/// [`REFRESH_EVERY`] poll intervals, then every as many.
+pub(super) fn refresh_timer(poll_interval: Duration) -> Interval {
+    let every = poll_interval.saturating_mul(REFRESH_EVERY);
+    let mut t = tokio::time::interval_at(Instant::now() + every, every);
+    t.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    t
 }
 
 /// Fires when the steer grace ends; never without one.
@@ -104,14 +118,20 @@ impl Live<'_> {
     }
 
     /// Takes a new term on the open session. An error ends the session;
-    /// the agent then reconnects with the new term.
+    /// the agent then reconnects with the new term. The register poll
+    /// stops meanwhile (the session's election id changes only while the
+    /// agent alone holds it) and starts again with the new term, which
+    /// says whether it resets registers.
     pub(super) async fn on_term(
         &mut self,
         t: Term,
         desired: &watch::Receiver<Desired>,
     ) -> Result<(), AgentError> {
         self.term = t;
-        self.session.set_election_id(t.election_id)?;
+        if let Some(poller) = self.poller.take() {
+            poller.stop().await;
+        }
+        Arc::get_mut(&mut self.session).ok_or(AgentError::SessionShared)?.set_election_id(t.election_id)?;
         let switch = self.cfg.switch;
         if !t.writes {
             self.retry_at = None;
@@ -119,6 +139,7 @@ impl Live<'_> {
             self.steer_grace_until = None;
             let _ = self.events.send(AgentEvent::Primary { switch, primary: false }).await;
             info!(election_id = %t.election_id, "standing down: a backup on this switch, writing nothing");
+            self.start_polling();
             return Ok(());
         }
         let started = Instant::now();
@@ -146,6 +167,7 @@ impl Live<'_> {
             self.events.send(AgentEvent::Up { switch, installed: Arc::new(self.installed.clone()) }).await;
         let d = desired.borrow().clone();
         self.sync(&d, true).await;
+        self.start_polling();
         Ok(())
     }
 }

@@ -19,6 +19,7 @@ mod table;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -46,11 +47,23 @@ pub struct SwitchOptions {
     /// `p4.tmp.P4DeviceConfig` for that program (see [`crate::tofino`]);
     /// anything else is answered INVALID_ARGUMENT.
     pub tofino_program: Option<String>,
+    /// How long every Read or Write RPC that touches a register waits
+    /// before it is served (with `registers_via_p4runtime`). BMv2 serves
+    /// registers over Thrift, milliseconds per access: this lets tests and
+    /// benches see what waits on a controller's register poll. Zero by
+    /// default.
+    pub register_latency: Duration,
 }
 
 impl Default for SwitchOptions {
     fn default() -> Self {
-        SwitchOptions { device_id: 1, registers_via_p4runtime: true, accepts: None, tofino_program: None }
+        SwitchOptions {
+            device_id: 1,
+            registers_via_p4runtime: true,
+            accepts: None,
+            tofino_program: None,
+            register_latency: Duration::ZERO,
+        }
     }
 }
 
@@ -82,6 +95,8 @@ pub(crate) struct Core {
     pub pipeline_pushes: u64,
     /// Updates applied by Write RPCs since start.
     pub writes: u64,
+    /// Register Read RPCs received since start (answered or not yet).
+    pub register_reads: u64,
 }
 
 #[derive(Debug)]
@@ -205,6 +220,14 @@ impl Switch {
     /// put once a controller has finished programming.
     pub fn writes(&self) -> u64 {
         self.core().writes
+    }
+
+    /// Register Read RPCs received since the switch started (with
+    /// `registers_via_p4runtime`), counted on arrival: with
+    /// [`SwitchOptions::register_latency`], a test sees that a controller's
+    /// poll is under way before it is answered.
+    pub fn register_reads(&self) -> u64 {
+        self.core().register_reads
     }
 
     /// Entries in a table of the installed pipeline.

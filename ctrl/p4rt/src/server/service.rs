@@ -34,6 +34,23 @@ impl Switch {
         }
     }
 
+    /// Whether a request touches a register this switch serves over
+    /// P4Runtime (and so takes [`super::SwitchOptions::register_latency`]).
+    fn touches_registers<'a>(&self, mut entities: impl Iterator<Item = &'a p4::Entity>) -> bool {
+        use p4::entity::Entity as E;
+        self.inner.opts.registers_via_p4runtime
+            && entities.any(|e| matches!(e.entity, Some(E::RegisterEntry(_))))
+    }
+
+    /// Waits out the register latency, before the state is locked (other
+    /// RPCs go on meanwhile).
+    async fn register_latency(&self) {
+        let latency = self.inner.opts.register_latency;
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+    }
+
     fn on_stream_message(
         &self,
         stream: u64,
@@ -167,6 +184,9 @@ impl p4::p4_runtime_server::P4Runtime for Service {
     async fn write(&self, request: Request<p4::WriteRequest>) -> Result<Response<p4::WriteResponse>, Status> {
         let r = request.into_inner();
         self.switch.check_device(r.device_id)?;
+        if self.switch.touches_registers(r.updates.iter().filter_map(|u| u.entity.as_ref())) {
+            self.switch.register_latency().await;
+        }
         let mut core = self.switch.core();
         core.streams.authorize(&r.role, r.election_id)?;
         if r.atomicity != p4::write_request::Atomicity::ContinueOnError as i32 {
@@ -187,6 +207,10 @@ impl p4::p4_runtime_server::P4Runtime for Service {
     async fn read(&self, request: Request<p4::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
         let r = request.into_inner();
         self.switch.check_device(r.device_id)?;
+        if self.switch.touches_registers(r.entities.iter()) {
+            self.switch.core().register_reads += 1;
+            self.switch.register_latency().await;
+        }
         let core = self.switch.core();
         let p = core.pipeline.as_ref().ok_or_else(|| Status::failed_precondition("no pipeline installed"))?;
         let mut out = vec![];

@@ -75,7 +75,7 @@ pub async fn bind_all(
             device_id: sw.device_id,
             registers_via_p4runtime: true,
             accepts: Some(check.clone()),
-            tofino_program: None,
+            ..SwitchOptions::default()
         };
         let switch = Switch::new(opts);
         let mut stop = shutdown.clone();
