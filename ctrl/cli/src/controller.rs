@@ -150,6 +150,12 @@ pub struct RunArgs {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
     pub duration: Option<f64>,
+    /// Run one runtime worker per CPU this process may use (its affinity set), each pinned to
+    /// its own CPU, for a controller host of its own: a woken worker then runs on its idle CPU
+    /// instead of preempting the worker that woke it (measured on 2 vCPUs: job → steer write
+    /// p99 2.0 ms unpinned, 0.6 ms pinned). Linux only; where other work shares the CPUs, leave it off.
+    #[arg(long)]
+    pub pin_workers: bool,
     #[command(flatten)]
     pub ha: HaArgs,
 }
@@ -223,10 +229,8 @@ pub struct ReplayArgs {
 }
 
 pub fn run(cmd: ControllerCommand) -> anyhow::Result<Exit> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let pin = matches!(&cmd, ControllerCommand::Run(a) if a.pin_workers);
+    let rt = metaroce_controller::runtime::build(pin)?.runtime;
     match cmd {
         ControllerCommand::Run(a) => rt.block_on(run_daemon(*a)),
         ControllerCommand::Snapshot(a) => rt.block_on(snapshot(a)),

@@ -24,6 +24,17 @@
 //! deciding (`decide`), waiting for the switch's agent (`dispatch`) and the
 //! agent's desired state and diff (`prepare`).
 //!
+//! The runtime's workers are pinned, one per CPU, as `metaroce controller
+//! run --pin-workers` runs them (see `metaroce_controller::runtime` for
+//! why); `-- --unpinned` runs tokio's default instead.
+//!
+//! The storm is the only input by default: registers are polled once an
+//! hour. `-- --poll-ms N` polls every switch's registers every N ms, as a
+//! running controller does (100 ms by default), and `--register-ms N` makes
+//! every register Read or Write take N ms at the switch, as BMv2's Thrift
+//! register access does: together they show whether a reaction waits for
+//! a register poll.
+//!
 //! Run with `cargo bench -p metaroce-controller --bench reaction`; it prints
 //! figures and asserts nothing about time.
 
@@ -96,12 +107,27 @@ fn p50_p99(sorted: &[f64]) -> String {
     format!("p50={:.3} ms p99={:.3} ms", percentile(sorted, 0.5), percentile(sorted, 0.99))
 }
 
+/// The value of `--name N` (milliseconds) on the command line, if given.
+fn arg_ms(name: &str) -> Option<Duration> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == name)?;
+    let v = args.get(i + 1).and_then(|v| v.parse::<f64>().ok()).filter(|v| *v >= 0.0);
+    Some(Duration::from_secs_f64(v.unwrap_or_else(|| panic!("{name} takes a number of milliseconds")) / 1e3))
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return; // `cargo test` runs benches once without --bench: skip the storm.
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    rt.block_on(run());
+    // Workers pinned, one per CPU, as `metaroce controller run
+    // --pin-workers` runs them; `--unpinned` measures tokio's default.
+    let pin = !std::env::args().any(|a| a == "--unpinned");
+    let built = metaroce_controller::runtime::build(pin).unwrap();
+    match &built.pinned {
+        Some(cpus) => println!("runtime: {} workers pinned to CPUs {cpus:?} (as --pin-workers)", cpus.len()),
+        None => println!("runtime: tokio's default, workers unpinned (--unpinned)"),
+    }
+    built.runtime.block_on(run());
 }
 
 async fn run() {
@@ -112,12 +138,17 @@ async fn run() {
     common.thrift_base_port = None;
     let topo = gen::leaf_spine(&common, 48, 16, 2, 1).unwrap();
     assert_eq!(topo.switches.len(), 64);
+    // The storm is the only input unless register polls are asked for.
+    let poll_interval = arg_ms("--poll-ms").unwrap_or(Duration::from_secs(3600));
+    let register_latency = arg_ms("--register-ms").unwrap_or(Duration::ZERO);
+    println!("register polls every {poll_interval:?}, each register access taking {register_latency:?} at the switch");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut switches = Vec::new();
     for sw in &topo.switches {
         let s = Switch::new(SwitchOptions {
             device_id: sw.device_id,
             registers_via_p4runtime: true,
+            register_latency,
             ..Default::default()
         });
         let mut rx = stop_rx.clone();
@@ -135,7 +166,7 @@ async fn run() {
     cfg.events = Some(events.clone());
     let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     cfg.listen = Some(listen);
-    cfg.poll_interval = Duration::from_secs(3600); // the storm is the only input
+    cfg.poll_interval = poll_interval;
     cfg.core.policy.hold_up_ns = 0;
     let tokens = std::env::temp_dir().join(format!("metaroce-bench-tokens-{}", std::process::id()));
     std::fs::write(&tokens, format!("scheduler {SCHED}\nviewer {VIEW}\n")).unwrap();

@@ -14,6 +14,7 @@ pub mod reach;
 pub mod reaction;
 pub mod reconcile;
 pub mod replay;
+pub mod runtime;
 pub mod snapshot;
 pub mod stage;
 pub mod status;
