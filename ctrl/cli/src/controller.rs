@@ -133,6 +133,12 @@ pub struct RunArgs {
     /// Placement: a flow that moved is not moved again to rebalance for this long (ms).
     #[arg(long, default_value_t = 100.0)]
     pub te_hold_down_ms: f64,
+    /// Placement: place the flows of an incast (flows into one host whose NIC is full, from
+    /// senders with room) like any others, for the lowest highest utilisation alone, instead
+    /// of confining them to as few links as their senders allow (the default, which keeps
+    /// their PFC congestion tree small and other flows off it).
+    #[arg(long)]
+    pub te_spread_incasts: bool,
     /// Scrape interval of host exporters (`hosts[].exporter`), milliseconds.
     #[arg(long, default_value_t = 5000)]
     pub host_scrape_ms: u64,
@@ -320,6 +326,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.core.place.te.min_gain_permille = a.te_min_gain_permille;
     cfg.core.place.te.max_moves = a.te_max_moves;
     cfg.core.place.te.hold_down_ns = ms(a.te_hold_down_ms);
+    cfg.core.place.te.confine_incasts = !a.te_spread_incasts;
     if let Err(e) = metaroce_policy_check(&cfg) {
         eprintln!("error: {e}");
         return Ok(Exit::Invalid);

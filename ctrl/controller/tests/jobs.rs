@@ -133,6 +133,7 @@ async fn a_registered_job_is_placed_listed_and_removed() {
     assert_eq!(flows["applied"], true);
     let listed = flows["flows"].as_array().unwrap();
     assert!(listed.iter().all(|f| f["job"] == "moe-7"), "{flows}");
+    assert!(listed.iter().all(|f| f["incast"].is_null()), "an All-to-All is no incast: {flows}");
     // Each flow crosses a leaf, a spine and the other leaf, steered where the leaf has a choice.
     for f in listed {
         let path = f["path"].as_array().unwrap();
@@ -196,6 +197,18 @@ async fn a_registered_job_is_placed_listed_and_removed() {
     assert_eq!(jobs["jobs"], serde_json::json!([]));
     let (_, flows) = http(r.listen, "GET", "/api/v1/flows", VIEW, "").await;
     assert_eq!(flows["placed"], 0, "{flows}");
+
+    // An incast into h1: its two senders on leaf2 are confined to one
+    // uplink and listed with their receiver; h2 shares h1's leaf.
+    let incast = r#"{"name": "in-1", "pattern": "incast", "hosts": ["h2", "h3", "h4"], "target": "h1", "bytes": 1048576}"#;
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, incast).await;
+    assert_eq!(status, 201, "{v}");
+    let (_, flows) = http(r.listen, "GET", "/api/v1/flows", VIEW, "").await;
+    let listed = flows["flows"].as_array().unwrap();
+    let from = |ip: &str| listed.iter().find(|f| f["flow"]["src"] == ip).unwrap_or_else(|| panic!("{flows}"));
+    let (h3, h4) = (from("10.0.2.1"), from("10.0.2.2"));
+    assert_eq!((h3["incast"].as_str(), h4["incast"].as_str()), (Some("h1"), Some("h1")), "{flows}");
+    assert_eq!(h3["path"][0]["port"], h4["path"][0]["port"], "one uplink for the incast: {flows}");
     assert!(!r.addrs.is_empty());
     r.stop().await;
 }

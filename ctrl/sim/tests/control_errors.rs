@@ -32,6 +32,8 @@ fn control_settings_are_checked_where_they_are() {
     assert!(r.contains("control.policy.max_share_growth"), "{r}");
     let r = problems("control: {policy: {max_share_growth: 1.0}}");
     assert!(r.contains("max_share_growth_permille"), "1.0 lets nothing move: {r}");
+    let r = problems("control: {te: {confine_incasts: sometimes}}");
+    assert!(r.contains("control.te.confine_incasts") && r.contains("expected true or false"), "{r}");
 }
 
 #[test]
@@ -57,7 +59,7 @@ fn a_good_control_section_is_what_the_run_gets() {
         &topo,
         &format!(
             "control: {{digest_latency: 20us, write_latency: 1ms, queue_high: 100KiB, queue_low: 10KiB, \
-             policy: {{hold_up: 300us, derate_step: 25%}}}}\n\
+             policy: {{hold_up: 300us, derate_step: 25%}}, te: {{confine_incasts: false}}}}\n\
              events: [{{at: 2ms, link_up: \"leaf1:3\"}}, {{at: 1ms, link_down: \"leaf1:3\"}}]\n{JOB}"
         ),
     );
@@ -68,11 +70,13 @@ fn a_good_control_section_is_what_the_run_gets() {
     );
     assert_eq!((c.queue_high_bytes, c.queue_low_bytes), (100 << 10, 10 << 10));
     assert_eq!((c.policy.hold_up_ns, c.policy.derate_step_permille), (300_000, 250));
+    assert!(!c.te.confine_incasts);
     let ev: Vec<(u64, bool)> = sc.events.iter().map(|e| (e.at_ps, e.up)).collect();
     assert_eq!(ev, vec![(1_000_000_000, false), (2_000_000_000, true)], "sorted by time");
     assert!(sc.net.reliable, "links that fail need a reliable transport");
     let plain = scenario(&topo, JOB);
     assert!(!plain.net.reliable && plain.events.is_empty());
+    assert!(plain.control.te.confine_incasts, "incasts are confined by default");
 }
 
 #[test]

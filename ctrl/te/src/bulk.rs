@@ -67,7 +67,10 @@ impl Planner {
             });
         }
         let work = in_order(work, self.net.dests.len());
-        if self.config.exact_jobs {
+        // The colouring knows nothing of groups: a batch with an incast
+        // in it is placed greedily.
+        let grouped = work.iter().any(|w| self.groups.of(w.order.3).is_some());
+        if self.config.exact_jobs && !grouped {
             let inter: Vec<FlowId> = work.iter().map(|w| w.order.3).collect();
             if let Some(routes) = self.exact_routes(&inter) {
                 for (&f, r) in inter.iter().zip(routes) {
@@ -109,7 +112,24 @@ impl Planner {
                 continue;
             }
             let q = (w.src, w.d, g);
-            let found = if top.saturating_add(w.rate) < RAW_LIMIT {
+            // A member takes its grouped path where that carries the
+            // whole group within capacity; else it is placed as a flow of
+            // its own rate (still a member: the next ones may join it).
+            let group = self.groups.of(w.order.3);
+            let grouped = group.and_then(|(id, total)| {
+                let found = if top.saturating_add(total) < RAW_LIMIT {
+                    let (load, links) = (&self.load[..], self.groups.links(id));
+                    let loads = search::GroupedRaw { load, links, total };
+                    search::best_grouped_raw(&self.net, loads, q, w.spread, breadth)
+                } else {
+                    let loads = search::Grouped::new(&self.load, &self.groups, (id, total));
+                    search::best_grouped(&self.net, loads, (w.src, w.d), w.spread, breadth)
+                };
+                search::confines(found.as_ref()).then_some(found).flatten()
+            });
+            let found = if let Some((_, r)) = grouped {
+                Some(r)
+            } else if top.saturating_add(w.rate) < RAW_LIMIT {
                 let loads = Raw { load: &self.load };
                 search::best_raw(&self.net, loads, q, (w.rate, w.spread), (beam, width)).map(|(_, r)| r)
             } else {
@@ -117,6 +137,10 @@ impl Planner {
             };
             if let Some(r) = found {
                 for &dl in r.links() {
+                    if let Some((g, _)) = group {
+                        // The next members of the batch join these links.
+                        self.groups.enter(g, dl, w.rate);
+                    }
                     let load = &mut self.load[dl as usize];
                     *load += w.rate;
                     top = top.max(*load);
@@ -206,18 +230,12 @@ mod tests {
 
     #[test]
     fn in_order_sorts_as_the_order_says() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         for (n, dests) in [(0usize, 4usize), (1, 1), (50, 3), (3000, 40)] {
             let work: Vec<Work> = (0..n as u32)
                 .map(|f| {
                     let rate = (next() % 100 + 1) << (next() % 40);
-                    let d = if next() % 17 == 0 { NONE } else { (next() % dests as u64) as u32 };
+                    let d = if next().is_multiple_of(17) { NONE } else { (next() % dests as u64) as u32 };
                     Work {
                         order: (Reverse(64 - rate.leading_zeros()), d, Reverse(rate), f),
                         src: 0,

@@ -3,10 +3,12 @@
 //! within the margin, the hold-down and the move budget.
 
 use std::cmp::Reverse;
+use std::collections::HashMap;
 
 use crate::config::EPS;
 use crate::demand::max_min;
 use crate::flow::{FlowId, FlowKey};
+use crate::group::{self, Member};
 use crate::net::{DirLink, NONE};
 use crate::planner::{Planner, Status};
 use crate::report::{LinkUse, Move, Path, Plan, Reason, Unplaced};
@@ -59,7 +61,7 @@ fn merge_replaced(moves: &mut Vec<Move>, ended: usize) {
     if ended == 0 {
         return;
     }
-    let ended: std::collections::HashMap<FlowKey, usize> =
+    let ended: HashMap<FlowKey, usize> =
         moves[..ended].iter().enumerate().map(|(i, m)| (m.flow, i)).collect();
     let mut gone = vec![false; moves.len()];
     for i in 0..moves.len() {
@@ -126,7 +128,8 @@ impl Planner {
         }
     }
 
-    /// Caps every flow by its NICs (max-min) and moves the loads to match.
+    /// Caps every flow by its NICs (max-min), finds the receiver-bound
+    /// groups among them ([`crate::group`]) and moves the loads to match.
     pub(crate) fn refresh_rates(&mut self) {
         let live: Vec<FlowId> = (0..self.flows.key.len() as FlowId)
             .filter(|&f| self.flows.status[f as usize] != Status::Free)
@@ -139,9 +142,6 @@ impl Planner {
             })
             .collect();
         let rates = max_min(&input, &self.net.host_nic);
-        self.leaf_out.iter_mut().for_each(|x| *x = 0);
-        self.leaf_in.iter_mut().for_each(|x| *x = 0);
-        self.leaf_max.iter_mut().for_each(|x| *x = 0);
         for (&f, &r) in live.iter().zip(&rates) {
             let i = f as usize;
             let old = self.flows.rate[i];
@@ -152,9 +152,64 @@ impl Planner {
                 }
                 self.flows.rate[i] = r;
             }
+        }
+        // The groups, and where their members run, from scratch (one pass
+        // over the members' routes): a rate that changed changes its
+        // group's, and membership follows the rates.
+        let (of, total) = self.find_groups(&live, &rates);
+        let mut groups = crate::group::Groups::default();
+        if !total.is_empty() {
+            groups.member = vec![NONE; self.flows.key.len()];
+        }
+        for (&f, g) in live.iter().zip(&of) {
+            let Some(g) = *g else { continue };
+            groups.member[f as usize] = g;
+            groups.members += 1;
+            for &dl in self.flows.route[f as usize].links() {
+                groups.enter(g, dl, self.flows.rate[f as usize]);
+                // Whether the link is for the local search may have changed.
+                self.hot.mark(dl);
+            }
+        }
+        // ... and the links of the members before.
+        if !self.groups.is_empty() {
+            for (f, &g) in self.groups.member.iter().enumerate() {
+                if g == NONE {
+                    continue;
+                }
+                for &dl in self.flows.route[f].links() {
+                    self.hot.mark(dl);
+                }
+            }
+        }
+        groups.total = total;
+        self.groups = groups;
+        self.leaf_out.iter_mut().for_each(|x| *x = 0);
+        self.leaf_in.iter_mut().for_each(|x| *x = 0);
+        self.leaf_max.iter_mut().for_each(|x| *x = 0);
+        for &f in &live {
             self.count(f, true);
         }
         self.demand_dirty = false;
+    }
+
+    /// [`group::find`] over the live flows and their new rates (none
+    /// unless `confine_incasts`).
+    fn find_groups(&self, live: &[FlowId], rates: &[u64]) -> (Vec<Option<u32>>, HashMap<u32, u64>) {
+        if !self.config.confine_incasts {
+            return (vec![None; live.len()], HashMap::new());
+        }
+        let members: Vec<Member> = live
+            .iter()
+            .zip(rates)
+            .map(|(&f, &rate)| {
+                let i = f as usize;
+                let (src, dst) = (self.flows.src[i], self.flows.dst[i]);
+                let inter = self.src_leaf(f) != self.net.host_leaf[dst as usize];
+                Member { src, dst, rate, inter }
+            })
+            .collect();
+        group::find(&members, &self.net.host_nic, self.net.narrowest)
     }
 
     /// Re-places the flows whose route broke, and notes where the route's
@@ -210,7 +265,11 @@ impl Planner {
     /// it. Stops at the first hottest link none of whose flows can move:
     /// the highest utilisation cannot go down by single moves from there,
     /// and among placements with the same highest utilisation the one
-    /// with fewer moves wins. Also stops after `max_search_steps`.
+    /// with fewer moves wins. Also stops after `max_search_steps`. The
+    /// links it looks at leave out those a confined incast holds alone
+    /// within their capacity ([`Planner::sync_hot`]): such a link carries
+    /// what the group's receiver takes and nobody else, so the highest
+    /// utilisation it minimises is that of the links the other flows use.
     fn search(&mut self, now: u64, log: &mut Log) -> (usize, bool) {
         let (mut steps, mut moved, mut budget_hit) = (0, 0, false);
         let mut forced = Vec::new();
@@ -244,8 +303,10 @@ impl Planner {
         (moved, hit): (&mut usize, &mut bool),
         forced: &mut Vec<DirLink>,
     ) -> bool {
+        // Largest first, flows outside a group before members: moving a
+        // bystander off an incast's link keeps the incast confined.
         let mut cands = self.on[dl as usize].clone();
-        cands.sort_unstable_by_key(|&f| (Reverse(self.flows.rate[f as usize]), f));
+        cands.sort_unstable_by_key(|&f| (self.groups.has(f), Reverse(self.flows.rate[f as usize]), f));
         for f in cands {
             let i = f as usize;
             let fresh = self.flows.placed_in[i] == self.decision;
@@ -325,6 +386,13 @@ impl Planner {
         }
         let i = f as usize;
         let (rate, spread) = (self.flows.rate[i], self.flows.key[i].spread());
+        if let Some(group) = self.groups.of(f) {
+            let loads = search::Grouped::new(&self.load, &self.groups, group);
+            let found = search::best_grouped(&self.net, loads, (self.src_leaf(f), d), spread, breadth);
+            if search::confines(found.as_ref()) {
+                return found;
+            }
+        }
         search::best(&self.net, self.loads(), (self.src_leaf(f), d), rate, spread, breadth)
     }
 

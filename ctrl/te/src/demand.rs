@@ -160,13 +160,11 @@ mod tests {
 
     #[test]
     fn by_offer_packed_or_not_is_offer_then_index() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         for (n, big) in [(0usize, false), (1, false), (1000, false), (1000, true), (70_000, false)] {
             let flows: Vec<(u32, u32, u64)> = (0..n)
                 .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    let x = next();
                     let offer = if big && x.is_multiple_of(7) { u64::MAX - x % 3 } else { x % 50 * G };
                     (0, 1, offer)
                 })
@@ -322,13 +320,7 @@ mod tests {
 
     #[test]
     fn the_lazy_heap_gives_what_exact_shares_give() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
         for round in 0..300 {
             let hosts = 2 + (next() % 40) as usize;
             let nic: Vec<u64> =

@@ -6,7 +6,8 @@
 //! Two tournament trees over the directed links, one per question:
 //! - `all`: the most utilised link in service (what a plan reports);
 //! - `movable`: the most utilised link the local search may relieve: in
-//!   service with flows on it, or touched by a move of this search.
+//!   service with flows on it (not a confined incast's alone within its
+//!   capacity: `Planner::sync_hot`), or touched by a move of this search.
 //!
 //! Each leaf holds a key (the utilisation's bits, which order like the
 //! utilisations since they are never negative; 0 for "not a candidate"),
@@ -212,11 +213,9 @@ mod tests {
         let mut v = vec![(0u64, 0u64); n];
         let mut h = Hot::new(n);
         h.sync(keys(&v));
-        let mut x: u64 = 0x1234_5678_9abc_def1;
+        let mut next = crate::xorshift(0x1234_5678_9abc_def1);
         for round in 0..2000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = next();
             let dl = (x % n as u64) as usize;
             v[dl] = ((x >> 20) % 50, (x >> 40) % 50);
             h.mark(dl as DirLink);

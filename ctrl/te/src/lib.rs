@@ -74,6 +74,7 @@ mod decide;
 mod demand;
 mod exact;
 mod flow;
+mod group;
 mod hot;
 pub mod job;
 mod net;
@@ -81,6 +82,18 @@ mod planner;
 mod report;
 mod search;
 pub mod stay;
+
+/// A xorshift64 generator for the unit tests' random inputs: each call
+/// returns the next state (seeded with `x`, never 0).
+#[cfg(test)]
+pub(crate) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
 
 pub use config::{ConfigError, TeConfig};
 pub use flow::{Demand, FlowId, FlowKey};

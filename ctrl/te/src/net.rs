@@ -79,6 +79,9 @@ pub(crate) struct Net {
     /// Every directed link has the same capacity, below 2^53: searches
     /// may compare raw loads instead of utilisations (`search::Raw`).
     pub uniform: bool,
+    /// The smallest capacity of a fabric link: the most a receiver-bound
+    /// group may send to be kept on one path ([`crate::group`]).
+    pub narrowest: u64,
     pub link_up: Vec<bool>,
     pub switch_up: Vec<bool>,
     /// Per directed link: it and both its switches are in service.
@@ -114,6 +117,7 @@ impl Net {
         }
         let capf = cap.iter().map(|&c| c as f64).collect();
         let uniform = cap.iter().all(|&c| c == cap[0] && c < 1 << 53);
+        let narrowest = cap.iter().copied().min().unwrap_or(0);
         let mut ports: Vec<Vec<(u16, DirLink)>> = vec![Vec::new(); n];
         for dl in 0..2 * nl {
             ports[tail[dl] as usize].push((port[dl], dl as DirLink));
@@ -140,6 +144,7 @@ impl Net {
             cap,
             capf,
             uniform,
+            narrowest,
             link_up: vec![true; nl],
             switch_up: vec![true; n],
             dl_ok: vec![true; 2 * nl],

@@ -8,6 +8,7 @@ use metaroce_topo::{RouteChange, Routing, SwitchId, Topology};
 
 use crate::config::{ConfigError, TeConfig};
 use crate::flow::{Demand, FlowId, FlowKey};
+use crate::group::Groups;
 use crate::hot::{Hot, Keys};
 use crate::net::{DirLink, Net, NONE};
 use crate::report::{Hop, Path};
@@ -104,6 +105,8 @@ pub struct Planner {
     /// Per directed link: touched by a move of the running local search,
     /// so it may be relieved even with no flow left on it.
     pub(crate) forced: Vec<bool>,
+    /// The incasts among the flows, and where their members run.
+    pub(crate) groups: Groups,
 }
 
 impl Planner {
@@ -130,6 +133,7 @@ impl Planner {
             hot: Hot::new(dls),
             to_dest: vec![Vec::new(); net.dests.len()],
             forced: vec![false; dls],
+            groups: Groups::default(),
             net,
             flows: Flows::default(),
             demand_dirty: false,
@@ -202,6 +206,8 @@ impl Planner {
         let path = had.then(|| self.render(id, self.flows.mask[i]));
         let before = self.loads().bottleneck(&self.net, &self.flows.route[i], 0);
         self.unload(id);
+        // Its group's rate is recomputed with the rates (`demand_dirty`).
+        self.groups.drop_flow(id);
         let d = self.dest(id);
         if let Some(list) = self.to_dest.get_mut(d as usize) {
             let p = std::mem::replace(&mut self.flows.dest_pos[i], NONE) as usize;
@@ -401,6 +407,14 @@ impl Planner {
         self.flows.by_key.get(key).map(|&f| self.flows.rate[f as usize])
     }
 
+    /// The host an incast's flows go to, if `key` is one of them: a
+    /// receiver-bound group the planner confines (`confine_incasts`), as
+    /// of the last decision.
+    pub fn incast(&self, key: &FlowKey) -> Option<std::net::Ipv4Addr> {
+        let &f = self.flows.by_key.get(key)?;
+        self.groups.has(f).then(|| key.dst())
+    }
+
     pub fn flow_count(&self) -> usize {
         self.flows.by_key.len()
     }
@@ -417,17 +431,24 @@ impl Planner {
         Loads { load: &self.load }
     }
 
-    /// Brings the hottest-link trees up to date with the loads.
+    /// Brings the hottest-link trees up to date with the loads. A link
+    /// that carries group members alone, within its capacity, is not for
+    /// the local search to relieve: it carries what the group's receiver
+    /// takes and nobody else, and moving a member would only spread the
+    /// group (see [`crate::group`]). Over capacity (background came) it
+    /// is, like any other.
     pub(crate) fn sync_hot(&mut self) {
-        let (net, load, on, forced) = (&self.net, &self.load, &self.on, &self.forced);
+        let (net, load, on, forced, groups) = (&self.net, &self.load, &self.on, &self.forced, &self.groups);
         self.hot.sync(|dl| {
             let i = dl as usize;
             let up = net.dl_up(dl);
             let u = load[i] as f64 / net.capf[i];
             let bits = u.to_bits();
+            let confined = || u <= 1.0 && on[i].iter().all(|&f| groups.has(f));
+            let flows = !on[i].is_empty() && (groups.is_empty() || !confined());
             Keys {
                 all: if up && u > 0.0 { bits } else { 0 },
-                movable: if forced[i] || (up && !on[i].is_empty()) { bits + 1 } else { 0 },
+                movable: if forced[i] || (up && flows) { bits + 1 } else { 0 },
             }
         });
     }
@@ -469,8 +490,12 @@ impl Planner {
         self.count(f, false);
         let i = f as usize;
         let (route, rate) = (self.flows.route[i], self.flows.rate[i]);
+        let group = self.groups.of(f).map(|g| g.0);
         for &dl in route.links() {
             self.load[dl as usize] = self.load[dl as usize].saturating_sub(rate);
+            if let Some(g) = group {
+                self.groups.leave(g, dl, rate);
+            }
             self.hot.mark(dl);
             let list = &mut self.on[dl as usize];
             if let Some(p) = list.iter().position(|&x| x == f) {
@@ -482,13 +507,18 @@ impl Planner {
     /// Puts the flow on `route` and its rate on the route's links.
     pub(crate) fn load_on(&mut self, f: FlowId, route: Route) {
         let rate = self.flows.rate[f as usize];
+        let group = self.groups.of(f).map(|g| g.0);
         for &dl in route.links() {
             self.load[dl as usize] += rate;
+            if let Some(g) = group {
+                self.groups.enter(g, dl, rate);
+            }
         }
         self.listed_on(f, route);
     }
 
-    /// Puts the flow on `route` whose links already carry its rate.
+    /// Puts the flow on `route` whose links already carry its rate (and,
+    /// for a group member, whose group bookkeeping has it).
     pub(crate) fn listed_on(&mut self, f: FlowId, route: Route) {
         self.flows.route[f as usize] = route;
         for &dl in route.links() {

@@ -12,6 +12,7 @@
 //! has 256 paths, and new flows in bulk cannot afford to look at all of
 //! them. Rebalancing and repairs search exactly.
 
+use crate::group::{Groups, OnLink};
 use crate::net::{DirLink, Mem, Net, MAX_HOPS};
 
 /// A path as directed links, with its length.
@@ -130,6 +131,91 @@ impl Meter for Raw<'_> {
     }
     #[inline]
     fn min(a: u64, b: u64) -> u64 {
+        a.min(b)
+    }
+}
+
+/// The search of a member of a receiver-bound group ([`crate::group`]):
+/// every link counts its group's whole rate on top of the flows outside
+/// the group there (the members share the receiver, so they do not
+/// count against each other, and together they may fill that much of
+/// any link they run over); a link its group does not run over yet is
+/// one more link of the group's tree. Paths compare by bottleneck, then
+/// by the links they add, so a member joins its group's links as soon as
+/// its bottleneck allows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Grouped<'a> {
+    pub load: &'a [u64],
+    /// Where the group's members run ([`Groups::links`]).
+    pub links: &'a [OnLink],
+    /// The group's rate.
+    pub total: u64,
+}
+
+impl<'a> Grouped<'a> {
+    /// The meter of a member of `group` (of rate `total`).
+    pub fn new(load: &'a [u64], groups: &'a Groups, (group, total): (u32, u64)) -> Self {
+        Grouped { load, links: groups.links(group), total }
+    }
+}
+
+impl Meter for Grouped<'_> {
+    type U = (f64, u32);
+    const ZERO: (f64, u32) = (0.0, 0);
+    const INF: (f64, u32) = (f64::INFINITY, u32::MAX);
+    #[inline]
+    fn util(&self, net: &Net, dl: DirLink, _: u64) -> (f64, u32) {
+        let i = dl as usize;
+        match crate::group::on(self.links, dl) {
+            Some(members) => ((self.load[i].saturating_sub(members) + self.total) as f64 / net.capf[i], 0),
+            None => ((self.load[i] + self.total) as f64 / net.capf[i], 1),
+        }
+    }
+    /// The bottleneck of the two, and the links both add.
+    #[inline]
+    fn max(a: (f64, u32), b: (f64, u32)) -> (f64, u32) {
+        (a.0.max(b.0), a.1.saturating_add(b.1))
+    }
+    #[inline]
+    fn min(a: (f64, u32), b: (f64, u32)) -> (f64, u32) {
+        if b < a {
+            b
+        } else {
+            a
+        }
+    }
+}
+
+/// [`Grouped`] with raw loads, for a fabric of one link capacity while
+/// every load the search reads (with the group's rate added) is below
+/// [`RAW_LIMIT`]: loads order as their utilisations do, ties included
+/// (see [`Raw`]), and the count of links added is the same, so the
+/// search decides the same as with [`Grouped`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupedRaw<'a> {
+    pub load: &'a [u64],
+    pub links: &'a [OnLink],
+    pub total: u64,
+}
+
+impl Meter for GroupedRaw<'_> {
+    type U = (u64, u32);
+    const ZERO: (u64, u32) = (0, 0);
+    const INF: (u64, u32) = (u64::MAX, u32::MAX);
+    #[inline]
+    fn util(&self, _: &Net, dl: DirLink, _: u64) -> (u64, u32) {
+        let i = dl as usize;
+        match crate::group::on(self.links, dl) {
+            Some(members) => (self.load[i].saturating_sub(members) + self.total, 0),
+            None => (self.load[i] + self.total, 1),
+        }
+    }
+    #[inline]
+    fn max(a: (u64, u32), b: (u64, u32)) -> (u64, u32) {
+        (a.0.max(b.0), a.1.saturating_add(b.1))
+    }
+    #[inline]
+    fn min(a: (u64, u32), b: (u64, u32)) -> (u64, u32) {
         a.min(b)
     }
 }
@@ -395,6 +481,15 @@ pub(crate) enum Breadth {
 }
 
 impl Breadth {
+    /// The beam and the width the search runs with (unbounded for an
+    /// exact search).
+    fn beam_width(&self) -> (usize, usize) {
+        match *self {
+            Breadth::Exact | Breadth::Below(_) => (usize::MAX, usize::MAX),
+            Breadth::Beam { beam, width } => (beam.clamp(1, MAX_BEAM), width.max(beam)),
+        }
+    }
+
     fn below(&self) -> f64 {
         match *self {
             Breadth::Below(bar) => bar,
@@ -428,10 +523,7 @@ pub(crate) fn best_from(
     spread: u64,
     breadth: Breadth,
 ) -> Option<(f64, Route)> {
-    let (beam, width) = match breadth {
-        Breadth::Exact | Breadth::Below(_) => (usize::MAX, usize::MAX),
-        Breadth::Beam { beam, width } => (beam.clamp(1, MAX_BEAM), width.max(beam)),
-    };
+    let (beam, width) = breadth.beam_width();
     run(net, loads, (src, d, first), (rate, spread), (beam, width), breadth.below())
 }
 
@@ -446,6 +538,47 @@ pub(crate) fn best_raw(
     (beam, width): (usize, usize),
 ) -> Option<(u64, Route)> {
     run(net, loads, (src, d, first), (rate, spread), (beam.clamp(1, MAX_BEAM), width.max(beam)), u64::MAX)
+}
+
+/// The best route of a group member (see [`Grouped`]) from leaf `src`
+/// to destination index `d`, as widely as `breadth` says; and its
+/// bottleneck, counting its group on every link of it.
+pub(crate) fn best_grouped(
+    net: &Net,
+    loads: Grouped<'_>,
+    (src, d): (u32, u32),
+    spread: u64,
+    breadth: Breadth,
+) -> Option<(f64, Route)> {
+    let (beam, width) = breadth.beam_width();
+    let first = net.cell_of(d, src);
+    run(net, loads, (src, d, first), (0, spread), (beam, width), (breadth.below(), 0)).map(|(u, r)| (u.0, r))
+}
+
+/// [`best_grouped`] comparing raw loads (see [`GroupedRaw`]: the caller
+/// makes sure they compare as utilisations do, on a fabric of one
+/// capacity); the bottleneck comes as a utilisation, as [`Grouped`]'s
+/// would.
+pub(crate) fn best_grouped_raw(
+    net: &Net,
+    loads: GroupedRaw<'_>,
+    (src, d, first): (u32, u32, u32),
+    spread: u64,
+    breadth: Breadth,
+) -> Option<(f64, Route)> {
+    let (beam, width) = breadth.beam_width();
+    let found = run(net, loads, (src, d, first), (0, spread), (beam, width), (u64::MAX, 0));
+    // With one capacity, `fl(a) / fl(c)` of the largest load is the
+    // utilisation `Grouped` takes the maximum of.
+    found.map(|((a, _), r)| (a as f64 / net.capf.first().copied().unwrap_or(1.0), r))
+}
+
+/// Whether a group member takes the path [`best_grouped`] found: only if
+/// that path carries its whole group within capacity. Where no path can
+/// (other load on all of them), confining would overload a link, so the
+/// member is placed as a flow of its own rate instead.
+pub(crate) fn confines(found: Option<&(f64, Route)>) -> bool {
+    found.is_some_and(|(u, _)| *u <= 1.0 + crate::config::EPS)
 }
 
 fn run<M: Meter>(
@@ -509,13 +642,7 @@ mod tests {
         let net = Net::new(&t, &Routing::compute(&t));
         assert!(net.uniform);
         let c = net.cap[0];
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         for round in 0..240 {
             // A few load levels (ties), with or without 1-bit nudges,
             // from light to near the bound where loads 1 apart give the
@@ -558,6 +685,33 @@ mod tests {
                         assert_eq!(loads.bottleneck(&net, &route, rate).to_bits(), each.to_bits());
                         assert_eq!(u.to_bits(), each.to_bits());
                     }
+                }
+                // A group member's search, on a group over a few links.
+                let total = next() % c + 1;
+                let mut links: Vec<OnLink> = (0..next() % 6)
+                    .map(|_| {
+                        let dl = (next() % net.dirlinks() as u64) as DirLink;
+                        OnLink { dl, members: 1, rate: load[dl as usize].min(next() % total + 1) }
+                    })
+                    .collect();
+                links.sort_by_key(|l| l.dl);
+                links.dedup_by_key(|l| l.dl);
+                for (beam, width) in [(1, 1), (2, 8), (16, 64)] {
+                    let breadth = Breadth::Beam { beam, width };
+                    let f = best_grouped(
+                        &net,
+                        Grouped { load: &load, links: &links, total },
+                        (src, d),
+                        spread,
+                        breadth,
+                    );
+                    let raw = GroupedRaw { load: &load, links: &links, total };
+                    let r = best_grouped_raw(&net, raw, q, spread, breadth);
+                    assert_eq!(
+                        f.map(|(u, route)| (u.to_bits(), route)),
+                        r.map(|(u, route)| (u.to_bits(), route)),
+                        "group: round {round} beam {beam} width {width}"
+                    );
                 }
             }
         }

@@ -51,15 +51,81 @@ fn an_incast_counts_as_one_receiver_link_and_keeps_off_a_bystander() {
     let plan = p.plan(0);
     for &s in &senders {
         assert_eq!(p.rate(&FlowKey::pair(s, target)), Some(100 * G / 8), "the receiver's NIC shared by 8");
+        assert_eq!(p.incast(&FlowKey::pair(s, target)), Some(target), "an incast into {target}");
     }
+    assert_eq!(p.incast(&bystander), None, "the bystander fills its receiver alone");
     // The incast weighs one receiver link (100G) in all, so it fits on
-    // the three spines the bystander does not use, and the bystander's
-    // downlink carries the bystander alone.
+    // one spine, and it is confined to it: its congestion tree (the links
+    // PFC pauses when the receiver backs up) is one uplink of each
+    // sending leaf and one downlink, however many senders share a leaf.
+    // The bystander's spine is another, and its downlink carries it alone.
     assert!((plan.max_utilisation - 1.0).abs() < 1e-9, "{}", plan.max_utilisation);
-    let down = p.path(&bystander).unwrap().hops[1];
+    let by = p.path(&bystander).unwrap();
+    let down = by.hops[1];
     assert_eq!(p.utilisation(down.switch, down.port), Some(1.0));
+    let paths: Vec<_> = senders.iter().map(|&s| p.path(&FlowKey::pair(s, target)).unwrap()).collect();
+    let spines: std::collections::BTreeSet<_> = paths.iter().map(|x| x.hops[0].next).collect();
+    assert_eq!(spines.len(), 1, "one spine carries the whole incast: {spines:?}");
+    assert!(!spines.contains(&by.hops[0].next), "not the bystander's");
+    let tree: std::collections::BTreeSet<_> =
+        paths.iter().flat_map(|x| x.hops.iter().map(|h| (h.switch, h.port))).collect();
+    let leaves: std::collections::BTreeSet<_> = paths.iter().map(|x| x.hops[0].switch).collect();
+    assert_eq!(tree.len(), leaves.len() + 1, "{tree:?}");
+    // The spine's downlink carries the whole incast; the loads are what
+    // the links carry (an uplink, its leaf's senders' eighths).
+    let merged = paths[0].hops[1];
+    assert_eq!(p.utilisation(merged.switch, merged.port), Some(1.0));
+    for x in &paths {
+        let up = x.hops[0];
+        let from_leaf = paths.iter().filter(|y| y.hops[0].switch == up.switch).count() as f64;
+        assert_eq!(p.utilisation(up.switch, up.port), Some(from_leaf / 8.0));
+    }
     assert!((plan.lower_bound - 1.0).abs() < 1e-9, "a 100G flow on 100G links");
     check_paths(&t, &r, &p);
+}
+
+#[test]
+fn an_incast_is_not_confined_where_no_path_has_room_for_it_whole() {
+    // Two spines whose downlinks into the receiver's leaf already carry
+    // 50G each; an incast of two 50G senders (on two other leaves) into
+    // one host. Confined, it would put 150G on one downlink; placed as
+    // flows of their own rate, each spine carries 100G.
+    let t = leaf_spine(3, 2, 1, 1);
+    let r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig::default());
+    let (target, leaf) = (t.hosts[0].ip, t.hosts[0].leaf);
+    let spines = t.switches.iter().enumerate().filter(|(_, s)| s.role == metaroce_topo::Role::Spine);
+    for spine in spines.map(|(i, _)| i) {
+        let down = t.adjacency(spine).iter().find(|a| a.peer == leaf).unwrap();
+        p.set_background(spine, down.port, 50 * G).unwrap();
+    }
+    let senders = [t.hosts[1].ip, t.hosts[2].ip];
+    for &s in &senders {
+        p.upsert(FlowKey::pair(s, target), Demand::rate(100 * G)).unwrap();
+    }
+    let plan = p.plan(0);
+    assert!((plan.max_utilisation - 1.0).abs() < 1e-9, "{}", plan.max_utilisation);
+    let spines: std::collections::BTreeSet<_> =
+        senders.iter().map(|&s| p.path(&FlowKey::pair(s, target)).unwrap().hops[0].next).collect();
+    assert_eq!(spines.len(), 2, "spread: {spines:?}");
+    // Background on a confined incast's only link is relieved like any.
+    let mut q = planner(&t, &r, TeConfig { hold_down_ns: 0, ..Default::default() });
+    for &s in &senders {
+        q.upsert(FlowKey::pair(s, target), Demand::rate(100 * G)).unwrap();
+    }
+    q.plan(0);
+    let first = q.path(&FlowKey::pair(senders[0], target)).unwrap();
+    assert_eq!(
+        first.hops[0].next,
+        q.path(&FlowKey::pair(senders[1], target)).unwrap().hops[0].next,
+        "confined"
+    );
+    let down = first.hops[1];
+    q.set_background(down.switch, down.port, 50 * G).unwrap();
+    let plan = q.plan(MS);
+    assert_eq!(common::moved(&plan, Reason::Rebalance), 1, "{:?}", plan.moves);
+    assert!((plan.max_utilisation - 1.0).abs() < 1e-9, "{}", plan.max_utilisation);
+    check_paths(&t, &r, &q);
 }
 
 #[test]

@@ -51,10 +51,13 @@ impl Placement {
             .filter_map(|(k, _)| self.jobs.owner(k).map(|o| (*k, o.to_string())))
             .collect();
         let rates = self.placement.iter().filter_map(|(k, _)| Some((*k, self.planner.rate(k)?))).collect();
+        let incasts =
+            self.placement.iter().filter_map(|(k, _)| Some((*k, self.planner.incast(k)?))).collect();
         FlowsView {
             placement: self.placement.clone(),
             owners,
             rates,
+            incasts,
             last: self.last.clone(),
             steered: self.steered(),
         }
@@ -116,6 +119,8 @@ pub struct FlowsView {
     placement: Arc<Vec<(FlowKey, Path)>>,
     owners: HashMap<FlowKey, String>,
     rates: HashMap<FlowKey, u64>,
+    /// The receiver of the incast a flow is confined with.
+    incasts: HashMap<FlowKey, std::net::Ipv4Addr>,
     last: Arc<Value>,
     steered: usize,
 }
@@ -127,10 +132,14 @@ impl FlowsView {
             .placement
             .iter()
             .map(|(k, p)| {
+                let incast = self.incasts.get(k).map(|ip| {
+                    topo.hosts.iter().find(|h| h.ip == *ip).map_or_else(|| ip.to_string(), |h| h.name.clone())
+                });
                 json!({
                     "flow": k,
                     "job": self.owners.get(k),
                     "rate_bps": self.rates.get(k),
+                    "incast": incast,
                     "path": path_json(topo, p),
                 })
             })
