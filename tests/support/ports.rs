@@ -27,13 +27,23 @@ fn ephemeral_start() -> u32 {
 }
 
 /// A port on 127.0.0.1 that nothing listens on, outside the ephemeral range.
+/// Panics (for tests) where [`try_free_port`] fails.
+#[allow(dead_code)] // the P4 vector runner uses only `try_free_port`
 pub fn free_port() -> u16 {
+    match try_free_port() {
+        Ok(port) => port,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// [`free_port`], with an error that says why no port was found.
+pub fn try_free_port() -> std::io::Result<u16> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let top = ephemeral_start().min(u32::from(u16::MAX));
     if top <= LOWEST + 1_000 {
         // An unusual range setting leaves no room below it: fall back to
         // what the kernel picks.
-        return TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        return Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
     }
     let span = top - LOWEST;
     let start = std::process::id().wrapping_mul(7_919) % span;
@@ -41,8 +51,11 @@ pub fn free_port() -> u16 {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let port = (LOWEST + (start + n) % span) as u16;
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
+            return Ok(port);
         }
     }
-    panic!("no free port on 127.0.0.1 between {LOWEST} and {top}");
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrNotAvailable,
+        format!("no free port on 127.0.0.1 between {LOWEST} and {top}"),
+    ))
 }

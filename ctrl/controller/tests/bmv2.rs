@@ -53,10 +53,6 @@ fn binary() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// Both steer tables of the switch at `addr`, read by a backup client
 /// (a fresh, low election id): each entity as BMv2 returns it, with the
 /// entry it parses to.
@@ -112,7 +108,7 @@ fn planned_steer(flows: &Value) -> BTreeMap<String, BTreeMap<Key, Entry>> {
 /// never listens fails the test saying so.
 async fn start_bmv2(bin: &std::path::Path, id: u64) -> (Kill, u16, u16) {
     for _ in 0..3 {
-        let (grpc, thrift) = (free_port(), free_port());
+        let (grpc, thrift) = (common::free_addr().port(), common::free_addr().port());
         let log = std::env::temp_dir().join(format!("metaroce-ctrl-bmv2-{grpc}.log"));
         let mut child = Kill(
             Command::new(bin)
@@ -206,7 +202,7 @@ async fn controller_installs_a_baseline_and_a_jobs_steer_entries_bmv2_accepts_an
         plan::assign(&plan::switch_plan(&topo, &routing, &none, &Settings::default(), i), got).unwrap()
     };
     let _ = std::fs::remove_file(&events);
-    let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let listen = common::free_addr();
     let mut cfg = config(events.clone());
     cfg.listen = Some(listen);
     cfg.tokens = Some(tokens.clone());

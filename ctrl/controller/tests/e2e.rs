@@ -46,10 +46,6 @@ links:
     metaroce_topo::load_str(&yaml, "e2e").unwrap()
 }
 
-fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
 /// Weights by port of leaf1's route toward 10.0.2.0/24.
 fn weights_toward_leaf2(state: &BTreeMap<Key, Entry>) -> Option<BTreeMap<u16, u32>> {
     Some(
@@ -90,7 +86,7 @@ async fn congestion_moves_upstream_weights_and_restores() {
     let p = pipeline();
     let (switches, addrs, stop) = common::fabric().await;
     let topo = topology(&addrs);
-    let listen = free_port();
+    let listen = common::free_addr();
     let events = tempfile_path("events.jsonl");
     let mut cfg = Config::new(topo.clone(), p.clone());
     cfg.mode = Mode::Act;
@@ -181,7 +177,7 @@ async fn status_is_primary_after_the_first_arbitration() {
     let p = pipeline();
     let (_switches, addrs, stop) = common::fabric().await;
     let topo = topology(&addrs);
-    let listen = free_port();
+    let listen = common::free_addr();
     let mut cfg = Config::new(topo, p);
     cfg.listen = Some(listen);
     let (quit, quit_rx) = tokio::sync::oneshot::channel::<()>();
@@ -234,7 +230,7 @@ async fn host_exporters_are_scraped_into_the_congestion_map() {
     let (_switches, addrs, stop) = common::fabric().await;
     let mut topo = topology(&addrs);
     topo.hosts[0].exporter = Some(exporter_addr.to_string());
-    let listen = free_port();
+    let listen = common::free_addr();
     let mut cfg = Config::new(topo, p);
     cfg.listen = Some(listen);
     cfg.host_scrape_interval = Duration::from_millis(100);
@@ -280,7 +276,7 @@ async fn a_reported_link_failure_is_routed_around_at_once() {
     let p = pipeline();
     let (_switches, addrs, stop) = common::fabric().await;
     let topo = topology(&addrs);
-    let listen = free_port();
+    let listen = common::free_addr();
     let tokens = tempfile_path("links-tokens");
     let token = "operator-token-for-the-link-test";
     std::fs::write(&tokens, format!("operator {token}\n")).unwrap();

@@ -53,10 +53,6 @@ links:
     metaroce_topo::load_str(&yaml, "jobs").unwrap()
 }
 
-fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
 fn tempfile_path(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("metaroce-jobs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -82,7 +78,7 @@ async fn start_with(mode: Mode, tag: &str, tune: impl FnOnce(&mut Config)) -> Ru
     let p = pipeline();
     let (switches, addrs, stop) = common::fabric().await;
     let topo = topology(&addrs);
-    let listen = free_port();
+    let listen = common::free_addr();
     let tokens = tempfile_path(&format!("{tag}-tokens"));
     std::fs::write(&tokens, format!("scheduler {SCHED}\nviewer {VIEW}\noperator {OPER}\n")).unwrap();
     let mut cfg = Config::new(topo, p);
@@ -420,7 +416,7 @@ async fn a_restarted_controller_keeps_the_steer_entries_it_finds_for_the_grace()
     let _ = quit.send(());
     daemon.await.unwrap().unwrap();
 
-    let listen = free_port();
+    let listen = common::free_addr();
     let mut cfg = Config::new(topology(&addrs), pipeline());
     cfg.mode = Mode::Act;
     cfg.listen = Some(listen);

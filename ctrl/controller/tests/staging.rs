@@ -51,7 +51,7 @@ async fn a_two_hop_placement_is_written_downstream_first() {
     std::fs::write(&tokens, format!("scheduler {SCHED}\n")).unwrap();
     let events = dir.join("events.jsonl");
     let _ = std::fs::remove_file(&events);
-    let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let listen = common::free_addr();
     let mut cfg = Config::new(topo.clone(), p.clone());
     cfg.mode = Mode::Act;
     cfg.listen = Some(listen);

@@ -11,6 +11,16 @@ use metaroce_p4rt::{Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key, Pipeline};
 use serde_json::Value;
 
+#[path = "../../../../tests/support/ports.rs"]
+mod ports;
+
+/// 127.0.0.1 on a port outside the kernel's ephemeral range (see
+/// `tests/support/ports.rs`), for a listener or a BMv2 started later.
+#[allow(dead_code)]
+pub fn free_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], ports::free_port()))
+}
+
 /// The committed program of `p4src/build/`.
 pub fn pipeline() -> Arc<Pipeline> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");

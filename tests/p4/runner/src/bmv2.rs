@@ -113,9 +113,14 @@ pub struct Switch {
     notify: PathBuf,
 }
 
+#[path = "../../../support/ports.rs"]
+mod ports;
+
+/// A port for BMv2 to listen on, below the kernel's ephemeral range (see
+/// `tests/support/ports.rs`: a port-0 pick could be handed to another
+/// socket before BMv2 binds it).
 fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free local port")?;
-    Ok(l.local_addr().context("finding a free local port")?.port())
+    ports::try_free_port().context("finding a free local port")
 }
 
 impl Switch {
