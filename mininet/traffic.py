@@ -68,6 +68,13 @@ def agent_send(args):
         f["sent_pkts"] = 0
         f["sent_bytes"] = 0
         f["interval"] = f["size"] * 8 / f["rate_bps"]
+        # Messages: `message` packets, then `gap` seconds idle (longer than
+        # the flowlet timeout, the gap is a flowlet boundary, where a switch
+        # may move the flow); the packets of a message are paced closer so
+        # that the flow's average rate stays its rate.
+        f["message"], f["gap"] = f.get("message", 0), f.get("gap", 0.0)
+        if f["message"] > 0 and f["gap"] > 0:
+            f["interval"] = (f["interval"] * f["message"] - f["gap"]) / f["message"]
     sock.close()
     start = time.monotonic()
     end = start + args.time
@@ -90,6 +97,8 @@ def agent_send(args):
                     pass  # a full socket buffer is a drop at the NIC; the receiver sees the PSN gap
                 f["psn"] += 1
                 f["next"] += f["interval"]
+                if f["message"] > 0 and f["gap"] > 0 and f["psn"] % f["message"] == 0:
+                    f["next"] += f["gap"]
                 if now - f["next"] > 0.05:  # far behind (CPU starved): do not burst, skip ahead
                     f["next"] = now
             soonest = min(soonest, f["next"])
@@ -233,7 +242,8 @@ def make_flows(args, hosts):
         for k in range(args.qps):
             qp = args.qp_base + i * args.qps + k
             flows.append({"src": a, "dst": b, "src_ip": hosts[a]["ip"], "dst_ip": hosts[b]["ip"],
-                          "dqp": qp, "sport": source_port(qp), "rate_bps": args.rate, "size": args.size})
+                          "dqp": qp, "sport": source_port(qp), "rate_bps": args.rate, "size": args.size,
+                          "message": args.message, "gap": args.gap_ms / 1e3})
     return flows
 
 
@@ -249,7 +259,8 @@ def run_roce(state, flows, args):
             sys.exit(f"traffic: receiver on {h} did not start")
     send = {}
     for h in srcs:
-        mine = [{k: f[k] for k in ("dst_ip", "sport", "dqp", "rate_bps", "size")} for f in flows if f["src"] == h]
+        keys = ("dst_ip", "sport", "dqp", "rate_bps", "size", "message", "gap")
+        mine = [{k: f[k] for k in keys} for f in flows if f["src"] == h]
         send[h] = in_host(state, h, [py, me, "_send", "--time", str(args.time), "--flows", json.dumps(mine)],
                           stdout=subprocess.PIPE, text=True)
     sent = {}
@@ -359,6 +370,12 @@ def main():
     ap.add_argument("--qp-base", type=lambda s: int(s, 0), default=0x100, help="first QP number")
     ap.add_argument("--rate", type=rate, default=rate("4Mbps"), help="per flow (default 4Mbps)")
     ap.add_argument("--size", type=int, default=1400, help="UDP payload bytes (default 1400)")
+    ap.add_argument("--message", type=int, default=0,
+                    help="roce: packets per message, each followed by --gap-ms idle (default 0: one "
+                         "endless message, so a flow never leaves a flowlet gap and never moves)")
+    ap.add_argument("--gap-ms", type=float, default=0.0,
+                    help="roce: idle milliseconds after each message; longer than the fabric's flowlet "
+                         "timeout, it lets the switches move the flow there (default 0)")
     ap.add_argument("--time", type=float, default=10, help="seconds (default 10)")
     ap.add_argument("--tool", choices=["roce", "iperf3"], default="roce")
     ap.add_argument("--iperf-udp", action="store_true", help="iperf3 in UDP mode at --rate")
@@ -366,6 +383,13 @@ def main():
     args = ap.parse_args()
     if not 16 <= args.size <= 1472:
         ap.error("--size must be 16..1472 (one frame)")
+    if args.message < 0 or args.gap_ms < 0:
+        ap.error("--message and --gap-ms must not be negative")
+    if args.message > 0 and args.gap_ms > 0:
+        message_ms = args.message * args.size * 8 / args.rate * 1e3
+        if args.gap_ms >= message_ms:
+            ap.error(f"--gap-ms {args.gap_ms:g} leaves no time to send a message of {args.message} packets "
+                     f"at --rate (it lasts {message_ms:.3g} ms): fewer, longer messages or a shorter gap")
     if os.geteuid() != 0:
         sys.exit("traffic: needs root (it enters the Mininet hosts' namespaces)")
     state = load_state(args.prefix)

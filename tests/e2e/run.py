@@ -234,8 +234,13 @@ def controller_phase(c, topo_path, tmp, binary):
     leaf1 = topo.switches["leaf1"]
     before = uplink_bytes(topo, leaf1)
     out = os.path.join(tmp, "episode.json")
+    # Messages of 16 packets with 8 ms between them, beyond the fabric's 5 ms
+    # flowlet timeout: a flow moves only at such a gap, so without them the
+    # flows stay where their first packets hashed and the rebalance below
+    # would depend on the sender's scheduling hiccups.
     r = subprocess.run([PY, TRAFFIC, "pairs", "--prefix", PREFIX, "--flow", "h1:h3", "--flow", "h2:h4",
-                        "--qps", "2", "--rate", "5Mbps", "--time", "8", "-o", out], capture_output=True, text=True)
+                        "--qps", "2", "--rate", "5Mbps", "--message", "16", "--gap-ms", "8", "--time", "8",
+                        "-o", out], capture_output=True, text=True)
     c.ok(r.returncode == 0, "congestion episode traffic ran", r.stderr[-500:])
     after = uplink_bytes(topo, leaf1)
     metrics = get(listen, "/metrics")
