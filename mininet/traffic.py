@@ -385,6 +385,10 @@ def main():
         ap.error("--size must be 16..1472 (one frame)")
     if args.message < 0 or args.gap_ms < 0:
         ap.error("--message and --gap-ms must not be negative")
+    if (args.message > 0) != (args.gap_ms > 0):
+        ap.error("--message and --gap-ms go together: messages of N packets, each followed by G ms idle")
+    if args.message > 0 and args.tool != "roce":
+        ap.error("--message and --gap-ms shape the roce tool's flows; iperf3 paces its own")
     if args.message > 0 and args.gap_ms > 0:
         message_ms = args.message * args.size * 8 / args.rate * 1e3
         if args.gap_ms >= message_ms:
