@@ -74,22 +74,45 @@ mod pin {
         Ok(cpus)
     }
 
-    /// One worker per CPU, pinned. tokio starts its workers as the first
-    /// threads of its blocking pool, all inside `build()`, before anything
-    /// can call `spawn_blocking`; so the first `cpus.len()` threads to
-    /// start are the workers, and later (blocking) threads stay unpinned.
+    /// Workers pin themselves, each to the next CPU, when they first park
+    /// (tokio calls the park hooks on worker threads only). Every thread
+    /// first takes the whole set at its start: a thread inherits its
+    /// creator's affinity, and a blocking thread created by a pinned
+    /// worker must not stay on that worker's CPU. (Pinning the first N
+    /// threads started raced: under load a blocking thread could start
+    /// before the last worker and take its CPU.)
     pub(super) fn workers(builder: &mut tokio::runtime::Builder, cpus: Vec<usize>) {
+        thread_local! {
+            static PINNED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
         let started = Arc::new(AtomicUsize::new(0));
-        builder.worker_threads(cpus.len()).on_thread_start(move || {
-            let i = started.fetch_add(1, Ordering::Relaxed);
-            let Some(&cpu) = cpus.get(i) else { return };
-            let mut set = CpuSet::new();
-            let pinned = set.set(cpu).and_then(|()| sched_setaffinity(Pid::from_raw(0), &set));
-            match pinned {
-                Ok(()) => tracing::debug!(worker = i, cpu, "runtime worker pinned"),
-                Err(e) => tracing::warn!(worker = i, cpu, error = %e, "cannot pin a runtime worker; it runs unpinned"),
-            }
-        });
+        let all = cpus.clone();
+        builder
+            .worker_threads(cpus.len())
+            .on_thread_start(move || {
+                if let Err(e) = set(&all) {
+                    tracing::warn!(error = %e, "cannot widen a runtime thread's CPU set");
+                }
+            })
+            .on_thread_park(move || {
+                if PINNED.with(|p| p.replace(true)) {
+                    return;
+                }
+                let i = started.fetch_add(1, Ordering::Relaxed);
+                let Some(&cpu) = cpus.get(i) else { return };
+                match set(&[cpu]) {
+                    Ok(()) => tracing::debug!(worker = i, cpu, "runtime worker pinned"),
+                    Err(e) => tracing::warn!(worker = i, cpu, error = %e, "cannot pin a runtime worker; it runs unpinned"),
+                }
+            });
+    }
+
+    fn set(cpus: &[usize]) -> nix::Result<()> {
+        let mut set = CpuSet::new();
+        for &c in cpus {
+            set.set(c)?;
+        }
+        sched_setaffinity(Pid::from_raw(0), &set)
     }
 }
 
@@ -120,11 +143,27 @@ mod tests {
         let built = build(true).unwrap();
         assert_eq!(built.pinned.as_deref(), Some(&all[..]));
         let (workers, blocking) = built.runtime.block_on(async {
+            // Workers pin themselves when they first park: wait until a
+            // run of tasks all saw one CPU (bounded), then sample.
+            let mut run = 0;
+            for _ in 0..10_000 {
+                let one = tokio::spawn(async { cpus_of_this_thread() }).await.unwrap().len() == 1;
+                run = if one { run + 1 } else { 0 };
+                if run == 16 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
             let mut seen = Vec::new();
             for _ in 0..64 {
                 seen.push(tokio::spawn(async { cpus_of_this_thread() }).await.unwrap());
             }
-            let blocking = tokio::task::spawn_blocking(cpus_of_this_thread).await.unwrap();
+            // A blocking thread started from a pinned worker inherits its
+            // CPU unless the start hook widens it.
+            let blocking =
+                tokio::spawn(async { tokio::task::spawn_blocking(cpus_of_this_thread).await.unwrap() })
+                    .await
+                    .unwrap();
             (seen, blocking)
         });
         for w in &workers {
