@@ -294,6 +294,9 @@ struct Live<'a> {
     term: Term,
     /// Elected or just started: until then, steer entries the plan lacks stay.
     steer_grace_until: Option<Instant>,
+    /// The steer entries the switch held when the grace began and the
+    /// plan has not claimed since ([`term`]): only these are kept.
+    steer_found: std::collections::BTreeSet<Key>,
     /// The last plan's routes and groups, assigned ([`assigned`]).
     assigned: assigned::Assigned,
 }
@@ -343,8 +346,12 @@ async fn connected(
         // not undo a working placement before its flows are reported or
         // its jobs posted again.
         steer_grace_until: (first && term.writes).then(|| Instant::now() + cfg.steer_grace),
+        steer_found: Default::default(),
         assigned: assigned::Assigned::default(),
     };
+    if live.steer_grace_until.is_some() {
+        live.steer_found = term::steer_keys(&live.installed);
+    }
     if !term.writes {
         info!(entries = live.installed.len(), election_id = %term.election_id, "switch read as a standby: writing nothing until elected");
     }
@@ -372,6 +379,7 @@ async fn connected(
             t = term::changed(ha.as_mut(), live.term) => live.on_term(t, desired).await?,
             _ = term::grace_end(live.steer_grace_until) => {
                 live.steer_grace_until = None;
+                live.steer_found.clear();
                 let d = desired.borrow().clone();
                 live.sync(&d, true).await;
             }

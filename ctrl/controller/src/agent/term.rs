@@ -75,6 +75,11 @@ pub(super) fn refresh_timer(poll_interval: Duration) -> Interval {
     t
 }
 
+/// The keys of the steer entries `installed` holds.
+pub(super) fn steer_keys(installed: &BTreeMap<Key, Entry>) -> std::collections::BTreeSet<Key> {
+    installed.keys().filter(|k| matches!(k, Key::SteerFlow(_) | Key::SteerPair(..))).copied().collect()
+}
+
 /// Fires when the steer grace ends; never without one.
 pub(super) async fn grace_end(until: Option<Instant>) {
     match until {
@@ -85,18 +90,22 @@ pub(super) async fn grace_end(until: Option<Instant>) {
 
 impl Live<'_> {
     /// During the steer grace after a takeover: the steer entries the
-    /// switch holds that `desired` lacks stay, as long as the next hop they
-    /// point at does (never onto a failed link). A new leader has not seen
-    /// the large-flow digests (they go to the primary only) nor the jobs
-    /// announced to its predecessor; without this it would delete their
-    /// entries at once, and write them again when it learns of the flows.
-    pub(super) fn keep_steer(&self, mut desired: BTreeMap<Key, Entry>) -> BTreeMap<Key, Entry> {
+    /// switch held when it began that `desired` lacks stay, as long as the
+    /// next hop they point at does (never onto a failed link). A new
+    /// leader has not seen the large-flow digests (they go to the primary
+    /// only) nor the jobs announced to its predecessor; without this it
+    /// would delete their entries at once, and write them again when it
+    /// learns of the flows. An entry the plan has claimed since is the
+    /// plan's: when the plan drops it (a flow ended or moved), it goes.
+    pub(super) fn keep_steer(&mut self, mut desired: BTreeMap<Key, Entry>) -> BTreeMap<Key, Entry> {
         if self.steer_grace_until.is_none() {
             return desired;
         }
-        for (k, e) in &self.installed {
+        self.steer_found.retain(|k| !desired.contains_key(k));
+        for k in &self.steer_found {
+            let Some(e) = self.installed.get(k) else { continue };
             let (Entry::SteerFlow { nhop_id, .. } | Entry::SteerPair { nhop_id, .. }) = e else { continue };
-            if !desired.contains_key(k) && desired.contains_key(&Key::Nhop(*nhop_id)) {
+            if desired.contains_key(&Key::Nhop(*nhop_id)) {
                 desired.insert(*k, e.clone());
             }
         }
@@ -137,6 +146,7 @@ impl Live<'_> {
             self.retry_at = None;
             self.cleanup_at = None;
             self.steer_grace_until = None;
+            self.steer_found.clear();
             let _ = self.events.send(AgentEvent::Primary { switch, primary: false }).await;
             info!(election_id = %t.election_id, "standing down: a backup on this switch, writing nothing");
             self.start_polling();
@@ -161,6 +171,7 @@ impl Live<'_> {
         self.installed = read_installed(&self.session, self.pipeline).await?;
         self.programmed = false;
         self.steer_grace_until = Some(Instant::now() + self.cfg.steer_grace);
+        self.steer_found = steer_keys(&self.installed);
         info!(election_id = %t.election_id, entries = self.installed.len(), primary_ms = primary_after.as_secs_f64() * 1e3,
             pipeline = self.program, "elected: primary on this switch; reconciling what it holds");
         let _ =
