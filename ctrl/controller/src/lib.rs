@@ -3,17 +3,13 @@
 
 pub mod agent;
 pub mod core;
+pub use metaroce_core::{mode, place, plan, reach, replay};
 pub mod daemon;
 pub mod ha;
 pub mod hosts;
-pub mod mode;
 pub mod obs;
-pub mod place;
-pub mod plan;
-pub mod reach;
 pub mod reaction;
 pub mod reconcile;
-pub mod replay;
 pub mod runtime;
 pub mod snapshot;
 pub mod stage;

@@ -446,3 +446,79 @@ async fn a_restarted_controller_keeps_the_steer_entries_it_finds_for_the_grace()
     let _ = stop.send(true);
     drop(switches);
 }
+
+/// The steer entries a switch holds, by the planner's flow key.
+fn steer_of(st: &BTreeMap<Key, Entry>) -> BTreeMap<metaroce_te::FlowKey, u16> {
+    st.values()
+        .filter_map(|e| match *e {
+            Entry::SteerFlow { flow, port, .. } => {
+                Some((metaroce_te::FlowKey::flow(flow.src, flow.dst, flow.sport, flow.qp), port))
+            }
+            Entry::SteerPair { src, dst, port, .. } => Some((metaroce_te::FlowKey::pair(src, dst), port)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Parity: the inputs the daemon recorded (a job, large-flow digests from
+/// both leaves, a queue pair seen under a second source port) driven
+/// through the simulator's decision path (`metaroce_sim::control::apply::
+/// replay_steer`, the controller in the loop without the engine) give the
+/// steer entries the daemon wrote to its switches, switch by switch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulator_decides_what_the_daemon_writes() {
+    let recording = tempfile_path("parity-inputs.jsonl");
+    let rec = recording.clone();
+    // Flows live longer than the test: the recording ends at its last
+    // input, and the comparison is of the state it leaves.
+    let mut core = metaroce_controller::core::CoreConfig::default();
+    core.place.limits.max_flows = 64;
+    core.place.flow_idle_ns = 600_000_000_000;
+    let daemon_core = core.clone();
+    let r = start_with(Mode::Act, "parity", move |c| {
+        c.record = Some(rec);
+        c.core = daemon_core;
+    })
+    .await;
+    let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, MOE).await;
+    assert_eq!(status, 201, "{v}");
+    let p = pipeline();
+    let digest = p.info().digests.id_of(metaroce_pipeline::names::LARGE_FLOW_DIGEST).unwrap();
+    // Leaf2's hosts toward leaf1, both first seen on spine1's port; h4's
+    // queue pair 18 comes back under another source port.
+    let reports = [
+        (1usize, 2u32, [10, 0, 2, 2], [10, 0, 1, 2], 49153u16, 18u32, 3u16),
+        (1, 2, [10, 0, 2, 1], [10, 0, 1, 2], 49160, 21, 3),
+        (0, 1, [10, 0, 1, 2], [10, 0, 2, 2], 49170, 30, 4),
+        (1, 2, [10, 0, 2, 2], [10, 0, 1, 2], 49155, 18, 4),
+    ];
+    for (i, &(sw, node, src, dst, sport, qp, port)) in reports.iter().enumerate() {
+        assert!(r.switches[sw].emit_digest(digest, large_flow(node, src, dst, sport, qp, port, 100_000)));
+        // Each report is its own input (the daemon coalesces a burst).
+        wait_for("the report to be recorded", 10, || async {
+            std::fs::read_to_string(&recording).map_or(0, |t| t.matches("large_flow").count()) > i
+        })
+        .await;
+    }
+    let topo = topology(&r.addrs);
+    let inputs = metaroce_controller::replay::parse(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+    let sim = metaroce_sim::control::apply::replay_steer(&topo, core, &inputs).unwrap();
+    assert!(
+        sim.iter().map(BTreeMap::len).sum::<usize>() >= 4,
+        "the job and the reports are steered: {sim:?}"
+    );
+    for (s, want) in sim.iter().enumerate() {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut held = steer_of(&installed(r.addrs[s], s as u64 + 1, &p).await);
+        while held != *want && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            held = steer_of(&installed(r.addrs[s], s as u64 + 1, &p).await);
+        }
+        if held != *want {
+            let (_, events) = http(r.listen, "GET", "/api/v1/events?limit=1000", VIEW, "").await;
+            eprintln!("recording:\n{}\nevents: {events:#}", std::fs::read_to_string(&recording).unwrap());
+        }
+        assert_eq!(held, *want, "switch {s}: the daemon's entries (left), the simulator's (right)");
+    }
+    r.stop().await;
+}

@@ -76,7 +76,7 @@ pub fn run_mode(
 
 /// The jobs the scenario announces to the controller before they start,
 /// with every queue pair's host pair and bytes.
-fn announced_jobs(topo: &Topology, routing: &Routing, sc: &Scenario) -> Vec<control::placement::Announced> {
+fn announced_jobs(topo: &Topology, routing: &Routing, sc: &Scenario) -> Vec<control::inloop::Announced> {
     let announced: Vec<usize> = (0..sc.jobs.len()).filter(|&j| sc.jobs[j].announce).collect();
     if announced.is_empty() {
         return Vec::new();
@@ -90,7 +90,7 @@ fn announced_jobs(topo: &Topology, routing: &Routing, sc: &Scenario) -> Vec<cont
                 let qp = &w.qps[f.qp as usize];
                 *bytes.entry((qp.src, qp.dst)).or_insert(0) += f.bytes;
             }
-            control::placement::Announced {
+            control::inloop::Announced {
                 name: sc.jobs[j].name.clone(),
                 flows: bytes.into_iter().map(|((s, d), b)| (s, d, b)).collect(),
             }

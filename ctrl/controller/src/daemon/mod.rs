@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use tracing::{info, warn, Instrument};
 
 use crate::agent::{self, AgentConfig, AgentEvent, Desired, Target, Wanted};
-use crate::core::{Core, CoreConfig, Input, Note};
+use crate::core::{Core, CoreConfig, Due, Input, Note};
 use crate::hosts;
 use crate::mode::Mode;
 use crate::obs::{self, Command, EventLog, Metrics, Snapshot, Tokens};
@@ -395,11 +395,8 @@ impl State {
                             match ev_rx.try_recv() { Ok(ev) => self.on_agent(ev), Err(_) => break }
                             n += 1;
                         }
-                        if self.core.only_placement_changed() {
-                            self.decide_placement_and_publish(false).await;
-                        } else if self.core.input_changed() {
-                            self.decide_and_publish(false).await;
-                        }
+                        // The core's rule: the placement alone, everything, or nothing.
+                        self.decide_due_and_publish(false).await;
                         true
                     }
                     None => false,
@@ -415,10 +412,10 @@ impl State {
                         self.maybe_publish(true);
                     }
                     self.input(&Input::Tick);
-                    if self.core.wants_decision() || self.core.placement_due(self.now_ns()) {
-                        self.decide_and_publish(false).await;
-                    } else {
+                    if self.core.due(self.now_ns(), true) == Due::None {
                         self.maybe_publish(false);
+                    } else {
+                        self.decide_with(false, |core, now| core.decide_due(now, true)).await;
                     }
                     true
                 }
@@ -464,18 +461,10 @@ impl State {
             // Policy changes are reroutes only when they are written (act);
             // in observe/advise they are recommendations.
             let applied = self.core.mode().writes() && !self.core.pinned() && self.ha.writes();
-            let reason = match n.kind {
-                "derate" if applied => Some("congestion"),
-                "restore" if applied => Some("recovery"),
-                "failover" if applied => Some("link_down"),
-                "link_down" => Some("link_down"),
-                "link_up" | "switch_up" | "switch_down" => Some(n.kind),
-                _ => None,
-            };
-            if let Some(r) = reason {
+            if let Some(r) = n.kind.reroute_label(applied) {
                 self.metrics.reroute(r);
             }
-            self.events.record(n.kind, n.switch.as_deref(), &n.reason, n.details);
+            self.events.record(n.kind.event_name(), n.switch.as_deref(), &n.reason, n.details);
         }
     }
 

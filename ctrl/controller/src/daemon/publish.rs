@@ -36,7 +36,16 @@ impl State {
         self.decide_with(force_status, Core::decide_placement).await
     }
 
-    async fn decide_with(
+    /// After inputs that are not ticks: the decision the core's rule asks
+    /// for ([`Core::decide_due`]), if any.
+    pub(super) async fn decide_due_and_publish(&mut self, force_status: bool) -> Option<serde_json::Value> {
+        if self.core.due(self.now_ns(), false) == crate::core::Due::None {
+            return None;
+        }
+        self.decide_with(force_status, |core, now| core.decide_due(now, false)).await
+    }
+
+    pub(super) async fn decide_with(
         &mut self,
         force_status: bool,
         decide: fn(&mut Core, u64) -> crate::core::Step,
@@ -54,7 +63,7 @@ impl State {
         // The targets replaced (the agents are done with them): freed after
         // the new ones are out.
         let mut replaced = Vec::with_capacity(step.plans.len());
-        for (s, plan) in step.plans {
+        for (s, plan) in std::mem::take(&mut step.plans) {
             let cause = self.reactions.carry(s, caused.get(&s).copied());
             replaced.push(self.send_plan(s, plan, cause));
         }
@@ -65,12 +74,9 @@ impl State {
             tokio::task::yield_now().await;
         }
         let noting = std::time::Instant::now();
-        let mut notes = step.decision.as_ref().map(|d| self.core.notes(d)).unwrap_or_default();
-        let placed = step.placement.take().map(|mut p| {
-            self.core.conclude_placement(&mut p);
-            notes.extend(self.core.placement_notes(&p));
-            self.placement_metrics(&p)
-        });
+        self.core.conclude(&mut step);
+        let notes = std::mem::take(&mut step.notes);
+        let placed = step.placement.as_ref().map(|p| self.placement_metrics(p));
         self.metrics.observe_decision((deciding + noting.elapsed()).as_secs_f64());
         if published || !notes.is_empty() {
             self.dirty_status = true;

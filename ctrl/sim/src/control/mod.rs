@@ -20,10 +20,10 @@
 //! (switch index, port number, destination leaf), never by engine indices,
 //! so a control needs nothing from the engine's insides.
 
+pub mod apply;
 pub(crate) mod converge;
 pub mod forward;
 pub(crate) mod inloop;
-pub(crate) mod placement;
 
 use std::collections::HashMap;
 
@@ -33,7 +33,7 @@ use serde::Serialize;
 use crate::engine::events::{Ev, PortId, Queue};
 use crate::engine::net::{FibMember, Node, Ports};
 use crate::engine::steer::Steering;
-pub use crate::engine::steer::{Detector, LargeFlow, SteerKey};
+pub use crate::engine::steer::{Detector, LargeFlow, PacketFlow, SteerKey};
 use crate::engine::PortState;
 
 /// A threshold crossing of a switch egress queue.

@@ -6,7 +6,7 @@ use super::Sim;
 use crate::control::{Control, Crossing, Ctx};
 use crate::engine::events::{Packet, PortId};
 use crate::engine::net::Node;
-use crate::engine::steer::SteerKey;
+use crate::engine::steer::{PacketFlow, SteerKey};
 
 impl<'a> Sim<'a> {
     /// Runs `f` on the control, if there is one, with the engine lent out.
@@ -87,7 +87,9 @@ impl<'a> Sim<'a> {
     /// came from a host NIC and leaves by `egress`).
     pub(super) fn detect(&mut self, s: u32, egress: PortId, p: &Packet) {
         let port = self.ports.number[egress as usize];
-        let r = self.steer.observe(self.now, s as usize, p.src_host, p.dst_host, p.sport, port, p.bytes);
+        let qp = self.w.flows.get(p.flow as usize).map_or(0, |f| f.qp);
+        let flow = PacketFlow { src: p.src_host, dst: p.dst_host, sport: p.sport, qp };
+        let r = self.steer.observe(self.now, s as usize, flow, port, p.bytes);
         if let Some(r) = r {
             self.call_control(|control, ctx| control.on_large_flow(ctx, &r));
         }

@@ -41,6 +41,9 @@ pub struct LargeFlow {
     pub src: u32,
     pub dst: u32,
     pub sport: u16,
+    /// The queue pair (the run's QP number): with the UDP source port it
+    /// names the flow as the `steer_flow` table does.
+    pub qp: u32,
     /// Egress port number the flow left the switch by.
     pub port: u16,
     /// Bytes the flow sent in the window, and the window's length.
@@ -48,6 +51,15 @@ pub struct LargeFlow {
     pub window_ps: u64,
     /// Another flow used the slot since its last report.
     pub collision: bool,
+}
+
+/// The flow a packet belongs to, as the detector names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketFlow {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub qp: u32,
 }
 
 /// The detector's settings (the P4 program's config action).
@@ -130,18 +142,16 @@ impl Steering {
     /// A packet of `bytes` from host `src` entered the fabric at `switch`
     /// and leaves it by port number `port`: a report, if it closed a large
     /// window of its slot.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn observe(
         &mut self,
         now_ps: u64,
         switch: usize,
-        src: u32,
-        dst: u32,
-        sport: u16,
+        flow: PacketFlow,
         port: u16,
         bytes: u32,
     ) -> Option<LargeFlow> {
         let d = self.detector?;
+        let PacketFlow { src, dst, sport, qp } = flow;
         let h = mix64(u64::from(src) << 40 ^ u64::from(dst) << 16 ^ u64::from(sport));
         let sig = (h >> 32) as u32 | 1;
         let slot = self.slots.get_mut(switch * SLOTS + (h as usize & (SLOTS - 1)))?;
@@ -159,6 +169,7 @@ impl Steering {
             src,
             dst,
             sport,
+            qp,
             port,
             bytes: slot.bytes,
             window_ps: now_ps - slot.start_ps,
@@ -172,6 +183,10 @@ impl Steering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pf(src: u32, dst: u32, sport: u16) -> PacketFlow {
+        PacketFlow { src, dst, sport, qp: 0 }
+    }
 
     #[test]
     fn flow_entries_win_over_pairs_and_removal_restores_the_pair() {
@@ -194,7 +209,7 @@ mod tests {
         let mut reports = Vec::new();
         // 4 KiB every 100 ns: 40 KiB per 1 µs window, for 5 µs.
         for i in 0..50u64 {
-            reports.extend(s.observe(i * 100_000, 1, 3, 4, 49152, 5, 4096));
+            reports.extend(s.observe(i * 100_000, 1, pf(3, 4, 49152), 5, 4096));
         }
         assert_eq!(reports.len(), 4, "windows 1-4 closed by a later packet: {reports:?}");
         let r = reports[0];
@@ -202,7 +217,8 @@ mod tests {
         assert_eq!(r.bytes, 10 * 4096);
         assert_eq!(r.window_ps, 1_000_000);
         // A small flow never reports.
-        let small: Vec<_> = (0..50u64).filter_map(|i| s.observe(i * 100_000, 0, 5, 6, 1, 2, 100)).collect();
+        let small: Vec<_> =
+            (0..50u64).filter_map(|i| s.observe(i * 100_000, 0, pf(5, 6, 1), 2, 100)).collect();
         assert!(small.is_empty());
     }
 
@@ -219,13 +235,13 @@ mod tests {
         let Some(b) = (2..u16::MAX).find(|&b| slot_of(b) == slot_of(a)) else {
             panic!("no colliding source port")
         };
-        assert!(s.observe(0, 0, 1, 2, a, 3, 1000).is_none());
-        assert!(s.observe(100_000, 0, 1, 2, b, 3, 1000).is_none(), "b counts into a's open window");
-        let r = s.observe(2_000_000, 0, 1, 2, a, 3, 1000);
+        assert!(s.observe(0, 0, pf(1, 2, a), 3, 1000).is_none());
+        assert!(s.observe(100_000, 0, pf(1, 2, b), 3, 1000).is_none(), "b counts into a's open window");
+        let r = s.observe(2_000_000, 0, pf(1, 2, a), 3, 1000);
         assert_eq!(r.map(|r| (r.sport, r.bytes, r.collision)), Some((a, 2000, true)));
-        let r = s.observe(4_000_000, 0, 1, 2, a, 3, 1000);
+        let r = s.observe(4_000_000, 0, pf(1, 2, a), 3, 1000);
         assert_eq!(r.map(|r| r.collision), Some(false), "a window of one flow is clean");
-        let r = s.observe(6_000_000, 0, 1, 2, b, 3, 1000);
+        let r = s.observe(6_000_000, 0, pf(1, 2, b), 3, 1000);
         assert_eq!(r.map(|r| (r.sport, r.collision)), Some((b, true)), "closed by another flow");
     }
 }

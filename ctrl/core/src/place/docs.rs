@@ -11,7 +11,7 @@ use metaroce_topo::{SwitchId, Topology};
 use serde_json::{json, Value};
 
 use super::{PlaceStep, Placement};
-use crate::core::Note;
+use crate::note::{Note, NoteKind};
 
 impl Placement {
     pub(super) fn last_json(&self, step: &PlaceStep, topo: &Topology) -> Value {
@@ -63,7 +63,7 @@ impl Placement {
         }
     }
 
-    /// The event-log lines of a decision (see [`crate::core::Core::placement_notes`]).
+    /// The event-log lines of a decision (see [`crate::fabric::Core::placement_notes`]).
     pub fn notes(&self, topo: &Topology, p: &PlaceStep, applied: bool) -> Vec<Note> {
         let max = self.cfg.max_move_notes;
         let name = |s: SwitchId| topo.switches.get(s).map(|x| x.name.clone());
@@ -73,12 +73,12 @@ impl Placement {
             let mut details = move_json(topo, &self.jobs, m);
             details["applied"] = json!(applied);
             let reason = format!("{} {}", m.reason.as_str(), m.flow);
-            notes.push(Note { kind: "flow_move", switch: at.and_then(name), reason, details });
+            notes.push(Note { kind: NoteKind::FlowMove, switch: at.and_then(name), reason, details });
         }
         if p.moves.len() > max {
             let reason = format!("{} more moves not listed", p.moves.len() - max);
             notes.push(Note {
-                kind: "flow_moves",
+                kind: NoteKind::FlowMoves,
                 switch: None,
                 reason,
                 details: json!({"moves": p.moves.len()}),
@@ -87,10 +87,15 @@ impl Placement {
         for u in p.unplaced.iter().take(max) {
             let details = json!({"flow": u.flow, "why": u.why, "kept": u.kept.as_ref().map(|k| path_json(topo, k)), "broken": u.broken});
             let reason = format!("no path for {}; previous placement kept: {}", u.flow, u.why);
-            notes.push(Note { kind: "flow_unplaced", switch: None, reason, details });
+            notes.push(Note { kind: NoteKind::FlowUnplaced, switch: None, reason, details });
         }
         for r in &p.refused {
-            notes.push(Note { kind: "steer_refused", switch: None, reason: r.clone(), details: json!({}) });
+            notes.push(Note {
+                kind: NoteKind::SteerRefused,
+                switch: None,
+                reason: r.clone(),
+                details: json!({}),
+            });
         }
         notes
     }

@@ -27,6 +27,7 @@ use serde_json::Value;
 use crate::plan::nhop_id;
 
 mod docs;
+mod keys;
 use docs::job_summary;
 pub use docs::{move_json, path_json, FlowsView};
 
@@ -189,6 +190,8 @@ pub struct Placement {
     stays: Stays,
     /// An unannounced flow appeared since the last decision.
     new_flow: bool,
+    /// Queue pairs seen under several source ports ([`keys`]).
+    qp_keys: keys::QpKeys,
 }
 
 /// Counts flows (keys) that hold an entry on at least one switch.
@@ -236,6 +239,7 @@ impl Placement {
             jobs_doc: None,
             stays,
             new_flow: false,
+            qp_keys: keys::QpKeys::default(),
         })
     }
 
@@ -324,15 +328,31 @@ impl Placement {
             Some(_) if self.announced.contains_key(&key) => Some(key),
             Some(_) => None, // a host-pair flow of a job carries it
             None => {
-                if r.collision && !self.seen.contains_key(&key) {
+                let pair_known = self.seen.contains_key(&FlowKey::pair(r.src, r.dst));
+                if r.collision && !self.seen.contains_key(&key) && !pair_known {
                     return Err("a shared flow slot's report names no known flow".into());
+                }
+                let resolved = self.qp_keys.resolve(r);
+                let key = resolved.key;
+                if let Some(old) = resolved.replaces {
+                    // Its entries go with the next decision.
+                    self.planner.remove(&old);
+                    self.seen.remove(&old);
+                    self.stays.forget(&old);
                 }
                 let known = self.seen.contains_key(&key);
                 if !known {
                     self.dirty = true;
                     self.new_flow = true;
                 }
-                self.planner.upsert(key, Demand::rate(bps)).map_err(|e| e.to_string())?;
+                // Elastic: a RoCE queue pair sends as fast as DCQCN and PFC
+                // let it, so what it sent in a congested window understates
+                // what it would send on a clean path; planned at its
+                // measured rate, it would be packed onto links it then
+                // fills. It offers its line rate, and the planner shares
+                // the NICs max-min. The measured rate is kept for the
+                // observed utilisation and the API.
+                self.planner.upsert(key, Demand::default()).map_err(|e| e.to_string())?;
                 if known {
                     self.stays.seen(&self.planner, key, (r.switch, r.egress_port), now_ns);
                 }
@@ -379,6 +399,21 @@ impl Placement {
             || self.stays.has_stays()
     }
 
+    /// The earliest instant after `now_ns` a decision may be due without
+    /// a new input: the re-plan interval while flows are placed, the next
+    /// sweep of idle flows, the next look at flows stuck off their planned
+    /// paths (one report window on). `now_ns` itself when an input waits.
+    pub fn next_due(&self, now_ns: u64) -> Option<u64> {
+        if self.dirty {
+            return Some(now_ns);
+        }
+        let replan = (self.planner.flow_count() > 0)
+            .then(|| self.last_plan_ns.map_or(now_ns, |t| t.saturating_add(self.cfg.replan_interval_ns)));
+        let sweep = (!self.seen.is_empty()).then_some(self.next_sweep_ns);
+        let stays = self.stays.has_stays().then(|| now_ns.saturating_add(self.cfg.report_window_ns.max(1)));
+        [replan, sweep, stays].into_iter().flatten().map(|t| t.max(now_ns)).min()
+    }
+
     /// Removes the unannounced flows idle for `flow_idle_ns`.
     fn sweep(&mut self, now_ns: u64) {
         if self.seen.is_empty() || now_ns < self.next_sweep_ns {
@@ -394,6 +429,7 @@ impl Placement {
             .collect();
         for (k, own) in gone {
             self.seen.remove(&k);
+            self.qp_keys.forget(&k);
             self.stays.forget(&k);
             if own && self.planner.remove(&k) {
                 self.dirty = true;
@@ -451,7 +487,8 @@ impl Placement {
     fn count_stays(&mut self, now_ns: u64) -> Vec<Move> {
         let seen = &self.seen;
         let last = |k: &FlowKey| seen.get(k).map(|s| s.last_ns);
-        let rate = |k: &FlowKey| Demand::rate(seen.get(k).map_or(0, |s| s.bps));
+        // A paused flow comes back elastic, as it was first placed.
+        let rate = |_: &FlowKey| Demand::default();
         for k in self.stays.requeue_quiet(&mut self.planner, last, rate, now_ns) {
             tracing::debug!(flow = %k, "paused: placed afresh");
         }

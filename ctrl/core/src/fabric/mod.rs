@@ -16,12 +16,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::mode::Mode;
+pub use crate::note::{Note, NoteKind};
 use crate::place::{LargeFlowReport, PlaceConfig, PlaceStep, Placement};
 use crate::plan::{self, Overrides, Settings, SwitchPlan};
 
 use crate::reach;
 
 mod failures;
+mod rule;
+pub use rule::Due;
 
 /// One controller input: what a recording holds, with its time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,15 +60,6 @@ pub enum Input {
         name: String,
     },
     Tick,
-}
-
-/// A change worth an event-log line.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Note {
-    pub kind: &'static str,
-    pub switch: Option<String>,
-    pub reason: String,
-    pub details: Value,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +100,10 @@ pub struct Step {
     pub notes: Vec<Note>,
     /// The placement's decision, when one ran.
     pub placement: Option<PlaceStep>,
+    /// A decision ran (the policy's, the placement's or both), whether or
+    /// not it changed anything: a caller in virtual time charges its
+    /// decision time.
+    pub ran: bool,
 }
 
 /// The fabric state the controller decides on.
@@ -328,22 +326,27 @@ impl Core {
             Input::LinkUp { link } if *link < self.topo.links.len() => notes.extend(self.on_link_up(*link)),
             Input::LargeFlow(r) if r.switch < n => {
                 if let Err(why) = self.place.on_large_flow(now_ns, r) {
-                    notes.push(self.note("large_flow_ignored", Some(r.switch), &why, json!(r)));
+                    notes.push(self.note(NoteKind::LargeFlowIgnored, Some(r.switch), &why, json!(r)));
                 }
             }
             Input::JobRegister { body } => {
                 if let Err(e) = self.register_job(now_ns, body) {
-                    notes.push(self.note("job_refused", None, &e.to_string(), json!(e.problems)));
+                    notes.push(self.note(NoteKind::JobRefused, None, &e.to_string(), json!(e.problems)));
                 }
             }
             Input::JobRemove { name } => {
                 if self.remove_job(name).is_none() {
-                    notes.push(self.note("job_refused", None, "no job of that name", json!({"name": name})));
+                    notes.push(self.note(
+                        NoteKind::JobRefused,
+                        None,
+                        "no job of that name",
+                        json!({"name": name}),
+                    ));
                 }
             }
             Input::Tick => {}
             other => notes.push(self.note(
-                "input_rejected",
+                NoteKind::InputRejected,
                 None,
                 "input names an unknown switch or link",
                 json!(format!("{other:?}")),
@@ -411,11 +414,11 @@ impl Core {
         }
     }
 
-    fn note(&self, kind: &'static str, s: Option<SwitchId>, reason: &str, details: Value) -> Note {
+    fn note(&self, kind: NoteKind, s: Option<SwitchId>, reason: &str, details: Value) -> Note {
         Note { kind, switch: s.map(|s| self.name(s)), reason: reason.to_owned(), details }
     }
 
-    fn link_note(&self, kind: &'static str, link: usize, reason: &str) -> Note {
+    fn link_note(&self, kind: NoteKind, link: usize, reason: &str) -> Note {
         let l = &self.topo.links[link];
         let details = json!({"a": self.topo.endpoint_name(l.a), "b": self.topo.endpoint_name(l.b)});
         self.note(kind, Some(l.a.switch), reason, details)
@@ -459,7 +462,7 @@ impl Core {
         let applied = self.mode.writes();
         let mut notes = Vec::with_capacity(decision.changes.len());
         for c in &decision.changes {
-            let (kind, leaf) = (c.kind.as_str(), self.name(c.leaf));
+            let (kind, leaf) = (NoteKind::of_change(c.kind), self.name(c.leaf));
             let cause = c.cause.map(|h| format!("{}:{}", self.name_str(h.switch), h.port));
             let reason = format!("{kind} toward {leaf}");
             let details = json!({
@@ -509,7 +512,8 @@ impl Core {
         // destinations whose weights changed on a switch are recomputed.
         let changed: BTreeSet<(SwitchId, SwitchId)> =
             decision.changes.iter().map(|c| (c.switch, c.leaf)).collect();
-        let mut step = Step { decision: Some(decision), plans: Vec::new(), notes: Vec::new(), placement };
+        let mut step =
+            Step { decision: Some(decision), plans: Vec::new(), notes: Vec::new(), placement, ran: true };
         step.plans = self.replan(touched, &changed);
         step
     }
@@ -533,7 +537,7 @@ impl Core {
         }
         let placement = self.place.decide(now_ns, &self.topo, &self.routing);
         let touched = placement.as_ref().map(|p| p.touched.clone()).unwrap_or_default();
-        let mut step = Step { decision: None, plans: Vec::new(), notes: Vec::new(), placement };
+        let mut step = Step { decision: None, plans: Vec::new(), notes: Vec::new(), placement, ran: true };
         step.plans = self.replan(touched, &BTreeSet::new());
         step
     }

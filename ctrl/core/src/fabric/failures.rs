@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use metaroce_topo::{Routing, SwitchId};
 
-use super::{Core, Note};
+use super::{Core, Note, NoteKind};
 use crate::reach;
 
 impl Core {
@@ -19,7 +19,12 @@ impl Core {
             return None;
         }
         self.rebuild_routing();
-        Some(self.note("switch_up", Some(switch), "switch reachable again; routing through it", json!({})))
+        Some(self.note(
+            NoteKind::SwitchUp,
+            Some(switch),
+            "switch reachable again; routing through it",
+            json!({}),
+        ))
     }
 
     pub(super) fn on_link_down(&mut self, link: usize) -> Option<Note> {
@@ -41,7 +46,7 @@ impl Core {
                 reach::describe(&self.topo, &cut)
             )
         };
-        let mut note = self.link_note("link_down", link, &reason);
+        let mut note = self.link_note(NoteKind::LinkDown, link, &reason);
         self.add_reach(&mut note.details, &cut);
         Some(note)
     }
@@ -51,7 +56,7 @@ impl Core {
             return None;
         }
         self.rebuild_routing();
-        let mut note = self.link_note("link_up", link, "link up; back in the groups");
+        let mut note = self.link_note(NoteKind::LinkUp, link, "link up; back in the groups");
         self.add_reach(&mut note.details, &[]);
         Some(note)
     }
@@ -79,7 +84,7 @@ impl Core {
                 let names = reach::describe(&self.topo, &cut);
                 reason = format!("{reason}, but {} cut off: {names}", reach::count_text(cut.len()));
             }
-            let mut note = self.note("switch_down", Some(s), &reason, json!({}));
+            let mut note = self.note(NoteKind::SwitchDown, Some(s), &reason, json!({}));
             self.add_reach(&mut note.details, &cut);
             notes.push(note);
         }
