@@ -4,12 +4,17 @@
 //!
 //! Cuts considered: each host NIC (both directions), each leaf's uplinks
 //! (both directions) and, in three-tier fabrics, each pod's links to the
-//! super-spines. Per host pair, the bound is the busiest cut the pair
-//! crosses (its bottleneck: the cut's bytes over its capacity) plus the
-//! pair's own path latency (its first byte must still cross the fabric);
-//! the job's bound is the largest over its pairs. A ring AllReduce pays
-//! it once per step, since every step waits for the one before. A Poisson
-//! job also ends no earlier than its last flow could, alone.
+//! super-spines. Each cut needs its bytes over its capacity, after the
+//! first byte could reach it: the least path latency of the pairs that
+//! cross it (not of any pair of the job: an All-to-All's leaf uplinks wait
+//! for the inter-leaf pairs' latency, not the intra-leaf pairs'). Each
+//! pair needs at least its own bytes at its slowest link plus its own
+//! latency. The bound is the largest of these. (The largest over pairs of
+//! their bottleneck cut plus their own latency would not be a bound: an
+//! incast's receiver NIC may carry a near sender's bytes while a far
+//! sender's first byte is still on its way.) A ring AllReduce pays it once
+//! per step, since every step waits for the one before. A Poisson job also
+//! ends no earlier than its last flow could, alone.
 
 use std::collections::HashMap;
 
@@ -29,6 +34,8 @@ pub struct Bound {
 struct Cut {
     bytes: u64,
     capacity_bps: u64,
+    /// The least path latency of the pairs that cross it.
+    latency_ps: u64,
     name: String,
 }
 
@@ -46,36 +53,37 @@ pub fn job_bound(topo: &Topology, routing: &Routing, net: &NetConfig, job: &Job)
     let wire = |bytes: u64| bytes + bytes.div_ceil(u64::from(net.mtu)) * u64::from(ROCE_HEADER_BYTES);
     let pods = pods(topo);
     let mut cuts: HashMap<CutKey, Cut> = HashMap::new();
-    let mut crossed: Vec<Vec<CutKey>> = Vec::with_capacity(demand.len());
+    let mut worst = Bound { ps: 0, bottleneck: String::new() };
     for &(s, d, bytes) in &demand {
-        let keys = pair_cuts(topo, &pods, s, d);
-        for &(key, cap) in &keys {
+        let latency = path_latency(topo, routing, net, s, d);
+        for (key, cap) in pair_cuts(topo, &pods, s, d) {
             let c = cuts.entry(key).or_insert_with(|| Cut {
                 bytes: 0,
                 capacity_bps: cap,
+                latency_ps: latency,
                 name: cut_name(topo, key, s, d),
             });
             c.bytes += wire(bytes);
+            c.latency_ps = c.latency_ps.min(latency);
         }
-        crossed.push(keys.into_iter().map(|(k, _)| k).collect());
+        // The pair alone: its own bytes at its slowest link, its own latency.
+        let alone = flow_ideal_ps(topo, routing, net, s, d, bytes);
+        if alone > worst.ps {
+            let (hs, hd) = (&topo.hosts[s], &topo.hosts[d]);
+            worst = Bound { ps: alone, bottleneck: format!("{} to {} alone", hs.name, hd.name) };
+        }
     }
-    let time = |c: &Cut| if c.capacity_bps > 0 { ser_ps(c.bytes, c.capacity_bps) } else { 0 };
-    // Each pair: its busiest cut plus its own latency; the job: the worst pair.
-    let worst = demand
-        .iter()
-        .zip(&crossed)
-        .filter_map(|(&(s, d, _), keys)| {
-            let c = keys
-                .iter()
-                .map(|k| &cuts[k])
-                .max_by(|a, b| time(a).cmp(&time(b)).then_with(|| b.name.cmp(&a.name)))?;
-            Some((time(c) + path_latency(topo, routing, net, s, d), c))
-        })
+    // Each cut: all its bytes at its capacity, after the first byte of
+    // the pairs that cross it could reach it.
+    let busiest = cuts
+        .values()
+        .filter(|c| c.capacity_bps > 0)
+        .map(|c| (ser_ps(c.bytes, c.capacity_bps) + c.latency_ps, c))
         .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.name.cmp(&a.1.name)));
-    let mut bound = match worst {
-        Some((t, c)) => Bound { ps: phases * t, bottleneck: c.name.clone() },
-        None => Bound { ps: 0, bottleneck: String::new() },
-    };
+    if let Some((t, c)) = busiest.filter(|&(t, _)| t >= worst.ps) {
+        worst = Bound { ps: t, bottleneck: c.name.clone() };
+    }
+    let mut bound = Bound { ps: phases * worst.ps, bottleneck: worst.bottleneck };
     if let Pattern::Poisson { flows, .. } = &job.pattern {
         let r = &job.ranks;
         let last = flows.iter().map(|f| {
