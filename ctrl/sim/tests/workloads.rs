@@ -121,6 +121,7 @@ fn bad_poisson_jobs_are_reported_where_they_are() {
     assert!(r.contains("jobs[0].sizes") && r.contains("did you mean \"web-search\""), "{r}");
     let r = problems(&job("load: 0.5, sizes: [[1KB, 0.5], [500B, 0.7], [2KB, 1]], duration: 1ms"));
     assert!(r.contains("bad.yaml:2:") && r.contains("jobs[0].sizes[1]") && r.contains("not monotone"), "{r}");
+    assert!(!r.contains("needs \"sizes\""), "a bad CDF is not also a missing one: {r}");
     let r = problems(&job("load: 0.5, sizes: [[1KB, 0.5], [2KB, 0.4], [3KB, 1]], duration: 1ms"));
     assert!(r.contains("sizes[1]") && r.contains("not monotone"), "{r}");
     let r = problems(&job("load: 0.5, sizes: [[1KB, 0.5], [2KB, 0.9]], duration: 1ms"));

@@ -25,6 +25,27 @@ fn tick_step(max: f64, n: f64) -> f64 {
     [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag)
 }
 
+/// Where an axis up to `max` has ticks: about `n` round steps from 0, or
+/// 1-2-5 per decade from `log_min` on a log axis.
+fn ticks(log_min: Option<f64>, max: f64, n: f64) -> Vec<f64> {
+    let Some(lo) = log_min else {
+        let step = tick_step(max, n);
+        return (0..).map(|k| k as f64 * step).take_while(|t| *t <= max * 1.0001).collect();
+    };
+    let mut out = Vec::new();
+    let mut decade = 10f64.powf(lo.log10().floor());
+    while decade <= max {
+        for m in [1.0, 2.0, 5.0] {
+            let t = decade * m;
+            if t >= lo * 0.9999 && t <= max * 1.0001 {
+                out.push(t);
+            }
+        }
+        decade *= 10.0;
+    }
+    out
+}
+
 struct Frame {
     out: String,
     xmax: f64,
@@ -89,24 +110,8 @@ impl Frame {
         LEFT + frac * (W - LEFT - RIGHT)
     }
 
-    /// Where the x axis has ticks: round steps, or 1-2-5 per decade.
     fn x_ticks(&self) -> Vec<f64> {
-        let Some(lo) = self.log_xmin else {
-            let step = tick_step(self.xmax, 6.0);
-            return (0..).map(|k| k as f64 * step).take_while(|t| *t <= self.xmax * 1.0001).collect();
-        };
-        let mut out = Vec::new();
-        let mut decade = 10f64.powf(lo.log10().floor());
-        while decade <= self.xmax {
-            for m in [1.0, 2.0, 5.0] {
-                let t = decade * m;
-                if t >= lo * 0.9999 && t <= self.xmax * 1.0001 {
-                    out.push(t);
-                }
-            }
-            decade *= 10.0;
-        }
-        out
+        ticks(self.log_xmin, self.xmax, 6.0)
     }
 
     fn y(&self, v: f64) -> f64 {
@@ -117,24 +122,8 @@ impl Frame {
         H - BOTTOM - frac * (H - TOP - BOTTOM)
     }
 
-    /// Where the y axis has ticks: round steps, or 1-2-5 per decade.
     fn y_ticks(&self) -> Vec<f64> {
-        let Some(lo) = self.log_ymin else {
-            let step = tick_step(self.ymax, 5.0);
-            return (0..).map(|k| k as f64 * step).take_while(|t| *t <= self.ymax * 1.0001).collect();
-        };
-        let mut out = Vec::new();
-        let mut decade = 10f64.powf(lo.log10().floor());
-        while decade <= self.ymax {
-            for m in [1.0, 2.0, 5.0] {
-                let t = decade * m;
-                if t >= lo * 0.9999 && t <= self.ymax * 1.0001 {
-                    out.push(t);
-                }
-            }
-            decade *= 10.0;
-        }
-        out
+        ticks(self.log_ymin, self.ymax, 5.0)
     }
 
     fn axes(mut self, xlabel: &str, ylabel: &str, x_ticks: bool) -> Self {

@@ -189,7 +189,11 @@ fn job(d: &mut Diags, v: &Node, path: &str, env: &JobEnv) -> Option<Job> {
 /// What a poisson job must have and must not: `load`, `sizes` and
 /// `duration`; no `size`, `chunk` or several iterations.
 fn poisson_fields(d: &mut Diags, v: &Node, path: &str, r: &RawJob) {
-    let erred = |d: &Diags, key: &str| d.0.iter().any(|x| x.path == format!("{path}.{key}"));
+    // A field already reported (itself or an item of it) is not "missing".
+    let erred = |d: &Diags, key: &str| {
+        let field = format!("{path}.{key}");
+        d.0.iter().any(|x| x.path == field || x.path.starts_with(&format!("{field}[")))
+    };
     if r.load_ppm.is_none() && !erred(d, "load") {
         d.err(
             path,
@@ -240,13 +244,11 @@ fn load(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
 }
 
 fn duration(d: &mut Diags, n: &Node, path: &str) -> Option<u64> {
-    match d.duration_ps(n, path)? {
-        0 => {
-            d.err(path, n.pos, "flows arrive for a while; give a duration above 0, like 2ms");
-            None
-        }
-        t => Some(t),
+    let t = d.duration_ps(n, path)?;
+    if t == 0 {
+        d.err(path, n.pos, "flows arrive for a while; give a duration above 0, like 2ms");
     }
+    (t > 0).then_some(t)
 }
 
 fn iterations(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
