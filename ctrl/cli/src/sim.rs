@@ -117,7 +117,7 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
     };
     let sc = &mut l.scenario;
     if let Some(seed) = o.seed {
-        sc.seed = seed;
+        sc.reseed(&l.topology, seed);
     }
     if let Some(ord) = o.ordering {
         sc.net.ordering = ord;
@@ -164,6 +164,9 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
     let mut plots = vec!["fct-cdf.svg".to_string(), "utilization.svg".to_string()];
     if sc.jobs.iter().any(|j| j.iterations > 1) {
         plots.push("iterations.svg".to_string());
+    }
+    if runs.iter().any(|r| r.summary.fct_slowdown.is_some()) {
+        plots.push("fct-slowdown.svg".to_string());
     }
     plots.extend(runs.iter().map(|r| format!("queue-{}.svg", r.summary.mode)));
     for p in plots {
@@ -232,6 +235,9 @@ pub(crate) fn write_outputs(dir: &Path, sc: &metaroce_sim::Scenario, runs: &[Mod
     write("report.json".into(), serde_json::to_string_pretty(&report::json(runs))?.as_bytes())?;
     write("fct-cdf.svg".into(), plot::fct_cdf(runs).as_bytes())?;
     write("utilization.svg".into(), plot::utilization_heatmap(runs).as_bytes())?;
+    if let Some(svg) = plot::fct_slowdown(runs) {
+        write("fct-slowdown.svg".into(), svg.as_bytes())?;
+    }
     if let Some(svg) = plot::iterations(runs) {
         write("iterations.svg".into(), svg.as_bytes())?;
     }

@@ -107,7 +107,7 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&(seed, mode)) = tasks.get(i) else { break };
                 let mut sc = l.scenario.clone();
-                sc.seed = seed;
+                sc.reseed(&l.topology, seed);
                 let r = metaroce_sim::run_mode(&l.topology, routing, &sc, mode, &mut |_| {})
                     .map(|r| r.summary)
                     .map_err(|e| format!("seed {seed} mode {mode}: {e}"));

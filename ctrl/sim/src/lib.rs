@@ -51,6 +51,7 @@ pub fn run_mode(
     mode: Mode,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ModeRun, SimError> {
+    let sc = &*sc.drawn(topo);
     let fwd = control::forward::baseline(mode, sc.seed, topo.switches.len(), sc.net.flowlet_timeout_ps);
     let control: Option<Box<dyn Control + '_>> = match mode {
         Mode::Metaroce => {
@@ -121,6 +122,8 @@ pub fn run_controlled<'a>(
     control: Option<Box<dyn Control + 'a>>,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ModeRun, SimError> {
+    // Jobs drawn for the seed the run has, however it was set.
+    let sc = &*sc.drawn(topo);
     let mut sim = engine::Sim::new(topo, routing, sc, fwd).map_err(|e| SimError::Invalid {
         origin: sc.name.clone(),
         diagnostics: vec![Diagnostic { path: "jobs".into(), pos: None, message: e.to_string() }],

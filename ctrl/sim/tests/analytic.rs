@@ -58,11 +58,14 @@ fn incast_completes_in_n_s_over_b() {
 #[test]
 fn permutation_with_ideal_spreading_completes_in_s_over_b() {
     // 4 leaves x 4 spines x 4 hosts: non-blocking. Shift 4 sends every host
-    // to the next leaf, so all traffic crosses the spines.
+    // to the next leaf, so all traffic crosses the spines. Sprayed packets
+    // overtake each other, so the NICs place them as they arrive (on
+    // go-back-N NICs every overtaking packet is a resend).
     let topo = leaf_spine(4, 4, 4, 100);
     let sc = scenario(
         &topo,
-        "jobs: [{name: perm, pattern: permutation, hosts: all, shift: 4, size: 4MiB}]\nnetwork: {dcqcn: false}",
+        "jobs: [{name: perm, pattern: permutation, hosts: all, shift: 4, size: 4MiB}]\nnetwork: {dcqcn: false}\n\
+         nic: {ordering: out-of-order}",
     );
     let run = run(&topo, &sc, Mode::Spray);
     let t = completion(&run, 0);

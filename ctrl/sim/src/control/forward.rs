@@ -105,7 +105,7 @@ pub fn baseline(mode: Mode, seed: u64, switches: usize, flowlet_timeout_ps: u64)
         Mode::Ecmp => Box::new(Ecmp { seed }),
         // metaroce: the same flowlets; its controller rewrites the weights.
         Mode::Flowlet | Mode::Metaroce => Box::new(Flowlet::new(seed, switches, flowlet_timeout_ps)),
-        Mode::Spray => Box::new(Spray::default()),
+        Mode::Spray => Box::new(Spray::new(seed)),
     }
 }
 
@@ -231,12 +231,45 @@ impl Forwarder for Flowlet {
     }
 }
 
-/// Per-packet weighted round-robin over each group: the even spreading
-/// the ideal bound assumes (random per-packet choice would let queues
-/// random-walk at full load).
+/// Groups whose total weight is above this are sprayed by an independent
+/// weighted draw per packet instead of a shuffled round (a round would be
+/// longer than any flow).
+pub const SPRAY_MAX_ROUND: u32 = 4096;
+
+/// Per-packet spraying as the best sprayers do it: every flow (5-tuple) at
+/// every switch walks its own random order of the group's slots (each
+/// member `weight` times), drawn from the run's seed, the switch, the flow
+/// and the round, and reshuffled every round (every `total_weight`
+/// packets). So each flow's packets split exactly by weight every round,
+/// and no two flows or switches share an order: synchronised flows cannot
+/// lock onto the same members, as a round-robin shared by the flows of a
+/// switch makes them do.
 #[derive(Debug, Clone, Default)]
 pub struct Spray {
-    next: std::collections::HashMap<(u32, PortId), u32>,
+    seed: u64,
+    flows: std::collections::HashMap<(u32, u64), SprayRound>,
+}
+
+/// One flow's place in its current round at one switch.
+#[derive(Debug, Clone, Default)]
+struct SprayRound {
+    /// The group the order was drawn for: first port, members, total weight.
+    group: (PortId, usize, u32),
+    round: u64,
+    pos: usize,
+    order: Vec<u32>,
+}
+
+impl Spray {
+    pub fn new(seed: u64) -> Self {
+        Spray { seed, flows: Default::default() }
+    }
+}
+
+/// The random stream of one (switch, flow, round) of a run's seed.
+fn spray_rng(seed: u64, switch: u32, tuple_hash: u64, round: u64) -> Rng {
+    let s = mix64(seed ^ (u64::from(switch) << 32 | 0x5B7A));
+    Rng::new(s ^ mix64(tuple_hash).rotate_left(19) ^ mix64(round.wrapping_add(0xA11CE)))
 }
 
 impl Forwarder for Spray {
@@ -246,13 +279,34 @@ impl Forwarder for Spray {
         switch: u32,
         group: &[FibMember],
         total: u32,
-        _: &PacketInfo,
+        pkt: &PacketInfo,
         _: &dyn NetView,
     ) -> usize {
-        let c = self.next.entry((switch, group[0].port)).or_insert(0);
-        let i = weighted(group, *c % total.max(1));
-        *c = c.wrapping_add(1);
-        i
+        let total = total.max(1);
+        if group.len() == 1 {
+            return 0;
+        }
+        let seed = self.seed;
+        let st = self.flows.entry((switch, pkt.tuple_hash)).or_default();
+        if total > SPRAY_MAX_ROUND {
+            st.round = st.round.wrapping_add(1);
+            let x = spray_rng(seed, switch, pkt.tuple_hash, st.round).below(u64::from(total));
+            return weighted(group, x as u32);
+        }
+        let sig = (group[0].port, group.len(), total);
+        if st.group != sig || st.pos >= st.order.len() {
+            // A new round, or the group changed under the flow (a weight
+            // rewrite, a failure): draw a fresh order for it.
+            st.round = st.round.wrapping_add(1);
+            st.group = sig;
+            st.pos = 0;
+            st.order.clear();
+            st.order.extend(0..total);
+            spray_rng(seed, switch, pkt.tuple_hash, st.round).shuffle(&mut st.order);
+        }
+        let slot = st.order[st.pos];
+        st.pos += 1;
+        weighted(group, slot)
     }
 }
 
@@ -276,10 +330,10 @@ mod tests {
         assert_eq!(weighted(&group(), 0), 0);
         assert_eq!(weighted(&group(), 1), 1);
         assert_eq!(weighted(&group(), 3), 1);
-        let mut s = Spray::default();
+        let mut s = Spray::new(1);
         let pkt = PacketInfo { tuple_hash: 1, src: 0, dst: 1, sport: 1, bytes: 100 };
         let picks = (0..4000).filter(|_| s.choose(0, 0, &group(), 4, &pkt, &NoView) == 1).count();
-        assert_eq!(picks, 3000);
+        assert_eq!(picks, 3000, "every round of 4 packets is one permutation of the 4 weighted slots");
     }
 
     #[test]
@@ -296,5 +350,55 @@ mod tests {
         assert_eq!(f.new_flowlets, 1);
         f.choose(10_000 + 49 * 900 + 5_000, 3, &group(), 4, &pkt, &NoView);
         assert_eq!(f.new_flowlets, 2, "a gap over the timeout starts a new flowlet");
+    }
+
+    fn uplinks() -> Vec<FibMember> {
+        (0..4).map(|p| FibMember { port: 20 + p, weight: 1 }).collect()
+    }
+
+    fn flow(tuple_hash: u64) -> PacketInfo {
+        PacketInfo { tuple_hash, src: 0, dst: 1, sport: 1, bytes: 4096 }
+    }
+
+    #[test]
+    fn a_sprayed_flow_splits_evenly_over_a_leafs_uplinks() {
+        let mut s = Spray::new(7);
+        let mut split = [0u32; 4];
+        for k in 0..514 {
+            split[s.choose(0, 2, &uplinks(), 4, &flow(0xF00D), &NoView)] += 1;
+            // Every prefix of the flow is within one packet of even.
+            let (lo, hi) = (split.iter().min().copied(), split.iter().max().copied());
+            assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1), "after {} packets: {split:?}", k + 1);
+        }
+        assert_eq!(split.iter().sum::<u32>(), 514);
+    }
+
+    #[test]
+    fn synchronised_flows_do_not_lock_onto_the_same_uplinks() {
+        // Two flows whose packets reach the leaf alternately (the case a
+        // round-robin shared by the switch's flows locks: one flow would
+        // take uplinks 0 and 2 only, the other 1 and 3).
+        let mut s = Spray::new(7);
+        let mut split = [[0u32; 4]; 2];
+        let mut same = 0;
+        for _ in 0..4096 {
+            let a = s.choose(0, 2, &uplinks(), 4, &flow(1), &NoView);
+            let b = s.choose(0, 2, &uplinks(), 4, &flow(2), &NoView);
+            split[0][a] += 1;
+            split[1][b] += 1;
+            same += u32::from(a == b);
+        }
+        assert_eq!(split, [[1024; 4]; 2], "each flow even on every uplink");
+        // Independent orders collide a quarter of the time, not never or always.
+        assert!((850..1200).contains(&same), "{same} of 4096 pairs on the same uplink");
+        // Another switch, seed or flow has another order.
+        let order = |seed: u64, switch: u32, f: u64| {
+            let mut s = Spray::new(seed);
+            (0..16).map(|_| s.choose(0, switch, &uplinks(), 4, &flow(f), &NoView)).collect::<Vec<_>>()
+        };
+        assert_eq!(order(7, 2, 1), order(7, 2, 1), "the same seed gives the same order");
+        assert_ne!(order(7, 2, 1), order(7, 3, 1));
+        assert_ne!(order(7, 2, 1), order(8, 2, 1));
+        assert_ne!(order(7, 2, 1), order(7, 2, 2));
     }
 }

@@ -221,10 +221,11 @@ impl Workload {
 fn flow_count(job: &Job) -> usize {
     let n = job.ranks.len();
     let chunks = job.chunk.map_or(1, |c| job.size.div_ceil(c.max(1))) as usize;
-    let one = match job.pattern {
+    let one = match &job.pattern {
         Pattern::AllToAll => n * n.saturating_sub(1) * chunks,
         Pattern::RingAllReduce => n * 2 * n.saturating_sub(1),
         Pattern::Incast { .. } | Pattern::Permutation { .. } => n * chunks,
+        Pattern::Poisson { flows, .. } => flows.len(),
     };
     one.saturating_mul(job.iterations.max(1) as usize)
 }
@@ -271,6 +272,15 @@ impl Builder<'_> {
                 }
             }
             Pattern::RingAllReduce => self.ring(job),
+            Pattern::Poisson { flows, .. } => {
+                // One queue pair per flow, as the published studies' RDMA
+                // simulators open them: flows of a host pair do not queue
+                // behind each other.
+                for f in flows {
+                    let qp = self.qp(r[f.src as usize], r[f.dst as usize]);
+                    self.flow(qp, f.bytes, Some(f.at_ps));
+                }
+            }
         }
     }
 

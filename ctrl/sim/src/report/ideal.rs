@@ -4,9 +4,17 @@
 //!
 //! Cuts considered: each host NIC (both directions), each leaf's uplinks
 //! (both directions) and, in three-tier fabrics, each pod's links to the
-//! super-spines. A ring AllReduce pays its busiest cut once per step, since
-//! every step waits for the one before. To the bandwidth term we add the
-//! smallest path latency: the first byte must still cross the fabric.
+//! super-spines. Each cut needs its bytes over its capacity, after the
+//! first byte could reach it: the least path latency of the pairs that
+//! cross it (not of any pair of the job: an All-to-All's leaf uplinks wait
+//! for the inter-leaf pairs' latency, not the intra-leaf pairs'). Each
+//! pair needs at least its own bytes at its slowest link plus its own
+//! latency. The bound is the largest of these. (The largest over pairs of
+//! their bottleneck cut plus their own latency would not be a bound: an
+//! incast's receiver NIC may carry a near sender's bytes while a far
+//! sender's first byte is still on its way.) A ring AllReduce pays it once
+//! per step, since every step waits for the one before. A Poisson job also
+//! ends no earlier than its last flow could, alone.
 
 use std::collections::HashMap;
 
@@ -26,7 +34,17 @@ pub struct Bound {
 struct Cut {
     bytes: u64,
     capacity_bps: u64,
+    /// The least path latency of the pairs that cross it.
+    latency_ps: u64,
     name: String,
+}
+
+/// A cut: tier (0 NIC, 1 leaf uplinks, 2 pod uplinks), which one, outbound.
+type CutKey = (u8, usize, bool);
+
+/// Picoseconds `bytes` take at `bps`.
+fn ser_ps(bytes: u64, bps: u64) -> u64 {
+    (u128::from(bytes) * 8_000_000_000_000 / u128::from(bps.max(1))) as u64
 }
 
 /// Lower bound of one job alone on the fabric.
@@ -34,46 +52,113 @@ pub fn job_bound(topo: &Topology, routing: &Routing, net: &NetConfig, job: &Job)
     let (demand, phases) = demand(job);
     let wire = |bytes: u64| bytes + bytes.div_ceil(u64::from(net.mtu)) * u64::from(ROCE_HEADER_BYTES);
     let pods = pods(topo);
-    let mut cuts: HashMap<(u8, usize, bool), Cut> = HashMap::new();
-    let mut add = |key: (u8, usize, bool), bytes: u64, cap: u64, name: &dyn Fn() -> String| {
-        let c = cuts.entry(key).or_insert_with(|| Cut { bytes: 0, capacity_bps: cap, name: name() });
-        c.bytes += bytes;
-    };
+    let mut cuts: HashMap<CutKey, Cut> = HashMap::new();
+    let mut worst = Bound { ps: 0, bottleneck: String::new() };
     for &(s, d, bytes) in &demand {
-        let b = wire(bytes);
-        let (hs, hd) = (&topo.hosts[s], &topo.hosts[d]);
-        add((0, s, true), b, hs.nic_rate.bps(), &|| format!("{} NIC out", hs.name));
-        add((0, d, false), b, hd.nic_rate.bps(), &|| format!("{} NIC in", hd.name));
-        if hs.leaf != hd.leaf {
-            let (ls, ld) = (hs.leaf, hd.leaf);
-            add((1, ls, true), b, uplinks(topo, ls, Role::Spine), &|| {
-                format!("{} uplinks", topo.switches[ls].name)
+        let latency = path_latency(topo, routing, net, s, d);
+        for (key, cap) in pair_cuts(topo, &pods, s, d) {
+            let c = cuts.entry(key).or_insert_with(|| Cut {
+                bytes: 0,
+                capacity_bps: cap,
+                latency_ps: latency,
+                name: cut_name(topo, key, s, d),
             });
-            add((1, ld, false), b, uplinks(topo, ld, Role::Spine), &|| {
-                format!("{} downlinks", topo.switches[ld].name)
-            });
+            c.bytes += wire(bytes);
+            c.latency_ps = c.latency_ps.min(latency);
         }
-        if let (Some(&ps), Some(&pd)) = (pods.get(&hs.leaf), pods.get(&hd.leaf)) {
-            if ps.0 != pd.0 {
-                add((2, ps.0, true), b, ps.1, &|| {
-                    format!("pod of {} to super-spines", topo.switches[hs.leaf].name)
-                });
-                add((2, pd.0, false), b, pd.1, &|| {
-                    format!("super-spines to pod of {}", topo.switches[hd.leaf].name)
-                });
-            }
+        // The pair alone: its own bytes at its slowest link, its own latency.
+        let alone = flow_ideal_ps(topo, routing, net, s, d, bytes);
+        if alone > worst.ps {
+            let (hs, hd) = (&topo.hosts[s], &topo.hosts[d]);
+            worst = Bound { ps: alone, bottleneck: format!("{} to {} alone", hs.name, hd.name) };
         }
     }
-    let worst = cuts
+    // Each cut: all its bytes at its capacity, after the first byte of
+    // the pairs that cross it could reach it.
+    let busiest = cuts
         .values()
         .filter(|c| c.capacity_bps > 0)
-        .map(|c| ((u128::from(c.bytes) * 8_000_000_000_000 / u128::from(c.capacity_bps)) as u64, c))
+        .map(|c| (ser_ps(c.bytes, c.capacity_bps) + c.latency_ps, c))
         .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.name.cmp(&a.1.name)));
-    let latency = demand.iter().map(|&(s, d, _)| path_latency(topo, routing, net, s, d)).min().unwrap_or(0);
-    match worst {
-        Some((t, c)) => Bound { ps: phases * (t + latency), bottleneck: c.name.clone() },
-        None => Bound { ps: 0, bottleneck: String::new() },
+    if let Some((t, c)) = busiest.filter(|&(t, _)| t >= worst.ps) {
+        worst = Bound { ps: t, bottleneck: c.name.clone() };
     }
+    let mut bound = Bound { ps: phases * worst.ps, bottleneck: worst.bottleneck };
+    if let Pattern::Poisson { flows, .. } = &job.pattern {
+        let r = &job.ranks;
+        let last = flows.iter().map(|f| {
+            let (s, d) = (r[f.src as usize], r[f.dst as usize]);
+            f.at_ps.saturating_sub(job.start_ps) + flow_ideal_ps(topo, routing, net, s, d, f.bytes)
+        });
+        if let Some(t) = last.max().filter(|&t| t > bound.ps) {
+            bound = Bound { ps: t, bottleneck: "the last flow's arrival".into() };
+        }
+    }
+    bound
+}
+
+/// The cuts a pair's bytes cross, with their capacities.
+fn pair_cuts(
+    topo: &Topology,
+    pods: &HashMap<SwitchId, (usize, u64)>,
+    s: HostId,
+    d: HostId,
+) -> Vec<(CutKey, u64)> {
+    let (hs, hd) = (&topo.hosts[s], &topo.hosts[d]);
+    let mut out = vec![((0, s, true), hs.nic_rate.bps()), ((0, d, false), hd.nic_rate.bps())];
+    if hs.leaf != hd.leaf {
+        out.push(((1, hs.leaf, true), uplinks(topo, hs.leaf, Role::Spine)));
+        out.push(((1, hd.leaf, false), uplinks(topo, hd.leaf, Role::Spine)));
+    }
+    if let (Some(&ps), Some(&pd)) = (pods.get(&hs.leaf), pods.get(&hd.leaf)) {
+        if ps.0 != pd.0 {
+            out.push(((2, ps.0, true), ps.1));
+            out.push(((2, pd.0, false), pd.1));
+        }
+    }
+    out
+}
+
+/// A cut's name for people; `s` and `d` are a pair that crosses it.
+fn cut_name(topo: &Topology, key: CutKey, s: HostId, d: HostId) -> String {
+    let (hs, hd) = (&topo.hosts[s], &topo.hosts[d]);
+    match key {
+        (0, _, true) => format!("{} NIC out", hs.name),
+        (0, _, false) => format!("{} NIC in", hd.name),
+        (1, _, true) => format!("{} uplinks", topo.switches[hs.leaf].name),
+        (1, _, false) => format!("{} downlinks", topo.switches[hd.leaf].name),
+        (_, _, true) => format!("pod of {} to super-spines", topo.switches[hs.leaf].name),
+        _ => format!("super-spines to pod of {}", topo.switches[hd.leaf].name),
+    }
+}
+
+/// The least completion time of one flow of `bytes` from `s` to `d` on an
+/// idle fabric: its first packet through every hop (store and forward),
+/// the rest at the slowest rate on its path. FCT slowdowns divide by it.
+pub fn flow_ideal_ps(
+    topo: &Topology,
+    routing: &Routing,
+    net: &NetConfig,
+    s: HostId,
+    d: HostId,
+    bytes: u64,
+) -> u64 {
+    let (hs, hd) = (&topo.hosts[s], &topo.hosts[d]);
+    let hdr = u64::from(ROCE_HEADER_BYTES);
+    let mtu = u64::from(net.mtu);
+    let wire = bytes + bytes.div_ceil(mtu).max(1) * hdr;
+    let first = bytes.clamp(1, mtu) + hdr;
+    let links = u64::from(routing.distance(hs.leaf, hd.leaf).unwrap_or(0));
+    let fast = topo.defaults.link_bandwidth.bps().max(hs.nic_rate.bps()).max(1);
+    let mut slow = hs.nic_rate.bps().min(hd.nic_rate.bps());
+    if links > 0 {
+        slow = slow.min(topo.defaults.link_bandwidth.bps());
+    }
+    let delay = topo.defaults.link_delay.ns() * 1_000;
+    (hs.delay.ns() + hd.delay.ns()) * 1_000
+        + links * delay
+        + (links + 1) * ser_ps(first, fast)
+        + ser_ps(wire - first, slow)
 }
 
 /// Bytes per (src, dst) of one phase, and how many phases run back to back.
@@ -92,6 +177,13 @@ fn demand(job: &Job) -> (Vec<(HostId, HostId, u64)>, u64) {
         Pattern::RingAllReduce => {
             let chunk = job.size.div_ceil(n as u64);
             ((0..n).map(|i| (r[i], r[(i + 1) % n], chunk)).collect(), 2 * (n as u64 - 1))
+        }
+        Pattern::Poisson { flows, .. } => {
+            let mut pairs: std::collections::BTreeMap<(HostId, HostId), u64> = Default::default();
+            for f in flows {
+                *pairs.entry((r[f.src as usize], r[f.dst as usize])).or_default() += f.bytes;
+            }
+            (pairs.into_iter().map(|((s, d), b)| (s, d, b)).collect(), 1)
         }
     }
 }

@@ -149,6 +149,7 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
         );
     }
     iterations(&mut out, runs);
+    slowdowns(&mut out, runs);
     out.push_str("\n## Flows, PFC, ECN, reordering\n\n");
     header(&mut out, "metric", runs);
     row(&mut out, "FCT p50 (µs)", runs, |r| format!("{:.1}", r.summary.fct.p50_us));
@@ -207,6 +208,30 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
         seen.push(tier);
     }
     out
+}
+
+/// FCT slowdown by flow size of the Poisson jobs, p50 / p99 per mode.
+fn slowdowns(out: &mut String, runs: &[ModeRun]) {
+    let Some(first) = &runs[0].summary.fct_slowdown else { return };
+    out.push_str(
+        "\n## FCT slowdown by flow size (Poisson flows): p50 / p99\n\n\
+         A flow's completion time over its time alone on the idle fabric.\n\n",
+    );
+    header(out, "flow size (flows)", runs);
+    let q = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+    let rows = std::iter::once(&first.all).chain(&first.by_size);
+    for (i, b) in rows.enumerate() {
+        row(out, &format!("{} ({})", b.label, b.flows), runs, |r| {
+            let Some(s) = &r.summary.fct_slowdown else { return "-".into() };
+            let b = if i == 0 { &s.all } else { &s.by_size[i - 1] };
+            format!("{} / {}", q(b.p50), q(b.p99))
+        });
+    }
+    if runs.iter().any(|r| r.summary.fct_slowdown.as_ref().is_some_and(|s| s.unfinished > 0)) {
+        row(out, "unfinished flows", runs, |r| {
+            r.summary.fct_slowdown.as_ref().map_or("-".into(), |s| s.unfinished.to_string())
+        });
+    }
 }
 
 fn dist(d: &Option<crate::control::Dist>) -> String {

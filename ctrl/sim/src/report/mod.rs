@@ -7,6 +7,7 @@ pub mod ideal;
 mod markdown;
 pub mod pcap;
 pub mod plot;
+pub mod slowdown;
 pub mod stats;
 pub mod sweep;
 
@@ -149,6 +150,9 @@ pub struct Summary {
     /// Flowlets that started on a steer entry (the controller's placement
     /// moving traffic).
     pub steered_flowlets: u64,
+    /// FCT slowdown by flow size of the Poisson jobs' flows, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fct_slowdown: Option<slowdown::FctSlowdown>,
 }
 
 /// A port's queue-depth series, for plots.
@@ -306,6 +310,7 @@ pub(crate) fn summarize(
         max_packets_in_flight: o.max_packets,
         control: o.control.clone(),
         steered_flowlets: o.steered_flowlets,
+        fct_slowdown: slowdown::compute(topo, routing, &sc.net, w),
     };
     let pcap = o.pcap.map(crate::report::pcap::Pcap::into_bytes);
     ModeRun {

@@ -25,12 +25,35 @@ fn tick_step(max: f64, n: f64) -> f64 {
     [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag)
 }
 
+/// Where an axis up to `max` has ticks: about `n` round steps from 0, or
+/// 1-2-5 per decade from `log_min` on a log axis.
+fn ticks(log_min: Option<f64>, max: f64, n: f64) -> Vec<f64> {
+    let Some(lo) = log_min else {
+        let step = tick_step(max, n);
+        return (0..).map(|k| k as f64 * step).take_while(|t| *t <= max * 1.0001).collect();
+    };
+    let mut out = Vec::new();
+    let mut decade = 10f64.powf(lo.log10().floor());
+    while decade <= max {
+        for m in [1.0, 2.0, 5.0] {
+            let t = decade * m;
+            if t >= lo * 0.9999 && t <= max * 1.0001 {
+                out.push(t);
+            }
+        }
+        decade *= 10.0;
+    }
+    out
+}
+
 struct Frame {
     out: String,
     xmax: f64,
     ymax: f64,
     /// A log x axis from this value (None: linear from 0).
     log_xmin: Option<f64>,
+    /// A log y axis from this value (None: linear from 0).
+    log_ymin: Option<f64>,
 }
 
 impl Frame {
@@ -39,13 +62,13 @@ impl Frame {
     }
 
     fn with_x_ticks(title: &str, xlabel: &str, ylabel: &str, xmax: f64, ymax: f64, x_ticks: bool) -> Self {
-        Self::build(title, xlabel, ylabel, (None, xmax), ymax, x_ticks)
+        Self::build(title, xlabel, ylabel, (None, xmax), (None, ymax), x_ticks)
     }
 
     /// A frame whose x axis is logarithmic over `xmin..xmax`.
     fn log_x(title: &str, xlabel: &str, ylabel: &str, xmin: f64, xmax: f64, ymax: f64) -> Self {
         let xmin = xmin.max(1e-9);
-        Self::build(title, xlabel, ylabel, (Some(xmin), xmax.max(xmin * 10.0)), ymax, true)
+        Self::build(title, xlabel, ylabel, (Some(xmin), xmax.max(xmin * 10.0)), (None, ymax), true)
     }
 
     fn build(
@@ -53,10 +76,10 @@ impl Frame {
         xlabel: &str,
         ylabel: &str,
         x: (Option<f64>, f64),
-        ymax: f64,
+        y: (Option<f64>, f64),
         x_ticks: bool,
     ) -> Self {
-        let (log_xmin, xmax) = x;
+        let ((log_xmin, xmax), (log_ymin, ymax)) = (x, y);
         let (xmax, ymax) = (xmax.max(1e-9), ymax.max(1e-9));
         let mut out = String::new();
         let _ = write!(
@@ -68,8 +91,15 @@ impl Frame {
             W / 2.0,
             esc(title)
         );
-        let f = Frame { out, xmax, ymax, log_xmin };
+        let f = Frame { out, xmax, ymax, log_xmin, log_ymin };
         f.axes(xlabel, ylabel, x_ticks)
+    }
+
+    /// A frame with a linear x axis without ticks (the caller labels it)
+    /// and a logarithmic y axis over `ymin..ymax`.
+    fn log_y(title: &str, xlabel: &str, ylabel: &str, xmax: f64, ymin: f64, ymax: f64) -> Self {
+        let ymin = ymin.max(1e-9);
+        Self::build(title, xlabel, ylabel, (None, xmax), (Some(ymin), ymax.max(ymin * 10.0)), false)
     }
 
     fn x(&self, v: f64) -> f64 {
@@ -80,34 +110,25 @@ impl Frame {
         LEFT + frac * (W - LEFT - RIGHT)
     }
 
-    /// Where the x axis has ticks: round steps, or 1-2-5 per decade.
     fn x_ticks(&self) -> Vec<f64> {
-        let Some(lo) = self.log_xmin else {
-            let step = tick_step(self.xmax, 6.0);
-            return (0..).map(|k| k as f64 * step).take_while(|t| *t <= self.xmax * 1.0001).collect();
-        };
-        let mut out = Vec::new();
-        let mut decade = 10f64.powf(lo.log10().floor());
-        while decade <= self.xmax {
-            for m in [1.0, 2.0, 5.0] {
-                let t = decade * m;
-                if t >= lo * 0.9999 && t <= self.xmax * 1.0001 {
-                    out.push(t);
-                }
-            }
-            decade *= 10.0;
-        }
-        out
+        ticks(self.log_xmin, self.xmax, 6.0)
     }
 
     fn y(&self, v: f64) -> f64 {
-        H - BOTTOM - v / self.ymax * (H - TOP - BOTTOM)
+        let frac = match self.log_ymin {
+            Some(lo) => (v.max(lo) / lo).log10() / (self.ymax / lo).log10(),
+            None => v / self.ymax,
+        };
+        H - BOTTOM - frac * (H - TOP - BOTTOM)
+    }
+
+    fn y_ticks(&self) -> Vec<f64> {
+        ticks(self.log_ymin, self.ymax, 5.0)
     }
 
     fn axes(mut self, xlabel: &str, ylabel: &str, x_ticks: bool) -> Self {
         let (x0, y0, x1, y1) = (LEFT, H - BOTTOM, W - RIGHT, TOP);
         let _ = writeln!(self.out, r##"<path d="M{x0},{y1} V{y0} H{x1}" stroke="#333" fill="none"/>"##);
-        let ys = tick_step(self.ymax, 5.0);
         let ticks = if x_ticks { self.x_ticks() } else { Vec::new() };
         for t in ticks {
             let x = self.x(t);
@@ -119,8 +140,7 @@ impl Frame {
                 fmt_num(t)
             );
         }
-        let mut t = 0.0;
-        while t <= self.ymax * 1.0001 {
+        for t in self.y_ticks() {
             let y = self.y(t);
             let _ = writeln!(
                 self.out,
@@ -129,7 +149,6 @@ impl Frame {
                 y + 4.0,
                 fmt_num(t)
             );
-            t += ys;
         }
         let _ = writeln!(
             self.out,
@@ -149,17 +168,28 @@ impl Frame {
     }
 
     fn line(&mut self, i: usize, label: &str, pts: &[(f64, f64)]) {
-        let color = COLORS[i % COLORS.len()];
+        self.styled_line(i, i, label, pts, "");
+    }
+
+    /// A line in colour `color_of`, legend entry `slot`, with an SVG dash
+    /// pattern (empty: solid) and a marker at each point when dashed.
+    fn styled_line(&mut self, color_of: usize, slot: usize, label: &str, pts: &[(f64, f64)], dash: &str) {
+        let color = COLORS[color_of % COLORS.len()];
+        let dash_attr =
+            if dash.is_empty() { String::new() } else { format!(r#" stroke-dasharray="{dash}""#) };
         let mut d = String::new();
         for (k, (x, y)) in pts.iter().enumerate() {
             let _ = write!(d, "{}{:.1},{:.1} ", if k == 0 { "M" } else { "L" }, self.x(*x), self.y(*y));
         }
-        let _ = writeln!(self.out, r#"<path d="{d}" stroke="{color}" stroke-width="1.6" fill="none"/>"#);
-        let ly = TOP + 10.0 + 18.0 * i as f64;
+        let _ = writeln!(
+            self.out,
+            r#"<path d="{d}" stroke="{color}" stroke-width="1.6" fill="none"{dash_attr}/>"#
+        );
+        let ly = TOP + 10.0 + 18.0 * slot as f64;
         let lx = W - RIGHT + 12.0;
         let _ = writeln!(
             self.out,
-            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
+            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"{dash_attr}/><text x="{}" y="{}">{}</text>"#,
             lx + 18.0,
             lx + 24.0,
             ly + 4.0,
@@ -264,6 +294,52 @@ pub fn fct_cdf(runs: &[ModeRun]) -> String {
         f.line(i, &r.summary.mode, &pts);
     }
     f.finish()
+}
+
+/// FCT slowdown by flow size of the Poisson flows: p50 (solid) and p99
+/// (dashed) per mode over the size buckets, log y axis (the tail spans
+/// decades); None without Poisson flows.
+pub fn fct_slowdown(runs: &[ModeRun]) -> Option<String> {
+    let first = runs.first()?.summary.fct_slowdown.as_ref()?;
+    let labels: Vec<&str> = first.by_size.iter().map(|b| b.label.as_str()).collect();
+    let values = || {
+        runs.iter()
+            .filter_map(|r| r.summary.fct_slowdown.as_ref())
+            .flat_map(|s| s.by_size.iter().flat_map(|b| [b.p50, b.p99]))
+            .flatten()
+    };
+    let ymax = values().fold(1.0, f64::max);
+    let ymin = values().fold(f64::INFINITY, f64::min).min(1.0);
+    let ymin = 10f64.powf(ymin.max(1e-3).log10().floor());
+    let ymax = 10f64.powf((ymax * 1.2).log10().ceil());
+    let n = labels.len() as f64;
+    let mut f = Frame::log_y(
+        "FCT slowdown by flow size (p50 solid, p99 dashed)",
+        "flow size",
+        "FCT / FCT alone on an idle fabric (log scale)",
+        n + 0.5,
+        ymin,
+        ymax,
+    );
+    for (k, l) in labels.iter().enumerate() {
+        let (x, y0) = (f.x(k as f64 + 1.0), H - BOTTOM);
+        let _ =
+            writeln!(f.out, r#"<text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#, y0 + 18.0, esc(l));
+    }
+    for (i, r) in runs.iter().enumerate() {
+        let Some(s) = &r.summary.fct_slowdown else { continue };
+        for (j, (name, dash)) in [("p50", ""), ("p99", "6 4")].into_iter().enumerate() {
+            let pts: Vec<(f64, f64)> = s
+                .by_size
+                .iter()
+                .enumerate()
+                .filter_map(|(k, b)| Some((k as f64 + 1.0, if j == 0 { b.p50 } else { b.p99 }?)))
+                .collect();
+            f.styled_line(i, 2 * i + j, &format!("{} {name}", r.summary.mode), &pts, dash);
+        }
+    }
+    f.hline(1.0, "ideal");
+    Some(f.finish())
 }
 
 /// Utilization of every switch egress port: a panel per tier, a matrix

@@ -81,6 +81,30 @@ pub enum Pattern {
     Incast { target: HostId },
     /// Rank i sends `size` bytes to rank `perm[i]`.
     Permutation { perm: Vec<usize> },
+    /// A data-centre workload: every rank starts flows at Poisson instants
+    /// (mean rate: `load` of its NIC over the mean flow size) toward a
+    /// uniformly drawn other rank, sizes drawn from `sizes`, for
+    /// `duration_ps` from the job's start; one queue pair per flow, as the
+    /// RDMA simulators of the published load-balancing studies open them.
+    Poisson {
+        /// Offered load per sender, in millionths of its NIC rate (0, 1e6].
+        load_ppm: u32,
+        sizes: crate::scenario::sizes::SizeCdf,
+        duration_ps: u64,
+        /// The flows the seed drew: (source rank, destination rank, bytes,
+        /// start), by start.
+        #[serde(skip)]
+        flows: Vec<PoissonFlow>,
+    },
+}
+
+/// One flow of a [`Pattern::Poisson`] job, as the seed drew it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoissonFlow {
+    pub src: u32,
+    pub dst: u32,
+    pub bytes: u64,
+    pub at_ps: u64,
 }
 
 impl Pattern {
@@ -90,6 +114,7 @@ impl Pattern {
             Pattern::RingAllReduce => "ring-allreduce",
             Pattern::Incast { .. } => "incast",
             Pattern::Permutation { .. } => "permutation",
+            Pattern::Poisson { .. } => "poisson",
         }
     }
 }
@@ -123,6 +148,23 @@ pub struct Job {
     /// The job is announced to the controller before it starts (the job
     /// API); only meaningful in a mode with a controller.
     pub announce: bool,
+    /// What the seed draws for this job (see [`Scenario::reseed`]).
+    #[serde(skip)]
+    pub draw: Draw,
+}
+
+/// The random parts of a job, kept undrawn so that a new seed redraws
+/// them: the rank order of `placement: shuffled`, a permutation without
+/// `shift`, a Poisson job's flows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Draw {
+    /// The job's index in the scenario (each job has its own stream).
+    pub index: usize,
+    /// The selected hosts before any shuffle.
+    pub hosts: Vec<HostId>,
+    pub shuffled: bool,
+    /// The permutation is drawn (a random single cycle), not a shift.
+    pub random_perm: bool,
 }
 
 /// How the receiving NIC treats a packet whose PSN is not the next one.
@@ -333,6 +375,10 @@ pub struct Scenario {
     /// Link ends whose egress is written to a pcap file.
     #[serde(skip)]
     pub pcap: Vec<Endpoint>,
+    /// The seed the jobs' random parts were drawn with: when `seed` is
+    /// set directly, runs redraw them (see [`Scenario::drawn`]).
+    #[serde(skip)]
+    pub drawn_seed: u64,
 }
 
 impl Scenario {

@@ -1,13 +1,15 @@
 //! Decoding the `jobs` list: patterns, host selection and rank placement,
 //! sizes, start times and rate caps, each checked against the topology.
 
+use std::path::Path;
+
 use metaroce_topo::spec::did_you_mean;
 use metaroce_topo::yaml::{Node, Value};
 use metaroce_topo::{HostId, NodeRef, Topology};
 
-use crate::rng::Rng;
-use crate::scenario::config::{Job, Pattern};
+use crate::scenario::config::{Draw, Job, Pattern};
 use crate::scenario::decode::Diags;
+use crate::scenario::sizes::{self, SizeCdf};
 
 const JOB: &[&str] = &[
     "name",
@@ -25,16 +27,29 @@ const JOB: &[&str] = &[
     "iterations",
     "compute",
     "announce",
+    "load",
+    "sizes",
+    "duration",
 ];
+/// Fields only `pattern: poisson` takes.
+const POISSON_ONLY: &[&str] = &["load", "sizes", "duration"];
 /// Most iterations of one job.
 pub const MAX_ITERATIONS: u64 = 10_000;
-const PATTERNS: &[&str] = &["all-to-all", "ring-allreduce", "incast", "permutation"];
+const PATTERNS: &[&str] = &["all-to-all", "ring-allreduce", "incast", "permutation", "poisson"];
 /// Most jobs in one scenario.
 pub const MAX_JOBS: usize = 256;
 
-/// Decodes every job; problems go to `d`. Jobs without a priority get
-/// `priority`.
-pub(crate) fn decode(d: &mut Diags, v: &Node, topo: &Topology, seed: u64, priority: u8) -> Vec<Job> {
+/// Where jobs are decoded: the topology, the default priority, and the
+/// scenario's directory (flow-size files are relative to it). Their random
+/// parts are drawn once the seed is known (`Scenario::reseed`).
+pub(crate) struct JobEnv<'a> {
+    pub topo: &'a Topology,
+    pub priority: u8,
+    pub base: &'a Path,
+}
+
+/// Decodes every job; problems go to `d`.
+pub(crate) fn decode(d: &mut Diags, v: &Node, env: &JobEnv) -> Vec<Job> {
     let items = d.list(v, "jobs");
     if items.is_empty() && matches!(v.value, Value::Seq(_)) {
         d.err("jobs", v.pos, "list at least one job");
@@ -46,8 +61,8 @@ pub(crate) fn decode(d: &mut Diags, v: &Node, topo: &Topology, seed: u64, priori
     let mut out: Vec<Job> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let path = format!("jobs[{i}]");
-        let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x51_7CC1_B727_220A));
-        if let Some(job) = job(d, item, &path, topo, &mut rng, priority) {
+        if let Some(mut job) = job(d, item, &path, env) {
+            job.draw.index = i;
             if out.iter().any(|j| j.name == job.name) {
                 d.err(&format!("{path}.name"), item.pos, format!("job name \"{}\" is used twice", job.name));
             }
@@ -74,13 +89,22 @@ struct RawJob<'n> {
     iterations: Option<u32>,
     compute_ps: u64,
     announce: Option<(bool, &'n Node)>,
+    load_ppm: Option<u32>,
+    sizes: Option<SizeCdf>,
+    duration_ps: Option<u64>,
+    /// The first field only poisson takes, for errors on other patterns.
+    poisson_field: Option<(&'n str, &'n Node)>,
 }
 
-fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, priority: u8) -> Option<Job> {
+fn job(d: &mut Diags, v: &Node, path: &str, env: &JobEnv) -> Option<Job> {
+    let topo = env.topo;
     let errors_before = d.0.len();
     let mut r = RawJob::default();
     for (key, n) in d.map(v, path, JOB) {
         let p = format!("{path}.{key}");
+        if POISSON_ONLY.contains(&key) && r.poisson_field.is_none() {
+            r.poisson_field = Some((key, n));
+        }
         match key {
             "name" => r.name = d.str(n, &p).map(str::to_string),
             "pattern" => r.pattern = pattern(d, n, &p).map(|s| (s, n)),
@@ -96,6 +120,9 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, prio
             "iterations" => r.iterations = iterations(d, n, &p),
             "compute" => r.compute_ps = compute(d, n, &p),
             "announce" => r.announce = d.bool(n, &p).map(|b| (b, n)),
+            "load" => r.load_ppm = load(d, n, &p),
+            "sizes" => r.sizes = sizes::decode(d, n, &p, env.base),
+            "duration" => r.duration_ps = duration(d, n, &p),
             _ => r.shift = d.u64(n, &p, 1, 1 << 20).map(|c| (c as usize, n)),
         }
     }
@@ -109,13 +136,25 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, prio
         }
         return None;
     };
-    let ranks = ranks(d, v, path, &mut r, rng)?;
+    let ranks = ranks(d, v, path, &mut r)?;
     check_rate(d, v, path, topo, &ranks, r.rate_bps);
-    let size = r.size.or_else(|| {
-        d.err(path, v.pos, "missing field \"size\" (bytes, like 1MiB)");
-        None
-    })?;
-    let pattern = build_pattern(d, path, pattern_name, pattern_node, &r, &ranks, rng)?;
+    if pattern_name == "poisson" {
+        poisson_fields(d, v, path, &r);
+    } else if let Some((key, n)) = r.poisson_field {
+        let msg = format!("only pattern poisson takes \"{key}\" (pattern here: {pattern_name})");
+        d.err(&format!("{path}.{key}"), n.pos, msg);
+    }
+    let size = if pattern_name == "poisson" {
+        // Flow sizes are drawn; `size` is the smallest possible, for the
+        // figures that read it.
+        1
+    } else {
+        r.size.or_else(|| {
+            d.err(path, v.pos, "missing field \"size\" (bytes, like 1MiB)");
+            None
+        })?
+    };
+    let pattern = build_pattern(d, path, pattern_name, pattern_node, &mut r, &ranks)?;
     if d.0.len() != errors_before {
         return None;
     }
@@ -124,7 +163,13 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, prio
         return None;
     }
     let chunk = r.chunk.filter(|&c| c < size);
-    let priority = r.priority.unwrap_or(priority);
+    let priority = r.priority.unwrap_or(env.priority);
+    let draw = Draw {
+        index: 0,
+        hosts: ranks.clone(),
+        shuffled: r.shuffled,
+        random_perm: matches!(pattern, Pattern::Permutation { .. }) && r.shift.is_none(),
+    };
     Some(Job {
         name,
         pattern,
@@ -137,7 +182,73 @@ fn job(d: &mut Diags, v: &Node, path: &str, topo: &Topology, rng: &mut Rng, prio
         iterations: r.iterations.unwrap_or(1),
         compute_ps: r.compute_ps,
         announce: r.announce.is_some_and(|(b, _)| b),
+        draw,
     })
+}
+
+/// What a poisson job must have and must not: `load`, `sizes` and
+/// `duration`; no `size`, `chunk` or several iterations.
+fn poisson_fields(d: &mut Diags, v: &Node, path: &str, r: &RawJob) {
+    // A field already reported (itself or an item of it) is not "missing".
+    let erred = |d: &Diags, key: &str| {
+        let field = format!("{path}.{key}");
+        d.0.iter().any(|x| x.path == field || x.path.starts_with(&format!("{field}[")))
+    };
+    if r.load_ppm.is_none() && !erred(d, "load") {
+        d.err(
+            path,
+            v.pos,
+            "pattern poisson needs \"load\": the offered load per sender, in (0, 1], like 0.5",
+        );
+    }
+    if r.sizes.is_none() && !erred(d, "sizes") {
+        let msg = "pattern poisson needs \"sizes\": web-search, hadoop, storage, a file, or a list of \
+                   [bytes, cumulative fraction] points";
+        d.err(path, v.pos, msg);
+    }
+    if r.duration_ps.is_none() && !erred(d, "duration") {
+        d.err(path, v.pos, "pattern poisson needs \"duration\": how long flows arrive, like 2ms");
+    }
+    if r.size.is_some() {
+        d.err(path, v.pos, "a poisson job draws its flow sizes from \"sizes\"; leave out \"size\"");
+    }
+    if r.chunk.is_some() {
+        d.err(path, v.pos, "a poisson job sends each flow whole; leave out \"chunk\"");
+    }
+    if r.iterations.is_some_and(|i| i > 1) {
+        d.err(path, v.pos, "a poisson job runs once; leave out \"iterations\"");
+    }
+}
+
+/// `load`: a fraction of the sender's NIC rate in (0, 1], as parts per million.
+fn load(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
+    let text = n.as_str().unwrap_or("");
+    let v = match text.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().ok().map(|v| v / 100.0),
+        None => text.trim().parse::<f64>().ok(),
+    };
+    match v {
+        Some(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Some(((v * 1e6).round() as u32).max(1)),
+        Some(v) => {
+            let msg = format!(
+                "load {v} is out of range: the offered load per sender is above 0 and at most 1 (its NIC rate)"
+            );
+            d.err(path, n.pos, msg);
+            None
+        }
+        None => {
+            d.err(path, n.pos, "expected a load in (0, 1], like 0.5 or 50%");
+            None
+        }
+    }
+}
+
+fn duration(d: &mut Diags, n: &Node, path: &str) -> Option<u64> {
+    let t = d.duration_ps(n, path)?;
+    if t == 0 {
+        d.err(path, n.pos, "flows arrive for a while; give a duration above 0, like 2ms");
+    }
+    (t > 0).then_some(t)
 }
 
 fn iterations(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
@@ -279,7 +390,9 @@ fn glob(pattern: &str, name: &str) -> bool {
     true
 }
 
-fn ranks(d: &mut Diags, v: &Node, path: &str, r: &mut RawJob, rng: &mut Rng) -> Option<Vec<HostId>> {
+/// The selected hosts in rank order, before any shuffle (the seed
+/// shuffles them, see `scenario::draw`).
+fn ranks(d: &mut Diags, v: &Node, path: &str, r: &mut RawJob) -> Option<Vec<HostId>> {
     let Some(mut hs) = r.hosts.take() else {
         if !d.0.iter().any(|x| x.path.starts_with(&format!("{path}.hosts"))) {
             d.err(
@@ -304,9 +417,6 @@ fn ranks(d: &mut Diags, v: &Node, path: &str, r: &mut RawJob, rng: &mut Rng) -> 
         }
         hs.truncate(count);
     }
-    if r.shuffled {
-        rng.shuffle(&mut hs);
-    }
     Some(hs)
 }
 
@@ -327,9 +437,8 @@ fn build_pattern(
     path: &str,
     name: &str,
     at: &Node,
-    r: &RawJob,
+    r: &mut RawJob,
     ranks: &[HostId],
-    rng: &mut Rng,
 ) -> Option<Pattern> {
     let need = |d: &mut Diags, min: usize| {
         if ranks.len() < min {
@@ -348,6 +457,17 @@ fn build_pattern(
             };
             need(d, 1).then_some(Pattern::Incast { target })
         }
+        "poisson" => {
+            if !need(d, 2) {
+                return None;
+            }
+            Some(Pattern::Poisson {
+                load_ppm: r.load_ppm?,
+                sizes: r.sizes.take()?,
+                duration_ps: r.duration_ps?,
+                flows: Vec::new(),
+            })
+        }
         _ => {
             if !need(d, 2) {
                 return None;
@@ -363,22 +483,12 @@ fn build_pattern(
                     return None;
                 }
                 Some((s, _)) => (0..n).map(|i| (i + s) % n).collect(),
-                None => derangement(n, rng),
+                // Drawn with the seed (`scenario::draw`).
+                None => Vec::new(),
             };
             Some(Pattern::Permutation { perm })
         }
     }
-}
-
-/// A random permutation with no fixed point (Sattolo's algorithm gives a
-/// single cycle, which has none).
-fn derangement(n: usize, rng: &mut Rng) -> Vec<usize> {
-    let mut p: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        let j = rng.below(i as u64) as usize;
-        p.swap(i, j);
-    }
-    p
 }
 
 #[cfg(test)]
@@ -393,17 +503,5 @@ mod tests {
         assert!(glob("h1-*", "h1-4"));
         assert!(!glob("h1-*", "h2-4"));
         assert!(glob("h1", "h1"));
-    }
-
-    #[test]
-    fn derangements_have_no_fixed_point() {
-        let mut rng = Rng::new(3);
-        for n in 2..40 {
-            let p = derangement(n, &mut rng);
-            assert!(p.iter().enumerate().all(|(i, &j)| i != j));
-            let mut s = p.clone();
-            s.sort_unstable();
-            assert_eq!(s, (0..n).collect::<Vec<_>>());
-        }
     }
 }

@@ -17,7 +17,9 @@
 pub(crate) mod config;
 mod control_yaml;
 mod decode;
+mod draw;
 mod jobs;
+pub mod sizes;
 
 use std::path::{Path, PathBuf};
 
@@ -92,15 +94,17 @@ pub fn load_file(path: &Path) -> Result<Loaded, SimError> {
         path: topology_path.clone(),
         source,
     })?;
-    let scenario = decode(&root, &origin, &topology)?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let scenario = decode(&root, &origin, &topology, base)?;
     Ok(Loaded { scenario, topology, topology_path })
 }
 
 /// Decodes scenario text against a topology already loaded; a `topology`
-/// field, if present, is not followed.
+/// field, if present, is not followed; flow-size files are relative to
+/// the current directory.
 pub fn load_str(text: &str, origin: &str, topo: &Topology) -> Result<Scenario, SimError> {
     let root = parse(text, origin)?;
-    decode(&root, origin, topo)
+    decode(&root, origin, topo, Path::new("."))
 }
 
 fn read_text(path: &Path) -> Result<String, SimError> {
@@ -132,7 +136,7 @@ fn topology_field(root: &Node, diags: &mut Diags) -> Option<String> {
     diags.str(v, "topology").map(str::to_string)
 }
 
-fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimError> {
+fn decode(root: &Node, origin: &str, topo: &Topology, base: &Path) -> Result<Scenario, SimError> {
     let mut d = Diags::default();
     if !matches!(root.value, Value::Map(_)) {
         d.err("", root.pos, format!("a scenario is a mapping with \"jobs\", found {}", root.kind()));
@@ -149,6 +153,7 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
         jobs: Vec::new(),
         events: Vec::new(),
         pcap: Vec::new(),
+        drawn_seed: 1,
     };
     let entries = d.map(root, "", TOP);
     // Network first: job checks need the MTU and rates.
@@ -175,7 +180,8 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
             }
             "jobs" => {
                 saw_jobs = true;
-                sc.jobs = jobs::decode(&mut d, v, topo, sc.seed, sc.net.priority);
+                let env = jobs::JobEnv { topo, priority: sc.net.priority, base };
+                sc.jobs = jobs::decode(&mut d, v, &env);
                 announce_at = jobs::announced(v);
             }
             _ => {}
@@ -201,6 +207,8 @@ fn decode(root: &Node, origin: &str, topo: &Topology) -> Result<Scenario, SimErr
         d.err("jobs", root.pos, "missing field \"jobs\": a list of at least one job");
     }
     if d.0.is_empty() {
+        // The jobs' random parts, now that the seed is known.
+        sc.reseed(topo, sc.seed);
         Ok(sc)
     } else {
         Err(SimError::Invalid { origin: origin.to_string(), diagnostics: d.0 })
