@@ -184,9 +184,7 @@ impl Planner {
         }
         groups.total = total;
         self.groups = groups;
-        self.leaf_out.iter_mut().for_each(|x| *x = 0);
-        self.leaf_in.iter_mut().for_each(|x| *x = 0);
-        self.leaf_max.iter_mut().for_each(|x| *x = 0);
+        self.tally.clear_flows();
         for &f in &live {
             self.count(f, true);
         }

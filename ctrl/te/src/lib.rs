@@ -70,6 +70,7 @@ mod bulk;
 mod cells;
 mod colour;
 mod config;
+mod cut;
 mod decide;
 mod demand;
 mod exact;
