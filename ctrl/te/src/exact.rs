@@ -31,7 +31,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use crate::colour::equitable;
+use crate::colour::{equitable, equitable_spread, Spread};
 use crate::flow::FlowId;
 use crate::net::{DirLink, NONE};
 use crate::planner::Planner;
@@ -177,7 +177,8 @@ impl Planner {
             }
             edges.push((leaves.of(a), leaves.of(b)));
         }
-        let col1 = equitable(&edges, leaves.1 as usize, leaves.1 as usize, keys1.len());
+        let bound = self.whole_flow_bound(batch);
+        let col1 = self.planes(batch, &edges, leaves.1 as usize, &keys1, bound);
         // Pods to super-spines: the flows whose spine climbs.
         let mut routes = vec![Route::default(); batch.len()];
         let (mut climb, mut spines) = (Vec::new(), Index(vec![NONE; net.n], 0));
@@ -246,8 +247,46 @@ impl Planner {
                 r.mask |= u8::from(net.members(d, net.tail[r.dl[h] as usize]).len() > 1) << h;
             }
         }
-        let at_bound = self.most_on_a_link(&routes) == self.whole_flow_bound(batch);
+        let at_bound = self.most_on_a_link(&routes) == bound;
         Some((routes, at_bound))
+    }
+
+    /// The first colouring (leaves to planes), its flows that leave their
+    /// pod spread over the planes so that no pod sends or receives more
+    /// over one plane than that plane's uplinks carry at `bound` flows a
+    /// link (it matters where a spine has fewer uplinks than leaves).
+    fn planes(
+        &self,
+        batch: &[FlowId],
+        edges: &[(u32, u32)],
+        nl: usize,
+        keys: &[Key],
+        bound: u32,
+    ) -> Vec<u32> {
+        let cuts = &self.net.cuts;
+        let (mut gu, mut gv) = (Vec::with_capacity(batch.len()), Vec::with_capacity(batch.len()));
+        for &f in batch {
+            let b = self.net.host_leaf[self.flows.dst[f as usize] as usize];
+            let (out, into) = cuts.of_flow(self.src_leaf(f), b);
+            let pod = |c: u32| if c == NONE { NONE } else { c - self.net.n as u32 };
+            gu.push(pod(out[1]));
+            gv.push(pod(into[1]));
+        }
+        let mut planes: Vec<u32> = keys.iter().map(|k| k.0).collect();
+        planes.dedup();
+        let class: Vec<u32> =
+            keys.iter().map(|k| planes.iter().position(|&p| p == k.0).unwrap_or(0) as u32).collect();
+        let groups = cuts.len() - self.net.n;
+        let per_plane = (self.net.n..cuts.len())
+            .map(|c| cuts.out_n[c].min(cuts.in_n[c]))
+            .min()
+            .map_or(0, |links| links / planes.len().max(1) as u32);
+        if gu.iter().all(|&g| g == NONE) || per_plane == 0 {
+            return equitable(edges, nl, nl, keys.len());
+        }
+        let limit = per_plane.saturating_mul(bound);
+        let spread = Spread { gu: &gu, gv: &gv, groups, class: &class, classes: planes.len(), limit };
+        equitable_spread(edges, (nl, nl, keys.len()), &spread).0
     }
 
     /// The most routes that share one directed link.

@@ -54,7 +54,10 @@ impl Shape {
         }
     }
 
-    /// Spines have at least as many uplinks as leaves below them.
+    /// Spines have at least as many uplinks as leaves below them: then
+    /// the colouring meets the bound (see `src/exact.rs`). Below that it
+    /// spreads each pod's flows over the planes by search, which the
+    /// figures below count.
     fn full_bisection(&self) -> bool {
         match *self {
             Shape::Clos3 { leaves, supers, .. } => supers >= leaves,
@@ -172,7 +175,7 @@ proptest! {
         if shape.full_bisection() {
             prop_assert_eq!(most, bound, "{:?}: {} flows", shape, keys.len());
             if bound > 0 {
-                prop_assert!(plan.exact, "an equal batch on a uniform Clos is coloured at the bound");
+                prop_assert!(plan.exact, "an equal batch on a full-bisection Clos is coloured at the bound");
             }
         }
         if plan.exact {
