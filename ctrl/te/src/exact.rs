@@ -137,6 +137,100 @@ impl Index {
     }
 }
 
+/// A flow that climbs: its index in the batch, its spine up and down.
+type Climb = (u32, u32, u32);
+
+/// What the two colourings share: the route index read so far, and the
+/// colours of the leaves (one list for all) and of each plane's spines.
+struct Colours<'a> {
+    rd: Reader<'a>,
+    keys1: Vec<Key>,
+    leaf_up: HashMap<(u32, u32), (u32, u32)>,
+    keys2: HashMap<u32, Vec<Key>>,
+    spine_up: HashMap<(u32, u32), (u32, u32)>,
+}
+
+impl Colours<'_> {
+    /// The first colouring's edges (source leaf → destination leaf) and
+    /// vertex count; None unless every source leaf has the same colours.
+    fn leaf_edges(&mut self, batch: &[FlowId]) -> Option<(Vec<(u32, u32)>, usize)> {
+        let p = self.rd.p;
+        let mut leaves = Index(vec![NONE; p.net.n], 0);
+        let mut edges = Vec::with_capacity(batch.len());
+        for &f in batch {
+            let (a, d) = (p.src_leaf(f), p.dest(f));
+            let b = *p.net.dests.get(d as usize)? as u32;
+            if let Entry::Vacant(e) = self.leaf_up.entry((a, d)) {
+                let (r, keys) = self.rd.up(a, d)?;
+                if keys != self.keys1 {
+                    return None;
+                }
+                e.insert(r);
+            }
+            edges.push((leaves.of(a), leaves.of(b)));
+        }
+        Some((edges, leaves.1 as usize))
+    }
+
+    /// Routes the flow of colour `c` to its spine; down to its leaf if the
+    /// spine leads there (Ok(None)), else the spines up and down it climbs
+    /// between.
+    fn first_hops(&mut self, f: FlowId, c: usize, route: &mut Route) -> Option<Option<(u32, u32)>> {
+        let p = self.rd.p;
+        let net = &p.net;
+        let (a, d) = (p.src_leaf(f), p.dest(f));
+        let b = net.dests[d as usize] as u32;
+        let dl_a = *self.rd.slice(*self.leaf_up.get(&(a, d))?).get(c)?;
+        let s = net.head[dl_a as usize];
+        (route.dl[0], route.len) = (dl_a, 1);
+        if net.members(d, s).first().is_some_and(|m| m.peer == b) {
+            let down = self.rd.down(s, d, b, parallel(&self.keys1, c))?;
+            (route.dl[1], route.len) = (self.rd.slice(down)[self.keys1[c].1 as usize], 2);
+            return Some(None);
+        }
+        if let Entry::Vacant(e) = self.spine_up.entry((s, d)) {
+            let (r, keys) = self.rd.up(s, d)?;
+            match self.keys2.entry(net.cuts.plane[s as usize]) {
+                Entry::Occupied(o) if *o.get() != keys => return None,
+                Entry::Occupied(_) => {}
+                Entry::Vacant(v) => {
+                    v.insert(keys);
+                }
+            }
+            e.insert(r);
+        }
+        let t0 = self.rd.slice(*self.spine_up.get(&(s, d))?).first().copied()?;
+        let s2 = net.members(d, net.head[t0 as usize]).first()?.peer;
+        let plane = net.cuts.plane[s as usize];
+        (net.tier[s2 as usize] == 1 && net.cuts.plane[s2 as usize] == plane).then_some(Some((s, s2)))
+    }
+
+    /// The last three hops of a climbing flow: up colour `c2` from `s`,
+    /// down to `s2`, down to the leaf on the rank of colour `c1`.
+    fn last_hops(
+        &mut self,
+        f: FlowId,
+        (s, s2): (u32, u32),
+        (c1, c2): (usize, usize),
+        r: &mut Route,
+    ) -> Option<()> {
+        let p = self.rd.p;
+        let net = &p.net;
+        let d = p.dest(f);
+        let b = net.dests[d as usize] as u32;
+        let keys = self.keys2.get(&net.cuts.plane[s as usize])?;
+        let (rank2, par2) = (keys.get(c2)?.1 as usize, parallel(keys, c2));
+        let dl_s = *self.rd.slice(*self.spine_up.get(&(s, d))?).get(c2)?;
+        let down_t = self.rd.down(net.head[dl_s as usize], d, s2, par2)?;
+        let down_s2 = self.rd.down(s2, d, b, parallel(&self.keys1, c1))?;
+        r.dl[1] = dl_s;
+        r.dl[2] = self.rd.slice(down_t)[rank2];
+        r.dl[3] = self.rd.slice(down_s2)[self.keys1[c1].1 as usize];
+        r.len = 4;
+        Some(())
+    }
+}
+
 impl Planner {
     /// Routes for `batch` (in its order) from the recursive colouring, and
     /// whether they meet the bound in whole flows; None if the batch does
@@ -154,92 +248,33 @@ impl Planner {
             return None;
         }
         let dl0 = net.members(d0, a0).first()?.dl;
-        let mut rd = Reader {
-            p: self,
-            cap: net.cap[dl0 as usize],
-            util: self.loads().util(net, dl0, 0),
-            seen: HashMap::new(),
-            links: Vec::new(),
-        };
+        let (cap, util) = (net.cap[dl0 as usize], self.loads().util(net, dl0, 0));
+        let mut rd = Reader { p: self, cap, util, seen: HashMap::new(), links: Vec::new() };
+        let keys1 = rd.up(a0, d0)?.1;
+        let mut cs =
+            Colours { rd, keys1, leaf_up: HashMap::new(), keys2: HashMap::new(), spine_up: HashMap::new() };
         // Leaves to planes.
-        let (mut leaf_up, keys1) = (HashMap::new(), rd.up(a0, d0)?.1);
-        let mut leaves = Index(vec![NONE; net.n], 0);
-        let mut edges = Vec::with_capacity(batch.len());
-        for &f in batch {
-            let (a, d) = (self.src_leaf(f), self.dest(f));
-            let b = *net.dests.get(d as usize)? as u32;
-            if let Entry::Vacant(e) = leaf_up.entry((a, d)) {
-                let (r, keys) = rd.up(a, d)?;
-                if keys != keys1 {
-                    return None;
-                }
-                e.insert(r);
-            }
-            edges.push((leaves.of(a), leaves.of(b)));
-        }
+        let (mut edges, nl) = cs.leaf_edges(batch)?;
         let bound = self.whole_flow_bound(batch);
-        let col1 = self.planes(batch, &edges, leaves.1 as usize, &keys1, bound);
+        let col1 = self.planes(batch, &edges, nl, &cs.keys1, bound);
         // Pods to super-spines: the flows whose spine climbs.
         let mut routes = vec![Route::default(); batch.len()];
-        let (mut climb, mut spines) = (Vec::new(), Index(vec![NONE; net.n], 0));
-        let (mut spine_up, mut keys2): (HashMap<(u32, u32), (u32, u32)>, HashMap<u32, Vec<Key>>) =
-            Default::default();
+        let (mut climb, mut spines): (Vec<Climb>, _) = (Vec::new(), Index(vec![NONE; net.n], 0));
         edges.clear();
         for (j, (&f, &c)) in batch.iter().zip(&col1).enumerate() {
-            let (a, d) = (self.src_leaf(f), self.dest(f));
-            let b = net.dests[d as usize] as u32;
-            let dl_a = *rd.slice(*leaf_up.get(&(a, d))?).get(c as usize)?;
-            let s = net.head[dl_a as usize];
-            let (c, par) = (c as usize, parallel(&keys1, c as usize));
-            routes[j].dl[0] = dl_a;
-            routes[j].len = 1;
-            if net.members(d, s).first().is_some_and(|m| m.peer == b) {
-                let down = rd.down(s, d, b, par)?;
-                routes[j].dl[1] = rd.slice(down)[keys1[c].1 as usize];
-                routes[j].len = 2;
-                continue;
+            if let Some((s, s2)) = cs.first_hops(f, c as usize, &mut routes[j])? {
+                climb.push((j as u32, s, s2));
+                edges.push((spines.of(s), spines.of(s2)));
             }
-            if let Entry::Vacant(e) = spine_up.entry((s, d)) {
-                let (r, keys) = rd.up(s, d)?;
-                match keys2.entry(net.cuts.plane[s as usize]) {
-                    Entry::Occupied(o) if *o.get() != keys => return None,
-                    Entry::Occupied(_) => {}
-                    Entry::Vacant(v) => {
-                        v.insert(keys);
-                    }
-                }
-                e.insert(r);
-            }
-            let (r, t0) = (spine_up[&(s, d)], rd.slice(spine_up[&(s, d)]).first().copied()?);
-            let s2 = net.members(d, net.head[t0 as usize]).first()?.peer;
-            if net.tier[s2 as usize] != 1
-                || net.cuts.plane[s2 as usize] != net.cuts.plane[s as usize]
-                || r.1 == 0
-            {
-                return None;
-            }
-            climb.push((j as u32, s, s2));
-            edges.push((spines.of(s), spines.of(s2)));
         }
-        let k2 = keys2.values().next().map_or(0, Vec::len);
-        if keys2.values().any(|k| k.len() != k2) {
+        let k2 = cs.keys2.values().next().map_or(0, Vec::len);
+        if cs.keys2.values().any(|k| k.len() != k2) {
             return None;
         }
         let col2 = equitable(&edges, spines.1 as usize, spines.1 as usize, k2);
         for (&(j, s, s2), &c2) in climb.iter().zip(&col2) {
-            let (f, j, c2) = (batch[j as usize], j as usize, c2 as usize);
-            let (d, c1) = (self.dest(f), col1[j] as usize);
-            let b = net.dests[d as usize] as u32;
-            let keys = keys2.get(&net.cuts.plane[s as usize])?;
-            let dl_s = *rd.slice(spine_up[&(s, d)]).get(c2)?;
-            let t = net.head[dl_s as usize];
-            let down_t = rd.down(t, d, s2, parallel(keys, c2))?;
-            let down_s2 = rd.down(s2, d, b, parallel(&keys1, c1))?;
-            let r = &mut routes[j];
-            r.dl[1] = dl_s;
-            r.dl[2] = rd.slice(down_t)[keys[c2].1 as usize];
-            r.dl[3] = rd.slice(down_s2)[keys1[c1].1 as usize];
-            r.len = 4;
+            let (f, j) = (batch[j as usize], j as usize);
+            cs.last_hops(f, (s, s2), (col1[j] as usize, c2 as usize), &mut routes[j])?;
         }
         for (r, &f) in routes.iter_mut().zip(batch) {
             let d = self.dest(f);
