@@ -14,6 +14,9 @@ use crate::planner::{Planner, Status};
 use crate::report::{LinkUse, Move, Path, Plan, Reason, Unplaced};
 use crate::search::{self, Breadth, Route};
 
+/// Two-flow move attempts per decision, at most (`eject.rs`).
+const MAX_EJECTS: usize = 256;
+
 /// The first reason and placement of every flow a decision touches.
 #[derive(Debug, Default)]
 pub(crate) struct Log {
@@ -108,8 +111,11 @@ impl Planner {
         let mut log = Log::default();
         let mut unplaced = Vec::new();
         self.repair(now_ns, &mut log, &mut unplaced);
+        let logged = log.len();
         let exact = self.place_new(&mut log, &mut unplaced);
-        let (search_steps, budget_hit) = self.search(now_ns, &mut log);
+        // Two-flow moves only where new flows were placed (`eject.rs`).
+        let chains = log.len() > logged;
+        let (search_steps, budget_hit) = self.search(now_ns, &mut log, chains);
         let ended = moves.len();
         self.report(log, &mut moves);
         merge_replaced(&mut moves, ended);
@@ -268,9 +274,9 @@ impl Planner {
     /// within their capacity ([`Planner::sync_hot`]): such a link carries
     /// what the group's receiver takes and nobody else, so the highest
     /// utilisation it minimises is that of the links the other flows use.
-    fn search(&mut self, now: u64, log: &mut Log) -> (usize, bool) {
+    fn search(&mut self, now: u64, log: &mut Log, chains: bool) -> (usize, bool) {
         let (mut steps, mut moved, mut budget_hit) = (0, 0, false);
-        let mut forced = Vec::new();
+        let (mut forced, mut attempts) = (Vec::new(), 0);
         loop {
             self.sync_hot();
             let Some((_, dl)) = self.hot.movable() else { break };
@@ -279,9 +285,16 @@ impl Planner {
             }
             steps += 1;
             if !self.relieve(dl, now, log, (&mut moved, &mut budget_hit), &mut forced) {
-                // The hottest link cannot be relieved by moving one flow:
-                // the highest utilisation stays, and any other move would
-                // move flows without lowering it.
+                // The hottest link cannot be relieved by moving one flow;
+                // in a decision that placed new flows, perhaps by moving
+                // two. Otherwise the highest utilisation stays, and any
+                // other move would move flows without lowering it.
+                if chains && attempts < MAX_EJECTS {
+                    attempts += 1;
+                    if self.eject(dl, &mut forced) {
+                        continue;
+                    }
+                }
                 break;
             }
         }

@@ -73,6 +73,7 @@ mod config;
 mod cut;
 mod decide;
 mod demand;
+mod eject;
 mod exact;
 mod flow;
 mod group;
