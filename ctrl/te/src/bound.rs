@@ -33,13 +33,14 @@ impl Planner {
             }
             ratio(u64::from(n.div_ceil(k)).saturating_mul(min), max)
         };
-        (0..cuts.len())
-            .map(|c| {
-                let out = ratio(t.out_rate[c] + t.bg_out[c], cuts.out_cap[c]);
-                let inn = ratio(t.in_rate[c] + t.bg_in[c], cuts.in_cap[c]);
-                let out_whole = whole(t.out_n[c], cuts.out_n[c], t.out_min[c], cuts.out_max[c]);
-                let in_whole = whole(t.in_n[c], cuts.in_n[c], t.in_min[c], cuts.in_max[c]);
-                let single = ratio(t.out_max[c], cuts.out_max[c]);
+        t.0.iter()
+            .enumerate()
+            .map(|(c, t)| {
+                let out = ratio(t.out_rate + t.bg_out, cuts.out_cap[c]);
+                let inn = ratio(t.in_rate + t.bg_in, cuts.in_cap[c]);
+                let out_whole = whole(t.out_n, cuts.out_n[c], t.out_min, cuts.out_max[c]);
+                let in_whole = whole(t.in_n, cuts.in_n[c], t.in_min, cuts.in_max[c]);
+                let single = ratio(t.out_max, cuts.out_max[c]);
                 out.max(inn).max(out_whole).max(in_whole).max(single)
             })
             .fold(0.0, f64::max)

@@ -187,68 +187,78 @@ fn planes(tail: &[u32], head: &[u32], tier: &[u8]) -> Vec<u32> {
     plane
 }
 
-/// Per cut, what the placed flows send across it: their rates, how many,
-/// and the least rate among them (kept low: a removal leaves it, which
-/// only weakens the bound until the next refresh).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Tally {
-    pub out_rate: Vec<u64>,
-    pub in_rate: Vec<u64>,
-    pub out_n: Vec<u32>,
-    pub in_n: Vec<u32>,
-    pub out_min: Vec<u64>,
-    pub in_min: Vec<u64>,
-    /// Per cut, the largest rate of a flow out of it (it only grows
-    /// between refreshes, and every flow that set it is still known).
-    pub out_max: Vec<u64>,
-    /// Per cut, the background on its live links out and in.
-    pub bg_out: Vec<u64>,
-    pub bg_in: Vec<u64>,
+/// One cut's sums, out of it and into it: the placed flows' rates, how
+/// many, the least rate among them (kept low: a removal leaves it, which
+/// only weakens the bound until the next refresh), the largest rate out
+/// (it only grows between refreshes, and every flow that set it is still
+/// known), and the background on its live links. One cache line a cut:
+/// every placement updates two to four of them.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+pub(crate) struct Sums {
+    pub out_rate: u64,
+    pub in_rate: u64,
+    pub out_min: u64,
+    pub in_min: u64,
+    pub out_max: u64,
+    pub bg_out: u64,
+    pub bg_in: u64,
+    pub out_n: u32,
+    pub in_n: u32,
 }
+
+const EMPTY: Sums = Sums {
+    out_rate: 0,
+    in_rate: 0,
+    out_min: u64::MAX,
+    in_min: u64::MAX,
+    out_max: 0,
+    bg_out: 0,
+    bg_in: 0,
+    out_n: 0,
+    in_n: 0,
+};
+
+/// Per cut, what the placed flows and the background send across it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tally(pub Vec<Sums>);
 
 impl Tally {
     pub fn new(cuts: usize) -> Self {
-        Tally {
-            out_rate: vec![0; cuts],
-            in_rate: vec![0; cuts],
-            out_n: vec![0; cuts],
-            in_n: vec![0; cuts],
-            out_min: vec![u64::MAX; cuts],
-            in_min: vec![u64::MAX; cuts],
-            out_max: vec![0; cuts],
-            bg_out: vec![0; cuts],
-            bg_in: vec![0; cuts],
-        }
+        Tally(vec![EMPTY; cuts])
     }
 
     /// Forgets every flow (the background stays).
     pub fn clear_flows(&mut self) {
-        let bg = (std::mem::take(&mut self.bg_out), std::mem::take(&mut self.bg_in));
-        *self = Tally::new(bg.0.len());
-        (self.bg_out, self.bg_in) = bg;
+        for c in &mut self.0 {
+            *c = Sums { bg_out: c.bg_out, bg_in: c.bg_in, ..EMPTY };
+        }
     }
 
     /// Counts (or takes away) a flow of rate `r` across the cuts `out` and `into`.
+    #[inline]
     pub fn flow(&mut self, out: [u32; 2], into: [u32; 2], r: u64, add: bool) {
-        for c in out.into_iter().filter(|&c| c != NONE).map(|c| c as usize) {
+        for c in out {
+            let Some(c) = self.0.get_mut(c as usize) else { continue };
             if add {
-                self.out_rate[c] += r;
-                self.out_n[c] += 1;
-                self.out_min[c] = self.out_min[c].min(r);
-                self.out_max[c] = self.out_max[c].max(r);
+                c.out_rate += r;
+                c.out_n += 1;
+                c.out_min = c.out_min.min(r);
+                c.out_max = c.out_max.max(r);
             } else {
-                self.out_rate[c] = self.out_rate[c].saturating_sub(r);
-                self.out_n[c] = self.out_n[c].saturating_sub(1);
+                c.out_rate = c.out_rate.saturating_sub(r);
+                c.out_n = c.out_n.saturating_sub(1);
             }
         }
-        for c in into.into_iter().filter(|&c| c != NONE).map(|c| c as usize) {
+        for c in into {
+            let Some(c) = self.0.get_mut(c as usize) else { continue };
             if add {
-                self.in_rate[c] += r;
-                self.in_n[c] += 1;
-                self.in_min[c] = self.in_min[c].min(r);
+                c.in_rate += r;
+                c.in_n += 1;
+                c.in_min = c.in_min.min(r);
             } else {
-                self.in_rate[c] = self.in_rate[c].saturating_sub(r);
-                self.in_n[c] = self.in_n[c].saturating_sub(1);
+                c.in_rate = c.in_rate.saturating_sub(r);
+                c.in_n = c.in_n.saturating_sub(1);
             }
         }
     }

@@ -14,8 +14,9 @@ use crate::planner::{Planner, Status};
 use crate::report::{LinkUse, Move, Path, Plan, Reason, Unplaced};
 use crate::search::{self, Breadth, Route};
 
-/// Two-flow move attempts per decision, at most (`eject.rs`).
-const MAX_EJECTS: usize = 256;
+/// Two-flow move attempts per decision, at most (`eject.rs`): each
+/// looks at every path of every flow on the hottest link.
+const MAX_EJECTS: usize = 32;
 
 /// The first reason and placement of every flow a decision touches.
 #[derive(Debug, Default)]
@@ -276,7 +277,7 @@ impl Planner {
     /// utilisation it minimises is that of the links the other flows use.
     fn search(&mut self, now: u64, log: &mut Log, chains: bool) -> (usize, bool) {
         let (mut steps, mut moved, mut budget_hit) = (0, 0, false);
-        let (mut forced, mut attempts) = (Vec::new(), 0);
+        let (mut forced, mut attempts, mut tries) = (Vec::new(), 0, crate::eject::TRIES);
         loop {
             self.sync_hot();
             let Some((_, dl)) = self.hot.movable() else { break };
@@ -291,7 +292,7 @@ impl Planner {
                 // other move would move flows without lowering it.
                 if chains && attempts < MAX_EJECTS {
                     attempts += 1;
-                    if self.eject(dl, &mut forced) {
+                    if self.eject(dl, &mut forced, &mut tries) {
                         continue;
                     }
                 }

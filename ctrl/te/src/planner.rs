@@ -244,11 +244,11 @@ impl Planner {
         let old = std::mem::replace(&mut self.bg[i], bps);
         self.load[i] = self.load[i].saturating_sub(old) + bps;
         self.hot.mark(dl);
-        if let Some(x) = self.tally.bg_out.get_mut(out) {
-            *x = x.saturating_sub(old) + bps;
+        if let Some(c) = self.tally.0.get_mut(out) {
+            c.bg_out = c.bg_out.saturating_sub(old) + bps;
         }
-        if let Some(x) = self.tally.bg_in.get_mut(into) {
-            *x = x.saturating_sub(old) + bps;
+        if let Some(c) = self.tally.0.get_mut(into) {
+            c.bg_in = c.bg_in.saturating_sub(old) + bps;
         }
     }
 
