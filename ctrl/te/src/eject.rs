@@ -7,8 +7,9 @@
 //! hottest was, by the margin.
 //!
 //! Run only in decisions that placed new flows (a batch of unequal
-//! flows, or mixed jobs), whose quality it is for, and only on flows
-//! placed for the first time in it; a decision after a hot link or a
+//! flows, or mixed jobs, not placed at the bound by the colouring and at
+//! most 10,000 of them: in bulk many flows average out), whose quality
+//! it is for, and only on flows placed for the first time in it; a decision after a hot link or a
 //! failure keeps to single moves and its latency. A decision makes at
 //! most [`TRIES`] searches for blocking flows.
 
