@@ -211,14 +211,7 @@ fn summary() {
     // One decision places every flow; it runs on copies of the same
     // planner, so one cold run (page faults, allocator warm-up) does not
     // make the figure: the median of the runs, and each run's CPU time.
-    let mut runs: Vec<(f64, f64)> = Vec::new();
-    let mut last = None;
-    for _ in 0..FULL_RUNS {
-        let mut q = p.clone();
-        let (wall, cpu, plan) = timed(|| q.plan(0));
-        runs.push((wall, cpu));
-        last = Some((q, plan));
-    }
+    let (mut runs, last) = on_copies(&p);
     let Some((q, plan)) = last else { return };
     p = q;
     let cpus: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.1)).collect();
@@ -282,20 +275,29 @@ fn summary() {
     }
 }
 
-/// The exact permutation on the k=16 fat-tree: the median decision of
-/// `FULL_RUNS` copies, and what it planned against the bound.
-fn fat_tree_summary() {
-    let (t, keys) = fat_tree_permutation();
-    let p = job_planner(&t, &Routing::compute(&t), &keys);
-    let mut runs: Vec<(f64, f64)> = Vec::new();
+/// Wall and CPU milliseconds of each run, and the last copy with its plan.
+type Runs = (Vec<(f64, f64)>, Option<(Planner, metaroce_te::Plan)>);
+
+/// One decision on each of `FULL_RUNS` copies of `p`.
+fn on_copies(p: &Planner) -> Runs {
+    let mut runs = Vec::new();
     let mut last = None;
     for _ in 0..FULL_RUNS {
         let mut q = p.clone();
         let (wall, cpu, plan) = timed(|| q.plan(0));
         runs.push((wall, cpu));
-        last = Some(plan);
+        last = Some((q, plan));
     }
-    let Some(plan) = last else { return };
+    (runs, last)
+}
+
+/// The exact permutation on the k=16 fat-tree: the median decision of
+/// `FULL_RUNS` copies, and what it planned against the bound.
+fn fat_tree_summary() {
+    let (t, keys) = fat_tree_permutation();
+    let p = job_planner(&t, &Routing::compute(&t), &keys);
+    let (mut runs, last) = on_copies(&p);
+    let Some((_, plan)) = last else { return };
     let walls: Vec<String> = runs.iter().map(|r| format!("{:.2}", r.0)).collect();
     runs.sort_by(|a, b| a.0.total_cmp(&b.0));
     println!(

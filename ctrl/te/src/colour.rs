@@ -140,17 +140,7 @@ impl Colouring {
         // path (not a cycle), and it never reaches a (a has alpha free, and
         // the path enters a's side only over alpha edges). Swap it.
         self.chain.clear();
-        let (mut x, mut c) = (b, alpha);
-        loop {
-            let f = *self.slot(x, c);
-            if f == NONE {
-                break;
-            }
-            self.chain.push(f);
-            let (p, q) = self.ends[f as usize];
-            x = if p == x { q } else { p };
-            c = if c == alpha { beta } else { alpha };
-        }
+        self.walk((b, alpha), (alpha, beta), NONE);
         let chain = std::mem::take(&mut self.chain);
         self.swap(&chain, alpha, beta);
         self.chain = chain;
@@ -177,22 +167,29 @@ impl Colouring {
         self.chain.clear();
         self.chain.push(e);
         let (a, b) = self.ends[e as usize];
-        for start in [a, b] {
-            let (mut x, mut c) = (start, if self.colour[e as usize] == alpha { beta } else { alpha });
-            loop {
-                let f = self.at[x as usize * self.k + c as usize];
-                if f == e {
-                    // A cycle: walked whole from one end.
-                    return;
-                }
-                if f == NONE {
-                    break;
-                }
-                self.chain.push(f);
-                let (p, q) = self.ends[f as usize];
-                x = if p == x { q } else { p };
-                c = if c == alpha { beta } else { alpha };
+        let other = if self.colour[e as usize] == alpha { beta } else { alpha };
+        // A cycle is walked whole from one end.
+        if !self.walk((a, other), (alpha, beta), e) {
+            self.walk((b, other), (alpha, beta), e);
+        }
+    }
+
+    /// Pushes onto `self.chain` the edges of the `alpha`/`beta` path from
+    /// piece `x`, leaving it by colour `c`, up to its end or to edge
+    /// `stop`; true if it met `stop`.
+    fn walk(&mut self, (mut x, mut c): (u32, u32), (alpha, beta): (u32, u32), stop: u32) -> bool {
+        loop {
+            let f = self.at[x as usize * self.k + c as usize];
+            if f == NONE {
+                return false;
             }
+            if f == stop {
+                return true;
+            }
+            self.chain.push(f);
+            let (p, q) = self.ends[f as usize];
+            x = if p == x { q } else { p };
+            c = if c == alpha { beta } else { alpha };
         }
     }
 
