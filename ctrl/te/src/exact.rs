@@ -37,6 +37,23 @@ use crate::net::{DirLink, NONE};
 use crate::planner::Planner;
 use crate::search::Route;
 
+/// Colourings from other edge orders tried when the plane spreading
+/// stops short of the bound.
+const RESTARTS: usize = 8;
+
+/// A xorshift64 step, for the restarts' edge orders (fixed seed: the
+/// planner stays deterministic).
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn step(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
 /// A colour: the plane (at a leaf) or the super-spine (at a spine) the
 /// link leads to, and its rank among the parallel links there.
 type Key = (u32, u32);
@@ -321,7 +338,31 @@ impl Planner {
         }
         let limit = per_plane.saturating_mul(bound);
         let spread = Spread { gu: &gu, gv: &gv, groups, class: &class, classes: planes.len(), limit };
-        equitable_spread(edges, (nl, nl, keys.len()), &spread).0
+        let (first, ok) = equitable_spread(edges, (nl, nl, keys.len()), &spread);
+        if ok {
+            return first;
+        }
+        // The swaps stopped short: colour again from other edge orders
+        // (other pieces, another start), a few times, deterministically.
+        let mut next = Xorshift(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..RESTARTS {
+            let mut order: Vec<usize> = (0..edges.len()).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, (next.step() % (i as u64 + 1)) as usize);
+            }
+            let e: Vec<(u32, u32)> = order.iter().map(|&i| edges[i]).collect();
+            let (gu2, gv2): (Vec<u32>, Vec<u32>) = order.iter().map(|&i| (gu[i], gv[i])).unzip();
+            let sp = Spread { gu: &gu2, gv: &gv2, ..spread };
+            let (cols, ok) = equitable_spread(&e, (nl, nl, keys.len()), &sp);
+            if ok {
+                let mut back = vec![0; edges.len()];
+                for (&i, c) in order.iter().zip(cols) {
+                    back[i] = c;
+                }
+                return back;
+            }
+        }
+        first
     }
 
     /// The most routes that share one directed link.

@@ -56,8 +56,7 @@ impl Shape {
 
     /// Spines have at least as many uplinks as leaves below them: then
     /// the colouring meets the bound (see `src/exact.rs`). Below that it
-    /// spreads each pod's flows over the planes by search, which the
-    /// figures below count.
+    /// spreads each pod's flows over the planes by search.
     fn full_bisection(&self) -> bool {
         match *self {
             Shape::Clos3 { leaves, supers, .. } => supers >= leaves,
@@ -172,6 +171,9 @@ proptest! {
         let bound = cut_bound(&t, &shape, &keys);
         let most = max_flows_per_link(&p);
         prop_assert!(most >= bound, "below the cut bound: {most} < {bound}");
+        // Below full bisection the colouring spreads pods over planes by
+        // search (8,000 random cases met the bound, none proven): not
+        // asserted, so that a case it misses is not a flaky failure.
         if shape.full_bisection() {
             prop_assert_eq!(most, bound, "{:?}: {} flows", shape, keys.len());
             if bound > 0 {
