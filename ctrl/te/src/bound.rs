@@ -25,23 +25,24 @@ impl Planner {
     /// See the module documentation.
     pub fn lower_bound(&self) -> f64 {
         let (cuts, t) = (&self.net.cuts, &self.tally);
-        let ratio = |x: u64, c: u64| if c == 0 { 0.0 } else { x as f64 / c as f64 };
-        // ⌈n/k⌉ flows of at least `min` on a link of at most `max`.
-        let whole = |n: u32, k: u32, min: u64, max: u64| {
+        // ⌈n/k⌉ flows of at least `min` on one of k links.
+        let whole = |n: u32, k: u32, min: u64| {
             if n == 0 || k == 0 {
                 return 0.0;
             }
-            ratio(u64::from(n.div_ceil(k)).saturating_mul(min), max)
+            u64::from(n.div_ceil(k)).saturating_mul(min) as f64
         };
         t.0.iter()
+            .zip(&cuts.inv)
             .enumerate()
-            .map(|(c, t)| {
-                let out = ratio(t.out_rate + t.bg_out, cuts.out_cap[c]);
-                let inn = ratio(t.in_rate + t.bg_in, cuts.in_cap[c]);
-                let out_whole = whole(t.out_n, cuts.out_n[c], t.out_min, cuts.out_max[c]);
-                let in_whole = whole(t.in_n, cuts.in_n[c], t.in_min, cuts.in_max[c]);
-                let single = ratio(t.out_max, cuts.out_max[c]);
-                out.max(inn).max(out_whole).max(in_whole).max(single)
+            .filter(|(_, (t, _))| t.out_n > 0 || t.in_n > 0 || t.bg_out > 0 || t.bg_in > 0)
+            .map(|(c, (t, inv))| {
+                let out = (t.out_rate + t.bg_out) as f64 * inv[0];
+                let inn = (t.in_rate + t.bg_in) as f64 * inv[1];
+                // The largest flow out alone, or ⌈n/k⌉ of the least, on the fastest link.
+                let out_whole = whole(t.out_n, cuts.out_n[c], t.out_min).max(t.out_max as f64) * inv[2];
+                let in_whole = whole(t.in_n, cuts.in_n[c], t.in_min) * inv[3];
+                out.max(inn).max(out_whole).max(in_whole)
             })
             .fold(0.0, f64::max)
     }

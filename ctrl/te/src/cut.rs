@@ -38,6 +38,10 @@ pub(crate) struct Cuts {
     pub in_n: Vec<u32>,
     pub out_max: Vec<u64>,
     pub in_max: Vec<u64>,
+    /// Per cut, the inverses of `out_cap`, `in_cap`, `out_max` and
+    /// `in_max` (0 for none): the bound multiplies, as it reads every cut
+    /// every decision.
+    pub inv: Vec<[f64; 4]>,
 }
 
 impl Cuts {
@@ -85,6 +89,7 @@ impl Cuts {
             in_n: vec![0; cuts],
             out_max: vec![0; cuts],
             in_max: vec![0; cuts],
+            inv: vec![[0.0; 4]; cuts],
         };
         for cut in 0..cuts {
             c.recount(cut as u32, &|_| true, cap);
@@ -109,6 +114,8 @@ impl Cuts {
         };
         (self.out_cap[c], self.out_n[c], self.out_max[c]) = live(&self.out_links[c]);
         (self.in_cap[c], self.in_n[c], self.in_max[c]) = live(&self.in_links[c]);
+        let inv = |x: u64| if x == 0 { 0.0 } else { 1.0 / x as f64 };
+        self.inv[c] = [inv(self.out_cap[c]), inv(self.in_cap[c]), inv(self.out_max[c]), inv(self.in_max[c])];
     }
 
     /// The cuts a flow from leaf `a` to leaf `b` leaves and enters: its

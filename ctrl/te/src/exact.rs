@@ -41,19 +41,6 @@ use crate::search::Route;
 /// stops short of the bound.
 const RESTARTS: usize = 8;
 
-/// A xorshift64 step, for the restarts' edge orders (fixed seed: the
-/// planner stays deterministic).
-struct Xorshift(u64);
-
-impl Xorshift {
-    fn step(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// A colour: the plane (at a leaf) or the super-spine (at a spine) the
 /// link leads to, and its rank among the parallel links there.
 type Key = (u32, u32);
@@ -344,11 +331,11 @@ impl Planner {
         }
         // The swaps stopped short: colour again from other edge orders
         // (other pieces, another start), a few times, deterministically.
-        let mut next = Xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..RESTARTS {
             let mut order: Vec<usize> = (0..edges.len()).collect();
             for i in (1..order.len()).rev() {
-                order.swap(i, (next.step() % (i as u64 + 1)) as usize);
+                order.swap(i, (next() % (i as u64 + 1)) as usize);
             }
             let e: Vec<(u32, u32)> = order.iter().map(|&i| edges[i]).collect();
             let (gu2, gv2): (Vec<u32>, Vec<u32>) = order.iter().map(|&i| (gu[i], gv[i])).unzip();
