@@ -37,7 +37,8 @@ struct Work {
 
 impl Planner {
     /// Places every flow that has no route yet: by the exact colouring if
-    /// the batch allows it, else greedily, largest first. True if exact.
+    /// the batch allows it, else greedily, largest first. True if the
+    /// colouring placed them at the bound in whole flows.
     pub(crate) fn place_new(&mut self, log: &mut Log, unplaced: &mut Vec<Unplaced>) -> bool {
         let mut batch = std::mem::take(&mut self.pending);
         batch.sort_unstable();
@@ -72,12 +73,12 @@ impl Planner {
         let grouped = work.iter().any(|w| self.groups.of(w.order.3).is_some());
         if self.config.exact_jobs && !grouped {
             let inter: Vec<FlowId> = work.iter().map(|w| w.order.3).collect();
-            if let Some(routes) = self.exact_routes(&inter) {
+            if let Some((routes, at_bound)) = self.exact_routes(&inter) {
                 for (&f, r) in inter.iter().zip(routes) {
                     self.touch(log, f, Reason::New, (None, 0.0));
                     self.settle(f, r, None);
                 }
-                return true;
+                return at_bound;
             }
         }
         self.greedy(&work, log, unplaced);

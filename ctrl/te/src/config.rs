@@ -33,9 +33,11 @@ pub struct TeConfig {
     /// search every path. Defaults 2 and 8.
     pub search_beam: usize,
     pub search_width: usize,
-    /// Place a batch of new, equal, two-tier flows by an equitable edge
-    /// colouring (optimal for All-to-All, permutations and rings on a
-    /// uniform leaf-spine) instead of greedily. Default true.
+    /// Place a batch of new, equal flows by the recursive equitable edge
+    /// colouring (at the cut bound for All-to-All, permutations and rings
+    /// on a uniform leaf-spine, with parallel links or not, and on a
+    /// uniform three-tier Clos whose spines have as many uplinks as
+    /// leaves, fat-trees included) instead of greedily. Default true.
     pub exact_jobs: bool,
     /// Confine each incast (a receiver-bound group, `group.rs`) to as few
     /// links as its senders allow, its members not counting against each

@@ -70,8 +70,10 @@ mod bulk;
 mod cells;
 mod colour;
 mod config;
+mod cut;
 mod decide;
 mod demand;
+mod eject;
 mod exact;
 mod flow;
 mod group;
@@ -83,9 +85,9 @@ mod report;
 mod search;
 pub mod stay;
 
-/// A xorshift64 generator for the unit tests' random inputs: each call
-/// returns the next state (seeded with `x`, never 0).
-#[cfg(test)]
+/// A xorshift64 generator (the unit tests' random inputs, the exact
+/// placement's restarts): each call returns the next state (seeded with
+/// `x`, never 0). A fixed seed keeps the planner deterministic.
 pub(crate) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
     move || {
         x ^= x << 13;

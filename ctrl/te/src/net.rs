@@ -8,6 +8,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::net::Ipv4Addr;
 
 use crate::cells::Cells;
+use crate::cut::Cuts;
 use metaroce_topo::{GroupId, HostId, LinkId, NextHop, RouteChange, Routing, SwitchId, Topology};
 
 /// Marks "none" in u32 indices.
@@ -86,11 +87,9 @@ pub(crate) struct Net {
     pub switch_up: Vec<bool>,
     /// Per directed link: it and both its switches are in service.
     pub dl_ok: Vec<bool>,
-    /// Per switch (leaves only), the live capacity up and in, and the
-    /// fastest live uplink: the cuts of the lower bound.
-    pub leaf_up_cap: Vec<u64>,
-    pub leaf_in_cap: Vec<u64>,
-    pub leaf_up_max: Vec<u64>,
+    /// The cuts of the lower bound (leaves, pods) with their live
+    /// capacities, and the pods and planes ([`crate::cut`]).
+    pub cuts: Cuts,
     /// Per switch, its tier (0 = leaf).
     pub tier: Vec<u8>,
     pub host_by_ip: HashMap<Ipv4Addr, HostId>,
@@ -130,6 +129,8 @@ impl Net {
         for (i, &d) in dests.iter().enumerate() {
             dest_of[d] = i as u32;
         }
+        let tier: Vec<u8> = topo.switches.iter().map(|s| s.role.tier()).collect();
+        let cuts = Cuts::new(&tail, &head, &tier, &cap);
         let mut net = Net {
             n,
             dest_of,
@@ -148,10 +149,8 @@ impl Net {
             link_up: vec![true; nl],
             switch_up: vec![true; n],
             dl_ok: vec![true; 2 * nl],
-            leaf_up_cap: vec![0; n],
-            leaf_in_cap: vec![0; n],
-            leaf_up_max: vec![0; n],
-            tier: topo.switches.iter().map(|s| s.role.tier()).collect(),
+            cuts,
+            tier,
             host_by_ip: topo.hosts.iter().enumerate().map(|(i, h)| (h.ip, i)).collect(),
             host_leaf: topo.hosts.iter().map(|h| h.leaf as u32).collect(),
             host_nic: topo.hosts.iter().map(|h| h.nic_rate.bps().max(1)).collect(),
@@ -237,30 +236,23 @@ impl Net {
         (down, changed)
     }
 
-    /// Recomputes the cut capacities of the leaves at either end of `dl`.
+    /// Recomputes the live capacities of the cuts `dl` leaves and enters.
     fn recount(&mut self, dl: DirLink) {
-        let (t, h) = (self.tail[dl as usize] as usize, self.head[dl as usize] as usize);
-        for leaf in [t, h].into_iter().filter(|&x| self.tier[x] == 0) {
-            let (mut up, mut max, mut inn) = (0, 0, 0);
-            for d in self.out_of(leaf as u32).filter(|&d| self.dl_ok[d as usize]) {
-                up += self.cap[d as usize];
-                max = max.max(self.cap[d as usize]);
-                // The reverse direction of a leaf's link runs into the leaf.
-                if self.dl_ok[d as usize ^ 1] {
-                    inn += self.cap[d as usize ^ 1];
-                }
+        let (ok, cap) = (&self.dl_ok, &self.cap);
+        let live = |d: DirLink| ok[d as usize];
+        for c in [self.cuts.leaves[dl as usize], self.cuts.enters[dl as usize]] {
+            if c != NONE {
+                self.cuts.recount(c, &live, cap);
             }
-            (self.leaf_up_cap[leaf], self.leaf_up_max[leaf], self.leaf_in_cap[leaf]) = (up, max, inn);
         }
     }
 
-    /// Every cell's cut capacities from scratch.
+    /// Every cut's live capacities from scratch.
     fn recount_all(&mut self) {
-        for leaf in 0..self.n {
-            let first = self.out_of(leaf as u32).next();
-            if let (0, Some(dl)) = (self.tier[leaf], first) {
-                self.recount(dl);
-            }
+        let (ok, cap) = (&self.dl_ok, &self.cap);
+        let live = |d: DirLink| ok[d as usize];
+        for c in 0..self.cuts.len() as u32 {
+            self.cuts.recount(c, &live, cap);
         }
     }
 

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use metaroce_topo::{RouteChange, Routing, SwitchId, Topology};
 
 use crate::config::{ConfigError, TeConfig};
+use crate::cut::Tally;
 use crate::flow::{Demand, FlowId, FlowKey};
 use crate::group::Groups;
 use crate::hot::{Hot, Keys};
@@ -85,14 +86,9 @@ pub struct Planner {
     /// Flows whose route must be checked against the routing.
     pub(crate) suspects: Vec<FlowId>,
     pub(crate) decision: u64,
-    /// Per leaf, the inter-leaf rate out of and into it (for the bound).
-    pub(crate) leaf_out: Vec<u64>,
-    pub(crate) leaf_in: Vec<u64>,
-    /// Per leaf, the largest rate of an inter-leaf flow from it.
-    pub(crate) leaf_max: Vec<u64>,
-    /// Per leaf, the background on its live uplinks and downlinks.
-    pub(crate) bg_up: Vec<u64>,
-    pub(crate) bg_in: Vec<u64>,
+    /// Per cut of the lower bound (leaves, pods): the placed flows and
+    /// the background across it.
+    pub(crate) tally: Tally,
     /// Flows known but not placed yet, and flows stuck without a path.
     pub(crate) pending: Vec<FlowId>,
     pub(crate) stuck: Vec<FlowId>,
@@ -123,11 +119,7 @@ impl Planner {
             // A few slots per link up front: placing many flows then grows
             // few lists one element at a time.
             on: (0..dls).map(|_| Vec::with_capacity(4)).collect(),
-            leaf_out: vec![0; net.n],
-            leaf_in: vec![0; net.n],
-            leaf_max: vec![0; net.n],
-            bg_up: vec![0; net.n],
-            bg_in: vec![0; net.n],
+            tally: Tally::new(net.cuts.len()),
             pending: Vec::new(),
             stuck: Vec::new(),
             hot: Hot::new(dls),
@@ -245,18 +237,18 @@ impl Planner {
         Ok(())
     }
 
-    /// Sets the background of `dl`, keeping the per-leaf sums.
+    /// Sets the background of `dl`, keeping the per-cut sums.
     fn put_background(&mut self, dl: DirLink, bps: u64) {
         let i = dl as usize;
-        let (t, h) = (self.net.tail[i] as usize, self.net.head[i] as usize);
+        let (out, into) = (self.net.cuts.leaves[i] as usize, self.net.cuts.enters[i] as usize);
         let old = std::mem::replace(&mut self.bg[i], bps);
         self.load[i] = self.load[i].saturating_sub(old) + bps;
         self.hot.mark(dl);
-        if self.net.tier[t] == 0 {
-            self.bg_up[t] = self.bg_up[t].saturating_sub(old) + bps;
+        if let Some(c) = self.tally.0.get_mut(out) {
+            c.bg_out = c.bg_out.saturating_sub(old) + bps;
         }
-        if self.net.tier[h] == 0 {
-            self.bg_in[h] = self.bg_in[h].saturating_sub(old) + bps;
+        if let Some(c) = self.tally.0.get_mut(into) {
+            c.bg_in = c.bg_in.saturating_sub(old) + bps;
         }
     }
 
@@ -463,26 +455,17 @@ impl Planner {
         self.net.host_leaf[self.flows.src[f as usize] as usize]
     }
 
-    /// Adds (or takes away) a placed flow's rate to the per-leaf sums of
-    /// the lower bound: only placed flows count, so the bound is about
-    /// what can be placed.
+    /// Adds (or takes away) a placed flow to the per-cut sums of the
+    /// lower bound: only placed flows count, so the bound is about what
+    /// can be placed.
     pub(crate) fn count(&mut self, f: FlowId, add: bool) {
         let i = f as usize;
         if self.flows.status[i] != Status::Placed || self.flows.route[i].len == 0 {
             return;
         }
-        let (a, b) = (self.src_leaf(f) as usize, self.net.host_leaf[self.flows.dst[i] as usize] as usize);
-        let r = self.flows.rate[i];
-        if add {
-            self.leaf_out[a] += r;
-            self.leaf_in[b] += r;
-            self.leaf_max[a] = self.leaf_max[a].max(r);
-        } else {
-            // The largest rate stays: it only ever grows between refreshes,
-            // and every flow that set it is still known (removals refresh).
-            self.leaf_out[a] = self.leaf_out[a].saturating_sub(r);
-            self.leaf_in[b] = self.leaf_in[b].saturating_sub(r);
-        }
+        let (a, b) = (self.src_leaf(f), self.net.host_leaf[self.flows.dst[i] as usize]);
+        let (out, into) = self.net.cuts.of_flow(a, b);
+        self.tally.flow(out, into, self.flows.rate[i], add);
     }
 
     /// Takes the flow's rate off the links of its route.
