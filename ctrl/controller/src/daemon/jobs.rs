@@ -191,6 +191,7 @@ impl State {
             self.metrics.flow_moves(reason, *n);
         }
         self.metrics.set_placement(p.steered, p.flows, p.max_utilisation, p.observed_max_utilisation);
+        self.metrics.set_placement_failures(p.unplaced.len(), p.refused.len());
         self.metrics.observe_placement(p.plan_seconds);
         json!({
             "moves": by_reason,
