@@ -370,7 +370,13 @@ fn serve_refuses_bad_input_before_listening() {
         (&[M22, API, "https://127.0.0.1:9", "--token-file", "Cargo.toml"], 2, "plain http"),
         (&[M22, API, "http://127.0.0.1:9", "--token-file", "no/such/tokens"], 3, "cannot read token file"),
         (
-            &[M22, "--p4info", "ctrl/p4rt/tests/data/test.p4info.txt", "--device-config", "p4src/build/main.json"],
+            &[
+                M22,
+                "--p4info",
+                "ctrl/p4rt/tests/data/test.p4info.txt",
+                "--device-config",
+                "p4src/build/main.json",
+            ],
             1,
             "no table named \"MetaroceIngress.routing.ipv4_lpm\"",
         ),
