@@ -1,9 +1,9 @@
 # metaroce — one-command build, test and demo.
 #
-#   make demo    the main job on a fresh machine (needs the Rust toolchain, python3 with venv, PyPI, and protoc with its well-known types)
+#   make demo    the main job on a fresh machine (needs the Rust toolchain, python3 with venv, and PyPI)
 #   make test    every test tier this machine can run; the others say why they skip
 #
-# Other targets: build, lint, bench, p4, fuzz, clean. `make help` lists them.
+# Other targets: build, install, lint, bench, p4, fuzz, clean. `make help` lists them.
 
 CARGO ?= cargo
 P4C ?= p4c
@@ -14,8 +14,19 @@ DEMO_OUT := target/demo
 # through this Python (ctrl/p4rt/build.rs finds it here by default).
 P4RT_VENV := target/p4rt-venv
 P4RT_STAMP := $(P4RT_VENV)/.p4runtime-1.6.0
+# The etcd client's build (controller HA) runs protoc and imports its
+# well-known types. Both come from the PyPI package grpcio-tools in the same
+# venv (its grpcio is the one p4runtime already brings), run through a
+# two-line wrapper, so a fresh machine needs no system protobuf packages.
+# PROTOC=/usr/bin/protoc make ... uses another one (Debian: protobuf-compiler
+# and libprotobuf-dev for the well-known types).
+GRPCIO_TOOLS := 1.85.1
+PROTOC_STAMP := $(P4RT_VENV)/.grpcio-tools-$(GRPCIO_TOOLS)
+PROTOC ?= $(abspath $(P4RT_VENV))/bin/protoc
+export PROTOC
+PREFIX ?= /usr/local
 
-.PHONY: p4rt-deps build-deps help build release test test-rust test-p4 test-p4-vectors lint fmt bench p4 demo fuzz clean test-make
+.PHONY: p4rt-deps build-deps help build release install test test-rust test-p4 test-p4-vectors test-alerts lint fmt bench p4 demo fuzz clean test-make
 .PHONY: deps-mininet test-e2e mininet-demo bench-ha p4-tna p4-tna-p4info test-p4-parity
 
 help: ## List the targets
@@ -27,7 +38,13 @@ build: build-deps ## Debug build of every crate
 release: build-deps ## Optimized metaroce binary
 	$(CARGO) build --release -p metaroce-cli
 
-test: test-make test-rust test-p4 test-p4-parity test-p4-vectors test-e2e ## L0-L2 everywhere; L3-L4 where their tools exist
+install: release ## Install metaroce into $(PREFIX)/bin, the Grafana dashboard and alert rules into $(PREFIX)/share/metaroce (PREFIX=~/.local for your own)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/metaroce
+	install -m 0755 $(METAROCE) $(DESTDIR)$(PREFIX)/bin/metaroce
+	install -m 0644 ctrl/controller/grafana/metaroce.json ctrl/controller/prometheus/metaroce-rules.yml $(DESTDIR)$(PREFIX)/share/metaroce/
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/metaroce (it carries the v1model program) and $(DESTDIR)$(PREFIX)/share/metaroce/"
+
+test: test-make test-rust test-alerts test-p4 test-p4-parity test-p4-vectors test-e2e ## L0-L2 everywhere; L3-L4 where their tools exist
 	@echo "make test: all tiers that can run here passed"
 
 test-make: ## Every .PHONY target has a rule (a lost one would do nothing and pass)
@@ -38,6 +55,11 @@ test-rust: build-deps
 	@m=; for t in chromium chromedriver; do command -v $$t >/dev/null || m="$$m $$t"; done; \
 	  [ -z "$$m" ] || echo "skip: L2 page browser test (ctrl/cli/tests/page_browser.rs):$$m not installed (apt-get install chromium chromium-driver)"
 	$(CARGO) test --workspace --doc
+
+test-alerts: ## Prometheus alert rules (ctrl/controller/prometheus) with promtool; one skip line without it
+	@if command -v promtool >/dev/null; then \
+	  promtool test rules ctrl/controller/prometheus/metaroce-rules.test.yml; \
+	else echo "skip: alert rule tests (ctrl/controller/prometheus): promtool not installed (apt-get install prometheus)"; fi
 
 test-p4: ## P4 contract freshness (needs p4c)
 	@tests/p4-fresh.sh
@@ -112,22 +134,28 @@ demo: release ## Validate the fabrics, draw one, then ECMP, flowlet, spray and m
 fuzz: ## Fuzz the topology loader for 60 s (needs cargo-fuzz and nightly)
 	cd fuzz && $(CARGO) +nightly fuzz run load_topology -- -max_total_time=60
 
-p4rt-deps: $(P4RT_STAMP) ## Python venv with p4runtime==1.6.0 for the P4Runtime protos
+p4rt-deps: $(P4RT_STAMP) $(PROTOC_STAMP) ## Python venv with p4runtime==1.6.0 for the P4Runtime protos and grpcio-tools for protoc
 
-# The etcd client's build (controller HA) runs protoc and imports its
-# well-known types; say what to install before cargo fails deep in a build
-# script.
-PROTOC ?= protoc
+# Say what is wrong before cargo fails deep in a build script.
 build-deps: p4rt-deps ## Check what the build needs besides Rust: the P4Runtime venv, protoc and its well-known types
-	@command -v $(PROTOC) >/dev/null || { echo "make: protoc is needed to build the etcd client (Debian: apt-get install protobuf-compiler libprotobuf-dev; or set PROTOC)" >&2; exit 1; }
+	@command -v $(PROTOC) >/dev/null || { echo "make: $(PROTOC) (protoc, for the etcd client's build) is missing; run make p4rt-deps, or set PROTOC" >&2; exit 1; }
 	@d=$$(mktemp -d) && echo 'syntax = "proto3"; import "google/protobuf/descriptor.proto";' > $$d/wkt.proto \
 	  && $(PROTOC) -I$$d --descriptor_set_out=/dev/null $$d/wkt.proto 2>/dev/null; rc=$$?; rm -rf $$d; \
-	  [ $$rc = 0 ] || { echo "make: $(PROTOC) cannot find google/protobuf/descriptor.proto, which the etcd client's build imports (Debian: apt-get install libprotobuf-dev)" >&2; exit 1; }
+	  [ $$rc = 0 ] || { echo "make: $(PROTOC) cannot find google/protobuf/descriptor.proto, which the etcd client's build imports (a system protoc needs Debian's libprotobuf-dev)" >&2; exit 1; }
 
 $(P4RT_STAMP):
 	@command -v python3 >/dev/null || { echo "make: python3 is needed to get the P4Runtime definitions (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
 	@python3 -m venv $(P4RT_VENV) || { echo "make: cannot create $(P4RT_VENV) (Debian: apt-get install python3-venv)" >&2; exit 1; }
 	@$(P4RT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check p4runtime==1.6.0 || { echo "make: cannot install p4runtime==1.6.0 from PyPI into $(P4RT_VENV)" >&2; exit 1; }
+	@touch $@
+
+# grpcio-tools runs protoc in-process and adds its own copy of the
+# well-known types (grpc_tools/_proto) to the include path; the wrapper
+# makes it a protoc executable for cargo's build scripts (PROTOC).
+$(PROTOC_STAMP): $(P4RT_STAMP)
+	@$(P4RT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check grpcio-tools==$(GRPCIO_TOOLS) || { echo "make: cannot install grpcio-tools==$(GRPCIO_TOOLS) (protoc) from PyPI into $(P4RT_VENV)" >&2; exit 1; }
+	@printf '#!/bin/sh\n# protoc from the PyPI package grpcio-tools (make p4rt-deps)\nexec "$$(dirname "$$0")/python" -m grpc_tools.protoc "$$@"\n' > $(P4RT_VENV)/bin/protoc
+	@chmod +x $(P4RT_VENV)/bin/protoc
 	@touch $@
 
 clean:

@@ -20,6 +20,7 @@ use metaroce_pipeline::Pipeline;
 use metaroce_topo::Topology;
 use tokio::sync::{mpsc, watch};
 
+use crate::program::ProgramArgs;
 use crate::Exit;
 
 #[derive(Debug, Subcommand)]
@@ -33,37 +34,6 @@ pub enum ControllerCommand {
     Rollback(RollbackArgs),
     /// Replay a recording (`run --record`) offline and print the decisions as JSON lines.
     Replay(ReplayArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct ProgramArgs {
-    /// P4Info of the program (text or binary); its architecture (v1model or tna) sets the target
-    /// and its units [default: p4src/build/main.p4info.txtpb, with --tofino p4src/build/tofino/main.p4info.txtpb].
-    #[arg(long)]
-    pub p4info: Option<PathBuf>,
-    /// Target device config: BMv2 JSON, or for Tofino a bf-p4c output directory (tofino.bin,
-    /// context.json) or a packed p4.tmp.P4DeviceConfig
-    /// [default: p4src/build/main.json, with --tofino p4src/build/tofino].
-    #[arg(long)]
-    pub device_config: Option<PathBuf>,
-    /// Load the Tofino build (p4src/build/tofino/) instead of the BMv2 one: the device config is
-    /// packed for the SDE's P4Runtime server (program name, tofino.bin, context.json).
-    #[arg(long)]
-    pub tofino: bool,
-}
-
-impl ProgramArgs {
-    /// The P4Info and device config paths, defaults filled in.
-    pub fn paths(&self) -> (PathBuf, PathBuf) {
-        let dir =
-            if self.tofino { PathBuf::from("p4src/build/tofino") } else { PathBuf::from("p4src/build") };
-        let p4info = self.p4info.clone().unwrap_or_else(|| dir.join("main.p4info.txtpb"));
-        let device =
-            self.device_config
-                .clone()
-                .unwrap_or_else(|| if self.tofino { dir } else { dir.join("main.json") });
-        (p4info, device)
-    }
 }
 
 #[derive(Debug, Args)]
@@ -260,28 +230,7 @@ fn load_topology(path: &Path) -> anyhow::Result<Result<Topology, Exit>> {
 }
 
 fn load_pipeline(p: &ProgramArgs) -> anyhow::Result<Result<Arc<Pipeline>, Exit>> {
-    use metaroce_pipeline::PipelineError as E;
-    let (p4info, device_config) = p.paths();
-    match Pipeline::load(&p4info, &device_config) {
-        Ok(p) => Ok(Ok(Arc::new(p))),
-        Err(e @ E::Mismatch { .. }) => {
-            eprintln!("error: {} does not fit this controller: {e}", p4info.display());
-            Ok(Err(Exit::Invalid))
-        }
-        // Refused before anything is written to a switch.
-        Err(e @ (E::TofinoConfig { .. } | E::NotTofino { .. })) => {
-            eprintln!(
-                "error: {}",
-                anyhow::Error::new(e).chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ")
-            );
-            Ok(Err(Exit::Invalid))
-        }
-        Err(e) => Err(anyhow::Error::new(e).context(format!(
-            "cannot load the program ({}, {}); run from the repository root or pass --p4info/--device-config",
-            p4info.display(),
-            device_config.display()
-        ))),
-    }
+    Ok(crate::program::load(p.source()))
 }
 
 macro_rules! load_or_exit {

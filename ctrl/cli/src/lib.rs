@@ -79,6 +79,7 @@ macro_rules! outp {
 mod controller;
 mod host;
 mod links;
+mod program;
 mod serve;
 mod sim;
 mod sweep;

@@ -84,7 +84,9 @@ pub fn read_token(path: &Path) -> Result<String, TokenError> {
         match words.as_slice() {
             [token] => return Ok((*token).to_owned()),
             ["operator" | "admin", token] => return Ok((*token).to_owned()),
-            ["viewer", _] => continue,
+            // Roles that may not report links (the controller's tokens
+            // file has them too).
+            ["viewer" | "scheduler", _] => continue,
             _ => {
                 return Err(TokenError::Invalid(format!(
                     "{}:{}: expected a token, or `<role> <token>` as in the controller's tokens file",
@@ -95,7 +97,7 @@ pub fn read_token(path: &Path) -> Result<String, TokenError> {
         }
     }
     Err(TokenError::Invalid(format!(
-        "{} has no operator or admin token; reporting links needs one (viewer tokens cannot)",
+        "{} has no operator or admin token; reporting links needs one (viewer and scheduler tokens cannot)",
         path.display()
     )))
 }
@@ -188,6 +190,11 @@ mod tests {
         assert_eq!(read_token(&p).unwrap(), "abcdefghijklmnop0123");
         std::fs::write(&p, "# roles\nviewer vvvvvvvvvvvvvvvvvvvv\noperator oooooooooooooooooooo\n").unwrap();
         assert_eq!(read_token(&p).unwrap(), "oooooooooooooooooooo");
+        // The controller's own file, as the README shows it: a scheduler line before the operator's.
+        let tokens =
+            "viewer vvvvvvvvvvvvvvvvvvvv\nscheduler ssssssssssssssssssss\nadmin aaaaaaaaaaaaaaaaaaaa\n";
+        std::fs::write(&p, tokens).unwrap();
+        assert_eq!(read_token(&p).unwrap(), "aaaaaaaaaaaaaaaaaaaa");
         std::fs::write(&p, "viewer vvvvvvvvvvvvvvvvvvvv\n").unwrap();
         let e = read_token(&p).unwrap_err().to_string();
         assert!(e.contains("no operator or admin token") && !e.contains("vvvv"), "{e}");

@@ -2,7 +2,7 @@
 //! switches, for the real controller.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,12 +31,8 @@ pub struct ServeArgs {
     /// Wall seconds per simulated second: 1 is real time, 10 runs ten times slower.
     #[arg(long, default_value_t = 1.0)]
     pub dilation: f64,
-    /// P4Info the switches run (a controller must push the same program).
-    #[arg(long, default_value = "p4src/build/main.p4info.txtpb")]
-    pub p4info: PathBuf,
-    /// BMv2 JSON of the same program.
-    #[arg(long, default_value = "p4src/build/main.json")]
-    pub device_config: PathBuf,
+    #[command(flatten)]
+    pub program: crate::program::ServeProgramArgs,
     /// Seconds to wait for a controller to program every switch before traffic.
     #[arg(long, default_value_t = 60)]
     pub wait: u64,
@@ -127,12 +123,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Exit> {
         }
         _ => None,
     };
-    let pipeline = match Pipeline::load(&a.p4info, &a.device_config) {
-        Ok(p) => Arc::new(p),
-        Err(e) => {
-            eprintln!("error: {}: {e}", program_hint(&a.p4info));
-            return Ok(Exit::Invalid);
-        }
+    let pipeline = match crate::program::load(a.program.source()) {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
     };
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
@@ -347,9 +340,4 @@ fn fabric_of(t: &Topology) -> serde_json::Value {
         o.remove("description");
     }
     v
-}
-
-/// Names the program file and where the default is found.
-fn program_hint(p: &Path) -> String {
-    format!("{} (run from the repository root, or pass --p4info/--device-config)", p.display())
 }

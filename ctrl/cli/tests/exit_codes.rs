@@ -135,7 +135,9 @@ const CASES: &[Case] = &[
     (&["controller", "run", "@binary.yaml"], 1, "file is not UTF-8"),
     (&["controller", "run", M22, "--tokens", "@short-token", "--duration", "5"], 1, "at least 16 are required"),
     (&["controller", "run", M22, "--tokens", "@no-such-tokens", "--duration", "5"], 3, "cannot read token file"),
-    (&["controller", "run", M22, "--p4info", "no/such.txtpb"], 3, "cannot load the program"),
+    (&["controller", "run", M22, "--p4info", "no/such.txtpb", "--device-config", "p4src/build/main.json"], 3, "cannot load the program"),
+    (&["controller", "run", M22, "--device-config", "p4src/build/main.json"], 2, "give both"),
+    (&["controller", "run", M22, "--p4info", "ctrl/p4rt/tests/data/test.p4info.txt", "--device-config", "p4src/build/main.json"], 1, "does not fit"),
     (&["controller", "run", M22, "--mode", "yolo"], 2, "invalid value"),
     (&["controller", "run", M22, "--derate-step-permille", "0", "--duration", "5"], 1, "error"),
     // controller snapshot (127.0.0.1:5000N: nothing listens there in tests)

@@ -257,8 +257,10 @@ async fn a_served_link_failure_reaches_the_controller_and_traffic_recovers() {
     let (topo, sc, addrs) = fabric(dir.path(), "serve-link-failure.yaml");
     let (topo_s, sc_s) = (topo.to_str().unwrap(), sc.to_str().unwrap());
     let tokens = dir.path().join("tokens.txt");
-    std::fs::write(&tokens, "viewer vvvvvvvvvvvvvvvvvvvvvvvv\noperator 0123456789abcdef0123456789abcdef\n")
-        .unwrap();
+    // The controller's own tokens file, as the README writes one: serve
+    // takes its first operator token, past the scheduler's.
+    let lines = "viewer vvvvvvvvvvvvvvvvvvvvvvvv\nscheduler ssssssssssssssssssssssss\noperator 0123456789abcdef0123456789abcdef\n";
+    std::fs::write(&tokens, lines).unwrap();
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -355,6 +357,8 @@ fn serve_refuses_bad_input_before_listening() {
     let cases: &[(&[&str], i32, &str)] = &[
         (&["no/such/fabric.yaml"], 3, "cannot read topology file"),
         (&[M22, "--dilation", "0"], 2, "--dilation"),
+        (&[M22, "--p4info", "p4src/build/main.p4info.txtpb"], 2, "give both"),
+        (&[M22, "--p4info", "no/such.txtpb", "--device-config", "p4src/build/main.json"], 3, "no/such.txtpb"),
         (&[M22, "--dilation", "1e30"], 2, "--dilation"),
         (
             &["topologies/leaf-spine-4x4.yaml", "scenarios/serve-hotspot.yaml"],
@@ -366,7 +370,13 @@ fn serve_refuses_bad_input_before_listening() {
         (&[M22, API, "https://127.0.0.1:9", "--token-file", "Cargo.toml"], 2, "plain http"),
         (&[M22, API, "http://127.0.0.1:9", "--token-file", "no/such/tokens"], 3, "cannot read token file"),
         (
-            &[M22, "--p4info", "ctrl/p4rt/tests/data/test.p4info.txt"],
+            &[
+                M22,
+                "--p4info",
+                "ctrl/p4rt/tests/data/test.p4info.txt",
+                "--device-config",
+                "p4src/build/main.json",
+            ],
             1,
             "no table named \"MetaroceIngress.routing.ipv4_lpm\"",
         ),

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{metaroce, repo, text};
+use common::{metaroce, metaroce_outside, repo, text};
 
 use std::path::{Path, PathBuf};
 
@@ -114,16 +114,26 @@ fn controller_policy_flags_are_validated_before_any_switch_is_touched() {
         metaroce(&["controller", "run", "topologies/mininet-2x2.yaml", "--max-share-growth-permille", "900"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("max_share_growth_permille"), "{}", text(&out));
-    let out =
-        metaroce(&["controller", "run", "topologies/mininet-2x2.yaml", "--p4info", "/nonexistent.txtpb"]);
+    let out = metaroce(&[
+        "controller",
+        "run",
+        "topologies/mininet-2x2.yaml",
+        "--p4info",
+        "/nonexistent.txtpb",
+        "--device-config",
+        "p4src/build/main.json",
+    ]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
-    assert!(text(&out).contains("--p4info"), "{}", text(&out));
+    assert!(text(&out).contains("/nonexistent.txtpb") && text(&out).contains("--p4info"), "{}", text(&out));
 }
 
+/// Run from outside the repository: the shipped scenario names its
+/// topology relative to itself (`../topologies/...`).
 #[test]
 fn the_link_failure_scenario_compares_three_modes_with_the_control_plane() {
     let out_dir = tmp("link-failure");
-    let out = metaroce(&["sim", "run", "scenarios/link-failure.yaml", "-o", out_dir.to_str().unwrap()]);
+    let sc = repo().join("scenarios/link-failure.yaml");
+    let out = metaroce_outside(&["sim", "run", sc.to_str().unwrap(), "-o", out_dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     for mode in ["ecmp", "flowlet", "metaroce"] {

@@ -168,9 +168,11 @@ async fn a_registered_job_is_placed_listed_and_removed() {
         assert!(!st.keys().any(|k| matches!(k, Key::SteerPair(..) | Key::SteerFlow(_))), "{st:?}");
     }
 
-    // The name is taken now; the same flows belong to moe-7.
+    // The name is taken now (a conflict with what is registered: 409); the
+    // same flows under another name are a bad body (400).
     let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, MOE).await;
-    assert_eq!(status, 400, "{v}");
+    assert_eq!(status, 409, "{v}");
+    assert!(v["problems"][0]["message"].as_str().unwrap().contains("already registered"), "{v}");
     let again = MOE.replace("moe-7", "moe-8");
     let (status, v) = http(r.listen, "POST", "/api/v1/jobs", SCHED, &again).await;
     assert_eq!(status, 400, "{v}");

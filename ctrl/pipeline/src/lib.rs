@@ -8,6 +8,7 @@
 //! expects and reports every disagreement at once, so a stale build fails
 //! at start-up instead of at the first write.
 
+pub mod builtin;
 mod codec;
 mod contract;
 pub mod entry;

@@ -8,7 +8,8 @@ pub mod webdriver;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The repository root, where the default program files are found.
+/// The repository root (the binary's default program is built in; tests
+/// read the committed files here to compare).
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
@@ -18,6 +19,18 @@ pub fn metaroce(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_metaroce"))
         .args(args)
         .current_dir(repo())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run metaroce: {e}"))
+}
+
+/// Runs `metaroce ARGS` from a directory outside the repository, as an
+/// installed binary runs: paths in `args` must be absolute.
+pub fn metaroce_outside(args: &[&str]) -> Output {
+    let outside = std::env::temp_dir();
+    assert!(!outside.starts_with(repo()), "{} is inside the repository", outside.display());
+    Command::new(env!("CARGO_BIN_EXE_metaroce"))
+        .args(args)
+        .current_dir(outside)
         .output()
         .unwrap_or_else(|e| panic!("cannot run metaroce: {e}"))
 }

@@ -22,7 +22,9 @@ impl Drop for Proc {
     }
 }
 
-/// `metaroce ARGS` from the repository root, its stderr in `log`.
+/// `metaroce ARGS` outside the repository, as an installed binary runs
+/// (so it must find its program without `p4src/build/`), its stderr in
+/// `log`. Every path in `args` is absolute.
 pub fn spawn(args: &[&str], log: &Path) -> Proc {
     spawn_program(env!("CARGO_BIN_EXE_metaroce"), args, log)
 }
@@ -30,9 +32,11 @@ pub fn spawn(args: &[&str], log: &Path) -> Proc {
 /// Any program (etcd, chromedriver, ...) started the same way.
 pub fn spawn_program(program: &str, args: &[&str], log: &Path) -> Proc {
     let err = std::fs::File::create(log).unwrap();
+    let outside = std::env::temp_dir();
+    assert!(!outside.starts_with(repo()), "{} is inside the repository", outside.display());
     let child = Command::new(program)
         .args(args)
-        .current_dir(repo())
+        .current_dir(outside)
         .stdout(Stdio::null())
         .stderr(err)
         .spawn()

@@ -194,6 +194,9 @@ impl State {
             // When the causing digest arrived (unix µs): groups the writes one digest caused.
             "cause_unix_us": reaction.map(|r| unix_us_of(r.cause.received))});
         let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
+        if outcome.error.is_some() {
+            self.metrics.write_failed(&name);
+        }
         self.events.record(kind, Some(&name), "reconciled to the desired state", details);
         self.metrics_dirty.insert(switch);
         if outcome.error.is_none() {

@@ -45,7 +45,10 @@ impl State {
                     json!({"job": name, "problems": e.problems}),
                 );
                 let body = crate::obs::job_problems_body(&e.problems);
-                let _ = reply.send(Err(Refusal { status: 400, body }));
+                // A name already registered conflicts with the state (409);
+                // anything else is a bad body (400). Both list every problem.
+                let taken = self.core.placement().jobs().get(&name).is_some();
+                let _ = reply.send(Err(Refusal { status: if taken { 409 } else { 400 }, body }));
             }
             Ok(summary) => {
                 let name = summary["name"].as_str().unwrap_or_default().to_string();
@@ -188,6 +191,7 @@ impl State {
             self.metrics.flow_moves(reason, *n);
         }
         self.metrics.set_placement(p.steered, p.flows, p.max_utilisation, p.observed_max_utilisation);
+        self.metrics.set_placement_failures(p.unplaced.len(), p.refused.len());
         self.metrics.observe_placement(p.plan_seconds);
         json!({
             "moves": by_reason,

@@ -170,6 +170,7 @@ pub async fn run(
     let metrics = Metrics::new();
     metrics.set_mode(cfg.mode);
     metrics.init_switches(cfg.topology.switches.iter().map(|s| s.name.as_str()));
+    metrics.init_hosts(cfg.topology.hosts.iter().filter(|h| h.exporter.is_some()).map(|h| h.name.as_str()));
     let events = match &cfg.events {
         Some(p) => EventLog::with_file(4096, p).map_err(DaemonError::Events)?,
         None => EventLog::new(4096),

@@ -187,6 +187,20 @@ pub(super) fn json_response(status: StatusCode, value: &impl Serialize) -> Respo
     }
 }
 
+/// A body that could not be read: 413 names the limit, so a client knows
+/// how far to cut (a rollback document is the largest body there is).
+pub(super) fn body_error(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
+    let status = rejection.status();
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        let msg = format!(
+            "the request body is larger than the limit of {MAX_BODY_BYTES} bytes ({} MiB)",
+            MAX_BODY_BYTES >> 20
+        );
+        return ApiError::new(status, msg);
+    }
+    ApiError::new(status, format!("cannot read the request body: {}", rejection.body_text()))
+}
+
 /// Checks the caller may do what needs `need`; returns its role (`None`
 /// when the API runs without tokens). Never logs the token.
 pub(super) fn authorize(

@@ -45,6 +45,14 @@ pub(super) async fn rollback(
     if !snapshot.is_object() {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "the rollback body must be a snapshot object"));
     }
+    // A document that does not fit this fabric is a bad body (400), told
+    // before the state task is asked; its refusals (a standby, say) are 409.
+    if let Some(fabric) = &state.fabric {
+        let names: Vec<&str> = fabric.switches.iter().map(|s| s.name.as_str()).collect();
+        if let Err(e) = crate::snapshot::SnapshotDoc::from_value(snapshot.clone(), &fabric.name, &names) {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, e.to_string()));
+        }
+    }
     let size = snapshot.as_object().map_or(0, serde_json::Map::len);
     let outcome = ask(&state, |reply| Command::Rollback { snapshot, reply }).await;
     audit(&state, role, "rollback", "roll back to a snapshot", json!({ "fields": size }), &outcome);
@@ -109,9 +117,7 @@ pub(super) async fn set_link(
 }
 
 fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    let bytes = body.map_err(|rejection| {
-        ApiError::new(rejection.status(), format!("cannot read the request body: {}", rejection.body_text()))
-    })?;
+    let bytes = body.map_err(super::body_error)?;
     serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
 }

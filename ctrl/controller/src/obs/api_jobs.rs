@@ -64,9 +64,7 @@ pub(super) async fn register(
 ) -> Result<Response, ApiError> {
     let received = tokio::time::Instant::now();
     let role = authorize(&state, &headers, Role::Scheduler, "jobs")?;
-    let bytes = body.map_err(|rejection| {
-        ApiError::new(rejection.status(), format!("cannot read the request body: {}", rejection.body_text()))
-    })?;
+    let bytes = body.map_err(super::body_error)?;
     let body: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
         Err(e) => {

@@ -219,7 +219,10 @@ async fn obs_api_bad_bodies_are_400_naming_the_problem() {
     let big = format!("{{\"x\":\"{}\"}}", "a".repeat(MAX_BODY_BYTES));
     let a = call(&f.state, "POST", "/api/v1/rollback", Some(OPER), &big).await;
     assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert!(a.error().contains("request body"));
+    assert!(a.error().contains(&format!("limit of {MAX_BODY_BYTES} bytes (4 MiB)")), "{}", a.text);
+    let a = call(&f.state, "POST", "/api/v1/jobs", Some(SCHED), &big).await;
+    assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(a.error().contains("limit of"), "{}", a.text);
     assert!(f.seen.lock().unwrap().is_empty());
 }
 
@@ -256,9 +259,22 @@ async fn obs_api_links_are_reported_by_operators_and_checked_against_the_fabric(
 #[tokio::test]
 async fn obs_api_rollback_and_controller_answers() {
     let f = fixture(true, Ok(()));
-    let a = call(&f.state, "POST", "/api/v1/rollback", Some(OPER), r#"{"groups":[]}"#).await;
+    let a =
+        call(&f.state, "POST", "/api/v1/rollback", Some(OPER), &snapshot_doc("mininet-2x2", "leaf1")).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text);
-    assert_eq!(*f.seen.lock().unwrap(), vec![r#"rollback {"groups":[]}"#]);
+    assert_eq!(f.seen.lock().unwrap().len(), 1);
+    assert!(f.seen.lock().unwrap()[0].starts_with("rollback {"));
+    // A document that does not fit the fabric is a bad body, never asked.
+    for (doc, want) in [
+        (snapshot_doc("leaf-spine-4x4", "leaf1"), "not \"mininet-2x2\""),
+        (snapshot_doc("mininet-2x2", "leaf9"), "switch \"leaf9\""),
+        (r#"{"groups":[]}"#.to_string(), "not a valid document"),
+    ] {
+        let a = call(&f.state, "POST", "/api/v1/rollback", Some(OPER), &doc).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{doc}: {}", a.text);
+        assert!(a.error().contains(want), "{doc}: {}", a.text);
+    }
+    assert_eq!(f.seen.lock().unwrap().len(), 1);
 
     let refused = fixture(true, Err("not primary for leaf1".into()));
     let a = call(&refused.state, "POST", "/api/v1/mode", Some(OPER), r#"{"mode":"act"}"#).await;
@@ -270,7 +286,8 @@ async fn obs_api_rollback_and_controller_answers() {
     let (tx, _rx) = mpsc::channel(1);
     silent.state.commands = tx;
     silent.state.command_timeout = Duration::from_millis(20);
-    let a = call(&silent.state, "POST", "/api/v1/rollback", Some(OPER), "{}").await;
+    let doc = snapshot_doc("mininet-2x2", "leaf1");
+    let a = call(&silent.state, "POST", "/api/v1/rollback", Some(OPER), &doc).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(a.error().contains("did not answer"));
 
@@ -281,6 +298,15 @@ async fn obs_api_rollback_and_controller_answers() {
     let a = call(&silent.state, "POST", "/api/v1/mode", Some(OPER), r#"{"mode":"observe"}"#).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(a.error().contains("shutting down"));
+}
+
+/// A snapshot document of `fabric` holding no entries for `switch`.
+fn snapshot_doc(fabric: &str, switch: &str) -> String {
+    json!({
+        "version": crate::snapshot::SNAPSHOT_VERSION, "topology": fabric, "taken_at_unix_ms": 1,
+        "switches": { switch: [] },
+    })
+    .to_string()
 }
 
 #[tokio::test]

@@ -61,6 +61,9 @@ const LARGE_FLOW_DIGESTS: usize = 25;
 const HA_ROLE: usize = 26;
 const HA_CHANGES: usize = 27;
 const HA_TAKEOVER: usize = 28;
+const UNPLACED: usize = 29;
+const REFUSED_STEER: usize = 30;
+const WRITE_FAILURES: usize = 31;
 
 /// The roles of [`Metrics::set_ha_role`] (see `crate::ha::Role`).
 pub const HA_ROLES: [&str; 3] = ["alone", "leader", "standby"];
@@ -73,7 +76,7 @@ const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str],
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 29] = [
+static SPECS: [Spec; 32] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -178,12 +181,30 @@ static SPECS: [Spec; 29] = [
     family("metaroce_ha_leadership_changes", Kind::Counter, &[], "Times this controller was elected leader or stood down."),
     Spec {
         name: "metaroce_ha_takeover_seconds",
-        help: "The last takeover: from being elected to being primary on every switch (0 before any).",
+        help: "The controller's share of the last takeover: from being elected to being primary on every switch (0 before any). The outage is longer: the old leader's lease must lapse first.",
         kind: Kind::Gauge,
         unit: Some("seconds"),
         labels: &[],
         buckets: &[],
     },
+    family(
+        "metaroce_unplaced_flows",
+        Kind::Gauge,
+        &[],
+        "Flows the last placement decision could not place (each keeps its previous path; see the flow_unplaced events).",
+    ),
+    family(
+        "metaroce_refused_steer_entries",
+        Kind::Gauge,
+        &[],
+        "Steer entries the last placement decision refused to build (a port outside the route's group; see the steer_refused events).",
+    ),
+    family(
+        "metaroce_switch_write_failures",
+        Kind::Counter,
+        &["switch"],
+        "Write passes to a switch that ended with an error (the switch does not hold the desired state; see the write_failed events).",
+    ),
 ];
 
 /// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
@@ -237,7 +258,8 @@ impl Metrics {
             for reason in MOVE_REASONS {
                 r.add(FLOW_MOVES, vec![reason.to_string()], 0);
             }
-            for id in [STEERED, PLANNED_MAX, OBSERVED_MAX, JOBS, PLACED, HA_TAKEOVER] {
+            for id in [STEERED, PLANNED_MAX, OBSERVED_MAX, JOBS, PLACED, HA_TAKEOVER, UNPLACED, REFUSED_STEER]
+            {
                 r.set(id, Vec::new(), 0.0);
             }
             r.add(HA_CHANGES, Vec::new(), 0);
@@ -272,13 +294,25 @@ impl Metrics {
     pub fn init_switches<'a>(&self, switches: impl IntoIterator<Item = &'a str>) {
         let mut r = self.lock();
         for name in switches {
-            for family in [DIGESTS, DIGESTS_LOST, INT_REPORTS, INT_REPORTS_LOST, LARGE_FLOW_DIGESTS] {
+            for family in
+                [DIGESTS, DIGESTS_LOST, INT_REPORTS, INT_REPORTS_LOST, LARGE_FLOW_DIGESTS, WRITE_FAILURES]
+            {
                 r.add(family, sw(name), 0);
             }
             r.set(CONNECTED, sw(name), 0.0);
             r.set(PRIMARY, sw(name), 0.0);
         }
         r.set(UNREACHABLE, Vec::new(), 0.0);
+    }
+
+    /// Each host that runs an exporter: `metaroce_host_exporter_up` 0 until
+    /// its first answer, so an exporter that never answers is seen (and
+    /// alerted on) from the first scrape. Hosts without one have no sample.
+    pub fn init_hosts<'a>(&self, hosts: impl IntoIterator<Item = &'a str>) {
+        let mut r = self.lock();
+        for name in hosts {
+            r.set(HOST_UP, sw(name), 0.0);
+        }
     }
 
     /// Ordered leaf pairs with no path between them (a partition).
@@ -369,6 +403,11 @@ impl Metrics {
         self.lock().observe(WRITE, sw(switch), seconds);
     }
 
+    /// A write pass to `switch` ended with an error.
+    pub fn write_failed(&self, switch: &str) {
+        self.lock().add(WRITE_FAILURES, sw(switch), 1);
+    }
+
     pub fn set_switch_connected(&self, switch: &str, connected: bool) {
         self.lock().set(CONNECTED, sw(switch), flag(connected));
     }
@@ -399,6 +438,14 @@ impl Metrics {
         r.set(PLACED, Vec::new(), placed as f64);
         r.set(PLANNED_MAX, Vec::new(), planned_max);
         r.set(OBSERVED_MAX, Vec::new(), observed_max);
+    }
+
+    /// What the last decision could not do: flows left on their previous
+    /// path, and steer entries it refused to build.
+    pub fn set_placement_failures(&self, unplaced: usize, refused: usize) {
+        let mut r = self.lock();
+        r.set(UNPLACED, Vec::new(), unplaced as f64);
+        r.set(REFUSED_STEER, Vec::new(), refused as f64);
     }
 
     pub fn observe_placement(&self, seconds: f64) {

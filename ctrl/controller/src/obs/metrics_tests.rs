@@ -110,6 +110,9 @@ fn full() -> Metrics {
     m.observe_placement(0.0002);
     m.set_jobs(1);
     m.large_flow_digest("leaf1");
+    m.set_placement_failures(3, 1);
+    m.write_failed("leaf2");
+    m.init_hosts(["h2"]);
     m
 }
 
@@ -148,6 +151,10 @@ fn obs_metrics_exposition_is_valid_openmetrics() {
         "metaroce_placement_duration_seconds_bucket{le=\"0.00025\"} 1",
         "metaroce_jobs 1.0",
         "metaroce_large_flow_digests_total{switch=\"leaf1\"} 1",
+        "metaroce_unplaced_flows 3.0",
+        "metaroce_refused_steer_entries 1.0",
+        "metaroce_switch_write_failures_total{switch=\"leaf2\"} 1",
+        "metaroce_host_exporter_up{host=\"h2\"} 0.0",
     ] {
         assert!(text.lines().any(|l| l == want), "missing {want} in\n{text}");
     }
@@ -162,6 +169,31 @@ fn obs_every_family_is_exported_once() {
     }
     let types = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
     assert_eq!(types, SPECS.len());
+}
+
+/// What a scrape shows before anything happened: the families an alert
+/// rule reads have samples (0) from the first scrape.
+#[test]
+fn obs_alerted_families_have_samples_from_the_start() {
+    let m = Metrics::new();
+    m.init_switches(["leaf1"]);
+    m.init_hosts(["h1"]);
+    let text = m.encode();
+    for want in [
+        "metaroce_unplaced_flows 0.0",
+        "metaroce_refused_steer_entries 0.0",
+        "metaroce_switch_write_failures_total{switch=\"leaf1\"} 0",
+        "metaroce_switch_connected{switch=\"leaf1\"} 0.0",
+        "metaroce_switch_primary{switch=\"leaf1\"} 0.0",
+        "metaroce_unreachable_leaf_pairs 0.0",
+        "metaroce_host_exporter_up{host=\"h1\"} 0.0",
+        "metaroce_ha_role{role=\"alone\"} 1.0",
+        "metaroce_mode{mode=\"observe\"} 1.0",
+    ] {
+        assert!(text.lines().any(|l| l == want), "missing {want} in\n{text}");
+    }
+    m.write_failed("leaf1");
+    assert!(m.encode().contains("metaroce_switch_write_failures_total{switch=\"leaf1\"} 1"));
 }
 
 #[test]
@@ -247,5 +279,35 @@ fn obs_grafana_dashboard_matches_the_registry() {
     for spec in &SPECS {
         let shown = spec.sample_names().iter().any(|s| referenced.contains(s));
         assert!(shown, "no dashboard panel shows {}", spec.name);
+    }
+}
+
+/// The alert rules (`ctrl/controller/prometheus/`, unit-tested with
+/// promtool in `make test`) read only families this registry exports, and
+/// each rule tells what it means and what to do.
+#[test]
+fn obs_alert_rules_match_the_registry() {
+    let text = include_str!("../../prometheus/metaroce-rules.yml");
+    let exported = Metrics::sample_names();
+    let named = metric_names_in(text);
+    for name in &named {
+        assert!(exported.contains(name), "the alert rules read {name}, which /metrics does not export");
+    }
+    for family in ["metaroce_switch_primary", "metaroce_unreachable_leaf_pairs", "metaroce_host_exporter_up"]
+    {
+        assert!(named.iter().any(|n| n == family), "no rule reads {family}");
+    }
+    let rules: Vec<&str> = text.split("- alert: ").skip(1).collect();
+    assert!(rules.len() >= 10, "{} rules", rules.len());
+    for rule in rules {
+        let name = rule.lines().next().unwrap_or("");
+        for field in ["expr:", "severity:", "summary:", "description:", "runbook: >-"] {
+            assert!(rule.contains(field), "rule {name} has no {field}");
+        }
+        let runbook = rule.split("runbook: >-").nth(1).unwrap_or("");
+        assert!(
+            runbook.contains("Means:") && runbook.contains("Do:"),
+            "rule {name}: the runbook says what it means and what to do"
+        );
     }
 }
