@@ -182,8 +182,12 @@ fn low_entropy_all_to_all_collides_under_ecmp() {
         assert_eq!((s.out_of_order.packets, s.out_of_order.naks), (0, 0), "seed {}", s.seed);
         let c = s.control.as_ref().unwrap();
         let p = c.placement.as_ref().unwrap();
-        assert_eq!(p.flows, 192, "every inter-leaf pair reported large and placed: {p:?}");
-        assert!(s.steered_flowlets >= 192, "{}", s.steered_flowlets);
+        // Every inter-leaf pair but those whose reports all share a
+        // detector slot: the controller's rule (now the simulator's too,
+        // through the shared core) never adds a flow from a report that
+        // flags a shared slot. 187 of 192 on seed 1.
+        assert!((180..=192).contains(&p.flows), "inter-leaf pairs reported large and placed: {p:?}");
+        assert!(s.steered_flowlets >= 180, "{}", s.steered_flowlets);
         let placed = p.placed.as_ref().unwrap();
         assert!(placed.min_us > 0.0 && placed.count > 0, "{placed:?}");
     }
@@ -383,23 +387,32 @@ fn two_jobs_share_the_spines() {
     // iteration 2 at 1.43x.)
     within(median(e, 0), 1.9, 2.7, "ecmp elephants");
     within(median(f, 0), 1.7, 2.5, "flowlet elephants");
-    within(median(m, 0), 1.1, 1.6, "metaroce elephants");
+    // With the shared control core (seeds 1-3) the elephants run at
+    // 1.59x median and the All-to-All at 1.12x, its iterations 2+ at
+    // 1.27x median (1.37x worst); with the simulator's own copy of the
+    // glue they ran at 1.28x and 1.06x (iterations 2+ 1.045x). The cause:
+    // this scenario's NICs rotate the UDP source port per message
+    // (`sports_per_qp: 2`). The old glue steered every reported flow as
+    // its host pair from the first report; the daemon keys a flow as the
+    // data plane's `steer_flow` table does, and steers a queue pair as
+    // its pair only once it sees its second port (`core/src/place/
+    // keys.rs`), a report window into the message that uses it, when the
+    // message's first flowlet has picked a path it keeps. The regression
+    // is the controller's, now measured; the README says so.
+    within(median(m, 0), 1.1, 2.1, "metaroce elephants");
     assert!(median(m, 0) < median(f, 0), "placed elephants finish sooner");
     within(median(e, 1), 1.05, 1.3, "ecmp all-to-all");
     within(median(f, 1), 1.02, 1.2, "flowlet all-to-all");
-    within(median(m, 1), 1.0, 1.1, "metaroce all-to-all");
-    assert!(median(m, 1) < median(f, 1), "the training job does better than under flowlets");
-    // The target: iterations from the second within 1.05x of ideal.
-    // Seeds 1-3: iteration 2 at 1.042-1.047x, iteration 3 at 1.024-1.069x
-    // (medians 1.045 / 1.046); 20 seeds: medians 1.044 / 1.039, worst
-    // 1.11 / 1.21 (a seed whose elephants' first paths leave the
-    // All-to-All no clean spine for some leaf pairs).
+    within(median(m, 1), 1.0, 1.2, "metaroce all-to-all");
+    // No longer better than flowlets for the training job (1.12x against
+    // flowlets' median, seeds 1-3): the claim is withdrawn until the
+    // rotation above is handled.
     for it in 1..3 {
-        within(median_iteration(m, 1, it), 1.0, 1.05, "metaroce all-to-all, iterations 2+ (median)");
+        within(median_iteration(m, 1, it), 1.0, 1.4, "metaroce all-to-all, iterations 2+ (median)");
     }
     for s in m {
         for it in &s.jobs[1].iterations[1..] {
-            within(it.slowdown.unwrap(), 1.0, 1.1, "metaroce all-to-all, iterations 2+");
+            within(it.slowdown.unwrap(), 1.0, 1.5, "metaroce all-to-all, iterations 2+");
         }
         assert_eq!(s.out_of_order.packets, 0, "steering never reorders");
         let c = s.control.as_ref().unwrap();
@@ -549,7 +562,10 @@ fn metaroce_s_gain_under_a_failure_is_its_failover_not_its_steady_state() {
     eprintln!("link-failure without the failure: ecmp {e:.2}x, flowlet {f:.2}x, metaroce {m:.2}x");
     within(e, 2.0, 2.5, "ecmp without failure");
     within(f, 3.5, 4.3, "flowlet without failure");
-    within(m, 3.2, 4.0, "metaroce without failure");
+    // With the shared control core (queue pairs planned as the daemon
+    // plans them) the ring runs at 2.73x without the failure (3.50x with
+    // the simulator's own copy of the glue).
+    within(m, 2.4, 4.0, "metaroce without failure");
     assert!(e < m, "without a failure ECMP wins this ring");
 }
 

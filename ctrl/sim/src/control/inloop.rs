@@ -132,15 +132,13 @@ pub(crate) struct PolicyLoop<'a> {
 /// The core's settings for a run of the scenario.
 fn core_config(cfg: &ControlConfig) -> CoreConfig {
     let window_ns = cfg.large_flow_window_ps / 1_000;
-    // A flow without a report is forgotten after the policy's hold-down
-    // (the longest memory it keeps), never before 16 detector windows.
-    let idle_ns = cfg.policy.hold_down_ns.max(window_ns.saturating_mul(16));
-    let place = PlaceConfig {
-        te: cfg.te.clone(),
-        flow_idle_ns: idle_ns.max(1),
-        report_window_ns: window_ns,
-        ..PlaceConfig::default()
-    };
+    // The flow idle time is the daemon's (`PlaceConfig::default`, 1 s):
+    // a training job's queue pairs pause between iterations and come back
+    // to the same paths, and forgotten in the pause (the simulator's own
+    // glue forgot them after the policy's hold-down, 2 ms here) they were
+    // placed afresh a report window into their next iteration, after
+    // their first flowlet had picked a path.
+    let place = PlaceConfig { te: cfg.te.clone(), report_window_ns: window_ns, ..PlaceConfig::default() };
     let settings = Settings { large_flow_window_ns: window_ns, ..Settings::default() };
     CoreConfig {
         policy: cfg.policy.clone(),
