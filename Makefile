@@ -27,7 +27,7 @@ export PROTOC
 PREFIX ?= /usr/local
 
 .PHONY: p4rt-deps build-deps help build release install test test-rust test-p4 test-p4-vectors test-alerts lint fmt bench p4 demo fuzz clean test-make
-.PHONY: deps-mininet test-e2e mininet-demo bench-ha p4-tna p4-tna-p4info test-p4-parity
+.PHONY: deps-mininet test-e2e mininet-demo bench-ha p4-tna p4-tna-p4info test-p4-parity test-htsim crosscheck
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -44,7 +44,7 @@ install: release ## Install metaroce into $(PREFIX)/bin, the Grafana dashboard a
 	install -m 0644 ctrl/controller/grafana/metaroce.json ctrl/controller/prometheus/metaroce-rules.yml $(DESTDIR)$(PREFIX)/share/metaroce/
 	@echo "installed $(DESTDIR)$(PREFIX)/bin/metaroce (it carries the v1model program) and $(DESTDIR)$(PREFIX)/share/metaroce/"
 
-test: test-make test-rust test-alerts test-p4 test-p4-parity test-p4-vectors test-e2e ## L0-L2 everywhere; L3-L4 where their tools exist
+test: test-make test-rust test-alerts test-p4 test-p4-parity test-p4-vectors test-htsim test-e2e ## L0-L2 everywhere; L3-L4 where their tools exist
 	@echo "make test: all tiers that can run here passed"
 
 test-make: ## Every .PHONY target has a rule (a lost one would do nothing and pass)
@@ -75,6 +75,12 @@ p4-tna-p4info: ## Write p4src/build/tna/main.p4info.txtpb with p4test (P4TEST, T
 
 test-p4-vectors: build-deps ## L3: P4 packet vectors (tests/p4) on BMv2; one skip line without it
 	$(CARGO) run -q -p metaroce-p4-vectors
+
+test-htsim: build-deps ## Cross-check one small case against htsim (HTSIM_DIR, default /opt/htsim); one skip line without it
+	@CARGO=$(CARGO) tests/htsim/crosscheck.py --quick --build debug -o target/crosscheck-quick
+
+crosscheck: release ## Our simulator vs htsim on the same host pairs: permutations on k=4 and k=8 fat-trees, ECMP and spray, several seeds
+	tests/htsim/crosscheck.py --metaroce $(METAROCE) -o target/crosscheck
 
 # Mininet testbed (mininet/, README "Mininet with BMv2"). Debian's python3
 # has the Mininet API; the PATH python3 may be another one.

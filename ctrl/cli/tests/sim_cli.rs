@@ -69,6 +69,7 @@ fn incast_runs_in_both_modes_meets_its_bound_and_writes_report_and_plots() {
             m["mode"]
         );
         assert_eq!(m["drops"], 0, "the lossless fabric drops nothing");
+        assert_eq!(job["pairs"], serde_json::json!([["h1", "h4"], ["h2", "h4"], ["h3", "h4"]]));
     }
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     assert!(md.contains("ecmp") && md.contains("flowlet"));

@@ -30,6 +30,9 @@ fn a_single_flow_reaches_line_rate() {
     assert!(goodput > 98.0 * 4096.0 / 4158.0, "goodput {goodput:.2} Gbps");
     assert_eq!(run.summary.drops, 0);
     assert_eq!(run.summary.pfc.pauses, 0, "one flow at line rate never pauses");
+    let pairs: Vec<[&str; 2]> =
+        run.summary.jobs[0].pairs.iter().map(|[s, d]| [s.as_str(), d.as_str()]).collect();
+    assert_eq!(pairs, [["h1-1", "h2-1"], ["h2-1", "h1-1"]], "the report names the pairs it ran");
 }
 
 #[test]

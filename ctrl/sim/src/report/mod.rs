@@ -41,6 +41,11 @@ pub struct JobSummary {
     pub compute_us: f64,
     /// Each iteration's collective, in order.
     pub iterations: Vec<IterSummary>,
+    /// (sender, receiver) host names of a permutation or incast job, in
+    /// rank order, so another simulator can replay the same pairs
+    /// (`tests/htsim/`); absent for all-to-all and rings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pairs: Vec<[String; 2]>,
 }
 
 /// One iteration's collective: from its start (every rank done with the
@@ -178,6 +183,24 @@ pub struct ModeRun {
     pub max_pending_events: usize,
 }
 
+/// The host pairs of a permutation or incast job (see `JobSummary::pairs`).
+fn job_pairs(topo: &Topology, job: &crate::scenario::config::Job) -> Vec<[String; 2]> {
+    use crate::scenario::config::Pattern;
+    let name = |h: usize| topo.hosts[h].name.clone();
+    match &job.pattern {
+        Pattern::Permutation { perm } => job
+            .ranks
+            .iter()
+            .zip(perm)
+            .filter_map(|(&s, &d)| Some([name(s), name(*job.ranks.get(d)?)]))
+            .collect(),
+        Pattern::Incast { target } => job.ranks.iter().map(|&s| [name(s), name(*target)]).collect(),
+        // All-to-all and rings (every pair of ranks, or neighbours), and
+        // any pattern added later: none listed.
+        _ => Vec::new(),
+    }
+}
+
 fn us(ps: u64) -> f64 {
     ps as f64 / 1e6
 }
@@ -247,6 +270,7 @@ pub(crate) fn summarize(
             slowdown: completion.map(|c| c / ideal_total.max(1e-9)),
             compute_us: us(run.compute_ps),
             iterations,
+            pairs: job_pairs(topo, job),
         }
     });
     let jobs: Vec<JobSummary> = jobs.collect();
