@@ -47,10 +47,6 @@ pub fn parse(text: &str) -> Result<Vec<(u64, Input)>, ReplayError> {
     Ok(out)
 }
 
-/// Ticks at one instant at most: a policy whose held-back changes never
-/// drain would otherwise tick forever.
-const MAX_TICKS_PER_INSTANT: usize = 64;
-
 /// Runs the inputs through [`Core::handle`], the rule the daemon and the
 /// simulator run, and returns one record per step that changed something:
 /// the notes (with reasons, placement moves included) and the per-switch
@@ -69,14 +65,7 @@ pub fn run(
     core.decide(0); // the baseline
     let mut now = 0;
     for (t, input) in inputs {
-        let mut ticks = 0;
-        while let Some(at) = core.next_timer(now).filter(|&at| at <= *t) {
-            ticks = if at == now { ticks + 1 } else { 0 };
-            if ticks > MAX_TICKS_PER_INSTANT {
-                break;
-            }
-            now = at;
-            let step = core.handle(at, &Input::Tick);
+        for (at, step) in core.run_timers(now, *t) {
             record(&core, at, &step, &mut out);
         }
         now = *t;

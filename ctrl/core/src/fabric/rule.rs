@@ -16,6 +16,9 @@
 
 use super::{Core, Input, Step};
 
+/// Ticks at one instant at most ([`Core::run_timers`]).
+pub const MAX_TICKS_PER_INSTANT: usize = 64;
+
 /// The decision an instant calls for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Due {
@@ -90,6 +93,27 @@ impl Core {
             let notes = self.placement_notes(p);
             step.notes.extend(notes);
         }
+    }
+
+    /// Ticks the core at each instant [`Core::next_timer`] names after
+    /// `from_ns`, up to and including `until_ns`: what a caller that
+    /// holds no ticks of its own (a recording, virtual time without
+    /// latencies) runs between two inputs. Returns each tick's instant and
+    /// step. At most [`MAX_TICKS_PER_INSTANT`] ticks at one instant: a
+    /// policy whose held-back changes never drain would tick forever.
+    pub fn run_timers(&mut self, from_ns: u64, until_ns: u64) -> Vec<(u64, Step)> {
+        let mut out = Vec::new();
+        let (mut now, mut ticks) = (from_ns, 0);
+        while let Some(at) = self.next_timer(now).filter(|&at| at <= until_ns) {
+            ticks = if at == now { ticks + 1 } else { 0 };
+            if ticks > MAX_TICKS_PER_INSTANT {
+                break;
+            }
+            now = at;
+            let step = self.handle(at, &Input::Tick);
+            out.push((at, step));
+        }
+        out
     }
 
     /// The earliest instant after `now_ns` at which a tick may change

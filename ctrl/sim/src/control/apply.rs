@@ -146,9 +146,6 @@ impl Applier {
     }
 }
 
-/// Ticks at one instant at most (as the replay bounds them).
-const MAX_TICKS_PER_INSTANT: usize = 64;
-
 /// The controller in the loop's decision path without the engine and its
 /// latencies: `inputs` (a recording: instant in ns and input) through
 /// [`Core::handle`], ticked at [`Core::next_timer`] as the loop ticks it,
@@ -156,7 +153,7 @@ const MAX_TICKS_PER_INSTANT: usize = 64;
 /// model of the switches' steer tables. Returns per switch the steer
 /// entries held at the end (flow → egress port). The daemon's path gives
 /// the same entries for the same inputs (the parity test,
-/// `ctrl/controller/tests/parity.rs`).
+/// `ctrl/controller/tests/jobs.rs`).
 pub fn replay_steer(
     topo: &Topology,
     cfg: CoreConfig,
@@ -178,14 +175,8 @@ pub fn replay_steer(
     land(apply.diff(&core.decide(0).plans));
     let mut now = 0;
     for (t, input) in inputs {
-        let mut ticks = 0;
-        while let Some(at) = core.next_timer(now).filter(|&at| at <= *t) {
-            ticks = if at == now { ticks + 1 } else { 0 };
-            if ticks > MAX_TICKS_PER_INSTANT {
-                break;
-            }
-            now = at;
-            land(apply.diff(&core.handle(at, &Input::Tick).plans));
+        for (_, step) in core.run_timers(now, *t) {
+            land(apply.diff(&step.plans));
         }
         now = *t;
         land(apply.diff(&core.handle(*t, input).plans));
