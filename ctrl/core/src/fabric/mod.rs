@@ -285,7 +285,11 @@ impl Core {
             Input::LinkUp { link } if *link < self.topo.links.len() => notes.extend(self.on_link_up(*link)),
             Input::LargeFlow(r) if r.switch < n => {
                 if let Err(why) = self.place.on_large_flow(now_ns, r) {
-                    notes.push(self.note(NoteKind::LargeFlowIgnored, Some(r.switch), &why, json!(r)));
+                    let reason = match std::error::Error::source(&why) {
+                        Some(cause) => format!("{why}: {cause}"),
+                        None => why.to_string(),
+                    };
+                    notes.push(self.note(NoteKind::LargeFlowIgnored, Some(r.switch), &reason, json!(r)));
                 }
             }
             Input::JobRegister { body } => {

@@ -110,6 +110,15 @@ impl LargeFlowReport {
     }
 }
 
+/// Why a large-flow report was not used.
+#[derive(Debug, thiserror::Error)]
+pub enum LargeFlowError {
+    #[error("flow {0}: the report flags a shared detector slot and names no known flow")]
+    SharedSlot(FlowKey),
+    #[error("flow {0}: the planner refused it")]
+    Planner(FlowKey, #[source] metaroce_te::FlowError),
+}
+
 /// A flow the data plane reported: when last, where, at what rate.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
@@ -321,7 +330,7 @@ impl Placement {
     /// A large-flow report: an unannounced flow joins the planner's input
     /// with its measured rate; a job's flow gets its measured rate.
     /// `Err` names why the report was not used.
-    pub fn on_large_flow(&mut self, now_ns: u64, r: &LargeFlowReport) -> Result<(), String> {
+    pub fn on_large_flow(&mut self, now_ns: u64, r: &LargeFlowReport) -> Result<(), LargeFlowError> {
         let key = r.key();
         let bps = r.bps();
         let owner_key = match self.jobs.owner(&key) {
@@ -330,7 +339,7 @@ impl Placement {
             None => {
                 let pair_known = self.seen.contains_key(&FlowKey::pair(r.src, r.dst));
                 if r.collision && !self.seen.contains_key(&key) && !pair_known {
-                    return Err("a shared flow slot's report names no known flow".into());
+                    return Err(LargeFlowError::SharedSlot(key));
                 }
                 let resolved = self.qp_keys.resolve(r);
                 let key = resolved.key;
@@ -352,7 +361,7 @@ impl Placement {
                 // fills. It offers its line rate, and the planner shares
                 // the NICs max-min. The measured rate is kept for the
                 // observed utilisation and the API.
-                self.planner.upsert(key, Demand::default()).map_err(|e| e.to_string())?;
+                self.planner.upsert(key, Demand::default()).map_err(|e| LargeFlowError::Planner(key, e))?;
                 if known {
                     self.stays.seen(&self.planner, key, (r.switch, r.egress_port), now_ns);
                 }
