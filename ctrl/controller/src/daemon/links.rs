@@ -1,18 +1,13 @@
 //! The state task's handling of a link report (`POST /api/v1/links`): it
 //! applies it, unless an operator's link-down would partition the fabric
-//! and was not forced, and says which leaf pairs lost their paths. Also the
-//! anonymous metrics listener (`--metrics-listen`).
-
-use std::net::SocketAddr;
+//! and was not forced, and says which leaf pairs lost their paths.
 
 use serde_json::json;
-use tokio::sync::watch;
 use tracing::warn;
 
-use super::{DaemonError, State};
+use super::State;
 use crate::core::Input;
 use crate::obs::ValueReply;
-use crate::obs::{self, Metrics};
 use crate::reach;
 
 impl State {
@@ -43,22 +38,4 @@ impl State {
         let _ = reply.send(Ok(answer));
         true
     }
-}
-
-/// Serves `/metrics` alone, without authentication, on `addr` until `stop`.
-pub(super) async fn metrics_listener(
-    addr: SocketAddr,
-    metrics: Metrics,
-    mut stop: watch::Receiver<bool>,
-) -> Result<tokio::task::JoinHandle<()>, DaemonError> {
-    let listener =
-        tokio::net::TcpListener::bind(addr).await.map_err(|source| DaemonError::Listen { addr, source })?;
-    Ok(tokio::spawn(async move {
-        let until = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        if let Err(e) = obs::serve_metrics(listener, metrics, until).await {
-            warn!(error = %e, "metrics listener stopped");
-        }
-    }))
 }

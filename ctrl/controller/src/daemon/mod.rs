@@ -18,9 +18,9 @@ use metaroce_topo::Topology;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use tracing::{info, warn, Instrument};
+use tracing::{info, warn};
 
-use crate::agent::{self, AgentConfig, AgentEvent, Desired, Target, Wanted};
+use crate::agent::{AgentConfig, AgentEvent, Desired, Target, Wanted};
 use crate::core::{Core, CoreConfig, Due, Input, Note};
 use crate::hosts;
 use crate::mode::Mode;
@@ -34,6 +34,7 @@ mod agent_events;
 mod jobs;
 mod links;
 mod publish;
+mod tasks;
 
 /// Everything `run` needs.
 #[derive(Debug, Clone)]
@@ -186,92 +187,21 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(16);
+    // Every task and channel, spawned in one place (see `tasks.rs`).
     let mut tasks = Vec::new();
     if let Some(addr) = cfg.listen {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| DaemonError::Listen { addr, source })?;
-        let state = obs::ApiState::new(metrics.clone(), events.clone(), tokens, snap_rx, cmd_tx.clone())
+        let api = obs::ApiState::new(metrics.clone(), events.clone(), tokens, snap_rx, cmd_tx.clone())
             .with_fabric(Arc::new(cfg.topology.clone()));
-        let mut stop = stop_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let until = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            if let Err(e) = obs::serve(listener, state, until).await {
-                warn!(error = %e, "status API stopped");
-            }
-        }));
+        tasks.push(tasks::api(addr, api, stop_rx.clone()).await?);
     }
     if let Some(addr) = cfg.metrics_listen {
-        tasks.push(links::metrics_listener(addr, metrics.clone(), stop_rx.clone()).await?);
+        tasks.push(tasks::metrics_listener(addr, metrics.clone(), stop_rx.clone()).await?);
     }
-    let ha = match &cfg.ha {
-        Some(h) => crate::ha::start(h, &cfg.topology.name, stop_rx.clone()).await?,
-        None => None,
-    };
-    let (ha_rx, job_ops, restored_rx) = match ha {
-        Some(started) => {
-            tasks.push(started.task);
-            let (ops_tx, ops_rx) = mpsc::unbounded_channel();
-            let (restored_tx, restored_rx) = mpsc::channel(4);
-            tasks.push(tokio::spawn(crate::ha::jobs::run(started.jobs, ops_rx, restored_tx)));
-            (Some(started.state), Some(ops_tx), Some(restored_rx))
-        }
-        None => (None, None, None),
-    };
+    let (ha_rx, job_ops, restored_rx) = tasks::ha(&cfg, stop_rx.clone(), &mut tasks).await?;
     let (ev_tx, ev_rx) = mpsc::channel::<AgentEvent>(8192);
-    let mut desired_tx = Vec::new();
-    for mut a in agent_configs(&cfg)? {
-        a.ha = ha_rx.clone();
-        let (tx, rx) = watch::channel::<Desired>(None);
-        desired_tx.push(tx);
-        let span = agent::span(&a);
-        let fut = agent::run(a, cfg.pipeline.clone(), rx, ev_tx.clone(), stop_rx.clone());
-        tasks.push(tokio::spawn(fut.instrument(span)));
-    }
-    let (udp_tx, udp_rx) = mpsc::channel::<Vec<u8>>(4096);
-    if let Some(addr) = cfg.collector {
-        let sock =
-            tokio::net::UdpSocket::bind(addr).await.map_err(|source| DaemonError::Listen { addr, source })?;
-        info!(%addr, "Telemetry Report collector listening");
-        let mut stop = stop_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut buf = vec![0u8; 65536];
-            loop {
-                tokio::select! {
-                    r = sock.recv_from(&mut buf) => match r {
-                        Ok((n, _)) => { if udp_tx.try_send(buf[..n].to_vec()).is_err() { warn!("report collector queue full; report dropped") } }
-                        Err(e) => warn!(error = %e, "collector socket"),
-                    },
-                    _ = stop.changed() => return,
-                }
-            }
-        }));
-    }
-    let (host_tx, host_rx) = mpsc::channel::<HostScrape>(4);
-    let targets: Vec<(String, String)> =
-        cfg.topology.hosts.iter().filter_map(|h| Some((h.name.clone(), h.exporter.clone()?))).collect();
-    if !targets.is_empty() {
-        info!(hosts = targets.len(), every = ?cfg.host_scrape_interval, "scraping host exporters");
-        let mut stop = stop_rx.clone();
-        let every = cfg.host_scrape_interval;
-        tasks.push(tokio::spawn(async move {
-            let opts = metaroce_host::ScrapeOptions::default();
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {
-                        let got = metaroce_host::scrape_all(&targets, &opts).await;
-                        let got = got.into_iter().map(|(h, r)| (h, r.map_err(|e| format!("{e:#}")))).collect();
-                        if host_tx.send(got).await.is_err() { return }
-                    }
-                    _ = stop.changed() => return,
-                }
-            }
-        }));
-    }
+    let desired_tx = tasks::agents(&cfg, ha_rx.clone(), &ev_tx, &stop_rx, &mut tasks)?;
+    let udp_rx = tasks::collector(cfg.collector, stop_rx.clone(), &mut tasks).await?;
+    let host_rx = tasks::host_scraper(&cfg, stop_rx.clone(), &mut tasks);
     drop(ev_tx);
     let ha = crate::ha::Follower::new(ha_rx, &metrics);
     let state = State {
