@@ -15,7 +15,13 @@ if ! command -v "$BF_P4C" >/dev/null 2>&1 || ! command -v p4c-barefoot >/dev/nul
   exit 0
 fi
 mkdir -p "$out"
+# The driver deletes *.txt, *.json and *.bin in OUT at each compile: the
+# P4Info is written outside it and copied in afterwards.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 "$BF_P4C" --target tofino --arch tna --std p4-16 -I p4src \
-  --p4runtime-files "$out/main.p4info.txtpb" --p4runtime-force-std-externs \
+  --bf-rt-schema "$out/bf-rt.json" \
+  --p4runtime-files "$tmp/main.p4info.txtpb" --p4runtime-force-std-externs \
   -o "$out" p4src/tna/main.p4
+cp "$tmp/main.p4info.txtpb" "$out/main.p4info.txtpb"
 echo "compiled p4src/tna/main.p4 -> $out"
