@@ -28,19 +28,25 @@ use crate::obs::{self, Metrics};
 
 type Tasks = Vec<JoinHandle<()>>;
 
+/// A TCP listener on `addr`.
+async fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener, DaemonError> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|source| DaemonError::Listen { addr, source })
+}
+
+/// Completes when `stop` turns true.
+async fn until(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
 /// The status API on `addr` until `stop`.
 pub(super) async fn api(
     addr: SocketAddr,
     state: obs::ApiState,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>, DaemonError> {
-    let listener =
-        tokio::net::TcpListener::bind(addr).await.map_err(|source| DaemonError::Listen { addr, source })?;
+    let listener = listen(addr).await?;
     Ok(tokio::spawn(async move {
-        let until = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        if let Err(e) = obs::serve(listener, state, until).await {
+        if let Err(e) = obs::serve(listener, state, until(stop)).await {
             warn!(error = %e, "status API stopped");
         }
     }))
@@ -50,15 +56,11 @@ pub(super) async fn api(
 pub(super) async fn metrics_listener(
     addr: SocketAddr,
     metrics: Metrics,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>, DaemonError> {
-    let listener =
-        tokio::net::TcpListener::bind(addr).await.map_err(|source| DaemonError::Listen { addr, source })?;
+    let listener = listen(addr).await?;
     Ok(tokio::spawn(async move {
-        let until = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        if let Err(e) = obs::serve_metrics(listener, metrics, until).await {
+        if let Err(e) = obs::serve_metrics(listener, metrics, until(stop)).await {
             warn!(error = %e, "metrics listener stopped");
         }
     }))
