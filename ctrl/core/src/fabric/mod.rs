@@ -410,13 +410,7 @@ impl Core {
     /// Runs the policy and re-plans the switches whose state changed.
     pub fn decide(&mut self, now_ns: u64) -> Step {
         let mut step = self.decide_plans(now_ns);
-        if let Some(d) = &step.decision {
-            step.notes = self.notes(d);
-        }
-        if let Some(p) = step.placement.as_mut() {
-            self.place.conclude(&self.topo, p);
-            step.notes.extend(self.placement_notes(p));
-        }
+        self.conclude(&mut step);
         step
     }
 
@@ -435,12 +429,6 @@ impl Core {
             notes.push(Note { kind, switch: Some(self.name(c.switch)), reason, details });
         }
         notes
-    }
-
-    /// Completes a placement decision's figures once its plans are out
-    /// ([`Placement::conclude`]).
-    pub fn conclude_placement(&mut self, p: &mut PlaceStep) {
-        self.place.conclude(&self.topo, p);
     }
 
     /// The event-log lines of a placement decision: each move with its

@@ -63,6 +63,13 @@ enum Action {
     },
 }
 
+/// The wake-ups of which at most one is pending.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Decide,
+    Tick,
+}
+
 /// Why a group was rewritten, for the reaction times: the time of the
 /// crossing or failure, and what it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -220,32 +227,37 @@ impl<'a> PolicyLoop<'a> {
         self.schedule(ctx, at, Action::Arrive(inputs));
     }
 
-    /// The controller looks at its inbox as soon as it is free, unless it
-    /// is already due to.
-    fn request_decision(&mut self, ctx: &mut Ctx<'_>, at_ps: u64) {
-        let at = at_ps.max(self.busy_until).max(ctx.now_ps());
-        match self.decide_at {
-            Some((t, _)) if t <= at => return,
-            // An earlier decision replaces a later one: its wake-up finds nothing.
+    /// Sets the wake-up `slot` holds to `action` at `at_ps`, unless it is
+    /// set for that instant or earlier already: an earlier one replaces a
+    /// later one, whose wake-up then finds nothing.
+    fn wake_once(&mut self, ctx: &mut Ctx<'_>, slot: Slot, at_ps: u64) {
+        let (held, action) = match slot {
+            Slot::Decide => (self.decide_at, Action::Decide),
+            Slot::Tick => (self.tick_at, Action::Tick),
+        };
+        match held {
+            Some((t, _)) if t <= at_ps => return,
             Some((_, token)) => _ = self.actions.remove(&token),
             None => {}
         }
-        let token = self.schedule(ctx, at, Action::Decide);
-        self.decide_at = Some((at, token));
+        let token = self.schedule(ctx, at_ps, action);
+        match slot {
+            Slot::Decide => self.decide_at = Some((at_ps, token)),
+            Slot::Tick => self.tick_at = Some((at_ps, token)),
+        }
     }
 
-    /// A tick at the core's next timer, unless an earlier one is set.
+    /// The controller looks at its inbox as soon as it is free.
+    fn request_decision(&mut self, ctx: &mut Ctx<'_>, at_ps: u64) {
+        let at = at_ps.max(self.busy_until).max(ctx.now_ps());
+        self.wake_once(ctx, Slot::Decide, at);
+    }
+
+    /// A tick at the core's next timer.
     fn schedule_tick(&mut self, ctx: &mut Ctx<'_>) {
-        let now_ns = ctx.now_ps() / 1_000;
-        let Some(t_ns) = self.core.next_timer(now_ns) else { return };
+        let Some(t_ns) = self.core.next_timer(ctx.now_ps() / 1_000) else { return };
         let at = (t_ns * 1_000).max(self.busy_until).max(ctx.now_ps());
-        match self.tick_at {
-            Some((t, _)) if t <= at => return,
-            Some((_, token)) => _ = self.actions.remove(&token),
-            None => {}
-        }
-        let token = self.schedule(ctx, at, Action::Tick);
-        self.tick_at = Some((at, token));
+        self.wake_once(ctx, Slot::Tick, at);
     }
 
     /// Reads every switch port's registers; the snapshots arrive later.
