@@ -52,7 +52,14 @@ pub fn run_mode(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ModeRun, SimError> {
     let sc = &*sc.drawn(topo);
-    let fwd = control::forward::baseline(mode, sc.seed, topo.switches.len(), sc.net.flowlet_timeout_ps);
+    let fwd = control::forward::for_mode(
+        mode,
+        sc.net.ordering,
+        sc.control.repick,
+        sc.seed,
+        topo.switches.len(),
+        sc.net.flowlet_timeout_ps,
+    );
     let control: Option<Box<dyn Control + '_>> = match mode {
         Mode::Metaroce => {
             let announced = announced_jobs(topo, routing, sc);

@@ -100,5 +100,8 @@ fn chunks_split_messages_but_not_rings() {
     let whole = scenario(&topo, "jobs: [{pattern: incast, hosts: [h1-1, h1-2], target: h2-1, size: 1MiB}]");
     let one = completion(&run, 0);
     let w = completion(&common::run(&topo, &whole, metaroce_sim::Mode::Ecmp), 0);
-    assert!(one >= w && one < w * 1.1, "chunks add a little per chunk: {one:.1} vs {w:.1} µs");
+    // Each sender posts its next chunk when the ACK of the last one
+    // reaches it: a chunk boundary costs a round trip (a few µs here),
+    // three of them well under 15% of the run.
+    assert!(one > w && one < w * 1.15, "chunks add a round trip per chunk: {one:.1} vs {w:.1} µs");
 }

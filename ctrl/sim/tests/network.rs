@@ -103,6 +103,7 @@ fn ecmp_bins(seed: u64) -> Vec<(usize, usize)> {
                 dst: qp.dst as usize,
                 sport: f.sport,
                 bytes: 0,
+                fresh: false,
             };
             load[ecmp.choose(0, leaf, group, total, &info, &NoView)] += 1;
         }

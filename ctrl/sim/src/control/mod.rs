@@ -22,6 +22,7 @@
 
 pub mod apply;
 pub(crate) mod converge;
+pub mod drained;
 pub mod forward;
 pub(crate) mod inloop;
 
@@ -351,7 +352,7 @@ impl Ctx<'_> {
                 Some(p)
             }
         };
-        self.steer.set(switch as u32, key, egress, tag);
+        self.steer.set(self.now_ps, switch as u32, key, egress, tag);
         Ok(())
     }
 

@@ -78,7 +78,7 @@ impl<'a> Sim<'a> {
     /// A flowlet at switch `s` started on the steer entry `key`: the first
     /// one since the entry was written tells the control its traffic moved.
     pub(super) fn steer_used(&mut self, s: u32, key: SteerKey) {
-        if let Some(tag) = self.steer.used(s, key) {
+        if let Some(tag) = self.steer.used(self.now, s, key) {
             self.call_control(|control, ctx| control.on_moved(ctx, tag));
         }
     }
@@ -89,7 +89,7 @@ impl<'a> Sim<'a> {
         let port = self.ports.number[egress as usize];
         let qp = self.w.flows.get(p.flow as usize).map_or(0, |f| f.qp);
         let flow = PacketFlow { src: p.src_host, dst: p.dst_host, sport: p.sport, qp };
-        let r = self.steer.observe(self.now, s as usize, flow, port, p.bytes);
+        let r = self.steer.observe(self.now, s as usize, flow, port, u32::from(p.bytes));
         if let Some(r) = r {
             self.call_control(|control, ctx| control.on_large_flow(ctx, &r));
         }

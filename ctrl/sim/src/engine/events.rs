@@ -11,14 +11,14 @@ pub type QpId = u32;
 /// A packet in flight or in a queue. Packets travel by value, in port
 /// FIFOs and on the wire of a port (a FIFO too, since a link delivers in
 /// order): on big runs an indirection through a packet table costs a cache
-/// miss per hop. 40 bytes: what can be looked up in a small table (the
+/// miss per hop. 40 bytes (a test holds it there): what can be looked up in a small table (the
 /// destination's leaf) or computed is not carried.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Packet {
     pub flow: FlowId,
     pub psn: u32,
-    /// Bytes on the wire, headers included.
-    pub bytes: u32,
+    /// Bytes on the wire, headers included (the MTU is at most 9,000).
+    pub bytes: u16,
     /// Port it arrived over at the current switch (for PFC accounting).
     pub in_port: PortId,
     pub dst_host: u32,
@@ -28,6 +28,15 @@ pub struct Packet {
     pub src_host: u32,
     pub sport: u16,
     pub ce: bool,
+    /// Set by the flow's first leaf when nothing of its queue pair is in
+    /// flight (`twin/drain.rs`): switches that move flows only when they
+    /// are drained may give this packet a new path.
+    pub fresh: bool,
+    /// A fold of the egress ports the packet took so far: two packets of a
+    /// flow with different values took different paths (what the receiver
+    /// uses to say why a packet arrived out of order; 8 bits, so two paths
+    /// alias once in 256).
+    pub route: u8,
     /// Traffic class: index into the run's priorities.
     pub tc: u8,
     /// Which transmission this is (a NIC counter, wrapping): a resent PSN
@@ -178,6 +187,11 @@ impl Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packet_stays_within_40_bytes() {
+        assert!(std::mem::size_of::<Packet>() <= 40, "{}", std::mem::size_of::<Packet>());
+    }
 
     #[test]
     fn earliest_first_then_fifo() {

@@ -52,6 +52,12 @@ pub struct Qp {
     /// Last CNP the receiver sent for this queue pair.
     pub last_cnp_ps: Option<u64>,
     pub rate: RateState,
+    /// Packets of the messages built so far: the next message's first
+    /// packet number in the queue pair's sequence.
+    pub psn_total: u32,
+    /// The oldest message not wholly acknowledged (NONE before the first
+    /// post): the cumulative acknowledgement of the queue pair is in it.
+    pub una_msg: u32,
 }
 
 /// The head message's sender state.
@@ -88,7 +94,16 @@ pub struct Flow {
     pub snd_max: u32,
     /// The receiver's last NAK asked for this PSN (NONE: none yet).
     pub nack_for: u32,
+    /// The message's first packet in its queue pair's sequence (PSNs of a
+    /// queue pair run on across its messages, as RC queue pairs' do).
+    pub psn_base: u32,
+    /// Why a switch last moved this message to another path
+    /// ([`crate::report::stats::Reorder`] as u8; NONE_CAUSE for never).
+    pub move_cause: u8,
 }
+
+/// [`Flow::move_cause`] of a message never moved.
+pub const NONE_CAUSE: u8 = u8::MAX;
 
 /// A message's receiver, kept apart from [`Flow`] so that the per-packet
 /// receive path touches 8 bytes, not a whole cold record.
@@ -99,6 +114,8 @@ pub struct Rcv {
     pub next: u32,
     /// Packets still to arrive.
     pub left: u32,
+    /// [`crate::engine::Packet::route`] of the last packet taken in order.
+    pub route: u8,
 }
 
 /// One iteration of a job: its messages and when it ran.
@@ -213,7 +230,7 @@ impl Workload {
                 iters,
             });
         }
-        w.rcv = w.flows.iter().map(|f| Rcv { next: 0, left: f.npkts }).collect();
+        w.rcv = w.flows.iter().map(|f| Rcv { next: 0, left: f.npkts, route: 0 }).collect();
         Ok(w)
     }
 }
@@ -354,6 +371,8 @@ impl Builder<'_> {
             last_cnp_ps: None,
             msgs: 0,
             snd: Send::default(),
+            psn_total: 0,
+            una_msg: NONE,
         });
         id
     }
@@ -370,10 +389,13 @@ impl Builder<'_> {
         let ips = u64::from(u32::from(hs.ip)) << 32 | u64::from(u32::from(hd.ip));
         let ports = 17u64 << 32 | u64::from(sport) << 16 | u64::from(ROCE_PORT);
         let mtu = u64::from(self.net.mtu);
+        let npkts = u32::try_from(bytes.div_ceil(mtu)).unwrap_or(u32::MAX);
+        let psn_base = q.psn_total;
+        self.w.qps[qp as usize].psn_total = psn_base.wrapping_add(npkts);
         self.w.flows.push(Flow {
             qp,
             bytes,
-            npkts: u32::try_from(bytes.div_ceil(mtu)).unwrap_or(u32::MAX),
+            npkts,
             sport,
             tuple_hash: mix64(ips) ^ mix64(ports).rotate_left(17),
             post_ps,
@@ -384,6 +406,8 @@ impl Builder<'_> {
             snd_una: 0,
             snd_max: 0,
             nack_for: NONE,
+            psn_base,
+            move_cause: NONE_CAUSE,
         });
         id
     }

@@ -20,7 +20,14 @@ use super::{Packet, Sim};
 use crate::engine::events::{Ev, FlowId, PortId, QpId};
 use crate::engine::flows::{Send, NONE};
 use crate::engine::net::Ports;
+use crate::report::stats::Reorder;
 use crate::scenario::config::{Ordering, ROCE_HEADER_BYTES};
+
+/// A queue pair's first PSN: RC queue pairs start anywhere in the 24-bit
+/// space, so the drain rule meets wrapped PSNs.
+pub(super) fn qp_isn(qp: QpId) -> u32 {
+    crate::rng::mix64(u64::from(qp) ^ 0x1513_0000) as u32 & crate::twin::drain::PSN_MASK
+}
 
 impl Sim<'_> {
     /// A message is posted: it joins the end of its queue pair. The chain
@@ -32,6 +39,9 @@ impl Sim<'_> {
         let q = &mut self.w.qps[qp];
         let (head, tail) = (q.head, q.tail);
         q.tail = f;
+        if q.una_msg == NONE {
+            q.una_msg = f;
+        }
         if let Some(t) = self.w.flows.get_mut(tail as usize) {
             t.next_on_qp = f;
         }
@@ -168,13 +178,16 @@ impl Sim<'_> {
         let pkt = Packet {
             flow: fid,
             psn,
-            bytes,
+            // At most 9,000 + headers: the scenario's MTU limit.
+            bytes: u16::try_from(bytes).unwrap_or(u16::MAX),
             in_port: PortId::MAX,
             dst_host: dst,
             tuple_hash,
             src_host: src,
             sport,
             ce: false,
+            fresh: false,
+            route: 0,
             tc,
             tx: self.stats.packets_sent as u32,
         };
@@ -257,10 +270,12 @@ impl Sim<'_> {
             (Ordering::OutOfOrder, true) => self.placed_reliable(&p),
             (Ordering::OutOfOrder, false) => {
                 // Nothing is ever resent: every packet is new.
-                let r = &mut self.w.rcv[fid];
-                if p.psn != r.next {
-                    self.stats.out_of_order += 1;
+                if p.psn != self.w.rcv[fid].next {
+                    self.count_reorder(&p);
+                } else {
+                    self.w.rcv[fid].route = p.route;
                 }
+                let r = &mut self.w.rcv[fid];
                 r.next = r.next.max(p.psn + 1);
                 true
             }
@@ -284,6 +299,7 @@ impl Sim<'_> {
         let r = &mut self.w.rcv[p.flow as usize];
         if p.psn == r.next {
             r.next += 1;
+            r.route = p.route;
             let next = r.next;
             if r.left == 1 || next.is_multiple_of(self.net.ack_every) {
                 self.send_ack(p.flow, next);
@@ -292,7 +308,7 @@ impl Sim<'_> {
         }
         if p.psn > r.next {
             let next = r.next;
-            self.stats.out_of_order += 1;
+            self.count_reorder(p);
             let f = &mut self.w.flows[p.flow as usize];
             if f.nack_for != next {
                 f.nack_for = next;
@@ -323,7 +339,7 @@ impl Sim<'_> {
                 return false;
             }
             bits.words[word] |= 1 << bit;
-            self.stats.out_of_order += 1;
+            self.count_reorder(p);
             return true;
         }
         // The next expected one: it and every held one after it are in order now.
@@ -336,10 +352,30 @@ impl Sim<'_> {
         }
         let crossed = next / self.net.ack_every != r.next / self.net.ack_every;
         self.w.rcv[fid as usize].next = next;
+        self.w.rcv[fid as usize].route = p.route;
         if r.left == 1 || crossed {
             self.send_ack(fid, next);
         }
         true
+    }
+
+    /// A packet reached its receiver out of order: counted, with its
+    /// cause. It took another path than the last packet taken in order
+    /// (or, before any, its message was moved): the message's last move
+    /// says why, and without one the forwarder's own kind of move does;
+    /// on the same path, a packet ahead of it was lost or is being resent.
+    fn count_reorder(&mut self, p: &Packet) {
+        self.stats.out_of_order += 1;
+        let fid = p.flow as usize;
+        let r = self.w.rcv[fid];
+        let moved = Reorder::from_u8(self.w.flows[fid].move_cause);
+        let other_path = if r.next == 0 { moved.is_some() } else { p.route != r.route };
+        let cause = match (other_path, moved) {
+            (false, _) => Reorder::Loss,
+            (true, Some(c)) => c,
+            (true, None) => self.fwd.path_change_cause(),
+        };
+        self.stats.out_of_order_by_cause[cause as usize] += 1;
     }
 
     fn send_ack(&mut self, flow: FlowId, psn: u32) {
@@ -365,8 +401,11 @@ impl Sim<'_> {
         self.w.flows[f as usize].done_ps = self.now;
         self.flows_done += 1;
         let dep = self.w.flows[f as usize].dependent;
-        if dep != NONE {
-            self.post(dep);
+        if dep != NONE && self.w.flows[dep as usize].start_ps == u64::MAX {
+            let acked = self.w.flows[f as usize].snd_una == self.w.flows[f as usize].npkts;
+            if acked || !self.posted_on_ack(f, dep) {
+                self.post(dep);
+            }
         }
         let job = self.w.qps[self.w.flows[f as usize].qp as usize].job as usize;
         let run = &mut self.w.jobs[job];
@@ -410,22 +449,71 @@ impl Sim<'_> {
             return;
         }
         f.snd_una = psn;
-        if f.snd_una == f.npkts {
-            let qp = f.qp;
+        let (qp, done, dep, arrived) = (f.qp, f.snd_una == f.npkts, f.dependent, f.done_ps != u64::MAX);
+        self.drain_ack(qp, false);
+        if done {
             let q = &self.w.qps[qp as usize];
             // Acknowledged while being resent: nothing of it is left to send.
             if q.head == flow {
                 self.next_message(qp);
                 self.activate(qp);
             }
+            // The sender learns the message is complete: its next chunk.
+            if dep != NONE && arrived && self.w.flows[dep as usize].start_ps == u64::MAX {
+                self.post(dep);
+            }
         }
+    }
+
+    /// The message that `f`'s completion enables is posted by `f`'s
+    /// sender when the ACK of `f`'s last packet reaches it (the same
+    /// sender, on a class whose receivers acknowledge), not at the instant
+    /// `f` arrives: a sender learns of completion from the ACK.
+    fn posted_on_ack(&self, f: FlowId, dep: FlowId) -> bool {
+        let (fl, dl) = (&self.w.flows[f as usize], &self.w.flows[dep as usize]);
+        let (q, dq) = (&self.w.qps[fl.qp as usize], &self.w.qps[dl.qp as usize]);
+        let acked = self.net.ordering == Ordering::GoBackN || self.tc_reliable[usize::from(q.tc)];
+        acked && q.src == dq.src
     }
 
     pub(super) fn nack(&mut self, flow: FlowId, psn: u32) {
         let f = &mut self.w.flows[flow as usize];
         f.snd_una = f.snd_una.max(psn);
+        let qp = f.qp;
+        self.drain_ack(qp, true);
+        let f = &self.w.flows[flow as usize];
         if f.snd_una < f.npkts {
             self.go_back(flow, psn);
+        }
+    }
+
+    /// An ACK (or NAK) of queue pair `qp` passes its sender's leaf on its
+    /// way back: the drain table there learns the queue pair's cumulative
+    /// acknowledgement (the oldest message not wholly acknowledged, up to
+    /// its first unacknowledged packet). The leaf sees it when the sender
+    /// does, one hop later than in a fabric: later is the safe side.
+    fn drain_ack(&mut self, qp: QpId, nak: bool) {
+        let Some(d) = self.drain.as_mut() else { return };
+        let mut m = self.w.qps[qp as usize].una_msg;
+        while let Some(f) = self.w.flows.get(m as usize) {
+            if f.snd_una < f.npkts || f.next_on_qp == NONE {
+                break;
+            }
+            m = f.next_on_qp;
+        }
+        self.w.qps[qp as usize].una_msg = m;
+        let Some(f) = self.w.flows.get(m as usize) else { return };
+        let q = &self.w.qps[qp as usize];
+        let cum = qp_isn(qp).wrapping_add(f.psn_base).wrapping_add(f.snd_una);
+        let leaf = self.host_dest[q.src as usize].0;
+        if leaf == self.host_dest[q.dst as usize].0 {
+            return; // within one leaf: no path to move, no state kept
+        }
+        let leaf = leaf as usize;
+        if nak {
+            d.on_nak(leaf, u64::from(qp), cum);
+        } else {
+            d.on_ack(leaf, u64::from(qp), cum);
         }
     }
 

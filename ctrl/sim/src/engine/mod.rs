@@ -144,6 +144,12 @@ pub struct Outcome {
     pub control: Option<ControlSummary>,
     /// Flowlets that started on a steer entry.
     pub steered_flowlets: u64,
+    /// From each steer write to the first packet that took it, and the
+    /// writes no packet took before the run ended.
+    pub steer_landed_ps: Vec<u64>,
+    pub steer_unlanded: usize,
+    /// The drain rule's counters, when the forwarder moves drained flows only.
+    pub drain: Option<crate::twin::drain::DrainCounters>,
 }
 
 /// The state of one run.
@@ -207,6 +213,9 @@ pub struct Sim<'a> {
     link_events: Vec<(u64, u32, bool)>,
     /// Steer entries and the large-flow detector (`steer.rs`).
     steer: steer::Steering,
+    /// Drain state at first leaves, when the forwarder moves flows only
+    /// once they are drained (`twin/drain.rs`).
+    drain: Option<crate::twin::drain::DrainTable>,
 }
 
 impl std::fmt::Debug for Sim<'_> {
@@ -237,6 +246,7 @@ impl<'a> Sim<'a> {
         });
         let prios = sc.priorities();
         let (ntc, (tc_lossless, tc_reliable)) = (prios.len(), class_modes(sc, &prios));
+        let fwd_drains = fwd.moves_when_drained();
         let stats = Stats::new(n, ports.classes.len(), 100_000, prios);
         Ok(Sim {
             topo,
@@ -281,6 +291,7 @@ impl<'a> Sim<'a> {
             wakes: 0,
             link_events: sc.events.iter().map(|e| (e.at_ps, e.link as u32, e.up)).collect(),
             steer: steer::Steering::default(),
+            drain: fwd_drains.then(|| crate::twin::drain::DrainTable::new(topo.switches.len())),
         })
     }
 
@@ -374,6 +385,9 @@ impl<'a> Sim<'a> {
             max_pending_events: self.max_pending.max(self.q.len()),
             control: self.control.as_ref().map(|c| c.summary()),
             steered_flowlets: self.steer.steered_flowlets,
+            steer_landed_ps: std::mem::take(&mut self.steer.landed_ps),
+            steer_unlanded: self.steer.unlanded(),
+            drain: self.drain.as_ref().map(|d| d.counters),
         }
     }
 
@@ -507,7 +521,7 @@ impl<'a> Sim<'a> {
             first: p.psn == 0,
             last: p.psn + 1 == f.npkts,
             ce: p.ce,
-            wire_bytes: p.bytes,
+            wire_bytes: u32::from(p.bytes),
         };
         if let Some((pcap, _)) = &mut self.pcap {
             pcap.record(&frame);

@@ -49,7 +49,7 @@ impl Sim<'_> {
         loop {
             if eligible & (1 << c) != 0 {
                 let t = &mut self.tcs[base + c];
-                let head = t.queue.front().map_or(0, |p| p.bytes);
+                let head = t.queue.front().map_or(0, |p| u32::from(p.bytes));
                 if t.deficit >= head {
                     t.deficit -= head;
                     self.st[port as usize].rr = c as u8;

@@ -85,8 +85,12 @@ struct Slot {
 pub struct Steering {
     flows: HashMap<(u32, u32, u32, u16), PortId>,
     pairs: HashMap<(u32, u32, u32), PortId>,
-    /// Entries written and not yet used by a new flowlet, with their tag.
-    pending: HashMap<(u32, SteerKey), u64>,
+    /// Entries written and not yet used by a new flowlet: their tag and
+    /// when they were written.
+    pending: HashMap<(u32, SteerKey), (u64, u64)>,
+    /// From a steer write to the first packet that took it, per write
+    /// that landed.
+    pub landed_ps: Vec<u64>,
     detector: Option<Detector>,
     slots: Vec<Slot>,
     /// Flowlets that started on a steer entry.
@@ -101,7 +105,7 @@ impl Steering {
 
     /// Installs (`Some`) or removes an entry of switch `switch`; `tag`
     /// names it in the control's "moved" callback.
-    pub(crate) fn set(&mut self, switch: u32, key: SteerKey, port: Option<PortId>, tag: u64) {
+    pub(crate) fn set(&mut self, now_ps: u64, switch: u32, key: SteerKey, port: Option<PortId>, tag: u64) {
         match (key.sport, port) {
             (Some(sp), Some(p)) => _ = self.flows.insert((switch, key.src, key.dst, sp), p),
             (Some(sp), None) => _ = self.flows.remove(&(switch, key.src, key.dst, sp)),
@@ -109,7 +113,7 @@ impl Steering {
             (None, None) => _ = self.pairs.remove(&(switch, key.src, key.dst)),
         }
         if port.is_some() {
-            self.pending.insert((switch, key), tag);
+            self.pending.insert((switch, key), (tag, now_ps));
         } else {
             self.pending.remove(&(switch, key));
         }
@@ -125,9 +129,16 @@ impl Steering {
 
     /// A flowlet started on the entry `key` of `switch`: the tag of the
     /// write it was the first to use, if any.
-    pub(crate) fn used(&mut self, switch: u32, key: SteerKey) -> Option<u64> {
+    pub(crate) fn used(&mut self, now_ps: u64, switch: u32, key: SteerKey) -> Option<u64> {
         self.steered_flowlets += 1;
-        self.pending.remove(&(switch, key))
+        let (tag, at) = self.pending.remove(&(switch, key))?;
+        self.landed_ps.push(now_ps.saturating_sub(at));
+        Some(tag)
+    }
+
+    /// Entries written and never taken by a packet (yet).
+    pub fn unlanded(&self) -> usize {
+        self.pending.len()
     }
 
     pub(crate) fn set_detector(&mut self, d: Option<Detector>, switches: usize) {
@@ -191,15 +202,18 @@ mod tests {
     #[test]
     fn flow_entries_win_over_pairs_and_removal_restores_the_pair() {
         let mut s = Steering::default();
-        s.set(1, SteerKey { src: 1, dst: 2, sport: None }, Some(7), 0);
-        s.set(1, SteerKey { src: 1, dst: 2, sport: Some(9) }, Some(8), 1);
+        s.set(0, 1, SteerKey { src: 1, dst: 2, sport: None }, Some(7), 0);
+        s.set(5, 1, SteerKey { src: 1, dst: 2, sport: Some(9) }, Some(8), 1);
         assert_eq!(s.lookup(1, 1, 2, 9).map(|x| x.0), Some(8));
         assert_eq!(s.lookup(1, 1, 2, 10).map(|x| x.0), Some(7));
         assert_eq!(s.lookup(2, 1, 2, 9), None, "entries are per switch");
-        s.set(1, SteerKey { src: 1, dst: 2, sport: Some(9) }, None, 2);
+        s.set(9, 1, SteerKey { src: 1, dst: 2, sport: Some(9) }, None, 2);
         assert_eq!(s.lookup(1, 1, 2, 9).map(|x| x.0), Some(7));
-        assert_eq!(s.used(1, SteerKey { src: 1, dst: 2, sport: None }), Some(0));
-        assert_eq!(s.used(1, SteerKey { src: 1, dst: 2, sport: None }), None, "only the first use");
+        assert_eq!(s.unlanded(), 1, "the pair entry waits for a packet");
+        assert_eq!(s.used(30, 1, SteerKey { src: 1, dst: 2, sport: None }), Some(0));
+        assert_eq!(s.used(40, 1, SteerKey { src: 1, dst: 2, sport: None }), None, "only the first use");
+        assert_eq!(s.landed_ps, vec![30], "written at 0, taken at 30");
+        assert_eq!(s.unlanded(), 0);
     }
 
     #[test]

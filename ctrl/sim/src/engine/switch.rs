@@ -8,12 +8,16 @@ use crate::engine::events::{Packet, PortId};
 use crate::engine::net::Node;
 
 impl Sim<'_> {
-    pub(super) fn switch_arrive(&mut self, s: u32, in_port: PortId, p: Packet) {
+    pub(super) fn switch_arrive(&mut self, s: u32, in_port: PortId, mut p: Packet) {
         if self.fwd.is_pipeline() {
             self.pipeline_arrive(s, in_port, p);
             return;
         }
         let (dst_leaf, dest) = self.host_dest[p.dst_host as usize];
+        let from_host = (in_port as usize) < self.ports.hosts;
+        if from_host && self.drain.is_some() && dst_leaf != s {
+            p.fresh = self.drain_data(s, &p);
+        }
         let egress = if dst_leaf == s {
             self.ports.to_host(p.dst_host as usize)
         } else {
@@ -29,10 +33,16 @@ impl Sim<'_> {
                 src: p.src_host as usize,
                 dst: p.dst_host as usize,
                 sport: p.sport,
-                bytes: p.bytes,
+                bytes: u32::from(p.bytes),
+                fresh: p.fresh,
             };
             let i = self.fwd.choose(self.now, s, group, total, &info, &View(&self.st, &self.steer));
             let port = group[i.min(group.len() - 1)].port;
+            if let Some(cause) = self.fwd.moved() {
+                if let Some(f) = self.w.flows.get_mut(p.flow as usize) {
+                    f.move_cause = cause as u8;
+                }
+            }
             if !self.watch.is_empty() {
                 self.check_moved(s, dest, port);
             }
@@ -41,11 +51,12 @@ impl Sim<'_> {
             }
             // The detector counts what enters the fabric from a host and is
             // routed to a group, as the P4 program does.
-            if (in_port as usize) < self.ports.hosts && self.steer.detecting() {
+            if from_host && self.steer.detecting() {
                 self.detect(s, port, &p);
             }
             port
         };
+        p.route = p.route.rotate_left(3) ^ (egress ^ egress >> 8 ^ egress >> 16) as u8;
         if self.st[egress as usize].down {
             // Routed into a dead link: lost until routing moves off it.
             self.stats.blackholed += 1;
@@ -55,14 +66,26 @@ impl Sim<'_> {
         self.enqueue(egress, in_port, p);
     }
 
+    /// The drain rule at the flow's first leaf `s` (`twin/drain.rs`): true
+    /// when nothing of the packet's queue pair is in flight.
+    fn drain_data(&mut self, s: u32, p: &Packet) -> bool {
+        let Some(f) = self.w.flows.get(p.flow as usize) else { return false };
+        let psn = super::host::qp_isn(f.qp).wrapping_add(f.psn_base).wrapping_add(p.psn);
+        let Some(d) = self.drain.as_mut() else { return false };
+        d.on_data(s as usize, u64::from(f.qp), psn) == crate::twin::drain::Drain::Fresh
+    }
+
     /// A switch whose forwarding is a whole pipeline (the served twin).
-    fn pipeline_arrive(&mut self, s: u32, in_port: PortId, p: Packet) {
+    fn pipeline_arrive(&mut self, s: u32, in_port: PortId, mut p: Packet) {
         let arrived_on = self.ports.arrival_number(in_port);
         let route = self.fwd.route(self.now, s, arrived_on, &p).unwrap_or(Route::Drop);
         match route {
             Route::Port(port) => {
                 match self.ports.by_end(metaroce_topo::Endpoint { switch: s as usize, port }) {
-                    Some(egress) if !self.st[egress as usize].down => self.enqueue(egress, in_port, p),
+                    Some(egress) if !self.st[egress as usize].down => {
+                        p.route = p.route.rotate_left(3) ^ (egress ^ egress >> 8 ^ egress >> 16) as u8;
+                        self.enqueue(egress, in_port, p)
+                    }
                     _ => {
                         self.stats.blackholed += 1;
                         self.gone();

@@ -169,6 +169,23 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
     row(&mut out, "CNPs", runs, |r| r.summary.cnps.to_string());
     row(&mut out, "drops", runs, |r| r.summary.drops.to_string());
     row(&mut out, "out-of-order arrivals", runs, |r| r.summary.out_of_order.packets.to_string());
+    if runs.iter().any(|r| r.summary.out_of_order.packets > 0) {
+        row(&mut out, "… by cause", runs, |r| {
+            let c: Vec<String> = r
+                .summary
+                .out_of_order
+                .by_cause
+                .iter()
+                .filter(|(_, &v)| v > 0)
+                .map(|(k, v)| format!("{v} {k}"))
+                .collect();
+            if c.is_empty() {
+                "-".into()
+            } else {
+                c.join(", ")
+            }
+        });
+    }
     row(&mut out, "NAKs (go-back-N)", runs, |r| r.summary.out_of_order.naks.to_string());
     row(&mut out, "retransmitted packets", runs, |r| r.summary.retransmits.to_string());
     row(&mut out, "retransmitted bytes", runs, |r| bytes(r.summary.out_of_order.retransmitted_bytes));
@@ -286,6 +303,13 @@ fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
         row(out, "flows not moved, counted where seen", runs, |r| place(r).stayed.to_string());
         row(out, "steer entries written", runs, |r| place(r).steer_writes.to_string());
         row(out, "flowlets started on a steer entry", runs, |r| r.summary.steered_flowlets.to_string());
+        row(out, "steer write → first packet on it", runs, |r| dist(&r.summary.moves.landed));
+        row(out, "steer writes never taken", runs, |r| r.summary.moves.never_landed.to_string());
+        if runs.iter().any(|r| r.summary.moves.drain.is_some()) {
+            row(out, "drained packets / slot collisions", runs, |r| {
+                r.summary.moves.drain.map_or("-".into(), |d| format!("{} / {}", d.fresh, d.collisions))
+            });
+        }
         row(out, "large flow reported → first flowlet on its planned path", runs, |r| {
             dist(&place(r).placed)
         });

@@ -70,11 +70,27 @@ pub struct IterSummary {
 /// What reordering cost: packets that arrived out of order, the NAKs
 /// go-back-N receivers sent, and the bytes resent (for any reason: NAK,
 /// timeout).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct OutOfOrder {
     pub packets: u64,
+    /// The same packets by cause: `spray`, `flowlet` (a re-pick), `steer`
+    /// (a steer entry moved the flow), `failover`, `loss` (the same path as
+    /// the packet before: one ahead was lost or is being resent).
+    pub by_cause: std::collections::BTreeMap<String, u64>,
     pub naks: u64,
     pub retransmitted_bytes: u64,
+}
+
+/// How the controller's moves reached the traffic: from a steer write to
+/// the first packet that took it, and the writes no packet took.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MovesLanded {
+    pub landed: Option<crate::control::Dist>,
+    /// Steer writes no packet took before the run ended (the flow ended,
+    /// or never drained).
+    pub never_landed: usize,
+    /// The drain rule at first leaves, when it ran (in-order NICs).
+    pub drain: Option<crate::twin::drain::DrainCounters>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -155,6 +171,8 @@ pub struct Summary {
     /// Flowlets that started on a steer entry (the controller's placement
     /// moving traffic).
     pub steered_flowlets: u64,
+    /// Steer writes reaching the traffic.
+    pub moves: MovesLanded,
     /// FCT slowdown by flow size of the Poisson jobs' flows, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fct_slowdown: Option<slowdown::FctSlowdown>,
@@ -325,6 +343,10 @@ pub(crate) fn summarize(
         nic_ordering: sc.net.ordering.as_str().to_string(),
         out_of_order: OutOfOrder {
             packets: o.stats.out_of_order,
+            by_cause: crate::report::stats::Reorder::ALL
+                .iter()
+                .map(|&c| (c.as_str().to_string(), o.stats.out_of_order_by_cause[c as usize]))
+                .collect(),
             naks: o.stats.naks,
             retransmitted_bytes: o.stats.retransmit_bytes,
         },
@@ -334,6 +356,11 @@ pub(crate) fn summarize(
         max_packets_in_flight: o.max_packets,
         control: o.control.clone(),
         steered_flowlets: o.steered_flowlets,
+        moves: MovesLanded {
+            landed: crate::control::Dist::of(o.steer_landed_ps.clone()),
+            never_landed: o.steer_unlanded,
+            drain: o.drain,
+        },
         fct_slowdown: slowdown::compute(topo, routing, &sc.net, w),
     };
     let pcap = o.pcap.map(crate::report::pcap::Pcap::into_bytes);

@@ -179,6 +179,42 @@ pub struct PriorityFigures {
     pub retransmits: u64,
 }
 
+/// Why a packet reached its receiver out of order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Reorder {
+    /// Per-packet spraying sent it on another path than the one before.
+    Spray = 0,
+    /// A flowlet (or a drained flow) was re-picked onto another path.
+    Flowlet = 1,
+    /// A steer entry moved the flow.
+    Steer = 2,
+    /// The flow's path lost a link (a failover, or routing converging).
+    Failover = 3,
+    /// The same path as the packet before it: a packet ahead was lost or
+    /// is being resent.
+    Loss = 4,
+}
+
+impl Reorder {
+    pub const ALL: [Reorder; 5] =
+        [Reorder::Spray, Reorder::Flowlet, Reorder::Steer, Reorder::Failover, Reorder::Loss];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reorder::Spray => "spray",
+            Reorder::Flowlet => "flowlet",
+            Reorder::Steer => "steer",
+            Reorder::Failover => "failover",
+            Reorder::Loss => "loss",
+        }
+    }
+
+    pub fn from_u8(v: u8) -> Option<Reorder> {
+        Reorder::ALL.get(usize::from(v)).copied()
+    }
+}
+
 /// Counters and samples of one run.
 #[derive(Debug, Clone)]
 pub struct Stats {
@@ -204,6 +240,8 @@ pub struct Stats {
     /// Packets that reached their receiver ahead of the next PSN it expected
     /// (or, without retransmission, not right after the highest seen).
     pub out_of_order: u64,
+    /// The same, by cause (`[Reorder as usize]`).
+    pub out_of_order_by_cause: [u64; Reorder::ALL.len()],
     /// NAKs go-back-N receivers sent for a missing PSN.
     pub naks: u64,
     pub pause_frames: u64,
@@ -256,6 +294,7 @@ impl Stats {
             retransmits: 0,
             retransmit_bytes: 0,
             out_of_order: 0,
+            out_of_order_by_cause: [0; Reorder::ALL.len()],
             naks: 0,
             pause_frames: 0,
             largest_tree: Tree::default(),

@@ -347,6 +347,31 @@ pub struct ControlConfig {
     /// at least `large_flow_bytes` of it in a window of this length (0: off).
     pub large_flow_window_ps: u64,
     pub large_flow_bytes: u64,
+    /// On in-order NICs, what a drained flow without a steer entry does
+    /// (`control/drained.rs`).
+    pub repick: Repick,
+}
+
+/// What metaroce's forwarder does with a drained flow that has no steer
+/// entry, on in-order NICs (`control.repick`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Repick {
+    /// Draws a member by the current weights: re-weighting reaches running
+    /// flows at their drained points.
+    #[default]
+    Drained,
+    /// Keeps its port: weights place new flows only.
+    Never,
+}
+
+impl Repick {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Repick::Drained => "drained",
+            Repick::Never => "never",
+        }
+    }
 }
 
 /// A link going down or coming back at a time of the run.

@@ -27,7 +27,7 @@ use metaroce_policy::PolicyConfig;
 use metaroce_topo::yaml::Node;
 use metaroce_topo::Topology;
 
-use crate::scenario::config::{ControlConfig, LinkEvent, PS_PER_NS, ROCE_HEADER_BYTES};
+use crate::scenario::config::{ControlConfig, LinkEvent, Repick, PS_PER_NS, ROCE_HEADER_BYTES};
 use crate::scenario::decode::Diags;
 
 const CONTROL: &[&str] = &[
@@ -42,6 +42,7 @@ const CONTROL: &[&str] = &[
     "policy",
     "te",
     "large_flow",
+    "repick",
 ];
 const TE: &[&str] = &["min_gain", "max_moves", "hold_down", "confine_incasts"];
 const LARGE_FLOW: &[&str] = &["window", "threshold"];
@@ -97,6 +98,7 @@ pub(crate) fn default_control(topo: &Topology, mtu: u32) -> ControlConfig {
         te: scaled_te(),
         large_flow_window_ps: window_ps,
         large_flow_bytes: threshold,
+        repick: Repick::default(),
     }
 }
 
@@ -114,6 +116,11 @@ pub(crate) fn control(d: &mut Diags, v: &Node, mtu: u32, c: &mut ControlConfig) 
             "policy" => policy(d, n, &mut c.policy),
             "te" => te(d, n, &mut c.te),
             "large_flow" => large_flow(d, n, c),
+            "repick" => match n.as_str() {
+                Some("drained") => c.repick = Repick::Drained,
+                Some("never") => c.repick = Repick::Never,
+                _ => d.err(&path, n.pos, "expected `drained` (re-draw by weight) or `never` (keep the port)"),
+            },
             "queue_high" => c.queue_high_bytes = d.depth(n, &path, pkt).unwrap_or(c.queue_high_bytes),
             "queue_low" => c.queue_low_bytes = d.depth(n, &path, pkt).unwrap_or(c.queue_low_bytes),
             _ => {

@@ -174,7 +174,7 @@ impl TwinFabric {
     fn first_hop(&self, p: &Packet) -> Headers {
         let (src, dst) = (self.hosts[p.src_host as usize], self.hosts[p.dst_host as usize]);
         // Ethernet (14) and FCS (4) are not in the IP length.
-        let ip_len = u16::try_from(p.bytes.saturating_sub(18)).unwrap_or(u16::MAX);
+        let ip_len = p.bytes.saturating_sub(18);
         let mut ip = Ipv4 {
             version: 4,
             ihl: 5,
@@ -250,8 +250,8 @@ impl Drop for TwinFabric {
 
 /// A packet's simulated length (Ethernet, IP and FCS) as its headers now
 /// say: the IP total length plus 18. A packet without IPv4 keeps `was`.
-fn wire_bytes(h: &Headers, was: u32) -> u32 {
-    h.ipv4.map_or(was, |ip| u32::from(ip.total_len) + 18)
+fn wire_bytes(h: &Headers, was: u16) -> u16 {
+    h.ipv4.map_or(was, |ip| ip.total_len.saturating_add(18))
 }
 
 impl Forwarder for TwinFabric {

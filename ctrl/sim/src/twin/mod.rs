@@ -50,6 +50,7 @@
 //! timestamps in µs, 48 bits; queue depth in packets). There is no wall
 //! clock here.
 
+pub mod drain;
 mod egress;
 mod hash;
 mod headers;
