@@ -118,6 +118,8 @@ pub enum DaemonError {
     Ha(#[from] crate::ha::HaError),
     #[error("switch {switch}: P4Runtime address {addr:?} is not host:port")]
     Address { switch: String, addr: String },
+    #[error("the pipeline's steer tables (for job admission)")]
+    SteerTables(#[from] crate::admission::AdmissionError),
 }
 
 /// The session settings of switch `s`.
@@ -184,6 +186,7 @@ pub async fn run(
         None => None,
     };
     let core = Core::new(cfg.topology.clone(), cfg.core.clone(), cfg.mode)?;
+    let steer_tables = crate::admission::SteerTables::of(&cfg.pipeline)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(16);
@@ -232,6 +235,7 @@ pub async fn run(
         job_ops,
         recommended: None,
         summary: None,
+        steer_tables,
     };
     state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx, restored_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -287,6 +291,8 @@ struct State {
     /// state task (a job or a large flow waiting behind it) for nothing.
     recommended: Option<(u64, Arc<crate::plan::Overrides>)>,
     summary: Option<(u64, Arc<metaroce_telemetry::view::ViewSummary>)>,
+    /// The steer tables' sizes, to admit jobs by ([`crate::admission`]).
+    steer_tables: crate::admission::SteerTables,
 }
 
 /// One scrape of every host exporter: host name → counters or error.
