@@ -157,6 +157,37 @@ pub fn check(
     out
 }
 
+/// At most how many flows a job body declares: its `flows`, or every
+/// ordered pair of its `hosts` (patterns); `None` when the body says
+/// neither (then only the trial can tell).
+pub fn flows_bound(body: &Value) -> Option<usize> {
+    if let Some(f) = body.get("flows").and_then(Value::as_array) {
+        return Some(f.len());
+    }
+    body.get("hosts").and_then(Value::as_array).map(|h| h.len().saturating_mul(h.len()))
+}
+
+/// True when a job of at most `bound` flows fits every switch whatever
+/// the placement does with it: a flow has at most one steer entry per
+/// switch, so each switch's entries (`steer` desired now, `installed`
+/// held) plus `bound` within the smaller steer table leave no doubt, and
+/// the trial is not needed. It keeps a job's registration from paying
+/// for a second placement while the tables are far from full.
+pub fn surely_fits(
+    tables: &SteerTables,
+    bound: usize,
+    steer: impl IntoIterator<Item = usize>,
+    installed: &[Arc<BTreeMap<Key, Entry>>],
+) -> bool {
+    let (Some(flow), Some(pair)) = (tables.flow.size, tables.pair.size) else { return false };
+    let held =
+        |s: usize| installed.get(s).map_or(0, |i| i.keys().filter(|k| tables.of_key(k).is_some()).count());
+    steer
+        .into_iter()
+        .enumerate()
+        .all(|(s, n)| n.saturating_add(held(s)).saturating_add(bound) <= flow.min(pair))
+}
+
 /// The body of the 400 for a job the tables cannot hold.
 pub fn refusal_body(job: &str, short: &[Shortfall]) -> Value {
     let first = short.first().map(Shortfall::message).unwrap_or_default();
@@ -248,6 +279,23 @@ mod tests {
         let mut open_size = tables();
         open_size.pair.size = None;
         assert!(check(&open_size, &names, &job, &[steer(&job)], &[held(&[])]).is_empty());
+    }
+
+    #[test]
+    fn a_small_job_far_from_full_tables_needs_no_trial() {
+        let body = serde_json::json!({"name": "x", "pattern": "all-to-all", "hosts": ["h1", "h2", "h3"]});
+        assert_eq!(flows_bound(&body), Some(9));
+        assert_eq!(flows_bound(&serde_json::json!({"flows": [{}, {}]})), Some(2));
+        assert_eq!(flows_bound(&serde_json::json!({"name": "x"})), None);
+        // Sizes 4 and 2: the smaller bounds every switch.
+        let none = [held(&[]), held(&[])];
+        assert!(surely_fits(&tables(), 2, [0, 0], &none));
+        assert!(!surely_fits(&tables(), 3, [0, 0], &none));
+        assert!(!surely_fits(&tables(), 1, [0, 2], &none), "desired entries count");
+        assert!(!surely_fits(&tables(), 1, [0, 1], &[held(&[]), held(&[flow(1)])]), "held entries count");
+        let mut open_size = tables();
+        open_size.flow.size = None;
+        assert!(!surely_fits(&open_size, 0, [0], &none), "no size: no shortcut (and no check either)");
     }
 
     #[test]

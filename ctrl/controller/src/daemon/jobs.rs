@@ -80,8 +80,14 @@ impl State {
     /// them).
     fn admit(&self, now: u64, body: &Value) -> Option<Refusal> {
         let (core, topo) = (&self.core, self.core.topology());
-        let trial = core.placement().trial(now, topo, core.routing(), body).ok()?;
         let installed: Vec<_> = self.switches.iter().map(|s| s.installed.clone()).collect();
+        if let Some(bound) = crate::admission::flows_bound(body) {
+            let steer = (0..topo.switches.len()).map(|s| core.placement().steer(s).len());
+            if crate::admission::surely_fits(&self.steer_tables, bound, steer, &installed) {
+                return None;
+            }
+        }
+        let trial = core.placement().trial(now, topo, core.routing(), body).ok()?;
         let short =
             crate::admission::check(&self.steer_tables, &self.names, &trial.keys, &trial.steer, &installed);
         if short.is_empty() {
