@@ -32,6 +32,8 @@ pub(super) struct Refusals {
     held: BTreeMap<Key, Held>,
     initial: Duration,
     max: Duration,
+    /// When the last pass began ([`Refusals::hold_back`]).
+    last_pass: Option<Instant>,
 }
 
 /// A refusal as the state task reports it.
@@ -62,6 +64,7 @@ impl Refusals {
             held: BTreeMap::new(),
             initial: initial.max(Duration::from_millis(1)),
             max: max.max(initial),
+            last_pass: None,
         }
     }
 
@@ -78,6 +81,7 @@ impl Refusals {
         installed: &BTreeMap<Key, Entry>,
         now: Instant,
     ) {
+        self.last_pass = Some(now);
         self.held.retain(|k, h| desired.get(k) == h.wanted.as_ref());
         for (k, h) in &self.held {
             if h.retry_at <= now {
@@ -116,9 +120,13 @@ impl Refusals {
         self.held.clear();
     }
 
-    /// When the next held-back change is due for another try.
+    /// When the next held-back change is due for another try. Only
+    /// those that fall due after the last pass began count: one due
+    /// before it that the pass did not write (its deletes deferred, the
+    /// pass ended by an error) waits for the pass that the deferral or
+    /// the error schedules, instead of waking the agent over and over.
     pub fn next_retry(&self) -> Option<Instant> {
-        self.held.values().map(|h| h.retry_at).min()
+        self.held.values().map(|h| h.retry_at).filter(|t| self.last_pass.is_none_or(|p| *t > p)).min()
     }
 
     /// How many are held back with each code, and the first few, for the status.
@@ -162,6 +170,11 @@ mod tests {
         r.hold_back(&mut d, &installed, t0 + 99 * ms);
         assert_eq!(d, installed);
         assert_eq!(r.next_retry(), Some(t0 + 100 * ms));
+        // A pass that began after it fell due and did not write it (its
+        // deletes deferred, say) leaves no wake-up for it behind.
+        let mut d = want.clone();
+        r.hold_back(&mut d, &installed, t0 + 150 * ms);
+        assert_eq!(r.next_retry(), None);
         // Due: tried again; refused again, it waits twice as long, then the cap.
         let mut d = want.clone();
         r.hold_back(&mut d, &installed, t0 + 100 * ms);

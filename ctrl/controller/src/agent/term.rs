@@ -145,6 +145,7 @@ impl Live<'_> {
         if !t.writes {
             self.retry_at = None;
             self.cleanup_at = None;
+            self.refusals.clear();
             self.steer_grace_until = None;
             self.steer_found.clear();
             let _ = self.events.send(AgentEvent::Primary { switch, primary: false }).await;
