@@ -190,3 +190,51 @@ async fn entries_a_switch_refuses_are_held_back_and_its_session_stays_up() {
     assert_eq!(steer_flows(&installed(r.addrs[1], 2, &p).await), 0);
     r.stop().await;
 }
+
+/// spine2 is not there when the controller starts: one outage, however
+/// many attempts, named by what failed (connect), and the switch shown
+/// down and not primary; when it comes up, one `switch_up` with the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_switch_is_one_outage_named_by_what_failed() {
+    let (switches, mut addrs, stop) = common::fabric().await;
+    let dead = common::free_addr();
+    addrs[3] = dead;
+    let r = start_on((switches, addrs, stop), Mode::Act, "outage", |_| {}).await;
+    let spine2 = || async {
+        let (_, st) = http(r.listen, "GET", "/api/v1/status", VIEW, "").await;
+        st["switches"][3].clone()
+    };
+    wait_for("three failed attempts on spine2", 15, || async {
+        spine2().await["failed_attempts"].as_u64().is_some_and(|n| n >= 3)
+    })
+    .await;
+    let s = spine2().await;
+    assert_eq!((s["connected"].clone(), s["primary"].clone()), (false.into(), false.into()), "{s}");
+    assert!(s["last_error"].as_str().unwrap().starts_with("connect: "), "{s}");
+    let down = events(&r, "switch_down").await;
+    assert_eq!(down.len(), 1, "one outage, one event: {down:?}");
+    assert_eq!(
+        (down[0]["switch"].clone(), down[0]["details"]["failure"].clone()),
+        ("spine2".into(), "connect".into())
+    );
+    // It comes up: back with the count, the outage closed.
+    let sw = metaroce_p4rt::server::Switch::new(metaroce_p4rt::server::SwitchOptions {
+        device_id: 4,
+        ..Default::default()
+    });
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    sw.bind(dead, async move {
+        let _ = rx.await;
+    })
+    .await
+    .unwrap();
+    wait_for("every switch programmed", 20, || async { all_programmed(&r).await.is_ok() }).await;
+    let up: Vec<Value> =
+        events(&r, "switch_up").await.into_iter().filter(|e| e["switch"] == "spine2").collect();
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert!(up[0]["details"]["attempts"].as_u64().is_some_and(|n| n >= 3), "{up:?}");
+    assert_eq!(events(&r, "switch_down").await.len(), 1);
+    assert_eq!(spine2().await["failed_attempts"], 0);
+    r.stop().await;
+    let _ = tx.send(());
+}

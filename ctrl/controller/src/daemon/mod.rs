@@ -127,7 +127,10 @@ pub fn session_config(topo: &Topology, s: usize, election_id: u128) -> SessionCo
     let sw = &topo.switches[s];
     let mut c = SessionConfig::new(format!("http://{}", sw.p4rt), sw.device_id);
     c.election_id = election_id;
-    c.connect_attempts = 0;
+    // One attempt per session: the switch's agent retries (with backoff
+    // and jitter), so a switch it cannot reach is shown down with the
+    // connect error from the first attempt, not silently retried inside.
+    c.connect_attempts = 1;
     c
 }
 
