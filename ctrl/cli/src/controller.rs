@@ -528,6 +528,19 @@ async fn rollback(a: RollbackArgs) -> anyhow::Result<Exit> {
         }
         if let AgentEvent::Synced { outcome, .. } = ev {
             match &outcome.error {
+                // Entries the switch refused were not restored (the rest was).
+                None if outcome.held_back > 0 => {
+                    failed = true;
+                    let first = outcome
+                        .refused
+                        .first()
+                        .map(|r| format!(": first {:?} {:?}: {}", r.key, r.code, r.message));
+                    eprintln!(
+                        "{name}: rollback incomplete: the switch refused {} entries{}",
+                        outcome.held_back,
+                        first.unwrap_or_default()
+                    );
+                }
                 None => out!(
                     "{name}: restored ({} inserts, {} modifies, {} deletes)",
                     outcome.inserts,

@@ -12,10 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metaroce_p4rt::entity::DigestConfig;
-use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::session::PipelineOutcome;
 use metaroce_p4rt::thrift::ThriftConfig;
-use metaroce_p4rt::{Event as SessionEvent, Session, SessionConfig, SessionError};
+use metaroce_p4rt::{Backoff, Event as SessionEvent, Jitter, Session, SessionConfig, SessionError};
 use metaroce_pipeline::{Entry, Key, LargeFlowDigest, PacketInReason, Pipeline, QueueDigest};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -23,11 +22,16 @@ use tracing::{debug, info, warn};
 
 use crate::ha::{HaState, Term};
 use crate::plan::SwitchPlan;
-use crate::reconcile::{self, Change};
 
 mod assigned;
+mod episode;
+mod pass;
 mod poll;
+mod refused;
 mod term;
+
+pub use episode::{Failure, Recovered};
+pub use refused::Refused;
 
 /// What a switch should hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,14 +68,21 @@ pub type Desired = Option<Arc<Wanted>>;
 /// What a switch task tells the core.
 #[derive(Debug, Clone)]
 pub enum AgentEvent {
-    /// Connected, primary, pipeline in place, installed state read.
+    /// Connected, primary, pipeline in place, installed state read;
+    /// with the outage this ends, if there was one.
     Up {
         switch: usize,
         installed: Arc<BTreeMap<Key, Entry>>,
+        recovered: Option<Recovered>,
     },
+    /// A failure of the switch's session. `opened`: the first of an
+    /// outage (the others are its retries, counted in `attempts`).
     Down {
         switch: usize,
+        kind: Failure,
         reason: String,
+        attempts: u32,
+        opened: bool,
     },
     Primary {
         switch: usize,
@@ -132,7 +143,15 @@ pub struct SyncOutcome {
     pub batches: usize,
     /// Wall time of all writes of the pass.
     pub write_time: Duration,
+    /// A failure of the pass as a whole (no connection, not primary, a
+    /// stale view of the switch): it is re-read and the pass retried.
     pub error: Option<String>,
+    /// Entries the switch refused in this pass (a full table): held back
+    /// and tried again later; the rest of the pass went on.
+    pub refused: Vec<Refused>,
+    /// Refused changes held back after the pass, and a summary of them.
+    pub held_back: usize,
+    pub held_summary: Option<serde_json::Value>,
     /// The digest that caused the change, if one did.
     pub caused_at: Option<Cause>,
     /// When the pass began (its diff and writes).
@@ -185,7 +204,9 @@ pub async fn run(
     events: mpsc::Sender<AgentEvent>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut backoff = cfg.retry_initial;
+    let mut backoff = Backoff::new(cfg.retry_initial, cfg.retry_max);
+    let mut jitter = Jitter::new(Jitter::seed_for(cfg.session.device_id));
+    let mut episode = episode::Episode::default();
     let mut first = true;
     loop {
         if *shutdown.borrow() {
@@ -193,19 +214,32 @@ pub async fn run(
         }
         // `connected` watches the shutdown itself, so that it can take
         // pending deletes along before it returns.
-        let result = connected(&cfg, &pipeline, &mut desired, &events, &mut shutdown, first).await;
+        let began = Instant::now();
+        let result =
+            connected(&cfg, &pipeline, &mut desired, &events, &mut shutdown, first, &mut episode).await;
         first = false;
-        let reason = match result {
+        let e = match result {
             Ok(()) => return, // shutdown
-            Err(e) => format!("{e:#}"),
+            Err(e) => e,
         };
-        warn!(error = %reason, retry_in = ?backoff, "switch session failed");
-        let _ = events.send(AgentEvent::Down { switch: cfg.switch, reason }).await;
+        // A session that ran for a while was healthy: the next attempt
+        // comes soon. One that failed at once keeps backing off.
+        backoff.ended_after(began.elapsed());
+        let delay = backoff.delay(jitter.unit());
+        let kind = Failure::of(&e);
+        let reason = format!("{}: {e}", kind.as_str());
+        let opened = episode.failed(Instant::now());
+        let attempts = episode.attempts();
+        if opened {
+            warn!(error = %reason, retry_in = ?delay, "switch session failed");
+        } else {
+            debug!(error = %reason, attempts, retry_in = ?delay, "switch session failed again");
+        }
+        let _ = events.send(AgentEvent::Down { switch: cfg.switch, kind, reason, attempts, opened }).await;
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(delay) => {}
             _ = shutdown.changed() => return,
         }
-        backoff = (backoff * 2).min(cfg.retry_max);
     }
 }
 
@@ -299,6 +333,10 @@ struct Live<'a> {
     steer_found: std::collections::BTreeSet<Key>,
     /// The last plan's routes and groups, assigned ([`assigned`]).
     assigned: assigned::Assigned,
+    /// Changes the switch refused, held back ([`refused`]).
+    refusals: refused::Refusals,
+    /// The switch's outage, if it is in one ([`episode`]).
+    episode: &'a mut episode::Episode,
 }
 
 async fn connected(
@@ -308,6 +346,7 @@ async fn connected(
     events: &mpsc::Sender<AgentEvent>,
     shutdown: &mut watch::Receiver<bool>,
     first: bool,
+    episode: &mut episode::Episode,
 ) -> Result<(), AgentError> {
     let mut stop = shutdown.clone();
     let mut ha = cfg.ha.clone();
@@ -326,7 +365,13 @@ async fn connected(
     let role = session.role();
     let primary = term::ours(term, role.primary, role.election_id);
     let _ = events.send(AgentEvent::Primary { switch: cfg.switch, primary }).await;
-    let _ = events.send(AgentEvent::Up { switch: cfg.switch, installed: Arc::new(installed.clone()) }).await;
+    let recovered = episode.up(Instant::now());
+    if let Some(r) = recovered {
+        info!(attempts = r.attempts, down_for = ?r.down_for, "switch back");
+    }
+    let _ = events
+        .send(AgentEvent::Up { switch: cfg.switch, installed: Arc::new(installed.clone()), recovered })
+        .await;
     let mut live = Live {
         cfg,
         pipeline,
@@ -348,6 +393,8 @@ async fn connected(
         steer_grace_until: (first && term.writes).then(|| Instant::now() + cfg.steer_grace),
         steer_found: Default::default(),
         assigned: assigned::Assigned::default(),
+        refusals: refused::Refusals::new(cfg.retry_initial, cfg.retry_max.saturating_mul(6)),
+        episode,
     };
     if live.steer_grace_until.is_some() {
         live.steer_found = term::steer_keys(&live.installed);
@@ -362,6 +409,7 @@ async fn connected(
     loop {
         let retry = live.retry_at;
         let cleanup = live.cleanup_at.filter(|_| retry.is_none());
+        let refused = live.refusals.next_retry().filter(|_| retry.is_none());
         tokio::select! {
             ev = stream.recv() => {
                 let Some(ev) = ev else { return Err(AgentError::StreamEnded) };
@@ -395,6 +443,11 @@ async fn connected(
             }
             _ = async { match cleanup { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
                 live.cleanup_at = None;
+                let d = desired.borrow().clone();
+                live.sync(&d, true).await;
+            }
+            _ = async { match refused { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                // Refused changes are due for another try.
                 let d = desired.borrow().clone();
                 live.sync(&d, true).await;
             }
@@ -481,20 +534,23 @@ impl Live<'_> {
             }
             SessionEvent::Disconnected { reason } => {
                 warn!(%reason, "stream dropped; the session reconnects");
-                let _ = self.events.send(AgentEvent::Down { switch, reason }).await;
+                let opened = self.episode.failed(Instant::now());
+                let (kind, attempts) = (Failure::Stream, self.episode.attempts());
+                let reason = format!("{}: {reason}", kind.as_str());
+                let _ = self.events.send(AgentEvent::Down { switch, kind, reason, attempts, opened }).await;
             }
             SessionEvent::Reconnected => {
                 // The switch may have restarted and lost everything: read
                 // back what it holds and bring it to the desired state.
                 self.assigned.forget();
+                self.refusals.clear();
                 self.installed = read_installed(&self.session, self.pipeline).await?;
                 info!(entries = self.installed.len(), "stream back; re-syncing");
                 self.programmed = false;
                 self.program = "restored if the switch had lost it";
-                let _ = self
-                    .events
-                    .send(AgentEvent::Up { switch, installed: Arc::new(self.installed.clone()) })
-                    .await;
+                let recovered = self.episode.up(Instant::now());
+                let installed = Arc::new(self.installed.clone());
+                let _ = self.events.send(AgentEvent::Up { switch, installed, recovered }).await;
                 let d = desired.borrow().clone();
                 self.sync(&d, true).await;
             }
@@ -503,115 +559,6 @@ impl Live<'_> {
             }
             _ => {}
         }
-        Ok(())
-    }
-
-    /// One reconcile pass: write the difference in phase order, stop at
-    /// the first failed batch and retry later with backoff. With
-    /// `defer_deletes`, deletes that follow writes wait for `cleanup_delay`.
-    async fn sync(&mut self, desired: &Desired, defer_deletes: bool) {
-        let Some(wanted) = desired else { return };
-        if !self.term.writes {
-            return;
-        }
-        let started_at = Instant::now();
-        let desired = match &wanted.target {
-            Target::Plan(p) => match self.assigned.desired(p, &self.installed) {
-                Ok(d) => d,
-                Err(e) => return warn!(error = %e, "desired state cannot be installed"),
-            },
-            Target::Exact(m) => {
-                self.assigned.forget();
-                m.clone()
-            }
-        };
-        let desired = self.keep_steer(desired);
-        let mut batches = reconcile::diff(&desired, &self.installed);
-        // Deletes wait while traffic-moving writes go (see `cleanup_delay`),
-        // unless they are all there is to do.
-        let moves = batches.iter().take_while(|b| b.iter().any(|c| !matches!(c, Change::Delete(_)))).count();
-        if defer_deletes && moves > 0 && moves < batches.len() && !self.cfg.cleanup_delay.is_zero() {
-            batches.truncate(moves);
-            self.cleanup_at.get_or_insert(started_at + self.cfg.cleanup_delay);
-        } else if moves < batches.len() {
-            self.cleanup_at = None;
-        }
-        if batches.is_empty() {
-            self.announce(0).await;
-            return;
-        }
-        let (inserts, modifies, deletes) = reconcile::counts(&batches);
-        let started = Instant::now();
-        let mut error = None;
-        let mut moved_at = None;
-        let mut sent_at = None;
-        if self.cfg.dry_run {
-            for c in batches.iter().flatten() {
-                info!(change = ?c, "dry run: would write");
-            }
-        } else {
-            for batch in &batches {
-                sent_at.get_or_insert_with(Instant::now);
-                match self.write(batch).await {
-                    Ok(()) => {
-                        reconcile::apply(&mut self.installed, batch);
-                        if batch.iter().any(|c| !matches!(c, Change::Delete(_))) {
-                            moved_at = Some(Instant::now());
-                        }
-                    }
-                    Err(e) => {
-                        error = Some(format!("{e:#}"));
-                        break;
-                    }
-                }
-            }
-        }
-        let write_time = started.elapsed();
-        match &error {
-            None => {
-                self.backoff = self.cfg.retry_initial;
-                debug!(inserts, modifies, deletes, ?write_time, "switch in sync");
-            }
-            Some(e) => {
-                warn!(error = %e, retry_in = ?self.backoff, "write failed; will re-read and retry");
-                self.retry_at = Some(Instant::now() + self.backoff);
-                self.backoff = (self.backoff * 2).min(self.cfg.retry_max);
-            }
-        }
-        let caused_at = wanted.caused_at;
-        let outcome = SyncOutcome {
-            inserts,
-            modifies,
-            deletes,
-            batches: batches.len(),
-            write_time,
-            error,
-            caused_at,
-            started_at,
-            sent_at,
-            moved_at,
-        };
-        let ok = outcome.error.is_none();
-        let installed = Arc::new(self.installed.clone());
-        let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome, installed }).await;
-        if ok {
-            self.announce(inserts + modifies + deletes).await;
-        }
-    }
-
-    async fn write(&self, batch: &[Change]) -> Result<(), AgentError> {
-        let updates = batch
-            .iter()
-            .map(|c| {
-                let kind = match c {
-                    Change::Insert(_) => p4::update::Type::Insert,
-                    Change::Modify(_) => p4::update::Type::Modify,
-                    Change::Delete(_) => p4::update::Type::Delete,
-                };
-                self.pipeline.update(kind, c.entry())
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        self.session.write_batched(updates, 1000).await?;
         Ok(())
     }
 }

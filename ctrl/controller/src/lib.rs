@@ -1,6 +1,7 @@
 //! The controller daemon: switch sessions, the state task that turns
 //! events into decisions, the reconciler, metrics and the status API.
 
+pub mod admission;
 pub mod agent;
 pub mod core;
 pub use metaroce_core::{mode, place, plan, reach, replay};

@@ -21,8 +21,30 @@ pub struct SwitchStatus {
     /// It has held its desired state since its session came up.
     pub programmed: bool,
     pub installed: Arc<BTreeMap<Key, Entry>>,
+    /// What failed last, named by kind ("connect: ...", "write refused: ...");
+    /// `None` while all is well.
     pub last_error: Option<String>,
     pub syncs: u64,
+    /// Failed attempts of the outage the switch is in (0 when up).
+    pub failed_attempts: u32,
+    /// Entry changes the switch refused, held back, and their summary.
+    pub refused_entries: usize,
+    pub refused: Option<Value>,
+}
+
+impl SwitchStatus {
+    /// The error the held-back refusals amount to, if there are any.
+    pub fn refused_error(&self) -> Option<String> {
+        let r = self.refused.as_ref().filter(|_| self.refused_entries > 0)?;
+        let first = &r["first"][0];
+        Some(format!(
+            "write refused: {} entries held back (first: {} {}: {})",
+            self.refused_entries,
+            first["entry"].as_str().unwrap_or("?"),
+            first["code"].as_str().unwrap_or("?"),
+            first["message"].as_str().unwrap_or("?")
+        ))
+    }
 }
 
 pub fn status(core: &Core, switches: &[SwitchStatus], decisions: u64) -> Value {
@@ -36,6 +58,7 @@ pub fn status(core: &Core, switches: &[SwitchStatus], decisions: u64) -> Value {
                 "name": s.name, "role": s.role.as_str(), "p4rt": s.p4rt,
                 "connected": st.connected, "primary": st.primary, "programmed": st.programmed,
                 "installed_entries": st.installed.len(), "syncs": st.syncs, "last_error": st.last_error,
+                "failed_attempts": st.failed_attempts, "refused_entries": st.refused_entries, "refused": st.refused,
             })
         })
         .collect();

@@ -11,6 +11,7 @@
 //!   push with cookie, batched writes with per-update errors, streamed
 //!   reads, digests, packet-in/out and idle timeouts over a stream that
 //!   reconnects by itself.
+//! - [`backoff`]: retry delays, exponential with a cap and jitter.
 //! - [`thrift`]: BMv2's Thrift runtime for registers and queues, which
 //!   BMv2's P4Runtime server does not offer.
 //! - [`tofino`]: the device config of the Tofino SDE's P4Runtime server.
@@ -39,6 +40,7 @@
 //! # }
 //! ```
 
+pub mod backoff;
 pub mod codec;
 pub mod entity;
 pub mod p4info;
@@ -48,6 +50,7 @@ pub mod status;
 pub mod thrift;
 pub mod tofino;
 
+pub use backoff::{Backoff, Jitter};
 pub use codec::{Bits, ValueError};
 pub use p4info::{P4Info, P4InfoError};
 pub use session::{Event, Session, SessionConfig, SessionError};

@@ -145,6 +145,7 @@ impl Live<'_> {
         if !t.writes {
             self.retry_at = None;
             self.cleanup_at = None;
+            self.refusals.clear();
             self.steer_grace_until = None;
             self.steer_found.clear();
             let _ = self.events.send(AgentEvent::Primary { switch, primary: false }).await;
@@ -168,14 +169,16 @@ impl Live<'_> {
             };
         }
         self.assigned.forget();
+        self.refusals.clear();
         self.installed = read_installed(&self.session, self.pipeline).await?;
         self.programmed = false;
         self.steer_grace_until = Some(Instant::now() + self.cfg.steer_grace);
         self.steer_found = steer_keys(&self.installed);
         info!(election_id = %t.election_id, entries = self.installed.len(), primary_ms = primary_after.as_secs_f64() * 1e3,
             pipeline = self.program, "elected: primary on this switch; reconciling what it holds");
-        let _ =
-            self.events.send(AgentEvent::Up { switch, installed: Arc::new(self.installed.clone()) }).await;
+        let installed = Arc::new(self.installed.clone());
+        let recovered = self.episode.up(Instant::now());
+        let _ = self.events.send(AgentEvent::Up { switch, installed, recovered }).await;
         let d = desired.borrow().clone();
         self.sync(&d, true).await;
         self.start_polling();

@@ -13,38 +13,36 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::State;
-use crate::agent::{AgentEvent, SyncOutcome};
+use crate::agent::{AgentEvent, Recovered, SyncOutcome};
 use crate::core::Input;
 use crate::place::LargeFlowReport;
 
 impl State {
     pub(super) fn on_agent(&mut self, ev: AgentEvent) {
         match ev {
-            AgentEvent::Up { switch, installed } => {
-                let name = self.name(switch);
-                self.metrics.set_switch_connected(&name, true);
-                let st = &mut self.switches[switch];
-                st.connected = true;
-                st.installed = installed;
-                self.events.record(
-                    "switch_up",
-                    Some(&name),
-                    "connected, pipeline in place",
-                    json!({"installed_entries": st.installed.len()}),
-                );
-                self.input(&Input::SwitchUp { switch });
-                // What it holds may be what a staged plan waits for.
-                self.restage();
-            }
-            AgentEvent::Down { switch, reason } => {
+            AgentEvent::Up { switch, installed, recovered } => self.on_up(switch, installed, recovered),
+            AgentEvent::Down { switch, kind, reason, attempts, opened } => {
                 let name = self.name(switch);
                 self.metrics.set_switch_connected(&name, false);
                 self.metrics.set_switch_primary(&name, false);
-                self.switches[switch].connected = false;
-                self.switches[switch].programmed = false;
-                self.switches[switch].last_error = Some(reason.clone());
-                self.events.record("switch_down", Some(&name), &reason, json!({}));
-                self.input(&Input::SwitchDown { switch });
+                self.metrics.session_failed(&name);
+                let st = &mut self.switches[switch];
+                st.connected = false;
+                st.primary = false;
+                st.programmed = false;
+                st.last_error = Some(reason.clone());
+                st.failed_attempts = attempts;
+                // One event per outage: its retries only count.
+                if opened {
+                    self.events.record(
+                        "switch_down",
+                        Some(&name),
+                        &reason,
+                        json!({"failure": kind.as_str()}),
+                    );
+                    self.input(&Input::SwitchDown { switch });
+                }
+                self.dirty_status = true;
             }
             AgentEvent::Primary { switch, primary } => {
                 self.metrics.set_switch_primary(&self.name(switch), primary);
@@ -73,6 +71,29 @@ impl State {
                 self.announce_loop();
             }
         }
+    }
+
+    fn on_up(&mut self, switch: usize, installed: Arc<BTreeMap<Key, Entry>>, recovered: Option<Recovered>) {
+        let name = self.name(switch);
+        self.metrics.set_switch_connected(&name, true);
+        let st = &mut self.switches[switch];
+        st.connected = true;
+        st.installed = installed;
+        st.last_error = None;
+        st.failed_attempts = 0;
+        let mut details = json!({"installed_entries": st.installed.len()});
+        let reason = match recovered {
+            None => "connected, pipeline in place".to_owned(),
+            Some(r) => {
+                details["attempts"] = r.attempts.into();
+                details["down_ms"] = (r.down_for.as_secs_f64() * 1e3).into();
+                format!("back after {} failed attempt(s) in {:.1} s", r.attempts, r.down_for.as_secs_f64())
+            }
+        };
+        self.events.record("switch_up", Some(&name), &reason, details);
+        self.input(&Input::SwitchUp { switch });
+        // What it holds may be what a staged plan waits for.
+        self.restage();
     }
 
     fn is_hot(&self, key: PortKey) -> bool {
@@ -182,9 +203,28 @@ impl State {
         let st = &mut self.switches[switch];
         st.installed = installed;
         st.syncs += 1;
-        st.last_error.clone_from(&outcome.error);
+        if let Some(summary) = &outcome.held_summary {
+            st.refused = Some(summary.clone());
+        }
+        if outcome.held_back == 0 {
+            st.refused = None;
+        }
+        st.refused_entries = outcome.held_back;
+        st.last_error = outcome.error.clone().or_else(|| st.refused_error());
+        self.metrics.set_refused_entries(&name, outcome.held_back);
+        if !outcome.refused.is_empty() {
+            let first: Vec<_> = outcome.refused.iter().take(8).map(|r| r.to_json()).collect();
+            let msg = format!(
+                "{} entries refused by the switch; held back, the rest written",
+                outcome.refused.len()
+            );
+            let details =
+                json!({"refused": outcome.refused.len(), "held_back": outcome.held_back, "first": first});
+            self.events.record("entries_refused", Some(&name), &msg, details);
+        }
         let details = json!({"inserts": outcome.inserts, "modifies": outcome.modifies, "deletes": outcome.deletes,
             "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error,
+            "refused": outcome.refused.len(),
             "reaction_ms": reaction.map(|r| r.total().as_secs_f64() * 1e3),
             // When the pass began (unix µs): orders passes across switches.
             "started_unix_us": unix_us_of(outcome.started_at),

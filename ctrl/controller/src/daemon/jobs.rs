@@ -33,6 +33,12 @@ impl State {
     /// switches' agents (in `act`), ahead of the job's traffic.
     pub(super) async fn on_register_job(&mut self, body: Value, received: Instant, reply: JobReply) {
         let now = self.now_ns();
+        // Refused for want of room: nothing reaches the core, so nothing
+        // is recorded either (a replay has no tables to check against).
+        if let Some(refusal) = self.admit(now, &body) {
+            let _ = reply.send(Err(refusal));
+            return;
+        }
         self.record(now, &Input::JobRegister { body: body.clone() });
         match self.core.register_job(now, &body) {
             Err(e) => {
@@ -66,6 +72,33 @@ impl State {
                 self.keep_job(Keep::Put { name, body }, answer, reply);
             }
         }
+    }
+
+    /// Places the job on a trial copy and checks every switch's steer
+    /// tables ([`crate::admission`]): the 400 to answer if they cannot
+    /// hold it. A body with problems passes here (the registration names
+    /// them).
+    fn admit(&self, now: u64, body: &Value) -> Option<Refusal> {
+        let (core, topo) = (&self.core, self.core.topology());
+        let installed: Vec<_> = self.switches.iter().map(|s| s.installed.clone()).collect();
+        if let Some(bound) = crate::admission::flows_bound(body) {
+            let steer = (0..topo.switches.len()).map(|s| core.placement().steer(s).len());
+            if crate::admission::surely_fits(&self.steer_tables, bound, steer, &installed) {
+                return None;
+            }
+        }
+        let trial = core.placement().trial(now, topo, core.routing(), body).ok()?;
+        let short =
+            crate::admission::check(&self.steer_tables, &self.names, &trial.keys, &trial.steer, &installed);
+        if short.is_empty() {
+            return None;
+        }
+        let name: String = body.get("name").and_then(Value::as_str).unwrap_or("").chars().take(64).collect();
+        let refused = crate::admission::refusal_body(&name, &short);
+        let reason = refused["error"].as_str().unwrap_or_default().to_owned();
+        warn!(job = %name, tables = short.len(), "{reason}");
+        self.events.record("job_refused", None, &reason, json!({"job": name, "capacity": short}));
+        Some(Refusal { status: 400, body: refused })
     }
 
     /// Removes a job; its flows leave the planner and the decision run at

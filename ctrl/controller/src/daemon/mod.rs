@@ -118,6 +118,8 @@ pub enum DaemonError {
     Ha(#[from] crate::ha::HaError),
     #[error("switch {switch}: P4Runtime address {addr:?} is not host:port")]
     Address { switch: String, addr: String },
+    #[error("the pipeline's steer tables (for job admission)")]
+    SteerTables(#[from] crate::admission::AdmissionError),
 }
 
 /// The session settings of switch `s`.
@@ -125,7 +127,10 @@ pub fn session_config(topo: &Topology, s: usize, election_id: u128) -> SessionCo
     let sw = &topo.switches[s];
     let mut c = SessionConfig::new(format!("http://{}", sw.p4rt), sw.device_id);
     c.election_id = election_id;
-    c.connect_attempts = 0;
+    // One attempt per session: the switch's agent retries (with backoff
+    // and jitter), so a switch it cannot reach is shown down with the
+    // connect error from the first attempt, not silently retried inside.
+    c.connect_attempts = 1;
     c
 }
 
@@ -184,6 +189,7 @@ pub async fn run(
         None => None,
     };
     let core = Core::new(cfg.topology.clone(), cfg.core.clone(), cfg.mode)?;
+    let steer_tables = crate::admission::SteerTables::of(&cfg.pipeline)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(16);
@@ -232,6 +238,7 @@ pub async fn run(
         job_ops,
         recommended: None,
         summary: None,
+        steer_tables,
     };
     state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx, restored_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -287,6 +294,8 @@ struct State {
     /// state task (a job or a large flow waiting behind it) for nothing.
     recommended: Option<(u64, Arc<crate::plan::Overrides>)>,
     summary: Option<(u64, Arc<metaroce_telemetry::view::ViewSummary>)>,
+    /// The steer tables' sizes, to admit jobs by ([`crate::admission`]).
+    steer_tables: crate::admission::SteerTables,
 }
 
 /// One scrape of every host exporter: host name → counters or error.

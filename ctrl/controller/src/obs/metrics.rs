@@ -64,6 +64,8 @@ const HA_TAKEOVER: usize = 28;
 const UNPLACED: usize = 29;
 const REFUSED_STEER: usize = 30;
 const WRITE_FAILURES: usize = 31;
+const REFUSED_ENTRIES: usize = 32;
+const SESSION_FAILURES: usize = 33;
 
 /// The roles of [`Metrics::set_ha_role`] (see `crate::ha::Role`).
 pub const HA_ROLES: [&str; 3] = ["alone", "leader", "standby"];
@@ -76,7 +78,7 @@ const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str],
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 32] = [
+static SPECS: [Spec; 34] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -205,6 +207,18 @@ static SPECS: [Spec; 32] = [
         &["switch"],
         "Write passes to a switch that ended with an error (the switch does not hold the desired state; see the write_failed events).",
     ),
+    family(
+        "metaroce_switch_refused_entries",
+        Kind::Gauge,
+        &["switch"],
+        "Entry changes the switch refused (a full table, a value it does not take), held back and retried with backoff; the rest of its state is written (see the entries_refused events).",
+    ),
+    family(
+        "metaroce_switch_session_failures",
+        Kind::Counter,
+        &["switch"],
+        "Failed attempts of a switch's P4Runtime session (connect, arbitration, pipeline, stream drops); an outage is one switch_down event however many.",
+    ),
 ];
 
 /// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
@@ -294,11 +308,18 @@ impl Metrics {
     pub fn init_switches<'a>(&self, switches: impl IntoIterator<Item = &'a str>) {
         let mut r = self.lock();
         for name in switches {
-            for family in
-                [DIGESTS, DIGESTS_LOST, INT_REPORTS, INT_REPORTS_LOST, LARGE_FLOW_DIGESTS, WRITE_FAILURES]
-            {
+            for family in [
+                DIGESTS,
+                DIGESTS_LOST,
+                INT_REPORTS,
+                INT_REPORTS_LOST,
+                LARGE_FLOW_DIGESTS,
+                WRITE_FAILURES,
+                SESSION_FAILURES,
+            ] {
                 r.add(family, sw(name), 0);
             }
+            r.set(REFUSED_ENTRIES, sw(name), 0.0);
             r.set(CONNECTED, sw(name), 0.0);
             r.set(PRIMARY, sw(name), 0.0);
         }
@@ -406,6 +427,16 @@ impl Metrics {
     /// A write pass to `switch` ended with an error.
     pub fn write_failed(&self, switch: &str) {
         self.lock().add(WRITE_FAILURES, sw(switch), 1);
+    }
+
+    /// The entry changes `switch` refused that are held back now.
+    pub fn set_refused_entries(&self, switch: &str, n: usize) {
+        self.lock().set(REFUSED_ENTRIES, sw(switch), n as f64);
+    }
+
+    /// A failed attempt of `switch`'s session.
+    pub fn session_failed(&self, switch: &str) {
+        self.lock().add(SESSION_FAILURES, sw(switch), 1);
     }
 
     pub fn set_switch_connected(&self, switch: &str, connected: bool) {

@@ -112,6 +112,8 @@ fn full() -> Metrics {
     m.large_flow_digest("leaf1");
     m.set_placement_failures(3, 1);
     m.write_failed("leaf2");
+    m.set_refused_entries("leaf2", 904);
+    m.session_failed("leaf1");
     m.init_hosts(["h2"]);
     m
 }
@@ -154,6 +156,8 @@ fn obs_metrics_exposition_is_valid_openmetrics() {
         "metaroce_unplaced_flows 3.0",
         "metaroce_refused_steer_entries 1.0",
         "metaroce_switch_write_failures_total{switch=\"leaf2\"} 1",
+        "metaroce_switch_refused_entries{switch=\"leaf2\"} 904.0",
+        "metaroce_switch_session_failures_total{switch=\"leaf1\"} 1",
         "metaroce_host_exporter_up{host=\"h2\"} 0.0",
     ] {
         assert!(text.lines().any(|l| l == want), "missing {want} in\n{text}");

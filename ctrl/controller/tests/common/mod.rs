@@ -13,6 +13,7 @@ use serde_json::Value;
 
 #[path = "../../../../tests/support/ports.rs"]
 mod ports;
+pub mod rig;
 
 /// 127.0.0.1 on a port outside the kernel's ephemeral range (see
 /// `tests/support/ports.rs`), for a listener or a BMv2 started later.

@@ -26,7 +26,7 @@ pub(super) struct Resolved {
     pub replaces: Option<FlowKey>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct QpKeys {
     /// The first source port each queue pair was seen with.
     first_sport: HashMap<(Ipv4Addr, Ipv4Addr, u32), u16>,

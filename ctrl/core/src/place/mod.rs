@@ -28,8 +28,10 @@ use crate::plan::nhop_id;
 
 mod docs;
 mod keys;
+mod trial;
 use docs::job_summary;
 pub use docs::{move_json, path_json, FlowsView};
+pub use trial::Trial;
 
 /// The placement's tunables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,7 +167,8 @@ pub struct PlaceStep {
 }
 
 /// The planner, the jobs, the reported flows and each switch's steer set.
-#[derive(Debug)]
+/// Cloned for a trial ([`Placement::trial`]).
+#[derive(Debug, Clone)]
 pub struct Placement {
     cfg: PlaceConfig,
     planner: Planner,

@@ -203,6 +203,7 @@ impl Switch {
             }
         });
         tonic::transport::Endpoint::from_static("http://in-memory.invalid")
+            .http2_max_header_list_size(crate::session::MAX_HEADER_LIST_SIZE)
             .connect_with_connector_lazy(connector)
     }
 

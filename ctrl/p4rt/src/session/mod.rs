@@ -63,12 +63,11 @@ pub enum SessionError {
     Deadline { device_id: u64, rpc: &'static str, after: Duration },
     #[error("device {device_id}: {rpc} failed: {:?}: {}", status.code(), status.message())]
     Rpc { device_id: u64, rpc: &'static str, status: tonic::Status },
-    #[error("device {device_id}: write refused")]
-    Write {
-        device_id: u64,
-        #[source]
-        failure: WriteFailure,
-    },
+    /// The switch answered the Write with per-update errors (the others
+    /// of the batch were applied): a refusal of those entries, not a
+    /// failure of the session.
+    #[error("device {device_id}: write refused: {failure}")]
+    Write { device_id: u64, failure: WriteFailure },
     #[error("device {device_id}: not primary (election id {election_id}); the primary has {primary:?}")]
     NotPrimary { device_id: u64, election_id: u128, primary: Option<u128> },
     #[error("device {device_id}: the server refused the stream: {message}")]
@@ -245,6 +244,15 @@ pub(crate) fn set_pipeline_request(
     }
 }
 
+/// The largest header block (trailers included) a session accepts. A
+/// refused Write answers with one `p4.v1.Error` per update in its
+/// `grpc-status-details-bin` trailer: a few tens of kilobytes for a
+/// batch of a thousand. Over hyper's default of 16 KiB, the client
+/// refuses the block and the HTTP/2 connection fails, and with it the
+/// StreamChannel: every refused batch then cost a reconnect, and the
+/// per-update errors were lost.
+pub const MAX_HEADER_LIST_SIZE: u32 = 16 << 20;
+
 /// Connects with exponential backoff; every attempt has a deadline.
 pub(crate) async fn connect_channel(cfg: &SessionConfig) -> Result<Channel, SessionError> {
     let fail = |attempts, last: String| SessionError::Connect {
@@ -256,8 +264,10 @@ pub(crate) async fn connect_channel(cfg: &SessionConfig) -> Result<Channel, Sess
     let ep = Endpoint::from_shared(cfg.addr.clone())
         .map_err(|e| fail(0, e.to_string()))?
         .connect_timeout(cfg.connect_timeout)
+        .http2_max_header_list_size(MAX_HEADER_LIST_SIZE)
         .tcp_nodelay(true);
-    let mut backoff = cfg.backoff_initial;
+    let mut backoff = crate::Backoff::new(cfg.backoff_initial, cfg.backoff_max);
+    let mut jitter = crate::Jitter::new(crate::Jitter::seed_for(cfg.device_id));
     let mut attempt = 0u32;
     loop {
         attempt += 1;
@@ -271,9 +281,9 @@ pub(crate) async fn connect_channel(cfg: &SessionConfig) -> Result<Channel, Sess
         if cfg.connect_attempts != 0 && attempt >= cfg.connect_attempts {
             return Err(fail(attempt, last));
         }
-        tracing::debug!(device_id = cfg.device_id, addr = %cfg.addr, attempt, error = %last, "connect failed; backing off");
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(cfg.backoff_max);
+        let delay = backoff.delay(jitter.unit());
+        tracing::debug!(device_id = cfg.device_id, addr = %cfg.addr, attempt, error = %last, retry_in = ?delay, "connect failed; backing off");
+        tokio::time::sleep(delay).await;
     }
 }
 
@@ -465,7 +475,9 @@ impl Session {
     }
 
     /// One Write batch (CONTINUE_ON_ERROR). Per-update failures come back
-    /// as [`SessionError::Write`].
+    /// as [`SessionError::Write`] (the other updates were applied); a call
+    /// that failed as a whole (no connection, not primary, no pipeline)
+    /// as [`SessionError::Rpc`] or [`SessionError::Deadline`].
     pub async fn write(&self, updates: Vec<p4::Update>) -> Result<(), SessionError> {
         let n = updates.len();
         let req = p4::WriteRequest {
@@ -478,8 +490,13 @@ impl Session {
         let mut client = self.client.clone();
         match self.call("Write", client.write(self.request(req))).await {
             Ok(_) => Ok(()),
-            Err(SessionError::Rpc { status, device_id, .. }) => {
-                Err(SessionError::Write { device_id, failure: WriteFailure::from_status(&status, n) })
+            Err(SessionError::Rpc { status, device_id, rpc }) => {
+                let failure = WriteFailure::from_status(&status, n);
+                if failure.failures.is_empty() {
+                    Err(SessionError::Rpc { status, device_id, rpc })
+                } else {
+                    Err(SessionError::Write { device_id, failure })
+                }
             }
             Err(e) => Err(e),
         }

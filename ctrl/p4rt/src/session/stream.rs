@@ -1,6 +1,6 @@
 //! The StreamChannel task of a session. It owns the stream: arbitrates,
 //! acks every DigestList, sends packet-outs, and after a drop reconnects
-//! with backoff, re-arbitrates and re-configures the digests, while the
+//! with backoff ([`crate::Backoff`], with jitter), re-arbitrates and re-configures the digests, while the
 //! callers' subscriptions stay in place.
 
 use std::collections::HashSet;
@@ -69,18 +69,23 @@ pub(super) async fn run(
         digests: vec![],
         pipeline: None,
     };
-    let mut backoff = t.cfg.backoff_initial;
+    let mut backoff = crate::Backoff::new(t.cfg.backoff_initial, t.cfg.backoff_max);
+    let mut jitter = crate::Jitter::new(crate::Jitter::seed_for(t.cfg.device_id));
     let mut first = true;
     loop {
         match t.open().await {
             Ok((out, inbound)) => {
-                backoff = t.cfg.backoff_initial;
                 if !first {
                     t.emit(Event::Reconnected);
                 }
                 first = false;
+                let opened = tokio::time::Instant::now();
                 let reason = t.serve(out, inbound, &mut cmds).await;
                 let Some(reason) = reason else { return };
+                // A stream that drops soon after it opened keeps backing
+                // off: a switch that accepts and then fails each stream is
+                // not hammered with reconnects.
+                backoff.ended_after(opened.elapsed());
                 tracing::warn!(device_id = t.cfg.device_id, %reason, "stream dropped; reconnecting");
                 t.role.send_modify(|r| r.primary = false);
                 t.emit(Event::Disconnected { reason });
@@ -89,7 +94,7 @@ pub(super) async fn run(
         }
         // Commands that arrive while disconnected are kept (subscriptions)
         // or refused (packet-outs are dropped: there is no stream).
-        let sleep = tokio::time::sleep(backoff);
+        let sleep = tokio::time::sleep(backoff.delay(jitter.unit()));
         tokio::pin!(sleep);
         loop {
             tokio::select! {
@@ -100,7 +105,6 @@ pub(super) async fn run(
                 },
             }
         }
-        backoff = (backoff * 2).min(t.cfg.backoff_max);
     }
 }
 

@@ -1,0 +1,206 @@
+//! One reconcile pass of a switch's agent: the difference between the
+//! desired state and what the switch holds, written batch by batch in
+//! phase order. A batch the switch refuses in part is applied for the
+//! rest: each refused entry is recorded ([`super::refused`]) and held
+//! back, and the pass goes on. A batch that fails as a whole (no
+//! connection, not primary) or shows the agent's view is stale ends the
+//! pass: the switch is read again and the pass retried with backoff.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use metaroce_p4rt::proto::p4::v1 as p4;
+use metaroce_p4rt::{SessionError, WriteFailure};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::refused::{self, Refused};
+use super::{AgentError, AgentEvent, Desired, Live, SyncOutcome, Target};
+use crate::reconcile::{self, Change};
+
+/// Updates per Write (the switch answers each with per-update errors).
+const BATCH: usize = 1000;
+
+/// What the writes of a pass did.
+#[derive(Default)]
+struct Written {
+    error: Option<String>,
+    refused: Vec<Refused>,
+    sent_at: Option<Instant>,
+    moved_at: Option<Instant>,
+}
+
+impl Live<'_> {
+    /// One reconcile pass: write the difference in phase order; refused
+    /// entries are held back, a failed batch ends the pass and it is
+    /// retried later with backoff. With `defer_deletes`, deletes that
+    /// follow writes wait for `cleanup_delay`.
+    pub(super) async fn sync(&mut self, desired: &Desired, defer_deletes: bool) {
+        let Some(wanted) = desired else { return };
+        if !self.term.writes {
+            return;
+        }
+        let started_at = Instant::now();
+        let desired = match &wanted.target {
+            Target::Plan(p) => match self.assigned.desired(p, &self.installed) {
+                Ok(d) => d,
+                Err(e) => return warn!(error = %e, "desired state cannot be installed"),
+            },
+            Target::Exact(m) => {
+                self.assigned.forget();
+                m.clone()
+            }
+        };
+        let mut desired = self.keep_steer(desired);
+        self.refusals.hold_back(&mut desired, &self.installed, started_at);
+        let mut batches = reconcile::diff(&desired, &self.installed);
+        // Deletes wait while traffic-moving writes go (see `cleanup_delay`),
+        // unless they are all there is to do.
+        let moves = batches.iter().take_while(|b| b.iter().any(|c| !matches!(c, Change::Delete(_)))).count();
+        if defer_deletes && moves > 0 && moves < batches.len() && !self.cfg.cleanup_delay.is_zero() {
+            batches.truncate(moves);
+            self.cleanup_at.get_or_insert(started_at + self.cfg.cleanup_delay);
+        } else if moves < batches.len() {
+            self.cleanup_at = None;
+        }
+        if batches.is_empty() {
+            self.announce(0).await;
+            return;
+        }
+        let (inserts, modifies, deletes) = reconcile::counts(&batches);
+        let started = Instant::now();
+        let written = if self.cfg.dry_run {
+            for c in batches.iter().flatten() {
+                info!(change = ?c, "dry run: would write");
+            }
+            Written::default()
+        } else {
+            self.write_all(&batches).await
+        };
+        let write_time = started.elapsed();
+        match &written.error {
+            None => {
+                self.backoff = self.cfg.retry_initial;
+                debug!(
+                    inserts,
+                    modifies,
+                    deletes,
+                    refused = written.refused.len(),
+                    ?write_time,
+                    "switch in sync"
+                );
+            }
+            Some(e) => {
+                warn!(error = %e, retry_in = ?self.backoff, "write failed; will re-read and retry");
+                self.retry_at = Some(Instant::now() + self.backoff);
+                self.backoff = (self.backoff * 2).min(self.cfg.retry_max);
+            }
+        }
+        if written.refused.iter().any(|r| r.code == tonic::Code::ResourceExhausted)
+            && self.cleanup_at.is_some()
+        {
+            // A table is full: the deletes that make room go now.
+            self.cleanup_at = Some(Instant::now());
+        }
+        let held_back = self.refusals.len();
+        let outcome = SyncOutcome {
+            inserts,
+            modifies,
+            deletes,
+            batches: batches.len(),
+            write_time,
+            error: written.error,
+            held_summary: (!written.refused.is_empty()).then(|| self.refusals.summary(8)),
+            refused: written.refused,
+            held_back,
+            caused_at: wanted.caused_at,
+            started_at,
+            sent_at: written.sent_at,
+            moved_at: written.moved_at,
+        };
+        let ok = outcome.error.is_none();
+        let installed = Arc::new(self.installed.clone());
+        let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome, installed }).await;
+        if ok {
+            // Programmed: everything it took, with the refused held back.
+            self.announce(inserts + modifies + deletes).await;
+        }
+    }
+
+    /// Writes the batches in order; see the module doc for what ends it.
+    async fn write_all(&mut self, batches: &[Vec<Change>]) -> Written {
+        let mut w = Written::default();
+        for batch in batches {
+            w.sent_at.get_or_insert_with(Instant::now);
+            let failed = match self.write(batch).await {
+                Ok(()) => None,
+                Err(AgentError::Session(SessionError::Write { failure, .. })) => Some(failure),
+                Err(e) => {
+                    w.error = Some(format!("{}: {e}", super::Failure::of(&e).as_str()));
+                    break;
+                }
+            };
+            let stale = self.took(batch, failed.as_ref(), &mut w);
+            if batch.iter().any(|c| !matches!(c, Change::Delete(_))) {
+                w.moved_at = Some(Instant::now());
+            }
+            if stale > 0 {
+                w.error = Some(format!(
+                    "write: {stale} entries were not as the controller believed (already there, or gone); re-reading the switch"
+                ));
+                break;
+            }
+        }
+        w
+    }
+
+    /// Applies what the switch took of `batch`, records what it refused;
+    /// returns how many failed because the agent's view is stale.
+    fn took(&mut self, batch: &[Change], failure: Option<&WriteFailure>, w: &mut Written) -> usize {
+        let Some(failure) = failure else {
+            reconcile::apply(&mut self.installed, batch);
+            for c in batch {
+                self.refusals.accepted(&c.entry().key());
+            }
+            return 0;
+        };
+        let failed: BTreeSet<usize> = failure.failed_indexes().into_iter().collect();
+        let now = Instant::now();
+        let mut stale = 0;
+        for (i, c) in batch.iter().enumerate() {
+            if !failed.contains(&i) {
+                reconcile::apply(&mut self.installed, std::slice::from_ref(c));
+                self.refusals.accepted(&c.entry().key());
+            }
+        }
+        for f in &failure.failures {
+            let Some(c) = batch.get(f.index) else { continue };
+            if refused::stale(f.code) {
+                stale += 1;
+            } else {
+                w.refused.push(self.refusals.refused(c, f.code, &f.message, now));
+            }
+        }
+        if !w.refused.is_empty() {
+            let first = &w.refused[0];
+            warn!(refused = w.refused.len(), code = ?first.code, message = %first.message, "the switch refused entries; held back, the rest is written");
+        }
+        stale
+    }
+
+    async fn write(&self, batch: &[Change]) -> Result<(), AgentError> {
+        let updates = batch
+            .iter()
+            .map(|c| {
+                let kind = match c {
+                    Change::Insert(_) => p4::update::Type::Insert,
+                    Change::Modify(_) => p4::update::Type::Modify,
+                    Change::Delete(_) => p4::update::Type::Delete,
+                };
+                self.pipeline.update(kind, c.entry())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.session.write_batched(updates, BATCH).await?;
+        Ok(())
+    }
+}
