@@ -138,7 +138,7 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
     // Modes are independent runs on the same seed: one thread each, results
     // in the order asked for, so the report does not depend on scheduling.
     let sc: &metaroce_sim::Scenario = sc;
-    let runs = std::thread::scope(|scope| {
+    let (runs, floors) = std::thread::scope(|scope| {
         let handles: Vec<_> = sc
             .modes
             .iter()
@@ -147,11 +147,18 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
                 scope.spawn(move || run_one(topo, routing, sc, mode, o.quiet))
             })
             .collect();
-        handles
+        // Each job alone on one switch, once for every mode.
+        let floors = metaroce_sim::report::floor::job_floors(&l.topology, sc);
+        let runs = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a simulation thread panicked"))))
-            .collect::<anyhow::Result<Vec<ModeRun>>>()
+            .collect::<anyhow::Result<Vec<ModeRun>>>();
+        runs.map(|r| (r, floors))
     })?;
+    let mut runs = runs;
+    for r in &mut runs {
+        metaroce_sim::report::floor::attach(r, &floors);
+    }
     write_outputs(&o.out, sc, &runs)?;
     let stdout = &mut std::io::stdout().lock();
     if o.json {

@@ -108,8 +108,12 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
                 let Some(&(seed, mode)) = tasks.get(i) else { break };
                 let mut sc = l.scenario.clone();
                 sc.reseed(&l.topology, seed);
+                let floors = metaroce_sim::report::floor::job_floors(&l.topology, &sc);
                 let r = metaroce_sim::run_mode(&l.topology, routing, &sc, mode, &mut |_| {})
-                    .map(|r| r.summary)
+                    .map(|mut r| {
+                        metaroce_sim::report::floor::attach(&mut r, &floors);
+                        r.summary
+                    })
                     .map_err(|e| format!("seed {seed} mode {mode}: {e}"));
                 if tx.send((i, r)).is_err() {
                     break;

@@ -51,6 +51,19 @@ fn completion(c: Option<f64>, slowdown: Option<f64>) -> String {
     }
 }
 
+/// Completion, over the ideal, and over max(ideal, floor) when known.
+fn completion_floor(c: Option<f64>, slowdown: Option<f64>, vs_floor: Option<f64>) -> String {
+    match (c, slowdown, vs_floor) {
+        (Some(c), Some(s), Some(f)) => format!("{c:.1} ({s:.2}×; {f:.2}× of max(ideal, floor))"),
+        _ => completion(c, slowdown),
+    }
+}
+
+/// ", floor X µs" when the run computed the job's floor.
+fn floor_label(f: Option<f64>) -> String {
+    f.map_or(String::new(), |f| format!(", floor {f:.1} µs"))
+}
+
 /// Each iteration of each job that runs several: completion and slowdown.
 fn iterations(out: &mut String, runs: &[ModeRun]) {
     let s = &runs[0].summary;
@@ -68,13 +81,15 @@ fn iterations(out: &mut String, runs: &[ModeRun]) {
     header(out, "job, iteration", runs);
     for (j, job) in s.jobs.iter().enumerate().filter(|(_, j)| j.iterations.len() > 1) {
         for k in 0..job.iterations.len() {
-            let name = format!("{} #{} (ideal {:.1} µs)", job.name, k + 1, job.iterations[k].ideal_us);
+            let it = &job.iterations[k];
+            let name =
+                format!("{} #{} (ideal {:.1} µs{})", job.name, k + 1, it.ideal_us, floor_label(it.floor_us));
             row(out, &name, runs, |r| {
                 r.summary.jobs[j].iterations.get(k).map_or("-".into(), |i| {
                     let t = i.largest_tree;
                     format!(
                         "{}, tree {} / {}, {} pauses",
-                        completion(i.completion_us, i.slowdown),
+                        completion_floor(i.completion_us, i.slowdown, i.vs_floor),
                         t.links,
                         t.switches,
                         i.pfc_pauses
@@ -133,16 +148,17 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
     for (j, job) in s.jobs.iter().enumerate() {
         let _ = writeln!(
             out,
-            "| {} ({}, {} ranks): ideal {:.1} µs, set by {} | {}",
+            "| {} ({}, {} ranks): ideal {:.1} µs, set by {}{} | {}",
             job.name,
             job.pattern,
             job.ranks,
             job.ideal_us,
             job.ideal_bottleneck,
+            floor_label(job.floor_us),
             runs.iter()
                 .map(|r| {
                     let x = &r.summary.jobs[j];
-                    format!("{} |", completion(x.completion_us, x.slowdown))
+                    format!("{} |", completion_floor(x.completion_us, x.slowdown, x.vs_floor))
                 })
                 .collect::<Vec<_>>()
                 .join(" ")

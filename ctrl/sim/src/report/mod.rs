@@ -2,6 +2,7 @@
 //! ideal bound, FCT percentiles, utilization imbalance and queue depth per
 //! tier, PFC, ECN and loss counters; as JSON and as a markdown comparison.
 
+pub mod floor;
 mod heatmap;
 pub mod ideal;
 mod markdown;
@@ -37,6 +38,12 @@ pub struct JobSummary {
     pub ideal_bottleneck: String,
     /// Completion over the ideal bound (1.0 is perfect).
     pub slowdown: Option<f64>,
+    /// The job alone on one switch (`floor.rs`), when computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_us: Option<f64>,
+    /// Completion over the larger of the ideal bound and the floor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_floor: Option<f64>,
     /// Compute time between iterations.
     pub compute_us: f64,
     /// Each iteration's collective, in order.
@@ -57,6 +64,12 @@ pub struct IterSummary {
     /// The ideal bound of one collective.
     pub ideal_us: f64,
     pub slowdown: Option<f64>,
+    /// This iteration alone on one switch, and completion over the larger
+    /// of it and the ideal, when the floor was computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_floor: Option<f64>,
     /// The largest congestion tree (any priority, any job's traffic) that
     /// stood while the iteration ran, to the run's end if it did not
     /// finish; zero if it never started. `at_ps` is when it was measured:
@@ -273,6 +286,8 @@ pub(crate) fn summarize(
                     slowdown: c.map(|c| c / us(bound.ps).max(1e-9)),
                     largest_tree,
                     pfc_pauses,
+                    floor_us: None,
+                    vs_floor: None,
                 }
             })
             .collect();
@@ -286,6 +301,8 @@ pub(crate) fn summarize(
             ideal_us: ideal_total,
             ideal_bottleneck: bound.bottleneck,
             slowdown: completion.map(|c| c / ideal_total.max(1e-9)),
+            floor_us: None,
+            vs_floor: None,
             compute_us: us(run.compute_ps),
             iterations,
             pairs: job_pairs(topo, job),

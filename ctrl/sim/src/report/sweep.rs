@@ -30,6 +30,9 @@ pub struct SweepRow {
     pub later_iterations: Vec<f64>,
     pub later_median: f64,
     pub later_worst: f64,
+    /// The same over the larger of the ideal and the job's floor (the job
+    /// alone on one switch), when the runs computed floors: median, worst.
+    pub later_vs_floor: Option<(f64, f64)>,
     /// PFC pauses of the mode's runs (all jobs): median and largest.
     pub pfc_pauses_median: f64,
     pub pfc_pauses_max: u64,
@@ -112,6 +115,21 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
                     })
                     .collect(),
             );
+            let vs_floor: Option<Vec<f64>> = of_mode
+                .iter()
+                .filter_map(|s| s.jobs.get(j))
+                .filter(|x| x.iterations.len() > 1)
+                .map(|x| {
+                    x.iterations[1..]
+                        .iter()
+                        .map(|i| i.vs_floor.or(i.completion_us.map(|_| f64::NAN)))
+                        .try_fold(0.0f64, |m, v| v.filter(|v| !v.is_nan()).map(|v| m.max(v)))
+                })
+                .collect();
+            let later_vs_floor = vs_floor.filter(|v| !v.is_empty()).map(|v| {
+                let v = sorted(v);
+                (median(&v), v.last().copied().unwrap_or(0.0))
+            });
             let iters = of_mode.iter().filter_map(|s| s.jobs.get(j)).map(|x| x.iterations.len()).max();
             let iteration_tree_links = (0..iters.unwrap_or(0))
                 .map(|k| {
@@ -140,6 +158,7 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
                 best: done.first().copied().unwrap_or(0.0),
                 later_median: median(&later),
                 later_worst: later.last().copied().unwrap_or(0.0),
+                later_vs_floor,
                 later_iterations: later,
                 slowdowns: done,
                 pfc_pauses_median: median(&pauses),
@@ -204,10 +223,15 @@ pub fn markdown(s: &Sweep) -> String {
             cell(r.median),
             cell(r.p90),
             cell(r.worst),
-            if r.later_iterations.is_empty() {
-                "-".to_string()
-            } else {
-                format!("{:.2}× / {:.2}×", r.later_median, r.later_worst)
+            match (r.later_iterations.is_empty(), r.later_vs_floor) {
+                (true, _) => "-".to_string(),
+                (false, None) => format!("{:.2}× / {:.2}×", r.later_median, r.later_worst),
+                (false, Some((m, w))) => {
+                    format!(
+                        "{:.2}× / {:.2}× ({m:.2}× / {w:.2}× of max(ideal, floor))",
+                        r.later_median, r.later_worst
+                    )
+                }
             },
             r.pfc_pauses_median,
             r.pfc_pauses_max,

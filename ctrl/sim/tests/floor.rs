@@ -1,0 +1,40 @@
+//! Each job's floor: the job alone on one switch. Chunk round trips are
+//! in it, so completion over max(ideal, floor) stops blaming them on
+//! routing.
+
+mod common;
+
+use common::{leaf_spine, run, scenario};
+use metaroce_sim::report::floor::{attach, job_floors};
+use metaroce_sim::Mode;
+
+#[test]
+fn the_floor_holds_what_no_routing_can_remove() {
+    let topo = leaf_spine(2, 2, 2, 100);
+    let sc = scenario(
+        &topo,
+        "jobs:
+  - {name: chunked, pattern: permutation, hosts: [h1-1, h1-2, h2-1, h2-2], shift: 2, size: 1MiB, chunk: 64KiB, iterations: 2, compute: 50us}
+  - {name: web, pattern: poisson, hosts: all, load: 0.1, sizes: web-search, duration: 100us, start: 2ms}
+",
+    );
+    let floors = job_floors(&topo, &sc);
+    assert_eq!(floors.len(), 2);
+    assert!(floors[1].is_none(), "a data-centre job's figure is its FCT slowdown");
+    let f = floors[0].clone().expect("a permutation has a floor");
+    assert_eq!(f.iterations_us.len(), 2);
+    let mut r = run(&topo, &sc, Mode::Ecmp);
+    attach(&mut r, &floors);
+    let job = &r.summary.jobs[0];
+    // Sixteen chunks a pair, each posted when the ACK of the one before
+    // is back: well above the bound, on one switch already.
+    assert!(f.iterations_us[0] > 1.1 * job.iterations[0].ideal_us, "{f:?} vs {}", job.iterations[0].ideal_us);
+    assert_eq!(job.floor_us, Some(f.completion_us));
+    for it in &job.iterations {
+        let (c, fl) = (it.completion_us.unwrap(), it.floor_us.unwrap());
+        assert!(c >= 0.99 * fl, "the fabric cannot beat one switch: {c} vs {fl}");
+        let vs = it.vs_floor.unwrap();
+        assert!((vs - c / it.ideal_us.max(fl)).abs() < 1e-9);
+        assert!(vs < it.slowdown.unwrap(), "the floor is above the ideal here");
+    }
+}
