@@ -18,12 +18,14 @@
 //!   and a lost report loses no state (the next window reports again).
 //!   Packets of another flow in an open window count into it and flag it,
 //!   and the report carries the flag, so a reader can tell a collision
-//!   from a rate. This is the pipeline twin's rule (`twin/large_flows.rs`).
+//!   from a rate. One rule with the pipeline twin's (`twin/window.rs`),
+//!   which keeps the same state in the P4 registers.
 
 use std::collections::HashMap;
 
 use crate::engine::events::PortId;
 use crate::rng::mix64;
+use crate::twin::window::{self, Count, Window};
 
 /// What a steer entry matches: a flow, or (with `sport` None) a host pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,14 +74,6 @@ pub struct Detector {
 /// Slots per switch, as `LARGE_FLOW_SLOTS` in `sizes.p4` sizes them.
 pub const SLOTS: usize = 4096;
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    sig: u32,
-    start_ps: u64,
-    bytes: u64,
-    collided: bool,
-}
-
 /// The engine's steering state: entries, their first use, the detector.
 #[derive(Debug, Default)]
 pub struct Steering {
@@ -92,7 +86,7 @@ pub struct Steering {
     /// that landed.
     pub landed_ps: Vec<u64>,
     detector: Option<Detector>,
-    slots: Vec<Slot>,
+    slots: Vec<Window>,
     /// Flowlets that started on a steer entry.
     pub steered_flowlets: u64,
 }
@@ -143,7 +137,7 @@ impl Steering {
 
     pub(crate) fn set_detector(&mut self, d: Option<Detector>, switches: usize) {
         self.detector = d;
-        self.slots = if d.is_some() { vec![Slot::default(); switches * SLOTS] } else { Vec::new() };
+        self.slots = if d.is_some() { vec![Window::default(); switches * SLOTS] } else { Vec::new() };
     }
 
     pub fn detecting(&self) -> bool {
@@ -166,28 +160,30 @@ impl Steering {
         let h = mix64(u64::from(src) << 40 ^ u64::from(dst) << 16 ^ u64::from(sport));
         let sig = (h >> 32) as u32 | 1;
         let slot = self.slots.get_mut(switch * SLOTS + (h as usize & (SLOTS - 1)))?;
-        let open = slot.sig != 0 && now_ps.saturating_sub(slot.start_ps) < d.window_ps;
-        if open {
-            slot.collided |= slot.sig != sig;
-            slot.bytes += u64::from(bytes);
-            return None;
-        }
-        // The window ended: the first packet after it reports it (naming
-        // its own flow and port, flagged when the slot was shared), then
-        // opens the next.
-        let report = (slot.sig != 0 && slot.bytes >= d.threshold_bytes).then(|| LargeFlow {
+        let elapsed = now_ps.saturating_sub(slot.start);
+        let closed = match window::count(
+            slot,
+            u64::from(sig),
+            u64::from(bytes),
+            now_ps,
+            elapsed,
+            d.window_ps,
+            d.threshold_bytes,
+        ) {
+            Count::Counted => return None,
+            Count::Opened(closed) => closed?,
+        };
+        Some(LargeFlow {
             switch,
             src,
             dst,
             sport,
             qp,
             port,
-            bytes: slot.bytes,
-            window_ps: now_ps - slot.start_ps,
-            collision: slot.collided || slot.sig != sig,
-        });
-        *slot = Slot { sig, start_ps: now_ps, bytes: u64::from(bytes), collided: false };
-        report
+            bytes: closed.bytes,
+            window_ps: closed.elapsed,
+            collision: closed.collision,
+        })
     }
 }
 

@@ -6,6 +6,7 @@
 //! the next. Run for UDP from an edge port that is routed to a group.
 
 use super::headers::Headers;
+use super::window::{self, Count, Window};
 use super::{Twin, TwinError, TIME_MASK};
 
 /// `configure(window_us, threshold_bytes)` until the controller writes
@@ -26,20 +27,26 @@ impl Twin {
         }
         let ids = &self.ids;
         let slot = h.meta.flow_slot;
-        let sig = u128::from(h.meta.flow_hash >> 16);
-        let len = u32::from(ip.total_len);
+        let sig = u64::from(h.meta.flow_hash >> 16);
+        let len = u64::from(ip.total_len);
         let start = self.reg(ids.window_start, slot)? as u64;
-        let owner = self.reg(ids.window_sig, slot)?;
-        let bytes = self.reg(ids.window_bytes, slot)? as u32;
+        let mut w = Window {
+            open: start != 0,
+            sig: self.reg(ids.window_sig, slot)? as u64,
+            start,
+            bytes: u64::from(self.reg(ids.window_bytes, slot)? as u32),
+            collided: self.reg(ids.window_collision, slot)? != 0,
+        };
         let elapsed = now.wrapping_sub(start) & TIME_MASK;
-        if start != 0 && elapsed < window {
-            if owner != sig {
-                self.set_reg(ids.window_collision, slot, 1)?;
+        let closed = match window::count(&mut w, sig, len, now, elapsed, window, u64::from(threshold)) {
+            Count::Counted => {
+                self.set_reg(ids.window_collision, slot, u128::from(w.collided))?;
+                return self.set_reg(ids.window_bytes, slot, u128::from(w.bytes as u32));
             }
-            return self.set_reg(ids.window_bytes, slot, u128::from(bytes.wrapping_add(len)));
-        }
-        if start != 0 && bytes >= threshold {
-            let collision = self.reg(ids.window_collision, slot)? != 0 || owner != sig;
+            Count::Opened(closed) => closed,
+        };
+        if let Some(c) = closed {
+            let (bytes, elapsed, collision) = (c.bytes as u32, c.elapsed, c.collision);
             let (sport, qp) = (h.l4_ports().0, h.bth.map(|b| b.dest_qp).unwrap_or(0));
             let flow = (u128::from(ip.src) << 72)
                 | (u128::from(ip.dst) << 40)
@@ -67,9 +74,9 @@ impl Twin {
             );
         }
         let ids = &self.ids;
-        self.set_reg(ids.window_sig, slot, sig)?;
-        self.set_reg(ids.window_start, slot, u128::from(now))?;
-        self.set_reg(ids.window_bytes, slot, u128::from(len))?;
-        self.set_reg(ids.window_collision, slot, 0)
+        self.set_reg(ids.window_sig, slot, u128::from(w.sig))?;
+        self.set_reg(ids.window_start, slot, u128::from(w.start))?;
+        self.set_reg(ids.window_bytes, slot, u128::from(w.bytes as u32))?;
+        self.set_reg(ids.window_collision, slot, u128::from(w.collided))
     }
 }

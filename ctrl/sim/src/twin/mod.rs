@@ -59,6 +59,7 @@ mod ingress;
 mod large_flows;
 mod process;
 mod report;
+pub mod window;
 
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::server::Switch;
