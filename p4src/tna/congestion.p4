@@ -80,7 +80,9 @@ control QueueSensing(inout egress_headers_t hdr, inout egress_metadata_t meta,
     action set_port(bit<1> edge, bit<16> mtu, bit<32> queue_high, bit<32> queue_low, bit<32> ecn_threshold) {
         meta.edge = edge;
         meta.mtu = mtu;
-        meta.ip_len_hop = hdr.ipv4.total_len + 23;  // for the MTU test
+        // For the MTU tests: a hop adds 24 bytes, the source 16 more.
+        meta.ip_len_hop = hdr.ipv4.total_len + 23;
+        meta.ip_len_source = hdr.ipv4.total_len + 39;
         meta.queue_high = queue_high;
         meta.queue_low = queue_low;
         meta.ecn_threshold = ecn_threshold;
@@ -109,6 +111,7 @@ control QueueSensing(inout egress_headers_t hdr, inout egress_metadata_t meta,
         meta.low_diff = (bit<32>)eg_intr_md.enq_qdepth |-| meta.queue_low;
         meta.ecn_diff = meta.ecn_threshold |-| (bit<32>)eg_intr_md.enq_qdepth;
         meta.mtu_room = meta.mtu |-| meta.ip_len_hop;
+        meta.mtu_room_source = meta.mtu |-| meta.ip_len_source;
         meta.digest_cutoff = eg_prsr_md.global_tstamp[31:0] - hdr.bridged.digest_interval;
     }
 

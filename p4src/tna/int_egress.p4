@@ -10,14 +10,15 @@
 #include "metadata.p4"
 
 // A hop towards the fabric pushes its metadata, or sets E (hop limit or
-// full stack) or M (MTU; mtu 0: unchecked). The MTU tests are apart: one
-// gateway cannot take both fields.
-#define TRANSIT_HOP \
+// full stack) or M (MTU; mtu 0: unchecked). ROOM: the MTU's room for the
+// packet as it will be before this hop's push (egress_metadata_t). The
+// MTU tests are apart: one gateway cannot take both fields.
+#define TRANSIT_HOP(ROOM) \
     if (hdr.int_hdr.remaining_hops == 0 || hdr.int_hdr.len > INT_MAX_STACK_WORDS + 3 - (bit<8>)INT_HOP_ML) { \
         hdr.int_hdr.hop_exceeded = 1; \
     } else if (meta.mtu == 0) { \
         push_hop_metadata(); \
-    } else if (meta.mtu_room == 0) { \
+    } else if (ROOM == 0) { \
         hdr.int_hdr.mtu_exceeded = 1; \
     } else { \
         push_hop_metadata(); \
@@ -78,10 +79,10 @@ control IntEgress(inout egress_headers_t hdr, inout egress_metadata_t meta,
             // Not instrumented, unless this is the source.
             if (hdr.bridged.int_source == 1 && meta.edge == 0) {
                 insert_int_headers();
-                TRANSIT_HOP
+                TRANSIT_HOP(meta.mtu_room_source)
             }
         } else if (meta.edge == 0) {
-            TRANSIT_HOP
+            TRANSIT_HOP(meta.mtu_room)
         }
         // An INT packet to an edge port was stripped by the sink's ingress
         // (ingress.p4): egress cannot parse the stack.

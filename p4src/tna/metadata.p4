@@ -228,7 +228,9 @@ struct egress_metadata_t {
     bit<32> ecn_diff;      // ecn_threshold |-| depth: 0 at or above it
     bit<32> digest_cutoff; // now - digest interval (rate_limit)
     bit<16> ip_len_hop;    // IPv4 total length + 23
+    bit<16> ip_len_source; // IPv4 total length + 39
     bit<16> mtu_room;      // mtu |-| (total length + 23): 0 when a 24-byte hop does not fit
+    bit<16> mtu_room_source;  // the same at the source, after its 16 bytes of INT headers
     bit<8> congested_now;  // the state the depth puts the port in (1 congested)
     bit<8> crossing;       // 0 none, 1 up through queue_high, 2 down through queue_low
     MirrorId_t mirror_session;  // DIGEST_SESSION (Tofino takes the session from a field)

@@ -58,8 +58,9 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
         void apply(inout bit<32> value, out bit<1> gap) {
             // now - last > timeout, as (now - timeout) - last > 0: a
             // stateful ALU's test takes one field besides the register.
-            // Exact while the gap is under timeout + 2^31 ns (2.1 s).
-            if ((int<32>)(meta.flowlet_cutoff - value) > 0) {
+            // Exact while the gap is under timeout + 2^31 ns (2.1 s). A
+            // slot never used (0) has a gap whatever the clock's half.
+            if (value == 0 || (int<32>)(meta.flowlet_cutoff - value) > 0) {
                 gap = 1;
             } else {
                 gap = 0;
