@@ -4,7 +4,6 @@
 # bf-rt.json, pipe/context.json, pipe/tofino.bin and the resource summary.
 #   p4src/compile-tna.sh [OUT_DIR]     (default: p4src/build/tofino)
 # BF_P4C: the compiler driver (default: p4c, run with --target tofino).
-# Not run in the session that wrote it: bf-p4c was not built there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-p4src/build/tofino}
@@ -19,9 +18,15 @@ mkdir -p "$out"
 # P4Info is written outside it and copied in afterwards.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$BF_P4C" --target tofino --arch tna --std p4-16 -I p4src \
+# -S: the driver stops after the compiler. At p4c 34b86e9 its own
+# assembler step fails in Python before it starts ("'PosixPath' object has
+# no attribute 'find'", p4c_src/barefoot.py), so bfas runs here, as the
+# driver would run it.
+"$BF_P4C" --target tofino --arch tna --std p4-16 -I p4src -S \
   --bf-rt-schema "$out/bf-rt.json" \
   --p4runtime-files "$tmp/main.p4info.txtpb" --p4runtime-force-std-externs \
   -o "$out" p4src/tna/main.p4
+bfas=$(dirname "$(command -v p4c-barefoot)")/bfas
+"$bfas" --target tofino --table-handle-offset0 -o "$out/pipe" "$out/pipe/main.bfa"
 cp "$tmp/main.p4info.txtpb" "$out/main.p4info.txtpb"
 echo "compiled p4src/tna/main.p4 -> $out"

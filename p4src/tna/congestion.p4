@@ -39,17 +39,17 @@ control QueueSensing(inout egress_headers_t hdr, inout egress_metadata_t meta,
         }
     };
 
-    // 1: crossed up through queue_high; 2: down through queue_low; 0: none.
+    // The port's state moves to meta.congested_now (1: at or above
+    // queue_high, 0: at or below queue_low; not applied in between).
+    // 1: it flipped (a crossing), 0: it was already there. One comparison:
+    // a stateful ALU has two.
     RegisterAction<bit<8>, bit<9>, bit<8>>(port_congested) cross = {
-        void apply(inout bit<8> value, out bit<8> crossing) {
-            if (value == 0 && meta.above_high == 1) {
-                value = 1;
-                crossing = 1;
-            } else if (value == 1 && meta.below_low == 1) {
-                value = 0;
-                crossing = 2;
+        void apply(inout bit<8> value, out bit<8> flipped) {
+            if (value != meta.congested_now) {
+                value = meta.congested_now;
+                flipped = 1;
             } else {
-                crossing = 0;
+                flipped = 0;
             }
         }
     };
@@ -57,7 +57,8 @@ control QueueSensing(inout egress_headers_t hdr, inout egress_metadata_t meta,
     // 1: the port's last digest is at least digest_interval old.
     RegisterAction<bit<32>, bit<9>, bit<8>>(port_last_digest) rate_limit = {
         void apply(inout bit<32> value, out bit<8> due) {
-            if (value == 0 || eg_prsr_md.global_tstamp[31:0] - value >= hdr.bridged.digest_interval) {
+            // now - value >= interval, as in routing.p4's stamp_time.
+            if (value == 0 || (int<32>)(meta.digest_cutoff - value) >= 0) {
                 value = eg_prsr_md.global_tstamp[31:0];
                 due = 1;
             } else {
@@ -79,6 +80,9 @@ control QueueSensing(inout egress_headers_t hdr, inout egress_metadata_t meta,
     action set_port(bit<1> edge, bit<16> mtu, bit<32> queue_high, bit<32> queue_low, bit<32> ecn_threshold) {
         meta.edge = edge;
         meta.mtu = mtu;
+        // For the MTU tests: a hop adds 24 bytes, the source 16 more.
+        meta.ip_len_hop = hdr.ipv4.total_len + 23;
+        meta.ip_len_source = hdr.ipv4.total_len + 39;
         meta.queue_high = queue_high;
         meta.queue_low = queue_low;
         meta.ecn_threshold = ecn_threshold;
@@ -97,6 +101,28 @@ control QueueSensing(inout egress_headers_t hdr, inout egress_metadata_t meta,
         size = PORT_COUNT;
     }
 
+    // The depth against the thresholds, and the MTU's room, as saturating
+    // differences (see egress_metadata_t). In a table's action, so that
+    // the compiler does not fold them back into the tests (a gateway
+    // cannot compute them).
+    @hidden
+    action compare_depth() {
+        meta.high_diff = meta.queue_high |-| (bit<32>)eg_intr_md.enq_qdepth;
+        meta.low_diff = (bit<32>)eg_intr_md.enq_qdepth |-| meta.queue_low;
+        meta.ecn_diff = meta.ecn_threshold |-| (bit<32>)eg_intr_md.enq_qdepth;
+        meta.mtu_room = meta.mtu |-| meta.ip_len_hop;
+        meta.mtu_room_source = meta.mtu |-| meta.ip_len_source;
+        meta.digest_cutoff = eg_prsr_md.global_tstamp[31:0] - hdr.bridged.digest_interval;
+    }
+
+    @hidden
+    table compare {
+        actions = {
+            compare_depth;
+        }
+        const default_action = compare_depth();
+    }
+
     apply {
         meta.edge = 0;
         meta.mtu = 0;
@@ -106,17 +132,37 @@ control QueueSensing(inout egress_headers_t hdr, inout egress_metadata_t meta,
         egress_port_config.apply();
         meta.depth = (bit<32>)eg_intr_md.enq_qdepth;
         raise_max.execute(eg_intr_md.egress_port);
+        compare.apply();
 
-        if (meta.ecn_threshold != 0 && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)
-                && meta.depth >= meta.ecn_threshold) {
-            hdr.ipv4.ecn = 3;
-            ecn_marks.count(eg_intr_md.egress_port);
+        // (Nested: one gateway cannot test all of it.)
+        if (meta.ecn_threshold != 0 && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)) {
+            if (meta.ecn_diff == 0) {
+                hdr.ipv4.ecn = 3;
+                ecn_marks.count(eg_intr_md.egress_port);
+            }
         }
 
+        // Up through queue_high (crossing 1) from 0, down through
+        // queue_low (2) from 1; between the two the state holds.
+        meta.crossing = 0;
         if (meta.queue_high != 0) {
-            meta.above_high = (meta.depth >= meta.queue_high) ? 1w1 : 1w0;
-            meta.below_low = (meta.depth <= meta.queue_low) ? 1w1 : 1w0;
-            meta.crossing = cross.execute(eg_intr_md.egress_port);
+            bool update = true;
+            if (meta.high_diff == 0) {
+                meta.congested_now = 1;
+            } else if (meta.low_diff == 0) {
+                meta.congested_now = 0;
+            } else {
+                update = false;
+            }
+            if (update) {
+                if (cross.execute(eg_intr_md.egress_port) == 1) {
+                    if (meta.congested_now == 1) {
+                        meta.crossing = 1;
+                    } else {
+                        meta.crossing = 2;
+                    }
+                }
+            }
             if (meta.crossing != 0) {
                 meta.digest_due = rate_limit.execute(eg_intr_md.egress_port);
                 if (meta.digest_due == 1) {
@@ -128,8 +174,9 @@ control QueueSensing(inout egress_headers_t hdr, inout egress_metadata_t meta,
                     meta.digest_copy.depth = meta.depth;
                     meta.digest_copy.timestamp = eg_prsr_md.global_tstamp;
                     meta.digest_copy.seq = meta.seq;
-                    meta.digest_copy.congested = (meta.crossing == 1) ? 8w1 : 8w0;
+                    meta.digest_copy.congested = meta.congested_now;  // 1 up, 0 down
                     eg_dprsr_md.mirror_type = MIRROR_TYPE_DIGEST;
+                    meta.mirror_session = DIGEST_SESSION;
                 }
             }
         }

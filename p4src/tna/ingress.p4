@@ -36,6 +36,7 @@ control MetaroceIngress(inout ingress_headers_t hdr, inout ingress_metadata_t me
             configure;
         }
         default_action = configure(0, 50000000);
+        size = 1;
     }
 
     // MetaroceEgress.egress_config in the contract. It is applied here
@@ -56,6 +57,7 @@ control MetaroceIngress(inout ingress_headers_t hdr, inout ingress_metadata_t me
             configure_egress;
         }
         default_action = configure_egress(1000000, 1000000000, 8);
+        size = 1;
     }
 
     action set_edge() {
@@ -132,6 +134,9 @@ control MetaroceIngress(inout ingress_headers_t hdr, inout ingress_metadata_t me
             ig_dprsr_md.drop_ctl = 1;
             exit;
         }
+        if (hdr.int_hdr.isValid() && hdr.int_hdr.version != INT_VERSION) {
+            meta.drop_reason = DROP_INT_MALFORMED;  // (not checked by the parser)
+        }
         // The common case, a well-formed IPv4 packet from a port with TTL
         // to spare, is one condition rather than one per check below.
         if (!hdr.packet_out.isValid() && meta.drop_reason == 0 && ig_prsr_md.parser_err == 0
@@ -162,6 +167,7 @@ control MetaroceIngress(inout ingress_headers_t hdr, inout ingress_metadata_t me
                 ingress_port_role.apply();
                 if (meta.edge && hdr.int_hdr.isValid()) {
                     // This switch is the packet's INT sink.
+                    // Decides the report, and strips INT.
                     int_egress.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
                 } else if (meta.edge) {
                     int_watchlist.apply();

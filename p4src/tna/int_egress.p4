@@ -1,18 +1,24 @@
-// INT-MD in egress: the source inserts the INT headers, every hop on the
-// way (the source included) pushes its metadata, and the sink leaf strips
-// INT before delivery. The sink's Telemetry Report is decided and copied
-// in ingress (report_decision.p4) and built from that copy (report.p4).
+// INT-MD in egress: the source inserts the INT headers and every hop on
+// the way (the source included) pushes its metadata. The sink leaf strips
+// INT in ingress (ingress.p4), since egress parses no further than the
+// INT-MD header (Tofino 1's egress parse depth); its Telemetry Report is
+// decided and copied in ingress too (report_decision.p4) and built from
+// that copy (report.p4).
 #ifndef METAROCE_TNA_INT_EGRESS_P4
 #define METAROCE_TNA_INT_EGRESS_P4
 
 #include "metadata.p4"
 
 // A hop towards the fabric pushes its metadata, or sets E (hop limit or
-// full stack) or M (MTU).
-#define TRANSIT_HOP \
-    if (hdr.int_hdr.remaining_hops == 0 || hdr.int_hdr.len + (bit<8>)INT_HOP_ML > INT_MAX_STACK_WORDS + 3) { \
+// full stack) or M (MTU; mtu 0: unchecked). ROOM: the MTU's room for the
+// packet as it will be before this hop's push (egress_metadata_t). The
+// MTU tests are apart: one gateway cannot take both fields.
+#define TRANSIT_HOP(ROOM) \
+    if (hdr.int_hdr.remaining_hops == 0 || hdr.int_hdr.len > INT_MAX_STACK_WORDS + 3 - (bit<8>)INT_HOP_ML) { \
         hdr.int_hdr.hop_exceeded = 1; \
-    } else if (meta.mtu != 0 && hdr.ipv4.total_len + 24 > meta.mtu) { \
+    } else if (meta.mtu == 0) { \
+        push_hop_metadata(); \
+    } else if (ROOM == 0) { \
         hdr.int_hdr.mtu_exceeded = 1; \
     } else { \
         push_hop_metadata(); \
@@ -61,24 +67,11 @@ control IntEgress(inout egress_headers_t hdr, inout egress_metadata_t meta,
         hdr.int_local.egress_port = (bit<16>)eg_intr_md.egress_port;
         hdr.int_local.hop_latency = eg_prsr_md.global_tstamp[31:0] - hdr.bridged.ingress_ts[31:0];
         hdr.int_local.queue_id = 0;
-        hdr.int_local.occupancy = (bit<24>)eg_intr_md.enq_qdepth;
+        hdr.int_local.occupancy = meta.depth[23:0];  // the 19-bit enq_qdepth
         hdr.int_local.egress_ts = (bit<64>)eg_prsr_md.global_tstamp;
         hdr.int_hdr.remaining_hops = hdr.int_hdr.remaining_hops - 1;
         hdr.int_hdr.len = hdr.int_hdr.len + (bit<8>)INT_HOP_ML;
         add_int_bytes(24);
-    }
-
-    action strip_int() {
-        bit<16> bytes = 4 + ((bit<16>)hdr.int_hdr.len << 2);
-        hdr.ipv4.total_len = hdr.ipv4.total_len - bytes;
-        hdr.udp.len = hdr.udp.len - bytes;
-        hdr.udp.checksum = 0;
-        hdr.ipv4.dscp = hdr.int_hdr.original_dscp;
-        hdr.int_hdr.setInvalid();
-        hdr.int_hops[0].setInvalid();
-        hdr.int_hops[1].setInvalid();
-        hdr.int_hops[2].setInvalid();
-        hdr.int_hops[3].setInvalid();
     }
 
     apply {
@@ -86,13 +79,13 @@ control IntEgress(inout egress_headers_t hdr, inout egress_metadata_t meta,
             // Not instrumented, unless this is the source.
             if (hdr.bridged.int_source == 1 && meta.edge == 0) {
                 insert_int_headers();
-                TRANSIT_HOP
+                TRANSIT_HOP(meta.mtu_room_source)
             }
         } else if (meta.edge == 0) {
-            TRANSIT_HOP
-        } else {
-            strip_int();
+            TRANSIT_HOP(meta.mtu_room)
         }
+        // An INT packet to an edge port was stripped by the sink's ingress
+        // (ingress.p4): egress cannot parse the stack.
     }
 }
 

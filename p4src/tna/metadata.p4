@@ -42,9 +42,9 @@ const bit<8> KIND_REPORT = 3;    // ingress mirror: a sink's report copy
 // Mirror types (the deparser's mirror_type selects the mirror header).
 const MirrorType_t MIRROR_TYPE_DIGEST = 1;
 const MirrorType_t MIRROR_TYPE_REPORT = 2;
-// Digest types of the ingress deparser.
-const DigestType_t DIGEST_TYPE_QUEUE = 1;
-const DigestType_t DIGEST_TYPE_LARGE_FLOW = 2;
+// Digest types of the ingress deparser: the digest receivers of v1model.
+const DigestType_t DIGEST_TYPE_QUEUE = (DigestType_t)DIGEST_QUEUE;
+const DigestType_t DIGEST_TYPE_LARGE_FLOW = (DigestType_t)DIGEST_LARGE_FLOW;
 // Resubmit type: a running flowlet whose pinned port is down.
 const ResubmitType_t RESUBMIT_PORT_DOWN = 1;
 
@@ -129,6 +129,8 @@ struct ingress_headers_t {
     bth_t bth;
 }
 
+// Egress parses no further than the INT-MD header (see the egress
+// parser): the INT stack, TCP and the BTH pass as payload.
 struct egress_headers_t {
     bridged_t bridged;
     digest_copy_t digest_copy;
@@ -138,11 +140,8 @@ struct egress_headers_t {
     ethernet_t ethernet;
     ipv4_t ipv4;
     udp_t udp;
-    tcp_t tcp;
     int_t int_hdr;
     int_hop_t int_local;
-    int_hop_t[INT_MAX_STACK_HOPS] int_hops;
-    bth_t bth;
 }
 
 struct ingress_metadata_t {
@@ -158,6 +157,11 @@ struct ingress_metadata_t {
     // `config`.
     bit<32> switch_id;
     bit<32> flowlet_timeout;
+    // now - a configured interval: what a time register is compared with
+    // (see routing.p4's stamp_time).
+    bit<32> flowlet_cutoff;
+    bit<32> report_cutoff;
+    bit<32> lf_cutoff;
     // Routing.
     bit<16> group_id;
     bit<16> nhop_id;
@@ -190,17 +194,20 @@ struct ingress_metadata_t {
     // Large-flow digest values.
     bit<16> lf_egress_port;
     bit<32> lf_start;
+    bit<32> lf_over;       // threshold |-| bytes: 0 when bytes reach the threshold
     bit<32> lf_elapsed;
     bit<32> lf_bytes;
     bit<16> lf_sig;
     bit<8> lf_collision;
     // Telemetry Report decision at the sink.
     bit<32> path_latency;
+    bit<16> int_minus_bytes;  // minus the INT bytes the sink strips
     bit<32> latency_bucket;
     bit<1> period_due;
     bit<1> report_due;
     bit<6> pad1;
     report_copy_t report_copy;
+    MirrorId_t mirror_session;  // REPORT_SESSION (Tofino takes the session from a field)
     // Ingress time (large-flow digests).
     bit<48> now;
 }
@@ -213,10 +220,20 @@ struct egress_metadata_t {
     bit<32> queue_low;
     bit<32> ecn_threshold;
     bit<32> depth;
-    bit<1> above_high;
-    bit<1> below_low;
-    bit<6> pad0;
+    // Saturating differences, 0 when the first field is at most the
+    // second: how Tofino orders two fields (a gateway orders a field
+    // against constants only).
+    bit<32> high_diff;     // queue_high |-| depth: 0 at or above queue_high
+    bit<32> low_diff;      // depth |-| queue_low: 0 at or below queue_low
+    bit<32> ecn_diff;      // ecn_threshold |-| depth: 0 at or above it
+    bit<32> digest_cutoff; // now - digest interval (rate_limit)
+    bit<16> ip_len_hop;    // IPv4 total length + 23
+    bit<16> ip_len_source; // IPv4 total length + 39
+    bit<16> mtu_room;      // mtu |-| (total length + 23): 0 when a 24-byte hop does not fit
+    bit<16> mtu_room_source;  // the same at the source, after its 16 bytes of INT headers
+    bit<8> congested_now;  // the state the depth puts the port in (1 congested)
     bit<8> crossing;       // 0 none, 1 up through queue_high, 2 down through queue_low
+    MirrorId_t mirror_session;  // DIGEST_SESSION (Tofino takes the session from a field)
     bit<8> digest_due;
     bit<32> seq;
     digest_copy_t digest_copy;
@@ -227,6 +244,10 @@ struct egress_metadata_t {
     bit<32> report_dst_ip;
     bit<16> report_dst_port;
     bit<16> report_words;
+    bit<16> report_ip_len;
+    bit<16> report_udp_len;
+    bit<1> report_bth;     // the copy is RoCEv2: a BTH follows the INT stack
+    bit<7> pad1;
 }
 
 #endif

@@ -49,6 +49,46 @@ control ReportBuilder(inout egress_headers_t hdr, inout egress_metadata_t meta,
             set_report_encap;
         }
         default_action = set_report_encap(0, 0, 0, 0, 32766);
+        size = 1;
+    }
+
+    @hidden
+    action set_report_lengths(bit<16> words, bit<16> ip_len, bit<16> udp_len) {
+        meta.report_words = words;
+        meta.report_ip_len = ip_len;
+        meta.report_udp_len = udp_len;
+    }
+
+    // The report's lengths: in words, group header (2), individual report
+    // and the sink's metadata (3 + REPORT_MD_WORDS), the inner packet
+    // (IPv4 5, UDP 2, shim 1 and `len` more, the BTH 3); the IPv4 and UDP
+    // lengths add the 20 + 8 + 8 + 4 and 8 + 8 + 4 bytes in front. A table:
+    // an action that computed them would span stages. `len` is one of the
+    // five ingress accepts.
+    @hidden
+    table report_lengths {
+        key = {
+            hdr.int_hdr.len: exact @name("len");
+            meta.report_bth: exact @name("bth");
+        }
+        actions = {
+            set_report_lengths;
+            @defaultonly NoAction;
+        }
+        const entries = {
+            (3, 0): set_report_lengths(18, 112, 92);
+            (3, 1): set_report_lengths(21, 124, 104);
+            (9, 0): set_report_lengths(24, 136, 116);
+            (9, 1): set_report_lengths(27, 148, 128);
+            (15, 0): set_report_lengths(30, 160, 140);
+            (15, 1): set_report_lengths(33, 172, 152);
+            (21, 0): set_report_lengths(36, 184, 164);
+            (21, 1): set_report_lengths(39, 196, 176);
+            (27, 0): set_report_lengths(42, 208, 188);
+            (27, 1): set_report_lengths(45, 220, 200);
+        }
+        const default_action = NoAction();
+        size = 16;
     }
 
     apply {
@@ -57,13 +97,13 @@ control ReportBuilder(inout egress_headers_t hdr, inout egress_metadata_t meta,
             eg_dprsr_md.drop_ctl = 1;
             exit;
         }
-        // The report length in words: group header, individual report,
-        // sink metadata, inner packet (IPv4, UDP, shim, INT-MD and stack,
-        // and the BTH).
-        meta.report_words = 2 + (bit<16>)REPORT_MD_WORDS + 8 + (bit<16>)hdr.int_hdr.len;
-        if (hdr.bth.isValid()) {
-            meta.report_words = meta.report_words + 3;
+        meta.report_bth = 0;
+        // The BTH follows the stack of a RoCEv2 packet (egress does not
+        // parse it; ingress dropped the copy's packet had it been cut).
+        if (hdr.udp.dst_port == UDP_PORT_ROCEV2) {
+            meta.report_bth = 1;
         }
+        report_lengths.apply();
         hdr.ethernet.setInvalid();
 
         hdr.report.setValid();
@@ -74,7 +114,7 @@ control ReportBuilder(inout egress_headers_t hdr, inout egress_metadata_t meta,
         hdr.report.ip_ihl = 5;
         hdr.report.ip_dscp = 0;
         hdr.report.ip_ecn = 0;
-        hdr.report.ip_total_len = 20 + 8 + 8 + 4 + (meta.report_words << 2);
+        hdr.report.ip_total_len = meta.report_ip_len;
         hdr.report.ip_identification = 0;
         hdr.report.ip_flags = 2; // don't fragment
         hdr.report.ip_frag_offset = 0;
@@ -84,7 +124,7 @@ control ReportBuilder(inout egress_headers_t hdr, inout egress_metadata_t meta,
         hdr.report.ip_dst = meta.report_dst_ip;
         hdr.report.udp_src_port = REPORT_SRC_PORT;
         hdr.report.udp_dst_port = meta.report_dst_port;
-        hdr.report.udp_len = 8 + 8 + 4 + (meta.report_words << 2);
+        hdr.report.udp_len = meta.report_udp_len;
         hdr.report.udp_checksum = 0;
 
         bit<32> seq = next_seq.execute(0);

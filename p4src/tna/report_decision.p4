@@ -32,7 +32,8 @@ control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t met
 
     RegisterAction<bit<32>, bit<13>, bit<1>>(report_last_time) period_check = {
         void apply(inout bit<32> value, out bit<1> due) {
-            if (value == 0 || ig_prsr_md.global_tstamp[31:0] - value >= meta.report_period) {
+            // now - value >= period, as in routing.p4's stamp_time.
+            if (value == 0 || (int<32>)(meta.report_cutoff - value) >= 0) {
                 value = ig_prsr_md.global_tstamp[31:0];
                 due = 1;
             } else {
@@ -54,6 +55,7 @@ control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t met
 
     action set_mask(bit<32> mask) {
         meta.latency_mask = mask;
+        meta.report_cutoff = ig_prsr_md.global_tstamp[31:0] - meta.report_period;  // for period_check
     }
 
     // latency >> shift compared for equality is latency & ~(2^shift - 1).
@@ -104,6 +106,52 @@ control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t met
         size = 32;
     }
 
+    // The sink strips INT: the packet leaves with DSCP and lengths as the
+    // source received it. Here, not in egress as on v1model: Tofino 1's
+    // egress parser reaches 160 bytes, not the 4-hop stack. The report copy
+    // is the packet as it arrived, INT included.
+    action strip_int() {
+        hdr.ipv4.total_len = hdr.ipv4.total_len + meta.int_minus_bytes;
+        hdr.udp.len = hdr.udp.len + meta.int_minus_bytes;
+        hdr.udp.checksum = 0;
+        hdr.ipv4.dscp = hdr.int_hdr.original_dscp;
+        hdr.int_hdr.setInvalid();
+        hdr.int_hops[0].setInvalid();
+        hdr.int_hops[1].setInvalid();
+        hdr.int_hops[2].setInvalid();
+        hdr.int_hops[3].setInvalid();
+    }
+
+    // Minus the bytes of the shim, INT-MD header and stack (mod 2^16),
+    // from a table: an action that computed them would span two stages,
+    // and Tofino subtracts no action data.
+    @hidden
+    action set_strip_bytes(bit<16> minus_bytes) {
+        meta.int_minus_bytes = minus_bytes;
+    }
+
+    // The shim's length (words after the shim) is one of the five the
+    // parser accepts: 3 + 6 per hop.
+    @hidden
+    table strip_bytes {
+        key = {
+            hdr.int_hdr.len: exact @name("len");
+        }
+        actions = {
+            set_strip_bytes;
+            @defaultonly NoAction;
+        }
+        const entries = {
+            3: set_strip_bytes(0xfff0);  // 16 bytes
+            9: set_strip_bytes(0xffd8);  // 40 bytes
+            15: set_strip_bytes(0xffc0);  // 64 bytes
+            21: set_strip_bytes(0xffa8);  // 88 bytes
+            27: set_strip_bytes(0xff90);  // 112 bytes
+        }
+        const default_action = NoAction();
+        size = 8;
+    }
+
     apply {
         meta.path_latency = 0;
         ADD_HOP_LATENCY(0) ADD_HOP_LATENCY(1) ADD_HOP_LATENCY(2) ADD_HOP_LATENCY(3)
@@ -120,7 +168,10 @@ control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t met
             meta.report_copy.egress_port = (bit<16>)ig_tm_md.ucast_egress_port;
             meta.report_copy.ingress_ts = ig_prsr_md.global_tstamp;
             ig_dprsr_md.mirror_type = MIRROR_TYPE_REPORT;
+            meta.mirror_session = REPORT_SESSION;
         }
+        strip_bytes.apply();
+        strip_int();
     }
 }
 

@@ -56,7 +56,11 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
     // 1: the gap since the slot's last packet exceeds the timeout.
     RegisterAction<bit<32>, bit<13>, bit<1>>(flowlet_last_seen) stamp_time = {
         void apply(inout bit<32> value, out bit<1> gap) {
-            if (ig_prsr_md.global_tstamp[31:0] - value > meta.flowlet_timeout) {
+            // now - last > timeout, as (now - timeout) - last > 0: a
+            // stateful ALU's test takes one field besides the register.
+            // Exact while the gap is under timeout + 2^31 ns (2.1 s). A
+            // slot never used (0) has a gap whatever the clock's half.
+            if (value == 0 || (int<32>)(meta.flowlet_cutoff - value) > 0) {
                 gap = 1;
             } else {
                 gap = 0;
@@ -72,15 +76,16 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
         }
     };
 
-    RegisterAction<bit<16>, bit<13>, bit<16>>(flowlet_nhop) read_nhop = {
+    // A new flowlet pins its next hop; a running one reads it. One action
+    // on both paths: two on one register must share a stage, which the
+    // new-flowlet path (steer tables, the selector) reaches later than
+    // the other, and the compiler cannot place them.
+    RegisterAction<bit<16>, bit<13>, bit<16>>(flowlet_nhop) pin_or_read_nhop = {
         void apply(inout bit<16> value, out bit<16> pinned) {
+            if (meta.new_flowlet) {
+                value = meta.nhop_id;
+            }
             pinned = value;
-        }
-    };
-
-    RegisterAction<bit<16>, bit<13>, bit<16>>(flowlet_nhop) pin_nhop = {
-        void apply(inout bit<16> value) {
-            value = meta.nhop_id;
         }
     };
 
@@ -97,6 +102,8 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
 
     action set_group(bit<16> group_id) {
         meta.group_id = group_id;
+        // For stamp_time (see there).
+        meta.flowlet_cutoff = ig_prsr_md.global_tstamp[31:0] - meta.flowlet_timeout;
     }
 
     // Directly attached hosts: no group, no flowlet.
@@ -242,10 +249,8 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
                         meta.flowlet_id = next_flowlet_id.execute(meta.flow_slot);
                         nhop_group.apply();
                     }
-                    pin_nhop.execute(meta.flow_slot);
-                } else {
-                    meta.nhop_id = read_nhop.execute(meta.flow_slot);
                 }
+                meta.nhop_id = pin_or_read_nhop.execute(meta.flow_slot);
             }
             drop: {
                 return;
