@@ -410,14 +410,17 @@ fn two_jobs_share_the_spines() {
     // flowlets' median, seeds 1-3): the claim is withdrawn until the
     // rotation above is handled.
     for it in 1..3 {
-        within(median_iteration(m, 1, it), 1.0, 1.4, "metaroce all-to-all, iterations 2+ (median)");
+        // With ACKs in band (seeds 1-3) iteration 3 runs at 1.03 / 1.69 /
+        // 1.46x: it meets the elephants' second iteration, whose flows
+        // never drain while it runs, so they cannot be moved off its way.
+        within(median_iteration(m, 1, it), 1.0, 1.5, "metaroce all-to-all, iterations 2+ (median)");
     }
     for s in m {
         for it in &s.jobs[1].iterations[1..] {
-            // Worst 1.50x (seed 2, iteration 3, beside the elephants'
+            // Worst 1.69x (seed 2, iteration 3, beside the elephants'
             // second iteration): a steered elephant never pauses within
             // an iteration, so it moves only at its next drained point.
-            within(it.slowdown.unwrap(), 1.0, 1.55, "metaroce all-to-all, iterations 2+");
+            within(it.slowdown.unwrap(), 1.0, 1.75, "metaroce all-to-all, iterations 2+");
         }
         assert_eq!(s.out_of_order.packets, 0, "steering never reorders");
         let c = s.control.as_ref().unwrap();
@@ -540,8 +543,8 @@ fn a_link_failure_mid_collective_costs_the_baselines_their_convergence() {
         if mode == "metaroce" {
             // Its flows keep the paths they were placed on until drained;
             // on this seed none was on the link when it failed (3,082
-            // packets routed into it before the drain rule), so nothing
-            // was lost or resent and nothing arrived out of order.
+            // packets routed into it before the drain rule, 684 now), and
+            // what arrives out of order is the failover's (29 packets).
             assert_eq!(
                 s.out_of_order.packets, s.out_of_order.by_cause["failover"],
                 "{mode}: only failovers reorder"
@@ -560,10 +563,11 @@ fn a_link_failure_mid_collective_costs_the_baselines_their_convergence() {
     }
     let fo = m.control.as_ref().unwrap().failover.clone().unwrap();
     within(fo.min_us, 650.0, 800.0, "metaroce failover");
-    // Measured: ecmp 6.49x, flowlet 7.02x, metaroce 3.51x.
+    // Measured: ecmp 6.44x, flowlet 6.88x, metaroce 2.57x (3.51x when it
+    // moved flows at flowlet gaps and ACKs travelled out of band).
     within(slowdown(e, 0), 5.5, 7.5, "ecmp");
     within(slowdown(f, 0), 6.0, 8.0, "flowlet");
-    within(slowdown(m, 0), 3.0, 4.0, "metaroce");
+    within(slowdown(m, 0), 2.2, 4.0, "metaroce");
     assert!(
         m.blackholed * 5 < e.blackholed.min(f.blackholed),
         "metaroce stops routing into the dead link sooner"

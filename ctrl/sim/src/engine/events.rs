@@ -63,10 +63,14 @@ pub enum Ev {
     Posts { next: u32 },
     /// A congestion notification reaches the sender of `qp`.
     Cnp { qp: QpId },
-    /// Cumulative acknowledgement up to (not including) `psn` (lossy mode).
+    /// Cumulative acknowledgement up to (not including) `psn`, out of band
+    /// (serve mode).
     Ack { flow: FlowId, psn: u32 },
-    /// The receiver expects `psn` and saw a later one (lossy mode).
+    /// The receiver expects `psn` and saw a later one, out of band (serve
+    /// mode).
     Nack { flow: FlowId, psn: u32 },
+    /// An ACK or NAK (`engine/ctl.rs`) reaches the far end of `port`.
+    Ctl { port: PortId, flow: FlowId, word: u32 },
     /// Retransmission timer: no progress beyond `una` since it was set.
     Rto { flow: FlowId, una: u32 },
     /// A wake-up the control asked for (see `crate::control`).

@@ -55,8 +55,9 @@ pub struct Qp {
     /// Packets of the messages built so far: the next message's first
     /// packet number in the queue pair's sequence.
     pub psn_total: u32,
-    /// The oldest message not wholly acknowledged (NONE before the first
-    /// post): the cumulative acknowledgement of the queue pair is in it.
+    /// The oldest message not wholly acknowledged as the sender's leaf has
+    /// seen the ACKs pass (NONE before the first post): the queue pair's
+    /// cumulative acknowledgement there is in it.
     pub una_msg: u32,
 }
 
@@ -97,6 +98,9 @@ pub struct Flow {
     /// The message's first packet in its queue pair's sequence (PSNs of a
     /// queue pair run on across its messages, as RC queue pairs' do).
     pub psn_base: u32,
+    /// The highest cumulative acknowledgement of this message that passed
+    /// its sender's leaf (what the drain rule there has seen).
+    pub leaf_una: u32,
     /// Why a switch last moved this message to another path
     /// ([`crate::report::stats::Reorder`] as u8; NONE_CAUSE for never).
     pub move_cause: u8,
@@ -407,6 +411,7 @@ impl Builder<'_> {
             snd_max: 0,
             nack_for: NONE,
             psn_base,
+            leaf_una: 0,
             move_cause: NONE_CAUSE,
         });
         id

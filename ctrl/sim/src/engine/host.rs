@@ -306,6 +306,10 @@ impl Sim<'_> {
             }
             return true;
         }
+        if p.psn < r.next {
+            self.ack_duplicate(p);
+            return false;
+        }
         if p.psn > r.next {
             let next = r.next;
             self.count_reorder(p);
@@ -313,8 +317,7 @@ impl Sim<'_> {
             if f.nack_for != next {
                 f.nack_for = next;
                 self.stats.naks += 1;
-                let delay = self.w.qps[f.qp as usize].ctrl_delay_ps;
-                self.q.push(self.now + delay, Ev::Nack { flow: p.flow, psn: next });
+                self.send_ctl(p.flow, next, true);
             }
         }
         false
@@ -327,6 +330,7 @@ impl Sim<'_> {
         let fid = p.flow;
         let r = self.w.rcv[fid as usize];
         if p.psn < r.next {
+            self.ack_duplicate(p);
             return false;
         }
         if p.psn > r.next {
@@ -378,10 +382,20 @@ impl Sim<'_> {
         self.stats.out_of_order_by_cause[cause as usize] += 1;
     }
 
+    /// A resent packet the receiver already has: the resend of a
+    /// message's last packet is acknowledged again (with everything the
+    /// receiver holds), as an RC responder answers a duplicate, so that a
+    /// sender whose ACK was lost on a dead link learns the message arrived.
+    fn ack_duplicate(&mut self, p: &Packet) {
+        let npkts = self.w.flows[p.flow as usize].npkts;
+        if p.psn + 1 == npkts {
+            let next = self.w.rcv[p.flow as usize].next;
+            self.send_ack(p.flow, next);
+        }
+    }
+
     fn send_ack(&mut self, flow: FlowId, psn: u32) {
-        let qp = self.w.flows[flow as usize].qp;
-        let delay = self.w.qps[qp as usize].ctrl_delay_ps;
-        self.q.push(self.now + delay, Ev::Ack { flow, psn });
+        self.send_ctl(flow, psn, false);
     }
 
     /// The receiver (DCQCN notification point) saw ECN-CE: at most one CNP
@@ -450,7 +464,6 @@ impl Sim<'_> {
         }
         f.snd_una = psn;
         let (qp, done, dep, arrived) = (f.qp, f.snd_una == f.npkts, f.dependent, f.done_ps != u64::MAX);
-        self.drain_ack(qp, false);
         if done {
             let q = &self.w.qps[qp as usize];
             // Acknowledged while being resent: nothing of it is left to send.
@@ -479,41 +492,8 @@ impl Sim<'_> {
     pub(super) fn nack(&mut self, flow: FlowId, psn: u32) {
         let f = &mut self.w.flows[flow as usize];
         f.snd_una = f.snd_una.max(psn);
-        let qp = f.qp;
-        self.drain_ack(qp, true);
-        let f = &self.w.flows[flow as usize];
         if f.snd_una < f.npkts {
             self.go_back(flow, psn);
-        }
-    }
-
-    /// An ACK (or NAK) of queue pair `qp` passes its sender's leaf on its
-    /// way back: the drain table there learns the queue pair's cumulative
-    /// acknowledgement (the oldest message not wholly acknowledged, up to
-    /// its first unacknowledged packet). The leaf sees it when the sender
-    /// does, one hop later than in a fabric: later is the safe side.
-    fn drain_ack(&mut self, qp: QpId, nak: bool) {
-        let Some(d) = self.drain.as_mut() else { return };
-        let mut m = self.w.qps[qp as usize].una_msg;
-        while let Some(f) = self.w.flows.get(m as usize) {
-            if f.snd_una < f.npkts || f.next_on_qp == NONE {
-                break;
-            }
-            m = f.next_on_qp;
-        }
-        self.w.qps[qp as usize].una_msg = m;
-        let Some(f) = self.w.flows.get(m as usize) else { return };
-        let q = &self.w.qps[qp as usize];
-        let cum = qp_isn(qp).wrapping_add(f.psn_base).wrapping_add(f.snd_una);
-        let leaf = self.host_dest[q.src as usize].0;
-        if leaf == self.host_dest[q.dst as usize].0 {
-            return; // within one leaf: no path to move, no state kept
-        }
-        let leaf = leaf as usize;
-        if nak {
-            d.on_nak(leaf, u64::from(qp), cum);
-        } else {
-            d.on_ack(leaf, u64::from(qp), cum);
         }
     }
 

@@ -5,6 +5,7 @@
 //! seeded by the scenario. So a run is a pure function of its inputs.
 
 mod control;
+mod ctl;
 pub(crate) mod dcqcn;
 pub mod events;
 pub mod flows;
@@ -420,6 +421,7 @@ impl<'a> Sim<'a> {
             Ev::Cnp { qp } => self.cnp(qp),
             Ev::Ack { flow, psn } => self.ack(flow, psn),
             Ev::Nack { flow, psn } => self.nack(flow, psn),
+            Ev::Ctl { port, flow, word } => self.ctl_arrive(port, flow, word),
             Ev::Rto { flow, una } => self.rto(flow, una),
             Ev::Wake { token } => {
                 self.wakes -= 1;

@@ -208,6 +208,7 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
     if !sc.events.is_empty() {
         row(&mut out, "lost when a link failed", runs, |r| r.summary.lost_on_failure.to_string());
         row(&mut out, "routed into a dead link", runs, |r| r.summary.blackholed.to_string());
+        row(&mut out, "ACKs/NAKs lost on a dead link", runs, |r| r.summary.acks_lost.to_string());
     }
     if runs.iter().any(|r| r.summary.misdelivered > 0) {
         row(&mut out, "delivered to the wrong host", runs, |r| r.summary.misdelivered.to_string());

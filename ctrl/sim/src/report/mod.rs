@@ -174,6 +174,8 @@ pub struct Summary {
     pub out_of_order: OutOfOrder,
     /// Packets lost because their link went down under them.
     pub lost_on_failure: u64,
+    /// ACKs and NAKs (in band) lost on a dead link.
+    pub acks_lost: u64,
     /// Packets routed into a dead link before routing moved off it.
     pub blackholed: u64,
     /// Packets a switch pipeline delivered to a host they were not for.
@@ -368,6 +370,7 @@ pub(crate) fn summarize(
             retransmitted_bytes: o.stats.retransmit_bytes,
         },
         lost_on_failure: o.stats.lost_on_failure,
+        acks_lost: o.stats.ctl_lost,
         blackholed: o.stats.blackholed,
         misdelivered: o.stats.misdelivered,
         max_packets_in_flight: o.max_packets,

@@ -261,6 +261,8 @@ pub struct Stats {
     pub link_events: u64,
     /// Packets queued for, or on the wire of, a link when it went down.
     pub lost_on_failure: u64,
+    /// ACKs and NAKs lost on a dead link (in band, `engine/ctl.rs`).
+    pub ctl_lost: u64,
     /// Packets a switch routed into a dead link.
     pub blackholed: u64,
     /// Packets a switch pipeline delivered to the wrong host (serve mode:
@@ -300,6 +302,7 @@ impl Stats {
             largest_tree: Tree::default(),
             link_events: 0,
             lost_on_failure: 0,
+            ctl_lost: 0,
             blackholed: 0,
             misdelivered: 0,
         }
