@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use crate::control::forward::{weighted, Forwarder, NetView, PacketInfo};
+use crate::control::forward::{move_cause, steer_member, weighted, Forwarder, NetView, PacketInfo};
 use crate::engine::events::PortId;
 use crate::engine::net::FibMember;
 use crate::engine::steer::SteerKey;
@@ -83,11 +83,7 @@ impl Forwarder for Drained {
         let failover = prev.is_some() && member.is_none();
         self.started = true;
         self.picks += 1;
-        let steer = net.steer(switch, pkt).and_then(|(port, key)| {
-            let i = group.iter().position(|m| m.port == port && m.weight > 0)?;
-            Some((i, key))
-        });
-        let i = match (steer, member, self.repick) {
+        let i = match (steer_member(net, switch, group, pkt), member, self.repick) {
             (Some((i, key)), _, _) => {
                 self.steered = Some(key);
                 i
@@ -97,11 +93,7 @@ impl Forwarder for Drained {
         };
         let port = group[i].port;
         if prev.is_some_and(|p| p != port) {
-            self.moved = Some(match () {
-                _ if failover => Reorder::Failover,
-                _ if self.steered.is_some() => Reorder::Steer,
-                _ => Reorder::Flowlet,
-            });
+            self.moved = Some(move_cause(failover, self.steered.is_some()));
         }
         self.paths.insert(key, port);
         i

@@ -146,6 +146,29 @@ pub fn for_mode(
     }
 }
 
+/// The member of `group` a packet's steer entry at `switch` names, with
+/// the key it matched, if the entry's port is a live member (failover
+/// beats steering).
+pub(crate) fn steer_member(
+    net: &dyn NetView,
+    switch: u32,
+    group: &[FibMember],
+    pkt: &PacketInfo,
+) -> Option<(usize, SteerKey)> {
+    let (port, key) = net.steer(switch, pkt)?;
+    let i = group.iter().position(|m| m.port == port && m.weight > 0)?;
+    Some((i, key))
+}
+
+/// Why a forwarder that remembers a flow's port gave it another one.
+pub(crate) fn move_cause(failover: bool, steered: bool) -> Reorder {
+    match () {
+        _ if failover => Reorder::Failover,
+        _ if steered => Reorder::Steer,
+        _ => Reorder::Flowlet,
+    }
+}
+
 /// The member a point `x` in `0..total` falls on, weights laid end to end.
 pub fn weighted(group: &[FibMember], x: u32) -> usize {
     let mut acc = 0u32;
@@ -250,11 +273,7 @@ impl Forwarder for Flowlet {
         self.new_flowlets += 1;
         // A new flowlet takes its steer entry, if it has one whose port is
         // still a member of the group (failover beats steering).
-        let steer = net.steer(switch, pkt).and_then(|(port, key)| {
-            let i = group.iter().position(|m| m.port == port && m.weight > 0)?;
-            Some((i, key))
-        });
-        let i = match steer {
+        let i = match steer_member(net, switch, group, pkt) {
             Some((i, key)) => {
                 self.steered = Some(key);
                 i
@@ -262,11 +281,7 @@ impl Forwarder for Flowlet {
             None => weighted(group, self.rng.below(u64::from(total.max(1))) as u32),
         };
         if e.1 != PortId::MAX && e.1 != group[i].port {
-            self.moved = Some(match () {
-                _ if failover => Reorder::Failover,
-                _ if self.steered.is_some() => Reorder::Steer,
-                _ => Reorder::Flowlet,
-            });
+            self.moved = Some(move_cause(failover, self.steered.is_some()));
         }
         e.1 = group[i].port;
         i
