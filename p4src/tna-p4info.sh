@@ -19,7 +19,7 @@ if ! command -v "$P4TEST" >/dev/null 2>&1; then
   exit 1
 fi
 if [ -z "${TNA_INCLUDE:-}" ]; then
-  for d in /opt/p4-build/src/p4c/backends/tofino/bf-p4c/p4include /usr/local/share/p4c/p4include/tofino; do
+  for d in /opt/bf-p4c/share/p4c/p4include /opt/tofino-src/p4c/backends/tofino/bf-p4c/p4include /opt/p4-build/src/p4c/backends/tofino/bf-p4c/p4include /usr/local/share/p4c/p4include/tofino; do
     if [ -f "$d/tna.p4" ]; then TNA_INCLUDE=$d; break; fi
   done
 fi
