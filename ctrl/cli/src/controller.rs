@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use metaroce_controller::agent::{self, AgentEvent, Target, Wanted};
+use metaroce_controller::agent::{self, AgentEvent, Goal, Wanted};
 use metaroce_controller::core::CoreConfig;
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
@@ -379,7 +379,7 @@ async fn visit(
     pipeline: Arc<Pipeline>,
     election_id: u128,
     dry_run: bool,
-    targets: Vec<Option<Target>>,
+    targets: Vec<Option<Goal>>,
     timeout: Duration,
 ) -> anyhow::Result<BTreeMap<usize, AgentEvent>> {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -505,7 +505,7 @@ async fn rollback(a: RollbackArgs) -> anyhow::Result<Exit> {
             return Ok(Exit::Invalid);
         }
     };
-    let targets: Vec<Option<Target>> = names.iter().map(|n| doc.entries(n).map(Target::Exact)).collect();
+    let targets: Vec<Option<Goal>> = names.iter().map(|n| doc.entries(n).map(Goal::Exact)).collect();
     let timeout = Duration::from_secs_f64(a.timeout);
     let held = held_by_a_primary(&topo, timeout).await?;
     if !held.is_empty() {

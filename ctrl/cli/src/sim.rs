@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Subcommand;
 use metaroce_sim::report::{self, plot};
-use metaroce_sim::{scenario, Mode, ModeRun, Progress, SimError};
+use metaroce_sim::{scenario, ModeRun, Progress, RoutingMode, SimError};
 use metaroce_topo::{Routing, TopoError};
 
 use crate::Exit;
@@ -21,7 +21,7 @@ pub enum SimCommand {
         scenario: PathBuf,
         /// Routing modes, comma-separated: ecmp, flowlet, spray, metaroce (default: the scenario's).
         #[arg(long, value_delimiter = ',')]
-        modes: Vec<Mode>,
+        modes: Vec<RoutingMode>,
         /// Directory for report.md, report.json, the SVG plots and pcaps.
         #[arg(short, long, default_value = "sim-report")]
         out: PathBuf,
@@ -67,7 +67,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<Exit> {
 }
 
 struct RunOpts {
-    modes: Vec<Mode>,
+    modes: Vec<RoutingMode>,
     out: PathBuf,
     seed: Option<u64>,
     ordering: Option<metaroce_sim::Ordering>,
@@ -196,7 +196,7 @@ fn run_one(
     topo: &metaroce_topo::Topology,
     routing: &Routing,
     sc: &metaroce_sim::Scenario,
-    mode: Mode,
+    mode: RoutingMode,
     quiet: bool,
 ) -> anyhow::Result<ModeRun> {
     let start = Instant::now();

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use metaroce_sim::report::{plot, sweep, Summary};
-use metaroce_sim::Mode;
+use metaroce_sim::RoutingMode;
 use metaroce_topo::Routing;
 
 use crate::Exit;
@@ -27,7 +27,7 @@ pub struct SweepArgs {
     pub seeds: Seeds,
     /// Routing modes, comma-separated: ecmp, flowlet, spray, metaroce (default: the scenario's).
     #[arg(long, value_delimiter = ',')]
-    pub modes: Vec<Mode>,
+    pub modes: Vec<RoutingMode>,
     /// Directory for sweep.md, sweep.json and sweep-box.svg.
     #[arg(short, long, default_value = "sim-sweep")]
     pub out: PathBuf,
@@ -89,7 +89,7 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
     }
     let modes = if a.modes.is_empty() { l.scenario.modes.clone() } else { a.modes.clone() };
     let routing = Routing::compute(&l.topology);
-    let tasks: Vec<(u64, Mode)> =
+    let tasks: Vec<(u64, RoutingMode)> =
         a.seeds.0.iter().flat_map(|&s| modes.iter().map(move |&m| (s, m))).collect();
     let workers = a
         .jobs

@@ -35,7 +35,7 @@ pub use refused::Refused;
 
 /// What a switch should hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum Goal {
     /// Computed state; group ids are assigned against what is installed.
     Plan(SwitchPlan),
     /// Exactly these entries (a rollback to a snapshot).
@@ -46,7 +46,7 @@ pub enum Target {
 /// arrived (to measure reaction time to the write acknowledgement).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wanted {
-    pub target: Target,
+    pub target: Goal,
     pub caused_at: Option<Cause>,
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metaroce_controller::agent::{self, AgentConfig, AgentEvent, Desired, SyncOutcome, Target, Wanted};
+use metaroce_controller::agent::{self, AgentConfig, AgentEvent, Desired, Goal, SyncOutcome, Wanted};
 use metaroce_controller::ha::{self, HaState, Role, Term};
 use metaroce_p4rt::entity::DigestConfig;
 use metaroce_p4rt::server::{start_local, Switch, SwitchOptions};
@@ -41,7 +41,7 @@ fn agent_config(addr: std::net::SocketAddr, poll_interval: Duration) -> AgentCon
 }
 
 fn exact(entries: &[Entry]) -> Desired {
-    let target = Target::Exact(entries.iter().map(|e| (e.key(), e.clone())).collect::<BTreeMap<_, _>>());
+    let target = Goal::Exact(entries.iter().map(|e| (e.key(), e.clone())).collect::<BTreeMap<_, _>>());
     Some(Arc::new(Wanted { target, caused_at: None }))
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use metaroce_sim::{scenario, Mode};
+use metaroce_sim::{scenario, RoutingMode};
 use metaroce_topo::gen::{self, Common};
 use metaroce_topo::units::Bandwidth;
 use metaroce_topo::{Routing, Topology};
@@ -29,7 +29,7 @@ fn cpu_seconds() -> Option<f64> {
     Some(ns / 1e9)
 }
 
-fn bench(label: &str, topo: &Topology, yaml: &str, mode: Mode) {
+fn bench(label: &str, topo: &Topology, yaml: &str, mode: RoutingMode) {
     let sc = match scenario::load_str(yaml, label, topo) {
         Ok(s) => s,
         Err(e) => {
@@ -95,7 +95,7 @@ fn main() {
             // engine's own speed rather than the memory system's.
             let yaml = "network: {dcqcn: true}\nlimits: {events: 1000000000}\n\
                         jobs: [{name: p, pattern: permutation, hosts: all, shift: 4, size: 512MiB}]";
-            bench("permutation 16 hosts, 512 MiB each", &t, yaml, Mode::Ecmp);
+            bench("permutation 16 hosts, 512 MiB each", &t, yaml, RoutingMode::Ecmp);
             // Four permutations, on one priority and then on two (half of
             // them lossy): what a queue per (port, priority) and DWRR cost.
             for (label, lossy) in [("one priority", 3), ("priorities 3 and 0", 0)] {
@@ -109,13 +109,18 @@ fn main() {
                     "network: {{dcqcn: true, lossless: [3]}}\nlimits: {{events: 1000000000}}\njobs: [{}]",
                     jobs.join(", ")
                 );
-                bench(&format!("4 permutations 16 hosts, 256 MiB each, {label}"), &t, &yaml, Mode::Ecmp);
+                bench(
+                    &format!("4 permutations 16 hosts, 256 MiB each, {label}"),
+                    &t,
+                    &yaml,
+                    RoutingMode::Ecmp,
+                );
             }
         }
         if let Some(t) = fabric(16, 8, 16) {
             let yaml = "network: {dcqcn: true}\nlimits: {events: 1000000000}\n\
                     jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 256KiB}]";
-            bench("all-to-all 256 hosts, 256 KiB per pair", &t, yaml, Mode::Ecmp);
+            bench("all-to-all 256 hosts, 256 KiB per pair", &t, yaml, RoutingMode::Ecmp);
         }
     }
     if std::env::var_os("SIM_BENCH_SMALL").is_some() {
@@ -124,6 +129,6 @@ fn main() {
     if let Some(t) = fabric(32, 32, 32) {
         let yaml = "network: {dcqcn: true}\nlimits: {events: 2000000000}\n\
                     jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 64KiB}]";
-        bench("all-to-all 1,024 hosts, 64 KiB per pair", &t, yaml, Mode::Ecmp);
+        bench("all-to-all 1,024 hosts, 64 KiB per pair", &t, yaml, RoutingMode::Ecmp);
     }
 }

@@ -11,7 +11,7 @@
 //! ```no_run
 //! let loaded = metaroce_sim::scenario::load_file("scenarios/ecmp-collisions.yaml".as_ref())?;
 //! let routing = metaroce_topo::Routing::compute(&loaded.topology);
-//! let run = metaroce_sim::run_mode(&loaded.topology, &routing, &loaded.scenario, metaroce_sim::Mode::Ecmp, &mut |_| {})?;
+//! let run = metaroce_sim::run_mode(&loaded.topology, &routing, &loaded.scenario, metaroce_sim::RoutingMode::Ecmp, &mut |_| {})?;
 //! println!("{}", run.summary.mode);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -35,8 +35,8 @@ pub use error::{Diagnostic, SimError};
 pub use report::{ModeRun, Summary};
 pub use rng::Rng;
 pub use scenario::config::{
-    ControlConfig, Dcqcn, Ecn, Job, Limits, LinkEvent, Mode, NetConfig, Ordering, Pattern, Pfc, Scenario,
-    PS_PER_NS, ROCE_HEADER_BYTES,
+    ControlConfig, Dcqcn, Ecn, Job, Limits, LinkEvent, NetConfig, Ordering, Pattern, Pfc, RoutingMode,
+    Scenario, PS_PER_NS, ROCE_HEADER_BYTES,
 };
 
 use metaroce_topo::{Routing, Topology};
@@ -48,7 +48,7 @@ pub fn run_mode(
     topo: &Topology,
     routing: &Routing,
     sc: &Scenario,
-    mode: Mode,
+    mode: RoutingMode,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<ModeRun, SimError> {
     let sc = &*sc.drawn(topo);
@@ -61,7 +61,7 @@ pub fn run_mode(
         sc.net.flowlet_timeout_ps,
     );
     let control: Option<Box<dyn Control + '_>> = match mode {
-        Mode::Metaroce => {
+        RoutingMode::Metaroce => {
             let announced = announced_jobs(topo, routing, sc);
             let l = control::inloop::PolicyLoop::new(topo, routing, &sc.control, sc.net.mtu, announced)
                 .map_err(|e| SimError::Invalid {

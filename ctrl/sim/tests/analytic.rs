@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use metaroce_sim::Mode;
+use metaroce_sim::RoutingMode;
 
 /// Seconds → µs for `bytes` at `gbps`.
 fn xfer_us(bytes: u64, gbps: u64) -> f64 {
@@ -19,7 +19,7 @@ fn a_single_flow_reaches_line_rate() {
         &topo,
         "jobs: [{name: one, pattern: permutation, hosts: [h1-1, h2-1], size: 8MiB}]\nnetwork: {dcqcn: false}",
     );
-    let run = run(&topo, &sc, Mode::Ecmp);
+    let run = run(&topo, &sc, RoutingMode::Ecmp);
     let t = completion(&run, 0);
     // Both flows of the 2-rank permutation run at once on disjoint NICs.
     let want = xfer_us(wire(8 << 20, 4096), 100);
@@ -47,7 +47,7 @@ fn incast_completes_in_n_s_over_b() {
                 senders.join(", ")
             ),
         );
-        let run = run(&topo, &sc, Mode::Ecmp);
+        let run = run(&topo, &sc, RoutingMode::Ecmp);
         let t = completion(&run, 0);
         let want = xfer_us(n as u64 * wire(1 << 20, 4096), 100);
         eprintln!("{n}->1 incast: {t:.2} µs, N·S/B = {want:.2} µs");
@@ -70,7 +70,7 @@ fn permutation_with_ideal_spreading_completes_in_s_over_b() {
         "jobs: [{name: perm, pattern: permutation, hosts: all, shift: 4, size: 4MiB}]\nnetwork: {dcqcn: false}\n\
          nic: {ordering: out-of-order}",
     );
-    let run = run(&topo, &sc, Mode::Spray);
+    let run = run(&topo, &sc, RoutingMode::Spray);
     let t = completion(&run, 0);
     let want = xfer_us(wire(4 << 20, 4096), 100);
     eprintln!("permutation with spraying: {t:.2} µs, S/B = {want:.2} µs");

@@ -95,11 +95,11 @@ fn chunks_split_messages_but_not_rings() {
         &topo,
         "jobs: [{pattern: incast, hosts: [h1-1, h1-2], target: h2-1, size: 1MiB, chunk: 300KiB}]",
     );
-    let run = run(&topo, &sc, metaroce_sim::Mode::Ecmp);
+    let run = run(&topo, &sc, metaroce_sim::RoutingMode::Ecmp);
     assert_eq!(run.summary.fct.count, 2 * 4, "1 MiB in 300 KiB chunks is 4 messages per sender");
     let whole = scenario(&topo, "jobs: [{pattern: incast, hosts: [h1-1, h1-2], target: h2-1, size: 1MiB}]");
     let one = completion(&run, 0);
-    let w = completion(&common::run(&topo, &whole, metaroce_sim::Mode::Ecmp), 0);
+    let w = completion(&common::run(&topo, &whole, metaroce_sim::RoutingMode::Ecmp), 0);
     // Each sender posts its next chunk when the ACK of the last one
     // reaches it: a chunk boundary costs a round trip (a few µs here),
     // three of them well under 15% of the run.

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{leaf_spine, run, scenario};
-use metaroce_sim::Mode;
+use metaroce_sim::RoutingMode;
 use metaroce_topo::gen::{self, Common};
 use metaroce_topo::units::Bandwidth;
 
@@ -30,7 +30,7 @@ fn metaroce_never_reorders_where_flowlets_do() {
     let mut flowlet_reordered = 0;
     for seed in 1..=3 {
         let sc = scenario(&topo, &incast_beside_a_bystander(seed));
-        let m = run(&topo, &sc, Mode::Metaroce).summary;
+        let m = run(&topo, &sc, RoutingMode::Metaroce).summary;
         assert!(m.stopped.is_none() && m.unfinished_messages == 0, "seed {seed}");
         assert_eq!(m.out_of_order.packets, 0, "seed {seed}: {:?}", m.out_of_order);
         assert_eq!(m.out_of_order.naks, 0, "seed {seed}");
@@ -39,7 +39,7 @@ fn metaroce_never_reorders_where_flowlets_do() {
         assert_eq!(d.stale_acks, 0, "seed {seed}: the engine's ACKs are never stale: {d:?}");
         // The controller's steer entries do land (at drained packets).
         assert!(m.moves.landed.as_ref().is_some_and(|l| l.count > 0), "seed {seed}: {:?}", m.moves);
-        let f = run(&topo, &sc, Mode::Flowlet).summary;
+        let f = run(&topo, &sc, RoutingMode::Flowlet).summary;
         flowlet_reordered += f.out_of_order.packets;
         assert_eq!(
             f.out_of_order.packets, f.out_of_order.by_cause["flowlet"],
@@ -66,7 +66,7 @@ jobs:
 "
                 ),
             );
-            let m = run(&topo, &sc, Mode::Metaroce).summary;
+            let m = run(&topo, &sc, RoutingMode::Metaroce).summary;
             assert!(m.stopped.is_none(), "seed {seed}");
             assert_eq!(m.out_of_order.packets, 0, "seed {seed} announce {announce}: {:?}", m.out_of_order);
         }
@@ -85,7 +85,7 @@ jobs:
   - {name: p, pattern: permutation, hosts: [h1-1, h1-2, h2-1, h2-2], shift: 2, size: 2MiB}
 ",
     );
-    let m = run(&topo, &sc, Mode::Metaroce).summary;
+    let m = run(&topo, &sc, RoutingMode::Metaroce).summary;
     assert!(m.stopped.is_none() && m.unfinished_messages == 0);
     let c = &m.out_of_order.by_cause;
     assert_eq!(m.out_of_order.packets, c["failover"] + c["loss"], "{:?}", m.out_of_order);

@@ -12,7 +12,7 @@
 mod common;
 
 use common::*;
-use metaroce_sim::{Mode, ModeRun};
+use metaroce_sim::{ModeRun, RoutingMode};
 
 /// leaf1:3 (to spine1) is down from 2 µs to 300 µs; a permutation from
 /// leaf1 to leaf2 runs for about 1.4 ms, its chunks alternating two source
@@ -35,7 +35,7 @@ fn uplink_util(r: &ModeRun) -> f64 {
 fn a_restored_link_carries_traffic_again_in_every_mode() {
     let topo = leaf_spine(2, 2, 2, 100);
     let sc = scenario(&topo, SCENARIO);
-    for mode in [Mode::Ecmp, Mode::Flowlet, Mode::Metaroce] {
+    for mode in [RoutingMode::Ecmp, RoutingMode::Flowlet, RoutingMode::Metaroce] {
         let r = run(&topo, &sc, mode);
         let s = &r.summary;
         assert!(s.stopped.is_none(), "{mode}: {:?}", s.stopped);
@@ -53,7 +53,7 @@ fn a_restored_link_carries_traffic_again_in_every_mode() {
         // ACKs cross the fabric in band: those the baselines route into the
         // dead link before they converge are lost, and the senders recover
         // (the resent last packet of a message is acknowledged again).
-        if mode == Mode::Ecmp {
+        if mode == RoutingMode::Ecmp {
             assert!(s.acks_lost > 0, "{mode}: ACKs routed into the dead link");
         }
         // Out of the groups, then back in: at least two writes at leaf1.
@@ -61,7 +61,7 @@ fn a_restored_link_carries_traffic_again_in_every_mode() {
         // Down for 0.3 of ~1.4 ms, the link still carries a fair share after.
         assert!(uplink_util(&r) > 0.1, "{mode}: leaf1:3 carried {:.2}", uplink_util(&r));
         match mode {
-            Mode::Metaroce => assert!((650.0..800.0).contains(&fo.min_us), "{fo:?}"),
+            RoutingMode::Metaroce => assert!((650.0..800.0).contains(&fo.min_us), "{fo:?}"),
             _ => assert_eq!(fo.min_us, 100.0),
         }
     }
@@ -71,7 +71,7 @@ fn a_restored_link_carries_traffic_again_in_every_mode() {
 fn the_controller_in_the_loop_is_deterministic() {
     let topo = leaf_spine(2, 2, 2, 100);
     let sc = scenario(&topo, SCENARIO);
-    let (a, b) = (run(&topo, &sc, Mode::Metaroce), run(&topo, &sc, Mode::Metaroce));
+    let (a, b) = (run(&topo, &sc, RoutingMode::Metaroce), run(&topo, &sc, RoutingMode::Metaroce));
     assert_eq!(a.fcts_ps, b.fcts_ps);
     assert_eq!(a.summary.control, b.summary.control);
     assert_eq!(a.summary.events, b.summary.events);

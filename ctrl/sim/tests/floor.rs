@@ -6,7 +6,7 @@ mod common;
 
 use common::{leaf_spine, run, scenario};
 use metaroce_sim::report::floor::{attach, job_floors};
-use metaroce_sim::Mode;
+use metaroce_sim::RoutingMode;
 
 #[test]
 fn the_floor_holds_what_no_routing_can_remove() {
@@ -23,7 +23,7 @@ fn the_floor_holds_what_no_routing_can_remove() {
     assert!(floors[1].is_none(), "a data-centre job's figure is its FCT slowdown");
     let f = floors[0].clone().expect("a permutation has a floor");
     assert_eq!(f.iterations_us.len(), 2);
-    let mut r = run(&topo, &sc, Mode::Ecmp);
+    let mut r = run(&topo, &sc, RoutingMode::Ecmp);
     attach(&mut r, &floors);
     let job = &r.summary.jobs[0];
     // Sixteen chunks a pair, each posted when the ACK of the one before

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use metaroce_sim::engine::flows::Workload;
-use metaroce_sim::Mode;
+use metaroce_sim::RoutingMode;
 use metaroce_topo::Routing;
 
 #[test]
@@ -28,7 +28,7 @@ fn iterations_wait_for_every_rank_then_the_compute_time_on_the_same_queue_pairs(
             assert!(b.post_ps.is_none(), "the barrier posts later iterations, not the clock");
         }
     }
-    let run = run(&topo, &sc, Mode::Ecmp);
+    let run = run(&topo, &sc, RoutingMode::Ecmp);
     let job = &run.summary.jobs[0];
     assert_eq!(job.iterations.len(), 3);
     let per: Vec<f64> = job.iterations.iter().map(|i| i.completion_us.unwrap()).collect();
@@ -53,9 +53,10 @@ fn spraying_costs_resends_on_go_back_n_nics_and_nothing_on_out_of_order_ones() {
     let topo = leaf_spine(2, 2, 2, 100);
     let jobs = "jobs: [{pattern: incast, hosts: [h1-1, h1-2], target: h2-1, size: 1MiB}, \
                 {pattern: all-to-all, hosts: all, size: 1MiB}]";
-    let gbn = run(&topo, &scenario(&topo, jobs), Mode::Spray);
-    let ooo = run(&topo, &scenario(&topo, &format!("nic: {{ordering: out-of-order}}\n{jobs}")), Mode::Spray);
-    let ecmp = run(&topo, &scenario(&topo, jobs), Mode::Ecmp);
+    let gbn = run(&topo, &scenario(&topo, jobs), RoutingMode::Spray);
+    let ooo =
+        run(&topo, &scenario(&topo, &format!("nic: {{ordering: out-of-order}}\n{jobs}")), RoutingMode::Spray);
+    let ecmp = run(&topo, &scenario(&topo, jobs), RoutingMode::Ecmp);
     let (g, o, e) = (&gbn.summary, &ooo.summary, &ecmp.summary);
     eprintln!(
         "spray gbn {:?} {:?}; ooo {:?} {:?}",
@@ -85,7 +86,7 @@ fn out_of_order_nics_recover_losses_without_counting_a_packet_twice() {
         "nic: {ordering: out-of-order}\nnetwork: {lossless: false, dcqcn: false, rto: 50us}\n\
          jobs: [{name: in, pattern: incast, hosts: [h2-1, h2-2, h3-1, h3-2, h4-1, h4-2], target: h1-1, size: 1MiB}]",
     );
-    let run = run(&topo, &sc, Mode::Spray);
+    let run = run(&topo, &sc, RoutingMode::Spray);
     let s = &run.summary;
     assert!(s.stopped.is_none(), "{:?}", s.stopped);
     assert!(s.drops > 0 && s.retransmits > 0, "drops {} retransmits {}", s.drops, s.retransmits);
@@ -103,7 +104,7 @@ fn a_sweep_reports_the_slowest_later_iteration_per_run() {
     for seed in 1..=3 {
         let mut sc = scenario(&topo, yaml);
         sc.seed = seed;
-        runs.push(run(&topo, &sc, Mode::Ecmp).summary);
+        runs.push(run(&topo, &sc, RoutingMode::Ecmp).summary);
     }
     let s = metaroce_sim::report::sweep::aggregate("t", &[1, 2, 3], &["ecmp".to_string()], &runs);
     let row = &s.rows[0];
@@ -126,7 +127,7 @@ fn each_iteration_reports_the_largest_congestion_tree_that_stood_while_it_ran() 
     let topo = leaf_spine(4, 2, 2, 100);
     let yaml = "network: {dcqcn: false}\njobs: [{name: in, pattern: incast, \
                 hosts: [h2-1, h2-2, h3-1, h3-2, h4-1, h4-2], target: h1-1, size: 256KiB, iterations: 3, compute: 20us}]";
-    let s = run(&topo, &scenario(&topo, yaml), Mode::Ecmp).summary;
+    let s = run(&topo, &scenario(&topo, yaml), RoutingMode::Ecmp).summary;
     let run_tree = s.pfc.largest_tree;
     let trees: Vec<_> = s.jobs[0].iterations.iter().map(|i| i.largest_tree).collect();
     eprintln!("run {run_tree:?}, iterations {trees:?}");

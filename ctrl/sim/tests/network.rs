@@ -8,7 +8,7 @@ use common::*;
 use metaroce_sim::control::forward::{Ecmp, Forwarder, NetView, PacketInfo};
 use metaroce_sim::engine::flows::Workload;
 use metaroce_sim::engine::net::Ports;
-use metaroce_sim::{Mode, Stop};
+use metaroce_sim::{RoutingMode, Stop};
 use metaroce_topo::Routing;
 
 const INCAST: &str =
@@ -19,7 +19,7 @@ const INCAST: &str =
 fn pfc_keeps_lossless_mode_loss_free_and_grows_a_congestion_tree() {
     let topo = leaf_spine(4, 4, 4, 100);
     let sc = scenario(&topo, &format!("{INCAST}\nnetwork: {{dcqcn: false}}"));
-    let run = run(&topo, &sc, Mode::Ecmp);
+    let run = run(&topo, &sc, RoutingMode::Ecmp);
     let s = &run.summary;
     assert!(s.stopped.is_none());
     assert_eq!(s.drops, 0);
@@ -38,7 +38,7 @@ fn pfc_keeps_lossless_mode_loss_free_and_grows_a_congestion_tree() {
 fn lossy_mode_drops_and_go_back_n_recovers() {
     let topo = leaf_spine(4, 4, 4, 100);
     let sc = scenario(&topo, &format!("{INCAST}\nnetwork: {{lossless: false, dcqcn: false, rto: 50us}}"));
-    let run = run(&topo, &sc, Mode::Ecmp);
+    let run = run(&topo, &sc, RoutingMode::Ecmp);
     let s = &run.summary;
     assert!(s.stopped.is_none(), "{:?}", s.stopped);
     eprintln!("8->1 incast, lossy: {} drops, {} retransmitted", s.drops, s.retransmits);
@@ -51,8 +51,9 @@ fn lossy_mode_drops_and_go_back_n_recovers() {
 #[test]
 fn dcqcn_reacts_to_ecn_marks() {
     let topo = leaf_spine(4, 4, 4, 100);
-    let on = run(&topo, &scenario(&topo, INCAST), Mode::Ecmp);
-    let off = run(&topo, &scenario(&topo, &format!("{INCAST}\nnetwork: {{dcqcn: false}}")), Mode::Ecmp);
+    let on = run(&topo, &scenario(&topo, INCAST), RoutingMode::Ecmp);
+    let off =
+        run(&topo, &scenario(&topo, &format!("{INCAST}\nnetwork: {{dcqcn: false}}")), RoutingMode::Ecmp);
     assert!(on.summary.ecn_marks > 0 && on.summary.cnps > 0, "{:?}", on.summary.cnps);
     assert_eq!(off.summary.cnps, 0);
     assert!(off.summary.ecn_marks > 0, "marking does not depend on the reaction");
@@ -140,7 +141,7 @@ fn ecmp_completion_follows_the_most_loaded_link() {
                 "seed: {seed}\nnetwork: {{dcqcn: false}}\njobs: [{{name: p, pattern: permutation, hosts: all, shift: 4, size: 2MiB}}]"
             ),
         );
-        let run = run(&topo, &sc, Mode::Ecmp);
+        let run = run(&topo, &sc, RoutingMode::Ecmp);
         let t = completion(&run, 0);
         let one = wire(2 << 20, 4096) as f64 * 8.0 / 100e3;
         let ratio = t / one;
@@ -159,7 +160,7 @@ fn runs_are_deterministic() {
         &topo,
         "seed: 9\njobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 64KiB, placement: shuffled}]",
     );
-    for mode in [Mode::Ecmp, Mode::Flowlet] {
+    for mode in [RoutingMode::Ecmp, RoutingMode::Flowlet] {
         let a = run(&topo, &sc, mode);
         let b = run(&topo, &sc, mode);
         assert_eq!(serde_json::to_string(&a.summary).unwrap(), serde_json::to_string(&b.summary).unwrap());
@@ -169,18 +170,21 @@ fn runs_are_deterministic() {
         &topo,
         "seed: 10\njobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 64KiB, placement: shuffled}]",
     );
-    assert_ne!(run(&topo, &sc, Mode::Flowlet).fcts_ps, run(&topo, &other, Mode::Flowlet).fcts_ps);
+    assert_ne!(
+        run(&topo, &sc, RoutingMode::Flowlet).fcts_ps,
+        run(&topo, &other, RoutingMode::Flowlet).fcts_ps
+    );
 }
 
 #[test]
 fn limits_stop_runaway_scenarios() {
     let topo = leaf_spine(2, 2, 2, 100);
     let job = "jobs: [{name: big, pattern: all-to-all, hosts: all, size: 64MiB}]";
-    let t = run(&topo, &scenario(&topo, &format!("limits: {{time: 20us}}\n{job}")), Mode::Ecmp);
+    let t = run(&topo, &scenario(&topo, &format!("limits: {{time: 20us}}\n{job}")), RoutingMode::Ecmp);
     assert_eq!(t.summary.stopped, Some(Stop::TimeLimit));
     assert!(t.summary.sim_time_us <= 20.0);
     assert!(t.summary.jobs[0].completion_us.is_none());
-    let e = run(&topo, &scenario(&topo, &format!("limits: {{events: 5000}}\n{job}")), Mode::Ecmp);
+    let e = run(&topo, &scenario(&topo, &format!("limits: {{events: 5000}}\n{job}")), RoutingMode::Ecmp);
     assert_eq!(e.summary.stopped, Some(Stop::EventLimit));
     assert_eq!(e.summary.events, 5000);
 }
@@ -192,7 +196,7 @@ fn ring_allreduce_takes_2_n_minus_1_steps() {
         &topo,
         "network: {dcqcn: false}\njobs: [{name: ring, pattern: ring-allreduce, hosts: \"h*-1\", size: 8MiB}]",
     );
-    let run = run(&topo, &sc, Mode::Ecmp);
+    let run = run(&topo, &sc, RoutingMode::Ecmp);
     let t = completion(&run, 0);
     // 4 ranks: 6 steps of 2 MiB chunks, each at most at line rate.
     let step = wire(2 << 20, 4096) as f64 * 8.0 / 100e3;

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use metaroce_sim::report::stats::PriorityFigures;
-use metaroce_sim::{Mode, ModeRun};
+use metaroce_sim::{ModeRun, RoutingMode};
 
 /// 8 -> 1 incast on priority 3 (the default) into h1-1.
 const INCAST: &str =
@@ -31,7 +31,7 @@ fn a_lossless_incast_never_drops_while_a_lossy_job_beside_it_drops_and_recovers(
              {{name: lossy, pattern: incast, hosts: [h2-4, h3-4, h4-4], target: h1-1, size: 1MiB, priority: 0}}"
         ),
     );
-    let run = run(&topo, &sc, Mode::Ecmp);
+    let run = run(&topo, &sc, RoutingMode::Ecmp);
     let s = &run.summary;
     assert!(s.stopped.is_none(), "{:?}", s.stopped);
     assert_eq!(s.fct.count, 11, "every message completes, lossy ones after recovery");
@@ -47,7 +47,7 @@ fn a_lossless_incast_never_drops_while_a_lossy_job_beside_it_drops_and_recovers(
     assert_eq!(lossy.paused_time_us, 0.0);
     assert_eq!(s.drops, lossy.drops);
     assert_eq!(s.pfc.pauses, lossless.pauses);
-    let again = common::run(&topo, &sc, Mode::Ecmp);
+    let again = common::run(&topo, &sc, RoutingMode::Ecmp);
     let json = |r: &ModeRun| serde_json::to_string(&r.summary).unwrap();
     assert_eq!(json(&run), json(&again), "two priorities run deterministically");
     assert_eq!(run.fcts_ps, again.fcts_ps);
@@ -74,7 +74,7 @@ fn bystander(priority: u8) -> ModeRun {
     );
     // Sprayed, so the bystander's own flows never collide on a link, to
     // NICs that place packets out of order (so spraying costs no resends).
-    run(&topo, &sc, Mode::Spray)
+    run(&topo, &sc, RoutingMode::Spray)
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn classes_share_a_link_by_dwrr() {
              {{name: b, pattern: incast, hosts: [h2-3, h2-4, h3-3, h3-4], target: h1-1, size: 1MiB, priority: {p}}}"
         )
     };
-    let run = run(&topo, &scenario(&topo, &jobs(5)), Mode::Spray);
+    let run = run(&topo, &scenario(&topo, &jobs(5)), RoutingMode::Spray);
     let (a, b) = (slowdown(&run, 0, 4 << 20), slowdown(&run, 1, 4 << 20));
     eprintln!("DWRR: job a {a:.3}, job b {b:.3} x (4 MiB / B)");
     assert!((a - b).abs() < 0.05, "equal shares finish together: {a:.3} vs {b:.3}");
@@ -132,7 +132,7 @@ fn run_alone(topo: &metaroce_topo::Topology) -> f64 {
 jobs: [{name: a, pattern: incast, hosts: [h2-1, h2-2, h3-1, h3-2], \
          target: h1-1, size: 1MiB}]",
     );
-    slowdown(&run(topo, &sc, Mode::Spray), 0, 4 << 20)
+    slowdown(&run(topo, &sc, RoutingMode::Spray), 0, 4 << 20)
 }
 
 #[test]

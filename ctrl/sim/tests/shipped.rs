@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use metaroce_sim::{scenario, Mode, ModeRun, Summary};
+use metaroce_sim::{scenario, ModeRun, RoutingMode, Summary};
 use metaroce_topo::Routing;
 
 /// Runs a shipped scenario in all its modes; summaries by mode name.
@@ -115,7 +115,9 @@ fn spray_out_of_order(name: &str, seeds: std::ops::RangeInclusive<u64>) -> Vec<S
     seeds
         .map(|seed| {
             sc.seed = seed;
-            metaroce_sim::run_mode(&l.topology, &routing, &sc, Mode::Spray, &mut |_| {}).unwrap().summary
+            metaroce_sim::run_mode(&l.topology, &routing, &sc, RoutingMode::Spray, &mut |_| {})
+                .unwrap()
+                .summary
         })
         .collect()
 }
@@ -590,7 +592,7 @@ fn metaroce_s_gain_under_a_failure_is_its_failover_not_its_steady_state() {
         let r = metaroce_sim::run_mode(&l.topology, &routing, &l.scenario, mode, &mut |_| {}).unwrap();
         slowdown(&r.summary, 0)
     };
-    let (e, f, m) = (run(Mode::Ecmp), run(Mode::Flowlet), run(Mode::Metaroce));
+    let (e, f, m) = (run(RoutingMode::Ecmp), run(RoutingMode::Flowlet), run(RoutingMode::Metaroce));
     eprintln!("link-failure without the failure: ecmp {e:.2}x, flowlet {f:.2}x, metaroce {m:.2}x");
     within(e, 2.0, 2.5, "ecmp without failure");
     within(f, 3.5, 4.3, "flowlet without failure");

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use metaroce_sim::scenario::{load_file, Loaded};
-use metaroce_sim::{Mode, Pattern};
+use metaroce_sim::{Pattern, RoutingMode};
 use metaroce_topo::Routing;
 
 /// A shipped scenario (`scenarios/NAME`), and its topology's routing.
@@ -49,10 +49,10 @@ fn the_seed_redraws_shuffled_placements_and_permutations() {
     let mut sc = base.clone();
     sc.seed = 2;
     assert_eq!(pairs(&sc.drawn(&topo)), seen[1]);
-    let a = run(&topo, &sc, Mode::Ecmp);
+    let a = run(&topo, &sc, RoutingMode::Ecmp);
     let mut b = base.clone();
     b.reseed(&topo, 2);
-    assert_eq!(a.fcts_ps, run(&topo, &b, Mode::Ecmp).fcts_ps, "the same seed gives the same run");
+    assert_eq!(a.fcts_ps, run(&topo, &b, RoutingMode::Ecmp).fcts_ps, "the same seed gives the same run");
 }
 
 const POISSON: &str = "network: {dcqcn: false}\njobs: [{name: bg, pattern: poisson, hosts: all, \
@@ -83,7 +83,7 @@ fn poisson_flows_follow_load_and_seed() {
 fn poisson_reports_fct_slowdown_by_size() {
     let topo = leaf_spine(4, 4, 4, 100);
     let sc = scenario(&topo, &format!("seed: 3\nmodes: [ecmp, spray]\n{POISSON}"));
-    for mode in [Mode::Ecmp, Mode::Spray] {
+    for mode in [RoutingMode::Ecmp, RoutingMode::Spray] {
         let r = run(&topo, &sc, mode);
         let s = r.summary.fct_slowdown.as_ref().expect("a poisson job reports slowdowns");
         assert_eq!(s.unfinished, 0);
@@ -173,7 +173,7 @@ fn spray_on_a_fat_tree_permutation_is_near_ideal_and_ecmp_is_not() {
         pairs.push(format!("{:?}", sc.jobs[0].pattern));
         let go =
             |mode| metaroce_sim::run_mode(&l.topology, &routing, &sc, mode, &mut |_| {}).unwrap().summary;
-        let (spray, ecmp) = (go(Mode::Spray), go(Mode::Ecmp));
+        let (spray, ecmp) = (go(RoutingMode::Spray), go(RoutingMode::Ecmp));
         eprintln!(
             "seed {seed}: spray {:.3}x ecmp {:.3}x",
             spray.jobs[0].slowdown.unwrap(),

@@ -98,7 +98,7 @@ fn layout(t: &Topology) -> (Vec<(f64, f64)>, f64, usize) {
 /// Where [`svg`] draws each switch of the detailed picture, for other
 /// drawings of the fabric (the controller's page) that must look the same.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Placement {
+pub struct Layout {
     /// Centre of each switch box, by switch index.
     pub switches: Vec<(f64, f64)>,
     /// The canvas.
@@ -111,10 +111,10 @@ pub struct Placement {
 }
 
 /// The detailed picture's layout: tiers top-down, each ordered by barycenter.
-pub fn placement(t: &Topology) -> Placement {
+pub fn switch_layout(t: &Topology) -> Layout {
     let (switches, width, top_tier) = layout(t);
     let hosts_y = MARGIN + 50.0 + (top_tier as f64 + 1.0) * LAYER_GAP * 0.75;
-    Placement { switches, width, height: hosts_y + 40.0, hosts_y, node: (NODE_W, NODE_H) }
+    Layout { switches, width, height: hosts_y + 40.0, hosts_y, node: (NODE_W, NODE_H) }
 }
 
 /// Renders the fabric as a standalone SVG document.
@@ -122,7 +122,7 @@ pub fn svg(t: &Topology, opts: &RenderOptions) -> String {
     if !opts.detail && overview::wanted(t) {
         return overview::svg(t, opts);
     }
-    let Placement { switches: pos, width, height, hosts_y, .. } = placement(t);
+    let Layout { switches: pos, width, height, hosts_y, .. } = switch_layout(t);
     let labels = t.links.len() <= MAX_LABELED_LINKS;
     let fold_hosts = t.hosts.len() > MAX_DRAWN_HOSTS;
     let mut o = String::new();

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::refused::{self, Refused};
-use super::{AgentError, AgentEvent, Desired, Live, SyncOutcome, Target};
+use super::{AgentError, AgentEvent, Desired, Goal, Live, SyncOutcome};
 use crate::reconcile::{self, Change};
 
 /// Updates per Write (the switch answers each with per-update errors).
@@ -42,11 +42,11 @@ impl Live<'_> {
         }
         let started_at = Instant::now();
         let desired = match &wanted.target {
-            Target::Plan(p) => match self.assigned.desired(p, &self.installed) {
+            Goal::Plan(p) => match self.assigned.desired(p, &self.installed) {
                 Ok(d) => d,
                 Err(e) => return warn!(error = %e, "desired state cannot be installed"),
             },
-            Target::Exact(m) => {
+            Goal::Exact(m) => {
                 self.assigned.forget();
                 m.clone()
             }

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::agent::{AgentConfig, AgentEvent, Desired, Target, Wanted};
+use crate::agent::{AgentConfig, AgentEvent, Desired, Goal, Wanted};
 use crate::core::{Core, CoreConfig, Due, Input, Note};
 use crate::hosts;
 use crate::mode::Mode;
@@ -469,7 +469,7 @@ impl State {
                         self.metrics.set_mode(Mode::Observe);
                         for (s, name) in names.iter().enumerate() {
                             if let Some(entries) = doc.entries(name) {
-                                let wanted = Wanted { target: Target::Exact(entries), caused_at: None };
+                                let wanted = Wanted { target: Goal::Exact(entries), caused_at: None };
                                 self.desired_tx[s].send_replace(Some(Arc::new(wanted)));
                             }
                         }

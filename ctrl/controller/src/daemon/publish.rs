@@ -11,7 +11,7 @@ use metaroce_pipeline::{Entry, Key};
 use tokio::time::Instant;
 
 use super::State;
-use crate::agent::{Desired, Target, Wanted};
+use crate::agent::{Desired, Goal, Wanted};
 use crate::core::Core;
 use crate::obs::{LazyJson, Snapshot};
 use crate::plan::SwitchPlan;
@@ -115,7 +115,7 @@ impl State {
                 plan
             }
         };
-        let wanted = Wanted { target: Target::Plan(sent), caused_at: cause };
+        let wanted = Wanted { target: Goal::Plan(sent), caused_at: cause };
         self.desired_tx[s].send_replace(Some(Arc::new(wanted)))
     }
 
@@ -135,14 +135,14 @@ impl State {
             let held = gated.is_some();
             let sent = gated.unwrap_or(plan);
             let unchanged = matches!(self.desired_tx[s].borrow().as_deref(),
-                Some(Wanted { target: Target::Plan(p), .. }) if *p == sent);
+                Some(Wanted { target: Goal::Plan(p), .. }) if *p == sent);
             if !held {
                 self.staged.remove(&s);
             }
             if unchanged {
                 continue;
             }
-            let wanted = Wanted { target: Target::Plan(sent), caused_at: cause };
+            let wanted = Wanted { target: Goal::Plan(sent), caused_at: cause };
             drop(self.desired_tx[s].send_replace(Some(Arc::new(wanted))));
         }
     }

@@ -10,7 +10,7 @@ use crate::engine::net::FibMember;
 use crate::engine::steer::SteerKey;
 use crate::report::stats::Reorder;
 use crate::rng::{mix64, Rng};
-use crate::scenario::config::{Mode, Ordering, Repick};
+use crate::scenario::config::{Ordering, Repick, RoutingMode};
 
 /// What a switch sees of a packet when it decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +129,7 @@ pub enum Route {
 /// path. On out-of-order NICs reordering costs nothing, and it moves flows
 /// at flowlet gaps as the flowlet baseline does.
 pub fn for_mode(
-    mode: Mode,
+    mode: RoutingMode,
     ordering: Ordering,
     repick: Repick,
     seed: u64,
@@ -137,12 +137,14 @@ pub fn for_mode(
     flowlet_timeout_ps: u64,
 ) -> Box<dyn Forwarder> {
     match mode {
-        Mode::Ecmp => Box::new(Ecmp { seed }),
-        Mode::Metaroce if ordering == Ordering::GoBackN => {
+        RoutingMode::Ecmp => Box::new(Ecmp { seed }),
+        RoutingMode::Metaroce if ordering == Ordering::GoBackN => {
             Box::new(super::drained::Drained::new(seed, repick))
         }
-        Mode::Flowlet | Mode::Metaroce => Box::new(Flowlet::new(seed, switches, flowlet_timeout_ps)),
-        Mode::Spray => Box::new(Spray::new(seed)),
+        RoutingMode::Flowlet | RoutingMode::Metaroce => {
+            Box::new(Flowlet::new(seed, switches, flowlet_timeout_ps))
+        }
+        RoutingMode::Spray => Box::new(Spray::new(seed)),
     }
 }
 

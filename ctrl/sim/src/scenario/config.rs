@@ -19,7 +19,7 @@ pub const ROCE_HEADER_BYTES: u32 = 62;
 /// How switches choose among the members of a next-hop group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Mode {
+pub enum RoutingMode {
     /// Static ECMP: a hash of the 5-tuple picks the member.
     Ecmp,
     /// LetFlow-like: a new flowlet (gap over the flowlet timeout) picks a
@@ -34,35 +34,36 @@ pub enum Mode {
     Metaroce,
 }
 
-impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Ecmp, Mode::Flowlet, Mode::Spray, Mode::Metaroce];
+impl RoutingMode {
+    pub const ALL: [RoutingMode; 4] =
+        [RoutingMode::Ecmp, RoutingMode::Flowlet, RoutingMode::Spray, RoutingMode::Metaroce];
 
     /// The mode runs a controller (which announced jobs are told to).
     pub fn has_controller(self) -> bool {
-        self == Mode::Metaroce
+        self == RoutingMode::Metaroce
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Mode::Ecmp => "ecmp",
-            Mode::Flowlet => "flowlet",
-            Mode::Spray => "spray",
-            Mode::Metaroce => "metaroce",
+            RoutingMode::Ecmp => "ecmp",
+            RoutingMode::Flowlet => "flowlet",
+            RoutingMode::Spray => "spray",
+            RoutingMode::Metaroce => "metaroce",
         }
     }
 }
 
-impl fmt::Display for Mode {
+impl fmt::Display for RoutingMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl FromStr for Mode {
+impl FromStr for RoutingMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Mode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
-            let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+        RoutingMode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
+            let known: Vec<&str> = RoutingMode::ALL.iter().map(|m| m.as_str()).collect();
             format!("unknown routing mode \"{s}\"; use one of {}", known.join(", "))
         })
     }
@@ -390,7 +391,7 @@ pub struct Scenario {
     pub name: String,
     pub description: Option<String>,
     pub seed: u64,
-    pub modes: Vec<Mode>,
+    pub modes: Vec<RoutingMode>,
     pub limits: Limits,
     pub net: NetConfig,
     pub jobs: Vec<Job>,

@@ -28,7 +28,7 @@ use metaroce_topo::Topology;
 
 use crate::error::{Diagnostic, SimError};
 use crate::scenario::config::{
-    Dcqcn, Ecn, Limits, Mode, NetConfig, Ordering, Pfc, Scenario, DEFAULT_PRIORITY, ROCE_HEADER_BYTES,
+    Dcqcn, Ecn, Limits, NetConfig, Ordering, Pfc, RoutingMode, Scenario, DEFAULT_PRIORITY, ROCE_HEADER_BYTES,
 };
 use crate::scenario::decode::Diags;
 
@@ -146,7 +146,7 @@ fn decode(root: &Node, origin: &str, topo: &Topology, base: &Path) -> Result<Sce
         name: "scenario".into(),
         description: None,
         seed: 1,
-        modes: vec![Mode::Ecmp, Mode::Flowlet],
+        modes: vec![RoutingMode::Ecmp, RoutingMode::Flowlet],
         limits: Limits::default(),
         control: control_yaml::default_control(topo, net.mtu),
         net,
@@ -263,12 +263,12 @@ fn nic(d: &mut Diags, v: &Node) -> Ordering {
     out
 }
 
-fn modes(d: &mut Diags, v: &Node) -> Vec<Mode> {
+fn modes(d: &mut Diags, v: &Node) -> Vec<RoutingMode> {
     let mut out = Vec::new();
     for (i, item) in d.list(v, "modes").iter().enumerate() {
         let path = format!("modes[{i}]");
         if let Some(s) = d.str(item, &path) {
-            match s.parse::<Mode>() {
+            match s.parse::<RoutingMode>() {
                 Ok(m) if out.contains(&m) => d.err(&path, item.pos, format!("mode \"{m}\" is listed twice")),
                 Ok(m) => out.push(m),
                 Err(e) => d.err(&path, item.pos, e),

@@ -3,7 +3,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use metaroce_sim::{scenario, Mode, ModeRun, Scenario, SimError};
+use metaroce_sim::{scenario, ModeRun, RoutingMode, Scenario, SimError};
 use metaroce_topo::gen::{self, Common};
 use metaroce_topo::units::Bandwidth;
 use metaroce_topo::{Routing, Topology};
@@ -19,7 +19,7 @@ pub fn scenario(topo: &Topology, yaml: &str) -> Scenario {
     }
 }
 
-pub fn run(topo: &Topology, sc: &Scenario, mode: Mode) -> ModeRun {
+pub fn run(topo: &Topology, sc: &Scenario, mode: RoutingMode) -> ModeRun {
     let routing = Routing::compute(topo);
     metaroce_sim::run_mode(topo, &routing, sc, mode, &mut |_| {}).unwrap()
 }

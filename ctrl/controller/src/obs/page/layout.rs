@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 /// The layout document.
 pub fn build(t: &Topology) -> Value {
-    let p = render::placement(t);
+    let p = render::switch_layout(t);
     let switches: Vec<Value> = t
         .switches
         .iter()
