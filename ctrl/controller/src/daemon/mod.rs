@@ -195,15 +195,18 @@ pub async fn run(
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(16);
     // Every task and channel, spawned in one place (see `tasks.rs`).
     let mut tasks = Vec::new();
+    let mut api_addr = None;
     if let Some(addr) = cfg.listen {
         let api = obs::ApiState::new(metrics.clone(), events.clone(), tokens, snap_rx, cmd_tx.clone())
             .with_fabric(Arc::new(cfg.topology.clone()));
-        tasks.push(tasks::api(addr, api, stop_rx.clone()).await?);
+        let (task, bound) = tasks::api(addr, api, stop_rx.clone()).await?;
+        tasks.push(task);
+        api_addr = Some(bound);
     }
     if let Some(addr) = cfg.metrics_listen {
         tasks.push(tasks::metrics_listener(addr, metrics.clone(), stop_rx.clone()).await?);
     }
-    let (ha_rx, job_ops, restored_rx) = tasks::ha(&cfg, stop_rx.clone(), &mut tasks).await?;
+    let (ha_rx, job_ops, restored_rx) = tasks::ha(&cfg, api_addr, stop_rx.clone(), &mut tasks).await?;
     let (ev_tx, ev_rx) = mpsc::channel::<AgentEvent>(8192);
     let desired_tx = tasks::agents(&cfg, ha_rx.clone(), &ev_tx, &stop_rx, &mut tasks)?;
     let udp_rx = tasks::collector(cfg.collector, stop_rx.clone(), &mut tasks).await?;
@@ -486,10 +489,12 @@ impl State {
                     }
                 }
             }
-            Command::RegisterJob { body, received, reply } => {
-                self.on_register_job(body, received, reply).await
+            Command::RegisterJob { body, received, claim, reply } => {
+                self.on_register_job(body, received, claim, reply).await
             }
-            Command::RemoveJob { name, received, reply } => self.on_remove_job(name, received, reply).await,
+            Command::RemoveJob { name, received, claim, reply } => {
+                self.on_remove_job(name, received, claim, reply).await
+            }
         }
     }
 }

@@ -439,7 +439,7 @@ async fn obs_api_jobs_need_the_scheduler_role_which_can_do_nothing_else() {
     let audit = f.state.events.recent(2, 100);
     let job_audits: Vec<_> = audit.events.iter().filter(|e| e.details["endpoint"] == "jobs").collect();
     assert_eq!(job_audits[0].details["role"], "scheduler");
-    assert_eq!(job_audits.last().map(|e| e.details["outcome"].clone()), Some(json!("refused")));
+    assert_eq!(job_audits.last().map(|e| e.details["outcome"].clone()), Some(json!("refused (404)")));
     assert_eq!(get(&f.state, "jobs", Some(SCHED)).await.json()["flows"], 2);
 }
 
@@ -460,3 +460,6 @@ async fn obs_api_a_job_body_that_is_not_json_is_400_with_problems() {
     assert!(a.error().contains("--tokens FILE"), "{}", a.text);
     assert!(f.seen.lock().unwrap().is_empty() && ro.seen.lock().unwrap().is_empty());
 }
+
+#[path = "api_jobs_tests.rs"]
+mod jobs_timing;

@@ -119,6 +119,12 @@ pub struct Refusal {
 /// The state task's answer to a job command: the JSON to serve, or a refusal.
 pub type JobReply = oneshot::Sender<Result<Value, Refusal>>;
 
+/// The state task takes a job command on with this before it changes
+/// anything; if the API has given up waiting (the send fails), the command
+/// is dropped unapplied. So a request that timed out either changed
+/// nothing (503) or is known to be under way (202), never unknown.
+pub type Claim = oneshot::Sender<()>;
+
 /// What the API asks the state task to do, on behalf of an operator.
 #[derive(Debug)]
 pub enum Command {
@@ -150,12 +156,14 @@ pub enum Command {
         body: Value,
         /// When the API received the request (reaction time starts here).
         received: tokio::time::Instant,
+        claim: Claim,
         reply: JobReply,
     },
     /// Remove a job and its steer entries.
     RemoveJob {
         name: String,
         received: tokio::time::Instant,
+        claim: Claim,
         reply: JobReply,
     },
 }
