@@ -48,6 +48,11 @@ pub struct RunArgs {
     /// Compute and log every change; write nothing to the switches.
     #[arg(long)]
     pub dry_run: bool,
+    /// Take over switches whose pipeline cookie names another fabric or switch (refused otherwise:
+    /// a wrong p4rt address must not wipe another fabric); their pipeline is pushed again, which
+    /// clears their tables before this controller writes its entries.
+    #[arg(long)]
+    pub adopt: bool,
     /// Status API and /metrics (e.g. 127.0.0.1:9100).
     #[arg(long)]
     pub listen: Option<SocketAddr>,
@@ -270,6 +275,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     let mut cfg = Config::new(topo, pipeline);
     cfg.mode = a.mode;
     cfg.dry_run = a.dry_run;
+    cfg.adopt = a.adopt;
     cfg.listen = a.listen;
     cfg.metrics_listen = a.metrics_listen;
     cfg.tokens = a.tokens;

@@ -44,6 +44,9 @@ pub struct Config {
     pub mode: Mode,
     /// Compute and log changes; write nothing to the switches.
     pub dry_run: bool,
+    /// Take over switches whose pipeline cookie names another fabric or
+    /// switch (they are refused otherwise: [`crate::agent::identity`]).
+    pub adopt: bool,
     /// Status API and /metrics.
     pub listen: Option<SocketAddr>,
     /// `/metrics` alone, without authentication, for scrapers.
@@ -76,6 +79,7 @@ impl Config {
             pipeline,
             mode: Mode::Observe,
             dry_run: false,
+            adopt: false,
             listen: None,
             metrics_listen: None,
             tokens: None,
@@ -165,6 +169,8 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         cleanup_delay: Duration::from_millis(20),
         ha: None,
         steer_grace: Duration::from_nanos(cfg.core.place.flow_idle_ns),
+        fabric: topo.name.clone(),
+        adopt: cfg.adopt,
     })
 }
 
