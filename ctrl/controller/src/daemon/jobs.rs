@@ -265,13 +265,13 @@ impl State {
     }
 }
 
-/// Takes a job command on; false when the API gave up waiting for it (it
+/// Takes a command on; false when the API gave up waiting for it (it
 /// answered 503 saying nothing changed, so nothing may change).
-fn claimed(claim: Claim, what: &'static str) -> bool {
+pub(super) fn claimed(claim: Claim, what: &'static str) -> bool {
     if claim.send(()).is_ok() {
         return true;
     }
-    warn!(command = what, "job command dropped: the API stopped waiting before it was taken on");
+    warn!(command = what, "API command dropped: the API stopped waiting before it was taken on");
     false
 }
 

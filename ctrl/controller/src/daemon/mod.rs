@@ -449,7 +449,10 @@ impl State {
     async fn on_command(&mut self, cmd: Command) {
         let Some(cmd) = self.ha.gate(cmd) else { return };
         match cmd {
-            Command::SetMode { mode, reply } => {
+            Command::SetMode { mode, claim, reply } => {
+                if !jobs::claimed(claim, "mode") {
+                    return;
+                }
                 let old = self.core.mode();
                 self.core.set_mode(mode);
                 self.metrics.set_mode(mode);
@@ -462,12 +465,15 @@ impl State {
                 let _ = reply.send(Ok(()));
                 self.decide_and_publish(true).await;
             }
-            Command::SetLink { link, up, force, reply } => {
-                if self.on_set_link(link, up, force, reply) {
+            Command::SetLink { link, up, force, claim, reply } => {
+                if jobs::claimed(claim, "link") && self.on_set_link(link, up, force, reply) {
                     self.decide_and_publish(true).await;
                 }
             }
-            Command::Rollback { snapshot, reply } => {
+            Command::Rollback { snapshot, claim, reply } => {
+                if !jobs::claimed(claim, "rollback") {
+                    return;
+                }
                 let names: Vec<String> =
                     self.core.topology().switches.iter().map(|s| s.name.clone()).collect();
                 let refs: Vec<&str> = names.iter().map(String::as_str).collect();

@@ -173,7 +173,8 @@ async fn a_standby_refuses_commands_naming_the_leader() {
     assert!(!f.writes());
     assert!(metrics.encode().contains("metaroce_ha_role{role=\"standby\"} 1"));
     let (reply, answer) = tokio::sync::oneshot::channel();
-    assert!(f.gate(Command::SetMode { mode: crate::mode::Mode::Act, reply }).is_none());
+    let (claim, _claimed) = tokio::sync::oneshot::channel();
+    assert!(f.gate(Command::SetMode { mode: crate::mode::Mode::Act, claim, reply }).is_none());
     let msg = answer.await.unwrap().unwrap_err();
     assert!(msg.contains("standby") && msg.contains("the leader is a"), "{msg}");
     assert_eq!(f.status()["role"], "standby");

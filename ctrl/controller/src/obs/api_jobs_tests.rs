@@ -1,4 +1,4 @@
-//! A job command the state task is slow to answer: the client hears what
+//! A command the state task is slow to answer: the client hears what
 //! happened (503: nothing changed; 202: taken on, still running), never a
 //! timeout that leaves it guessing.
 
@@ -69,4 +69,28 @@ async fn obs_api_a_job_command_taken_on_but_slow_is_202_pending() {
     assert!(a.json()["message"].as_str().is_some_and(|m| m.contains("GET /api/v1/jobs")), "{}", a.text);
     // Both replies were held, not dropped: the 202 came from the timeout.
     assert!(held.recv().await.is_some() && held.recv().await.is_some());
+}
+
+#[tokio::test]
+async fn obs_api_a_mode_change_is_either_withdrawn_or_answered() {
+    let (f, mut rx) = slow_fixture();
+    let a = call(&f.state, "POST", "/api/v1/mode", Some(OPER), r#"{"mode":"act"}"#).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text);
+    assert!(a.error().contains("nothing changed"), "{}", a.text);
+    match rx.recv().await {
+        Some(Command::SetMode { claim, .. }) => assert!(claim.send(()).is_err(), "withdrawn"),
+        other => panic!("expected a mode change, got {other:?}"),
+    }
+    // Taken on in time, answered after the timeout: the answer is served.
+    tokio::spawn(async move {
+        while let Some(cmd) = rx.recv().await {
+            if let Command::SetMode { claim, reply, .. } = cmd {
+                assert!(claim.send(()).is_ok());
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let _ = reply.send(Ok(()));
+            }
+        }
+    });
+    let a = call(&f.state, "POST", "/api/v1/mode", Some(OPER), r#"{"mode":"act"}"#).await;
+    assert_eq!((a.status, a.json()), (StatusCode::OK, json!({"ok": true, "mode": "act"})));
 }

@@ -119,10 +119,11 @@ pub struct Refusal {
 /// The state task's answer to a job command: the JSON to serve, or a refusal.
 pub type JobReply = oneshot::Sender<Result<Value, Refusal>>;
 
-/// The state task takes a job command on with this before it changes
+/// The state task takes a command on with this before it changes
 /// anything; if the API has given up waiting (the send fails), the command
 /// is dropped unapplied. So a request that timed out either changed
-/// nothing (503) or is known to be under way (202), never unknown.
+/// nothing (503) or is known to be under way (a job: 202; the others are
+/// answered in the step that takes them on, and the API waits for that).
 pub type Claim = oneshot::Sender<()>;
 
 /// What the API asks the state task to do, on behalf of an operator.
@@ -130,11 +131,13 @@ pub type Claim = oneshot::Sender<()>;
 pub enum Command {
     SetMode {
         mode: Mode,
+        claim: Claim,
         reply: Reply,
     },
     /// Reinstall a snapshot document (JSON object) previously served.
     Rollback {
         snapshot: Value,
+        claim: Claim,
         reply: Reply,
     },
     /// A fabric link went down (`up` false) or came back, as an outside
@@ -148,6 +151,7 @@ pub enum Command {
         link: metaroce_topo::LinkId,
         up: bool,
         force: bool,
+        claim: Claim,
         reply: ValueReply,
     },
     /// Register a job (the body of `POST /api/v1/jobs`, parsed as JSON) and
