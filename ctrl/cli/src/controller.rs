@@ -48,6 +48,11 @@ pub struct RunArgs {
     /// Compute and log every change; write nothing to the switches.
     #[arg(long)]
     pub dry_run: bool,
+    /// Take over switches whose pipeline cookie names another fabric or switch (refused otherwise:
+    /// a wrong p4rt address must not wipe another fabric); their pipeline is pushed again, which
+    /// clears their tables before this controller writes its entries.
+    #[arg(long)]
+    pub adopt: bool,
     /// Status API and /metrics (e.g. 127.0.0.1:9100).
     #[arg(long)]
     pub listen: Option<SocketAddr>,
@@ -144,8 +149,13 @@ pub struct HaArgs {
     #[arg(long, value_name = "URL", value_parser = parse_ha_url, requires = "ha_name")]
     pub ha: Option<EtcdEndpoints>,
     /// This controller's name in the election (distinct per controller; standbys name the leader by it).
-    #[arg(long, value_name = "NAME", requires = "ha")]
+    #[arg(long, value_name = "NAME", requires = "ha", value_parser = parse_ha_name)]
     pub ha_name: Option<String>,
+    /// With --ha: this controller's API URL as clients reach it (http://ctl-a:9100), campaigned with
+    /// the name so that a standby's 409 sends clients to the leader. Default: http://ADDR:PORT where
+    /// --listen listens, when that is a specific address (not 0.0.0.0 or [::]).
+    #[arg(long, value_name = "URL", requires = "ha", value_parser = parse_advertise)]
+    pub ha_advertise: Option<String>,
     /// With --ha: if etcd cannot be reached at start-up, run alone (and say so) instead of exiting.
     #[arg(long, requires = "ha")]
     pub ha_optional: bool,
@@ -153,6 +163,23 @@ pub struct HaArgs {
     /// a standby takes over within about this long of the leader's death.
     #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub ha_lease_ms: u64,
+}
+
+fn parse_ha_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().any(char::is_whitespace) {
+        return Err("a name in the election is one word: not empty, no spaces".into());
+    }
+    Ok(s.to_string())
+}
+
+fn parse_advertise(s: &str) -> Result<String, String> {
+    let rest = s.strip_prefix("http://").or_else(|| s.strip_prefix("https://"));
+    match rest {
+        Some(r) if !r.is_empty() && !s.chars().any(char::is_whitespace) => {
+            Ok(s.trim_end_matches('/').to_string())
+        }
+        _ => Err("expected http://HOST:PORT or https://HOST:PORT, without spaces".into()),
+    }
 }
 
 /// The client URLs of `--ha etcd://...`.
@@ -248,6 +275,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     let mut cfg = Config::new(topo, pipeline);
     cfg.mode = a.mode;
     cfg.dry_run = a.dry_run;
+    cfg.adopt = a.adopt;
     cfg.listen = a.listen;
     cfg.metrics_listen = a.metrics_listen;
     cfg.tokens = a.tokens;
@@ -261,6 +289,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
         let mut ha = metaroce_controller::ha::HaConfig::new(endpoints, name);
         ha.optional = a.ha.ha_optional;
         ha.lease_ttl = Duration::from_millis(a.ha.ha_lease_ms);
+        ha.url = a.ha.ha_advertise.clone();
         cfg.ha = Some(ha);
     }
     cfg.core.settings.latency_shift = a.report_latency_shift;

@@ -518,6 +518,10 @@ async fn jobs_survive_a_takeover() {
     until(Duration::from_secs(60), "b stands by", &logs, || b.stands_by("a").then_some(()));
 
     let job = r#"{"name": "perm", "pattern": "permutation", "hosts": ["h1", "h2", "h3", "h4"], "shift": 2, "bytes": 262144}"#;
+    // The standby refuses and sends the client to where a's API listens.
+    let answer = request(b.api, "POST", "/api/v1/jobs", Some(SCHED), job);
+    assert!(status_is(&answer, 409), "{answer}");
+    assert_eq!(body_json(&answer)["leader_url"], format!("http://{}", a.api), "{answer}");
     let answer = request(a.api, "POST", "/api/v1/jobs", Some(SCHED), job);
     assert!(status_is(&answer, 201), "{answer}\n{}", logs());
     assert_eq!(body_json(&answer)["replicated"], true, "{answer}");

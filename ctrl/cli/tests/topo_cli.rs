@@ -171,6 +171,27 @@ fn shipped_generated_fabrics_are_reproducible() {
     }
 }
 
+/// A controller of one shipped fabric must never find another's switches
+/// where it looks for its own (two fabrics once shared 127.0.0.1:50001-4).
+#[test]
+fn shipped_fabrics_use_distinct_p4rt_addresses() {
+    let mut owner: std::collections::BTreeMap<String, String> = Default::default();
+    let mut files = 0;
+    for entry in std::fs::read_dir(repo().join("topologies")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        files += 1;
+        let topo = metaroce_topo::load_file(&path).unwrap();
+        for sw in &topo.switches {
+            let was = owner.insert(sw.p4rt.clone(), topo.name.clone());
+            assert!(was.is_none(), "{} is used by {} and {}", sw.p4rt, topo.name, was.unwrap_or_default());
+        }
+    }
+    assert!(files >= 6, "the shipped topologies were found ({files})");
+}
+
 #[test]
 fn render_draws_the_fabric() {
     let svg = tmp("fabric.svg");

@@ -25,6 +25,7 @@ use crate::plan::SwitchPlan;
 
 mod assigned;
 mod episode;
+pub mod identity;
 mod pass;
 mod poll;
 mod refused;
@@ -192,6 +193,12 @@ pub struct AgentConfig {
     /// new plan lacks are kept (the flow's large-flow reports, or its job,
     /// reach the new leader meanwhile).
     pub steer_grace: Duration,
+    /// The fabric's name: with the switch's, it is in the pipeline cookie
+    /// ([`identity`]), and a switch whose cookie names another is refused.
+    pub fabric: String,
+    /// Take over a switch whose cookie names another fabric or switch
+    /// (the pipeline is pushed again, which clears its tables).
+    pub adopt: bool,
 }
 
 /// Runs until `shutdown` fires. Never returns an error: failures are
@@ -259,6 +266,11 @@ enum AgentError {
     StreamEnded,
     #[error("the session is still held by the register poll")]
     SessionShared,
+    #[error(
+        "the switch runs a pipeline of another fabric or switch (cookie {installed:#018x}, this one's would be \
+         {ours:#018x}): nothing is changed on it; check its p4rt address, or start with --adopt to take it over"
+    )]
+    Foreign { installed: u64, ours: u64 },
 }
 
 async fn open(
@@ -273,6 +285,7 @@ async fn open(
         session = session.with_thrift(ThriftConfig::new(addr));
     }
     let rx = session.subscribe()?;
+    let ours = ours_or_refused(cfg, &session, pipeline).await?;
     if !term.writes {
         // A standby: a backup that reads, until it is elected.
         session.use_p4info(pipeline.info())?;
@@ -280,7 +293,7 @@ async fn open(
     }
     session.wait_primary().await?;
     let program = if !cfg.dry_run {
-        let outcome = session.set_pipeline(pipeline.info(), pipeline.device().as_ref(), None).await?;
+        let outcome = session.set_pipeline(pipeline.info(), pipeline.device().as_ref(), Some(ours)).await?;
         debug!(?outcome, "pipeline");
         session.configure_digest(pipeline.digest_entry(cfg.digest)?).await?;
         session.configure_digest(pipeline.large_flow_digest_entry(cfg.digest)?).await?;
@@ -293,6 +306,35 @@ async fn open(
         "not pushed (dry run)"
     };
     Ok((session, rx, program))
+}
+
+/// The cookie this controller pushes to the switch ([`identity::cookie`]).
+fn our_cookie(cfg: &AgentConfig, pipeline: &Pipeline) -> u64 {
+    let program = metaroce_p4rt::session::pipeline_cookie(pipeline.info(), pipeline.device_config());
+    identity::cookie(program, &cfg.fabric, &cfg.name)
+}
+
+/// This fabric's cookie for the switch, once the switch has shown it is
+/// ours (or fresh, or adopted); [`AgentError::Foreign`] otherwise, before
+/// anything is written or read back.
+async fn ours_or_refused(
+    cfg: &AgentConfig,
+    session: &Session,
+    pipeline: &Pipeline,
+) -> Result<u64, AgentError> {
+    let ours = our_cookie(cfg, pipeline);
+    let installed = session.installed_cookie().await?;
+    match identity::Verdict::of(installed, ours, cfg.adopt) {
+        identity::Verdict::Foreign => Err(AgentError::Foreign { installed: installed.unwrap_or(0), ours }),
+        identity::Verdict::Adopted => {
+            warn!(
+                installed = installed.unwrap_or(0),
+                ours, "taking over a switch whose pipeline cookie names another fabric or switch (--adopt)"
+            );
+            Ok(ours)
+        }
+        _ => Ok(ours),
+    }
 }
 
 /// Reads back every entry of ours the switch holds; entries it cannot

@@ -30,6 +30,8 @@ pub struct SwitchStatus {
     /// Entry changes the switch refused, held back, and their summary.
     pub refused_entries: usize,
     pub refused: Option<Value>,
+    /// Refused: its pipeline cookie names another fabric or switch.
+    pub foreign: bool,
 }
 
 impl SwitchStatus {
@@ -59,6 +61,7 @@ pub fn status(core: &Core, switches: &[SwitchStatus], decisions: u64) -> Value {
                 "connected": st.connected, "primary": st.primary, "programmed": st.programmed,
                 "installed_entries": st.installed.len(), "syncs": st.syncs, "last_error": st.last_error,
                 "failed_attempts": st.failed_attempts, "refused_entries": st.refused_entries, "refused": st.refused,
+                "foreign": st.foreign,
             })
         })
         .collect();

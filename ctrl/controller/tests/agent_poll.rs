@@ -37,6 +37,8 @@ fn agent_config(addr: std::net::SocketAddr, poll_interval: Duration) -> AgentCon
         cleanup_delay: Duration::ZERO,
         ha: None,
         steer_grace: Duration::ZERO,
+        fabric: "poll-test".into(),
+        adopt: false,
     }
 }
 

@@ -26,6 +26,9 @@ pub enum Failure {
     Write,
     /// The StreamChannel dropped (the session reconnects by itself).
     Stream,
+    /// The switch's pipeline cookie names another fabric or switch: it is
+    /// refused ([`super::identity`]).
+    Identity,
 }
 
 impl Failure {
@@ -37,6 +40,7 @@ impl Failure {
             Failure::Read => "read",
             Failure::Write => "write",
             Failure::Stream => "stream",
+            Failure::Identity => "identity",
         }
     }
 
@@ -46,6 +50,7 @@ impl Failure {
             AgentError::Session(s) => Failure::of_session(s),
             AgentError::Pipeline(_) => Failure::Pipeline,
             AgentError::StreamEnded | AgentError::SessionShared => Failure::Stream,
+            AgentError::Foreign { .. } => Failure::Identity,
         }
     }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metaroce_p4rt::session::{Bmv2Json, PipelineOutcome};
+use metaroce_p4rt::session::PipelineOutcome;
 use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::info;
@@ -159,8 +159,10 @@ impl Live<'_> {
         let _ = self.events.send(AgentEvent::Primary { switch, primary: true }).await;
         if !self.cfg.dry_run {
             let p = self.pipeline;
-            let outcome =
-                self.session.set_pipeline(p.info(), &Bmv2Json(p.device_config().to_vec()), None).await?;
+            let outcome = self
+                .session
+                .set_pipeline(p.info(), p.device().as_ref(), Some(super::our_cookie(self.cfg, p)))
+                .await?;
             self.session.configure_digest(p.digest_entry(self.cfg.digest)?).await?;
             self.session.configure_digest(p.large_flow_digest_entry(self.cfg.digest)?).await?;
             self.program = match outcome {

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::State;
-use crate::agent::{AgentEvent, Recovered, SyncOutcome};
+use crate::agent::{AgentEvent, Failure, Recovered, SyncOutcome};
 use crate::core::Input;
 use crate::place::LargeFlowReport;
 
@@ -32,6 +32,21 @@ impl State {
                 st.programmed = false;
                 st.last_error = Some(reason.clone());
                 st.failed_attempts = attempts;
+                let foreign = kind == Failure::Identity;
+                let newly_foreign = foreign && !st.foreign;
+                st.foreign = foreign;
+                self.metrics.set_switch_foreign(&name, foreign);
+                // Refused for another fabric's cookie: said once, loudly,
+                // whether or not the outage began with it.
+                if newly_foreign {
+                    tracing::error!(switch = %name, %reason, "switch refused: it does not belong to this fabric");
+                    self.events.record(
+                        "switch_foreign",
+                        Some(&name),
+                        &reason,
+                        json!({"failure": kind.as_str()}),
+                    );
+                }
                 // One event per outage: its retries only count.
                 if opened {
                     self.events.record(
@@ -81,6 +96,8 @@ impl State {
         st.installed = installed;
         st.last_error = None;
         st.failed_attempts = 0;
+        st.foreign = false;
+        self.metrics.set_switch_foreign(&name, false);
         let mut details = json!({"installed_entries": st.installed.len()});
         let reason = match recovered {
             None => "connected, pipeline in place".to_owned(),

@@ -13,7 +13,7 @@ use super::State;
 use crate::core::Input;
 use crate::ha::jobs::{Op, Restored};
 use crate::ha::HaState;
-use crate::obs::{JobReply, Refusal};
+use crate::obs::{Claim, JobReply, Refusal};
 use crate::place::PlaceStep;
 
 /// The next jobs read back from etcd; never ready without an election.
@@ -31,7 +31,16 @@ impl State {
     /// Registers a job and places its flows before answering: by the time
     /// the scheduler hears 201, the steer entries are published to the
     /// switches' agents (in `act`), ahead of the job's traffic.
-    pub(super) async fn on_register_job(&mut self, body: Value, received: Instant, reply: JobReply) {
+    pub(super) async fn on_register_job(
+        &mut self,
+        body: Value,
+        received: Instant,
+        claim: Claim,
+        reply: JobReply,
+    ) {
+        if !claimed(claim, "register") {
+            return;
+        }
         let now = self.now_ns();
         // Refused for want of room: nothing reaches the core, so nothing
         // is recorded either (a replay has no tables to check against).
@@ -103,7 +112,24 @@ impl State {
 
     /// Removes a job; its flows leave the planner and the decision run at
     /// once removes their steer entries.
-    pub(super) async fn on_remove_job(&mut self, name: String, received: Instant, reply: JobReply) {
+    ///
+    /// An unknown job is answered 404 before it is taken on (a retry after
+    /// a 202 finds it gone); a known one is removed at once after.
+    pub(super) async fn on_remove_job(
+        &mut self,
+        name: String,
+        received: Instant,
+        claim: Claim,
+        reply: JobReply,
+    ) {
+        if self.core.placement().jobs().get(&name).is_none() {
+            let body = json!({"error": format!("no job named {name:?}; GET /api/v1/jobs lists them")});
+            let _ = reply.send(Err(Refusal { status: 404, body }));
+            return;
+        }
+        if !claimed(claim, "remove") {
+            return;
+        }
         let now = self.now_ns();
         self.record(now, &Input::JobRemove { name: name.clone() });
         match self.core.remove_job(&name) {
@@ -237,6 +263,16 @@ impl State {
             "applied": self.core.mode().writes() && !self.core.pinned(),
         })
     }
+}
+
+/// Takes a command on; false when the API gave up waiting for it (it
+/// answered 503 saying nothing changed, so nothing may change).
+pub(super) fn claimed(claim: Claim, what: &'static str) -> bool {
+    if claim.send(()).is_ok() {
+        return true;
+    }
+    warn!(command = what, "API command dropped: the API stopped waiting before it was taken on");
+    false
 }
 
 /// A change to keep in etcd.

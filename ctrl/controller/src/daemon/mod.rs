@@ -44,6 +44,9 @@ pub struct Config {
     pub mode: Mode,
     /// Compute and log changes; write nothing to the switches.
     pub dry_run: bool,
+    /// Take over switches whose pipeline cookie names another fabric or
+    /// switch (they are refused otherwise: [`crate::agent::identity`]).
+    pub adopt: bool,
     /// Status API and /metrics.
     pub listen: Option<SocketAddr>,
     /// `/metrics` alone, without authentication, for scrapers.
@@ -76,6 +79,7 @@ impl Config {
             pipeline,
             mode: Mode::Observe,
             dry_run: false,
+            adopt: false,
             listen: None,
             metrics_listen: None,
             tokens: None,
@@ -165,6 +169,8 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         cleanup_delay: Duration::from_millis(20),
         ha: None,
         steer_grace: Duration::from_nanos(cfg.core.place.flow_idle_ns),
+        fabric: topo.name.clone(),
+        adopt: cfg.adopt,
     })
 }
 
@@ -195,15 +201,18 @@ pub async fn run(
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(16);
     // Every task and channel, spawned in one place (see `tasks.rs`).
     let mut tasks = Vec::new();
+    let mut api_addr = None;
     if let Some(addr) = cfg.listen {
         let api = obs::ApiState::new(metrics.clone(), events.clone(), tokens, snap_rx, cmd_tx.clone())
             .with_fabric(Arc::new(cfg.topology.clone()));
-        tasks.push(tasks::api(addr, api, stop_rx.clone()).await?);
+        let (task, bound) = tasks::api(addr, api, stop_rx.clone()).await?;
+        tasks.push(task);
+        api_addr = Some(bound);
     }
     if let Some(addr) = cfg.metrics_listen {
         tasks.push(tasks::metrics_listener(addr, metrics.clone(), stop_rx.clone()).await?);
     }
-    let (ha_rx, job_ops, restored_rx) = tasks::ha(&cfg, stop_rx.clone(), &mut tasks).await?;
+    let (ha_rx, job_ops, restored_rx) = tasks::ha(&cfg, api_addr, stop_rx.clone(), &mut tasks).await?;
     let (ev_tx, ev_rx) = mpsc::channel::<AgentEvent>(8192);
     let desired_tx = tasks::agents(&cfg, ha_rx.clone(), &ev_tx, &stop_rx, &mut tasks)?;
     let udp_rx = tasks::collector(cfg.collector, stop_rx.clone(), &mut tasks).await?;
@@ -440,7 +449,10 @@ impl State {
     async fn on_command(&mut self, cmd: Command) {
         let Some(cmd) = self.ha.gate(cmd) else { return };
         match cmd {
-            Command::SetMode { mode, reply } => {
+            Command::SetMode { mode, claim, reply } => {
+                if !jobs::claimed(claim, "mode") {
+                    return;
+                }
                 let old = self.core.mode();
                 self.core.set_mode(mode);
                 self.metrics.set_mode(mode);
@@ -453,12 +465,15 @@ impl State {
                 let _ = reply.send(Ok(()));
                 self.decide_and_publish(true).await;
             }
-            Command::SetLink { link, up, force, reply } => {
-                if self.on_set_link(link, up, force, reply) {
+            Command::SetLink { link, up, force, claim, reply } => {
+                if jobs::claimed(claim, "link") && self.on_set_link(link, up, force, reply) {
                     self.decide_and_publish(true).await;
                 }
             }
-            Command::Rollback { snapshot, reply } => {
+            Command::Rollback { snapshot, claim, reply } => {
+                if !jobs::claimed(claim, "rollback") {
+                    return;
+                }
                 let names: Vec<String> =
                     self.core.topology().switches.iter().map(|s| s.name.clone()).collect();
                 let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -486,10 +501,12 @@ impl State {
                     }
                 }
             }
-            Command::RegisterJob { body, received, reply } => {
-                self.on_register_job(body, received, reply).await
+            Command::RegisterJob { body, received, claim, reply } => {
+                self.on_register_job(body, received, claim, reply).await
             }
-            Command::RemoveJob { name, received, reply } => self.on_remove_job(name, received, reply).await,
+            Command::RemoveJob { name, received, claim, reply } => {
+                self.on_remove_job(name, received, claim, reply).await
+            }
         }
     }
 }

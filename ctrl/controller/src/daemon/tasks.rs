@@ -39,17 +39,20 @@ async fn until(mut stop: watch::Receiver<bool>) {
 }
 
 /// The status API on `addr` until `stop`.
+/// Returns the address it listens on (the port chosen, for port 0).
 pub(super) async fn api(
     addr: SocketAddr,
     state: obs::ApiState,
     stop: watch::Receiver<bool>,
-) -> Result<JoinHandle<()>, DaemonError> {
+) -> Result<(JoinHandle<()>, SocketAddr), DaemonError> {
     let listener = listen(addr).await?;
-    Ok(tokio::spawn(async move {
+    let bound = listener.local_addr().unwrap_or(addr);
+    let task = tokio::spawn(async move {
         if let Err(e) = obs::serve(listener, state, until(stop)).await {
             warn!(error = %e, "status API stopped");
         }
-    }))
+    });
+    Ok((task, bound))
 }
 
 /// Serves `/metrics` alone, without authentication, on `addr` until `stop`.
@@ -75,13 +78,18 @@ pub(super) type HaLinks = (
 );
 
 /// The election and the job store, when the configuration asks for HA.
+/// It campaigns with the API's URL: the configured one, else the address
+/// the API listens on, when that is one a client can reach.
 pub(super) async fn ha(
     cfg: &Config,
+    api: Option<SocketAddr>,
     stop: watch::Receiver<bool>,
     tasks: &mut Tasks,
 ) -> Result<HaLinks, DaemonError> {
     let Some(h) = &cfg.ha else { return Ok((None, None, None)) };
-    let Some(started) = crate::ha::start(h, &cfg.topology.name, stop).await? else {
+    let mut h = h.clone();
+    h.url = h.url.or_else(|| crate::ha::listen_url(api));
+    let Some(started) = crate::ha::start(&h, &cfg.topology.name, stop).await? else {
         return Ok((None, None, None));
     };
     tasks.push(started.task);

@@ -106,10 +106,12 @@ impl Follower {
     pub fn status(&self) -> Value {
         match &self.seen {
             None => json!({"role": "alone"}),
-            Some(s) => json!({"role": s.role, "name": s.name, "leader": s.leader, "revision": s.revision,
+            Some(s) => {
+                json!({"role": s.role, "name": s.name, "leader": s.leader, "leader_url": s.leader_url, "revision": s.revision,
                 "election_id": s.term.election_id.to_string(), "leadership_changes": s.changes,
                 "taking_over": self.taking_over.is_some(), "last_takeover_ms": self.last_takeover.map(|t| t * 1e3),
-                "reason": s.reason}),
+                "reason": s.reason})
+            }
         }
     }
 
@@ -122,13 +124,18 @@ impl Follower {
             return Some(cmd);
         }
         let leader = self.seen.as_ref().and_then(|s| s.leader.clone());
-        let msg = match &leader {
-            Some(l) => format!("this controller is a standby; the leader is {l}: send changes there"),
-            None => {
+        let url = self.seen.as_ref().and_then(|s| s.leader_url.clone());
+        let msg = match (&leader, &url) {
+            (Some(l), Some(u)) => format!("this controller is a standby; the leader is {l} at {u}: send changes there"),
+            (Some(l), None) => format!(
+                "this controller is a standby; the leader is {l} (it advertises no URL: give it --ha-advertise): send changes there"
+            ),
+            (None, _) => {
                 "this controller is a standby and no leader is elected yet: try again shortly".to_string()
             }
         };
-        let refusal = || Refusal { status: 409, body: json!({"error": msg, "leader": leader}) };
+        let refusal =
+            || Refusal { status: 409, body: json!({"error": msg, "leader": leader, "leader_url": url}) };
         match cmd {
             Command::SetMode { reply, .. } | Command::Rollback { reply, .. } => {
                 let _ = reply.send(Err(msg.clone()));

@@ -49,11 +49,44 @@ pub struct HaConfig {
     pub lease_ttl: Duration,
     /// Run alone when etcd cannot be reached at start-up.
     pub optional: bool,
+    /// The URL of this controller's API as clients reach it: campaigned
+    /// with the name, so a standby's refusals can send clients there
+    /// (`None`: the daemon advertises where its API listens, if it can).
+    pub url: Option<String>,
 }
 
 impl HaConfig {
     pub fn new(endpoints: Vec<String>, name: impl Into<String>) -> Self {
-        HaConfig { endpoints, name: name.into(), lease_ttl: Duration::from_secs(1), optional: false }
+        HaConfig {
+            endpoints,
+            name: name.into(),
+            lease_ttl: Duration::from_secs(1),
+            optional: false,
+            url: None,
+        }
+    }
+}
+
+/// The value a controller campaigns with: its name, then its API's URL
+/// after a space when it has one (a name has no whitespace).
+pub fn campaign_value(name: &str, url: Option<&str>) -> String {
+    match url {
+        Some(u) => format!("{name} {u}"),
+        None => name.to_string(),
+    }
+}
+
+/// The API URL to advertise when none is given: the `--listen` address,
+/// when it is one a client can reach (not 0.0.0.0 or [::]).
+pub fn listen_url(listen: Option<std::net::SocketAddr>) -> Option<String> {
+    listen.filter(|a| !a.ip().is_unspecified()).map(|a| format!("http://{a}"))
+}
+
+/// The leader's name and URL from its campaign value ([`campaign_value`]).
+pub fn parse_campaign_value(value: &str) -> (String, Option<String>) {
+    match value.trim().split_once(char::is_whitespace) {
+        Some((name, url)) if !url.trim().is_empty() => (name.to_string(), Some(url.trim().to_string())),
+        _ => (value.trim().to_string(), None),
     }
 }
 
@@ -144,6 +177,8 @@ pub struct HaState {
     pub name: String,
     /// The leader's name, as far as we know (ours when we lead).
     pub leader: Option<String>,
+    /// The leader's API URL, when it campaigned with one.
+    pub leader_url: Option<String>,
     /// The etcd revision of our leadership, while we lead.
     pub revision: Option<i64>,
     /// Our campaign key, while we lead: writes to etcd are fenced on it.
@@ -165,6 +200,7 @@ impl HaState {
             role: Role::Standby,
             name: name.to_string(),
             leader: None,
+            leader_url: None,
             revision: None,
             leader_key: None,
             term: Term { election_id: standby_election_id(name), writes: false },
@@ -218,7 +254,8 @@ pub async fn start(
     tracing::info!(endpoints = ?cfg.endpoints, key = %election_key(fabric), name = %cfg.name, "campaigning for leadership in etcd");
     let jobs = jobs::EtcdJobs::new(elector.client(), fabric);
     let (tx, rx) = watch::channel(HaState::standby(&cfg.name));
-    let tc = task::TaskConfig::new(&cfg.name, cfg.lease_ttl);
+    let mut tc = task::TaskConfig::new(&cfg.name, cfg.lease_ttl);
+    tc.url = cfg.url.clone();
     let task = tokio::spawn(task::run(elector, tc, tx, stop));
     Ok(Some(Started { state: rx, task, jobs }))
 }

@@ -20,6 +20,8 @@ use super::{leader_election_id, Elector, HaState, Leadership, Role, Term};
 #[derive(Debug, Clone)]
 pub struct TaskConfig {
     pub name: String,
+    /// This controller's API URL, campaigned with the name.
+    pub url: Option<String>,
     pub lease_ttl: Duration,
     /// How often the lease is renewed (a fraction of its time to live).
     pub renew_every: Duration,
@@ -33,6 +35,7 @@ impl TaskConfig {
     pub fn new(name: &str, lease_ttl: Duration) -> Self {
         TaskConfig {
             name: name.to_string(),
+            url: None,
             lease_ttl,
             renew_every: (lease_ttl / 5).max(Duration::from_millis(20)),
             look_every: Duration::from_millis(500),
@@ -199,7 +202,7 @@ async fn standby<E: Elector>(
     tx: &watch::Sender<HaState>,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<Result<Leadership, Lost>> {
-    let campaign = el.clone().campaign(lease, cfg.name.clone());
+    let campaign = el.clone().campaign(lease, super::campaign_value(&cfg.name, cfg.url.as_deref()));
     tokio::pin!(campaign);
     let mut renew_tick = tokio::time::interval(cfg.renew_every);
     renew_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -214,12 +217,17 @@ async fn standby<E: Elector>(
                 }
             }
             _ = look.tick() => {
-                if let Ok(Ok(leader)) = tokio::time::timeout(cfg.look_every, el.leader()).await {
+                if let Ok(Ok(value)) = tokio::time::timeout(cfg.look_every, el.leader()).await {
+                    let (leader, url) = match value.as_deref().map(super::parse_campaign_value) {
+                        Some((name, url)) => (Some(name), url),
+                        None => (None, None),
+                    };
                     tx.send_if_modified(|s| {
-                        let changed = s.leader != leader && s.role == Role::Standby;
+                        let changed = (s.leader != leader || s.leader_url != url) && s.role == Role::Standby;
                         if changed {
-                            info!(leader = leader.as_deref().unwrap_or("none"), "standby: the leader is");
+                            info!(leader = leader.as_deref().unwrap_or("none"), url = url.as_deref().unwrap_or("none"), "standby: the leader is");
                             s.leader = leader;
+                            s.leader_url = url;
                         }
                         changed
                     });
@@ -267,6 +275,7 @@ fn lead(tx: &watch::Sender<HaState>, cfg: &TaskConfig, won: Leadership) {
     tx.send_modify(|s| {
         s.role = Role::Leader;
         s.leader = Some(cfg.name.clone());
+        s.leader_url = cfg.url.clone();
         s.revision = Some(rev);
         s.leader_key = Some(won.key.clone());
         s.term = Term { election_id, writes: true };
@@ -290,6 +299,7 @@ fn step_down(tx: &watch::Sender<HaState>, lost: &Lost) {
         }
         s.role = Role::Standby;
         s.leader = None;
+        s.leader_url = None;
         s.revision = None;
         s.leader_key = None;
         s.term = Term { election_id: super::standby_election_id(&s.name), writes: false };

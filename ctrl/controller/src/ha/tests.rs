@@ -173,8 +173,57 @@ async fn a_standby_refuses_commands_naming_the_leader() {
     assert!(!f.writes());
     assert!(metrics.encode().contains("metaroce_ha_role{role=\"standby\"} 1"));
     let (reply, answer) = tokio::sync::oneshot::channel();
-    assert!(f.gate(Command::SetMode { mode: crate::mode::Mode::Act, reply }).is_none());
+    let (claim, _claimed) = tokio::sync::oneshot::channel();
+    assert!(f.gate(Command::SetMode { mode: crate::mode::Mode::Act, claim, reply }).is_none());
     let msg = answer.await.unwrap().unwrap_err();
     assert!(msg.contains("standby") && msg.contains("the leader is a"), "{msg}");
     assert_eq!(f.status()["role"], "standby");
+}
+
+#[test]
+fn campaign_values_carry_the_url_after_the_name() {
+    assert_eq!(campaign_value("a", None), "a");
+    assert_eq!(parse_campaign_value("a"), ("a".to_string(), None));
+    let v = campaign_value("ctl-a", Some("http://ctl-a:9100"));
+    assert_eq!(parse_campaign_value(&v), ("ctl-a".to_string(), Some("http://ctl-a:9100".to_string())));
+    assert_eq!(listen_url("10.0.0.5:9100".parse().ok()).as_deref(), Some("http://10.0.0.5:9100"));
+    assert_eq!(listen_url("[::1]:9100".parse().ok()).as_deref(), Some("http://[::1]:9100"));
+    assert_eq!(listen_url("0.0.0.0:9100".parse().ok()), None);
+    assert_eq!(listen_url(None), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_standby_sends_clients_to_the_url_the_leader_campaigned_with() {
+    use crate::obs::{Command, Metrics};
+    let etcd = FakeEtcd::default();
+    let client = etcd.client();
+    let (tx, mut a) = watch::channel(HaState::standby("a"));
+    let (_stop, stop_rx) = watch::channel(false);
+    let mut cfg = TaskConfig::new("a", TTL);
+    cfg.url = Some("http://ctl-a:9100".into());
+    tokio::spawn(task::run(client, cfg, tx, stop_rx));
+    tokio::time::timeout(Duration::from_secs(30), a.wait_for(|s| s.role == Role::Leader))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.borrow().leader_url.as_deref(), Some("http://ctl-a:9100"));
+    let mut b = candidate(&etcd, "b");
+    tokio::time::timeout(Duration::from_secs(5), b.rx.wait_for(|s| s.leader_url.is_some()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.rx.borrow().leader.as_deref(), Some("a"));
+
+    let metrics = Metrics::new();
+    let f = Follower::new(Some(b.rx.clone()), &metrics);
+    let (claim, _claimed) = tokio::sync::oneshot::channel();
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let cmd = Command::RemoveJob { name: "j".into(), received: Instant::now(), claim, reply };
+    assert!(f.gate(cmd).is_none());
+    let refusal = answer.await.unwrap().unwrap_err();
+    assert_eq!(refusal.status, 409);
+    assert_eq!(refusal.body["leader"], "a");
+    assert_eq!(refusal.body["leader_url"], "http://ctl-a:9100");
+    assert!(refusal.body["error"].as_str().unwrap().contains("at http://ctl-a:9100"), "{}", refusal.body);
+    assert_eq!(f.status()["leader_url"], "http://ctl-a:9100");
 }

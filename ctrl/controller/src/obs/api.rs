@@ -93,7 +93,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/links", post(set_link))
         .route("/api/v1/jobs", post(jobs::register).get(jobs_list))
         .route("/api/v1/jobs/{name}", axum::routing::delete(jobs::remove))
-        .route("/api/v1/flows", get(flows))
+        .route("/api/v1/flows", get(flows::flows))
         .merge(super::page::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })
         .method_not_allowed_fallback(|| async {
@@ -286,10 +286,6 @@ async fn jobs_list(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, 
     resource(&s, &h, "jobs", |snap| snap.jobs.get()).await
 }
 
-async fn flows(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
-    resource(&s, &h, "flows", |snap| snap.flows.get()).await
-}
-
 async fn events(
     State(state): State<ApiState>,
     headers: HeaderMap,
@@ -328,6 +324,9 @@ use commands::{rollback, set_link, set_mode};
 
 #[path = "api_jobs.rs"]
 mod jobs;
+
+#[path = "api_flows.rs"]
+mod flows;
 pub use jobs::problems_body as job_problems_body;
 
 #[cfg(test)]

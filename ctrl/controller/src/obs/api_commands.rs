@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::{authorize, json_response, ApiError, ApiState};
 use crate::mode::Mode;
-use crate::obs::{Command, Role};
+use crate::obs::{Claim, Command, Role};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,7 +28,7 @@ pub(super) async fn set_mode(
 ) -> Result<Response, ApiError> {
     let role = authorize(&state, &headers, Role::Operator, "mode")?;
     let ModeBody { mode } = parse_body(body)?;
-    let outcome = ask(&state, |reply| Command::SetMode { mode, reply }).await;
+    let outcome = ask(&state, |claim, reply| Command::SetMode { mode, claim, reply }).await;
     audit(&state, role, "mode", &format!("set mode to {mode}"), json!({ "mode": mode }), &outcome);
     outcome?;
     Ok(json_response(StatusCode::OK, &json!({ "ok": true, "mode": mode })))
@@ -54,7 +54,7 @@ pub(super) async fn rollback(
         }
     }
     let size = snapshot.as_object().map_or(0, serde_json::Map::len);
-    let outcome = ask(&state, |reply| Command::Rollback { snapshot, reply }).await;
+    let outcome = ask(&state, |claim, reply| Command::Rollback { snapshot, claim, reply }).await;
     audit(&state, role, "rollback", "roll back to a snapshot", json!({ "fields": size }), &outcome);
     outcome?;
     Ok(json_response(StatusCode::OK, &json!({ "ok": true })))
@@ -95,7 +95,7 @@ pub(super) async fn set_link(
     })?;
     let link = fabric.fabric_link(&name).map_err(|why| ApiError::new(StatusCode::BAD_REQUEST, why))?;
     let up = matches!(link_state, LinkState::Up);
-    let outcome = ask(&state, |reply| Command::SetLink { link, up, force, reply }).await;
+    let outcome = ask(&state, |claim, reply| Command::SetLink { link, up, force, claim, reply }).await;
     let what = if up { "up" } else { "down" };
     let audited = match &outcome {
         Ok(_) => Ok(()),
@@ -122,22 +122,43 @@ fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
 }
 
-/// Sends a command and waits for the reply, up to `command_timeout`.
+/// Sends a command and waits for the reply, up to `command_timeout`. A
+/// command not taken on by then is withdrawn ([`Claim`]): 503, nothing
+/// changed. One taken on is answered in the same step of the state task,
+/// so its reply is waited for.
 async fn ask<T>(
     state: &ApiState,
-    make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Command,
+    make: impl FnOnce(Claim, oneshot::Sender<Result<T, String>>) -> Command,
 ) -> Result<T, ApiError> {
     let unavailable = |msg: &str| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, msg);
-    let (tx, rx) = oneshot::channel();
+    let (claim, mut claimed) = oneshot::channel();
+    let (tx, mut rx) = oneshot::channel();
     let exchange = async {
-        state.commands.send(make(tx)).await.map_err(|_| unavailable("the controller is shutting down"))?;
-        rx.await.map_err(|_| unavailable("the controller dropped the request"))
+        state
+            .commands
+            .send(make(claim, tx))
+            .await
+            .map_err(|_| unavailable("the controller is shutting down"))?;
+        (&mut rx).await.map_err(|_| unavailable("the controller dropped the request"))
     };
-    match tokio::time::timeout(state.command_timeout, exchange).await {
-        Err(_) => Err(unavailable("the controller did not answer in time; try again")),
-        Ok(Err(e)) => Err(e),
-        Ok(Ok(Err(refusal))) => Err(ApiError::new(StatusCode::CONFLICT, refusal)),
-        Ok(Ok(Ok(v))) => Ok(v),
+    let answer = match tokio::time::timeout(state.command_timeout, exchange).await {
+        Err(_) => {
+            claimed.close();
+            if claimed.try_recv().is_err() {
+                let ms = state.command_timeout.as_millis();
+                let msg = format!(
+                    "the controller did not take the request on within {ms} ms; nothing changed: try again"
+                );
+                return Err(unavailable(&msg));
+            }
+            rx.await.map_err(|_| unavailable("the controller dropped the request"))
+        }
+        Ok(r) => r,
+    };
+    match answer {
+        Err(e) => Err(e),
+        Ok(Err(refusal)) => Err(ApiError::new(StatusCode::CONFLICT, refusal)),
+        Ok(Ok(v)) => Ok(v),
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use super::commands::audit;
 use super::{authorize, json_response, ApiError, ApiState};
-use crate::obs::{Command, JobReply, Refusal, Role};
+use crate::obs::{Claim, Command, JobReply, Refusal, Role};
 
 /// A refusal answer: its status and JSON body as the state task gave them.
 fn refused(r: Refusal) -> Response {
@@ -31,26 +31,78 @@ pub fn problems_body(problems: &[metaroce_te::job::Problem]) -> Value {
     })
 }
 
+/// How a job command went, as the API saw it.
+enum Asked {
+    /// The state task's answer.
+    Done(Value),
+    /// Taken on (see [`Claim`]) but not finished within `command_timeout`.
+    Pending,
+    /// A refusal or a failure: the response and the audit log's outcome.
+    Failed(Response, String),
+}
+
 /// Sends a job command and waits for the answer, up to `command_timeout`.
-async fn ask(state: &ApiState, make: impl FnOnce(JobReply) -> Command) -> Result<Value, Response> {
-    let unavailable = |msg: &str| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, msg).into_response();
+/// A command the state task has not taken on by then is withdrawn (it
+/// will change nothing), so the client hears 503 "nothing changed"; one
+/// taken on is [`Asked::Pending`].
+async fn ask(state: &ApiState, make: impl FnOnce(Claim, JobReply) -> Command) -> Asked {
+    let unavailable = |msg: &str| {
+        let resp = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, msg).into_response();
+        Asked::Failed(resp, msg.to_string())
+    };
+    let (claim, mut claimed) = oneshot::channel();
     let (tx, rx) = oneshot::channel();
     let exchange = async {
-        state.commands.send(make(tx)).await.map_err(|_| unavailable("the controller is shutting down"))?;
+        state
+            .commands
+            .send(make(claim, tx))
+            .await
+            .map_err(|_| unavailable("the controller is shutting down"))?;
         rx.await.map_err(|_| unavailable("the controller dropped the request"))
     };
     match tokio::time::timeout(state.command_timeout, exchange).await {
-        Err(_) => Err(unavailable("the controller did not answer in time; try again")),
-        Ok(Err(resp)) => Err(resp),
-        Ok(Ok(Err(r))) => Err(refused(r)),
-        Ok(Ok(Ok(v))) => Ok(v),
+        Err(_) => {
+            // Closing first settles the race: after this the state task
+            // either has taken the command on or never will.
+            claimed.close();
+            if claimed.try_recv().is_ok() {
+                return Asked::Pending;
+            }
+            let msg = format!(
+                "the controller did not take the request on within {} ms; nothing changed: try again",
+                state.command_timeout.as_millis()
+            );
+            unavailable(&msg)
+        }
+        Ok(Err(failed)) => failed,
+        Ok(Ok(Err(r))) => {
+            let outcome = format!("refused ({})", r.status);
+            Asked::Failed(refused(r), outcome)
+        }
+        Ok(Ok(Ok(v))) => Asked::Done(v),
     }
 }
 
-fn outcome_of(r: &Result<Value, Response>) -> Result<(), ApiError> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(resp) => Err(ApiError::new(resp.status(), "refused")),
+impl Asked {
+    /// The audit log's outcome.
+    fn outcome(&self) -> Result<(), ApiError> {
+        match self {
+            Asked::Done(_) => Ok(()),
+            Asked::Pending => Err(ApiError::new(StatusCode::ACCEPTED, "taken on, not finished in time")),
+            Asked::Failed(resp, why) => Err(ApiError::new(resp.status(), why.clone())),
+        }
+    }
+
+    /// The response: `done` with the answer's status, or 202 with `pending`'s message.
+    fn respond(self, status: StatusCode, job: &str, pending: &str) -> Response {
+        match self {
+            Asked::Done(v) => json_response(status, &v),
+            Asked::Pending => json_response(
+                StatusCode::ACCEPTED,
+                &json!({"ok": true, "pending": true, "job": job, "message": pending}),
+            ),
+            Asked::Failed(resp, _) => resp,
+        }
     }
 }
 
@@ -73,19 +125,11 @@ pub(super) async fn register(
         }
     };
     let name = body.get("name").and_then(Value::as_str).unwrap_or("").chars().take(64).collect::<String>();
-    let answer = ask(&state, |reply| Command::RegisterJob { body, received, reply }).await;
-    audit(
-        &state,
-        role,
-        "jobs",
-        &format!("register job {name:?}"),
-        json!({ "job": name }),
-        &outcome_of(&answer),
-    );
-    Ok(match answer {
-        Ok(v) => json_response(StatusCode::CREATED, &v),
-        Err(resp) => resp,
-    })
+    let answer = ask(&state, |claim, reply| Command::RegisterJob { body, received, claim, reply }).await;
+    audit(&state, role, "jobs", &format!("register job {name:?}"), json!({ "job": name }), &answer.outcome());
+    let pending = "the controller took the job on and is still checking and placing it; \
+                   GET /api/v1/jobs lists it once registered, a refusal is a job_refused event";
+    Ok(answer.respond(StatusCode::CREATED, &name, pending))
 }
 
 /// `DELETE /api/v1/jobs/NAME`: 200 and `{"ok": true, "removed": {...}}`,
@@ -98,17 +142,9 @@ pub(super) async fn remove(
     let received = tokio::time::Instant::now();
     let role = authorize(&state, &headers, Role::Scheduler, "jobs")?;
     let shown: String = name.chars().take(64).collect();
-    let answer = ask(&state, |reply| Command::RemoveJob { name, received, reply }).await;
-    audit(
-        &state,
-        role,
-        "jobs",
-        &format!("remove job {shown:?}"),
-        json!({ "job": shown }),
-        &outcome_of(&answer),
-    );
-    Ok(match answer {
-        Ok(v) => json_response(StatusCode::OK, &v),
-        Err(resp) => resp,
-    })
+    let answer = ask(&state, |claim, reply| Command::RemoveJob { name, received, claim, reply }).await;
+    audit(&state, role, "jobs", &format!("remove job {shown:?}"), json!({ "job": shown }), &answer.outcome());
+    let pending = "the job is removed; its steer entries are still being withdrawn \
+                   (a job_removed event follows, and GET /api/v1/jobs no longer lists it)";
+    Ok(answer.respond(StatusCode::OK, &shown, pending))
 }

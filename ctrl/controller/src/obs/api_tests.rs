@@ -50,15 +50,15 @@ fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
     tokio::spawn(async move {
         while let Some(cmd) = cmd_rx.recv().await {
             let reply = match cmd {
-                Command::SetMode { mode, reply } => {
+                Command::SetMode { mode, reply, .. } => {
                     log.lock().unwrap().push(format!("mode {mode}"));
                     reply
                 }
-                Command::Rollback { snapshot, reply } => {
+                Command::Rollback { snapshot, reply, .. } => {
                     log.lock().unwrap().push(format!("rollback {snapshot}"));
                     reply
                 }
-                Command::SetLink { link, up, force, reply } => {
+                Command::SetLink { link, up, force, reply, .. } => {
                     log.lock().unwrap().push(format!("link {link} up {up} force {force}"));
                     let _ = reply.send(answer.clone().map(|()| json!({ "cut_off": [] })));
                     continue;
@@ -289,7 +289,7 @@ async fn obs_api_rollback_and_controller_answers() {
     let doc = snapshot_doc("mininet-2x2", "leaf1");
     let a = call(&silent.state, "POST", "/api/v1/rollback", Some(OPER), &doc).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(a.error().contains("did not answer"));
+    assert!(a.error().contains("nothing changed"), "{}", a.text);
 
     // The state task is gone.
     let (tx, rx) = mpsc::channel(1);
@@ -439,7 +439,7 @@ async fn obs_api_jobs_need_the_scheduler_role_which_can_do_nothing_else() {
     let audit = f.state.events.recent(2, 100);
     let job_audits: Vec<_> = audit.events.iter().filter(|e| e.details["endpoint"] == "jobs").collect();
     assert_eq!(job_audits[0].details["role"], "scheduler");
-    assert_eq!(job_audits.last().map(|e| e.details["outcome"].clone()), Some(json!("refused")));
+    assert_eq!(job_audits.last().map(|e| e.details["outcome"].clone()), Some(json!("refused (404)")));
     assert_eq!(get(&f.state, "jobs", Some(SCHED)).await.json()["flows"], 2);
 }
 
@@ -460,3 +460,6 @@ async fn obs_api_a_job_body_that_is_not_json_is_400_with_problems() {
     assert!(a.error().contains("--tokens FILE"), "{}", a.text);
     assert!(f.seen.lock().unwrap().is_empty() && ro.seen.lock().unwrap().is_empty());
 }
+
+#[path = "api_jobs_tests.rs"]
+mod jobs_timing;

@@ -66,6 +66,7 @@ const REFUSED_STEER: usize = 30;
 const WRITE_FAILURES: usize = 31;
 const REFUSED_ENTRIES: usize = 32;
 const SESSION_FAILURES: usize = 33;
+const FOREIGN: usize = 34;
 
 /// The roles of [`Metrics::set_ha_role`] (see `crate::ha::Role`).
 pub const HA_ROLES: [&str; 3] = ["alone", "leader", "standby"];
@@ -78,7 +79,7 @@ const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str],
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 34] = [
+static SPECS: [Spec; 35] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -219,6 +220,12 @@ static SPECS: [Spec; 34] = [
         &["switch"],
         "Failed attempts of a switch's P4Runtime session (connect, arbitration, pipeline, stream drops); an outage is one switch_down event however many.",
     ),
+    family(
+        "metaroce_switch_foreign",
+        Kind::Gauge,
+        &["switch"],
+        "1 while the switch is refused: its pipeline cookie names another fabric or switch (a wrong p4rt address?), so nothing is changed on it (see the switch_foreign event; --adopt takes it over).",
+    ),
 ];
 
 /// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
@@ -320,6 +327,7 @@ impl Metrics {
                 r.add(family, sw(name), 0);
             }
             r.set(REFUSED_ENTRIES, sw(name), 0.0);
+            r.set(FOREIGN, sw(name), 0.0);
             r.set(CONNECTED, sw(name), 0.0);
             r.set(PRIMARY, sw(name), 0.0);
         }
@@ -437,6 +445,11 @@ impl Metrics {
     /// A failed attempt of `switch`'s session.
     pub fn session_failed(&self, switch: &str) {
         self.lock().add(SESSION_FAILURES, sw(switch), 1);
+    }
+
+    /// The switch is refused (or no longer) for another fabric's cookie.
+    pub fn set_switch_foreign(&self, switch: &str, foreign: bool) {
+        self.lock().set(FOREIGN, sw(switch), flag(foreign));
     }
 
     pub fn set_switch_connected(&self, switch: &str, connected: bool) {

@@ -114,6 +114,7 @@ fn full() -> Metrics {
     m.write_failed("leaf2");
     m.set_refused_entries("leaf2", 904);
     m.session_failed("leaf1");
+    m.set_switch_foreign("spine1", true);
     m.init_hosts(["h2"]);
     m
 }
@@ -158,6 +159,7 @@ fn obs_metrics_exposition_is_valid_openmetrics() {
         "metaroce_switch_write_failures_total{switch=\"leaf2\"} 1",
         "metaroce_switch_refused_entries{switch=\"leaf2\"} 904.0",
         "metaroce_switch_session_failures_total{switch=\"leaf1\"} 1",
+        "metaroce_switch_foreign{switch=\"spine1\"} 1.0",
         "metaroce_host_exporter_up{host=\"h2\"} 0.0",
     ] {
         assert!(text.lines().any(|l| l == want), "missing {want} in\n{text}");
@@ -189,6 +191,7 @@ fn obs_alerted_families_have_samples_from_the_start() {
         "metaroce_switch_write_failures_total{switch=\"leaf1\"} 0",
         "metaroce_switch_connected{switch=\"leaf1\"} 0.0",
         "metaroce_switch_primary{switch=\"leaf1\"} 0.0",
+        "metaroce_switch_foreign{switch=\"leaf1\"} 0.0",
         "metaroce_unreachable_leaf_pairs 0.0",
         "metaroce_host_exporter_up{host=\"h1\"} 0.0",
         "metaroce_ha_role{role=\"alone\"} 1.0",

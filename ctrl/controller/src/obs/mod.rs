@@ -119,16 +119,25 @@ pub struct Refusal {
 /// The state task's answer to a job command: the JSON to serve, or a refusal.
 pub type JobReply = oneshot::Sender<Result<Value, Refusal>>;
 
+/// The state task takes a command on with this before it changes
+/// anything; if the API has given up waiting (the send fails), the command
+/// is dropped unapplied. So a request that timed out either changed
+/// nothing (503) or is known to be under way (a job: 202; the others are
+/// answered in the step that takes them on, and the API waits for that).
+pub type Claim = oneshot::Sender<()>;
+
 /// What the API asks the state task to do, on behalf of an operator.
 #[derive(Debug)]
 pub enum Command {
     SetMode {
         mode: Mode,
+        claim: Claim,
         reply: Reply,
     },
     /// Reinstall a snapshot document (JSON object) previously served.
     Rollback {
         snapshot: Value,
+        claim: Claim,
         reply: Reply,
     },
     /// A fabric link went down (`up` false) or came back, as an outside
@@ -142,6 +151,7 @@ pub enum Command {
         link: metaroce_topo::LinkId,
         up: bool,
         force: bool,
+        claim: Claim,
         reply: ValueReply,
     },
     /// Register a job (the body of `POST /api/v1/jobs`, parsed as JSON) and
@@ -150,12 +160,14 @@ pub enum Command {
         body: Value,
         /// When the API received the request (reaction time starts here).
         received: tokio::time::Instant,
+        claim: Claim,
         reply: JobReply,
     },
     /// Remove a job and its steer entries.
     RemoveJob {
         name: String,
         received: tokio::time::Instant,
+        claim: Claim,
         reply: JobReply,
     },
 }

@@ -417,17 +417,10 @@ impl Session {
         r
     }
 
-    /// Installs the pipeline unless one with the same cookie already runs.
-    /// `cookie` defaults to [`pipeline_cookie`].
-    pub async fn set_pipeline(
-        &self,
-        info: &P4Info,
-        device_config: &dyn DeviceConfig,
-        cookie: Option<u64>,
-    ) -> Result<PipelineOutcome, SessionError> {
+    /// The cookie of the pipeline the switch runs; `None` when it runs
+    /// none (or runs one pushed without a cookie).
+    pub async fn installed_cookie(&self) -> Result<Option<u64>, SessionError> {
         use p4::get_forwarding_pipeline_config_request::ResponseType;
-        let bytes = device_config.bytes();
-        let cookie = cookie.unwrap_or_else(|| pipeline_cookie(info, &bytes));
         let get = p4::GetForwardingPipelineConfigRequest {
             device_id: self.cfg.device_id,
             response_type: ResponseType::CookieOnly as i32,
@@ -437,11 +430,25 @@ impl Session {
             .call("GetForwardingPipelineConfig", client.get_forwarding_pipeline_config(self.request(get)))
             .await;
         // BMv2 answers FAILED_PRECONDITION/UNKNOWN before its first pipeline.
-        let installed = match current {
-            Ok(r) => r.config.and_then(|c| c.cookie).map(|c| c.cookie),
-            Err(SessionError::Rpc { .. }) => None,
-            Err(e) => return Err(e),
-        };
+        match current {
+            Ok(r) => Ok(r.config.and_then(|c| c.cookie).map(|c| c.cookie)),
+            Err(SessionError::Rpc { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Installs the pipeline unless one with the same cookie already runs.
+    /// `cookie` defaults to [`pipeline_cookie`].
+    pub async fn set_pipeline(
+        &self,
+        info: &P4Info,
+        device_config: &dyn DeviceConfig,
+        cookie: Option<u64>,
+    ) -> Result<PipelineOutcome, SessionError> {
+        let bytes = device_config.bytes();
+        let cookie = cookie.unwrap_or_else(|| pipeline_cookie(info, &bytes));
+        let installed = self.installed_cookie().await?;
+        let mut client = self.client.clone();
         let config = p4::ForwardingPipelineConfig {
             p4info: Some(info.raw().clone()),
             p4_device_config: bytes,

@@ -243,7 +243,7 @@
     const l = app.layout.links[i], names = [app.layout.switches[l[0]].name, app.layout.switches[l[2]].name];
     const ends = [[names[0], l[1]], [names[1], l[3]]];
     try {
-      const [groups, flows] = await Promise.all([api("/api/v1/groups"), api("/api/v1/flows")]);
+      const [groups, flows] = await Promise.all([api("/api/v1/groups"), api("/api/v1/flows?limit=10000")]);
       if (app.selected !== i) return;
       const gl = [];
       for (const [sw, port] of ends) {
@@ -306,11 +306,11 @@
 
   // ---- steered flows on demand ----
   // Fetches the placement: offers its host pairs in the menu and marks the
-  // paths of the flows selected there.
+  // paths of the flows selected there (the first 10000: the API's largest page).
   async function loadSteered() {
     app.flowsAt = Date.now();
     let doc;
-    try { doc = await api("/api/v1/flows"); } catch (e) { return; }
+    try { doc = await api("/api/v1/flows?limit=10000"); } catch (e) { return; }
     const sel = $("flows"), want = sel.value, flows = doc.flows || [];
     for (const f of flows) {
       const k = f.flow || {}, v = `pair:${hostName(k.src)}>${hostName(k.dst)}`;
