@@ -49,6 +49,9 @@ async fn fabric_with_spine1_of(
 async fn cookie_of(addr: SocketAddr, device_id: u64) -> Option<u64> {
     let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
     cfg.election_id = 2;
+    // A reader beside the controller's own session: retry a connect the
+    // loaded machine refuses once.
+    cfg.connect_attempts = 20;
     Session::connect(cfg).await.unwrap().installed_cookie().await.unwrap()
 }
 
