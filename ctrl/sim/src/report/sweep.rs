@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::report::Summary;
+use crate::report::{IterSummary, JobSummary, Summary};
 
 /// One (mode, job) over every seed.
 #[derive(Debug, Clone, Serialize)]
@@ -102,28 +102,22 @@ pub fn aggregate(scenario: &str, seeds: &[u64], modes: &[String], runs: &[Summar
             let all: Vec<Option<f64>> =
                 of_mode.iter().map(|s| s.jobs.get(j).and_then(|x| x.slowdown)).collect();
             let done = sorted(all.iter().flatten().copied().collect());
+            let multi = || of_mode.iter().filter_map(|s| s.jobs.get(j)).filter(|x| x.iterations.len() > 1);
+            // Per run, the slowest iteration from the second on (unfinished
+            // counts as infinitely slow); over max(ideal, floor) only where
+            // every run computed floors.
             let later = sorted(
-                of_mode
-                    .iter()
-                    .filter_map(|s| s.jobs.get(j))
-                    .filter(|x| x.iterations.len() > 1)
-                    .map(|x| {
-                        x.iterations[1..]
-                            .iter()
-                            .map(|i| i.slowdown.unwrap_or(f64::INFINITY))
-                            .fold(0.0, f64::max)
-                    })
+                multi()
+                    .map(|x| worst_later(x, |i| Some(i.slowdown.unwrap_or(f64::INFINITY))))
+                    .map(Option::unwrap_or_default)
                     .collect(),
             );
-            let vs_floor: Option<Vec<f64>> = of_mode
-                .iter()
-                .filter_map(|s| s.jobs.get(j))
-                .filter(|x| x.iterations.len() > 1)
+            let vs_floor: Option<Vec<f64>> = multi()
                 .map(|x| {
-                    x.iterations[1..]
-                        .iter()
-                        .map(|i| i.vs_floor.or(i.completion_us.map(|_| f64::NAN)))
-                        .try_fold(0.0f64, |m, v| v.filter(|v| !v.is_nan()).map(|v| m.max(v)))
+                    worst_later(
+                        x,
+                        |i| if i.completion_us.is_none() { Some(f64::INFINITY) } else { i.vs_floor },
+                    )
                 })
                 .collect();
             let later_vs_floor = vs_floor.filter(|v| !v.is_empty()).map(|v| {
@@ -246,6 +240,12 @@ pub fn markdown(s: &Sweep) -> String {
         );
     }
     out
+}
+
+/// The largest of `f` over a job's iterations from the second on; None
+/// if `f` is None for one of them.
+fn worst_later(x: &JobSummary, f: impl Fn(&IterSummary) -> Option<f64>) -> Option<f64> {
+    x.iterations[1..].iter().try_fold(0.0f64, |m, i| f(i).map(|v| m.max(v)))
 }
 
 /// "29 / 24 / 29, 24, 24": the run's tree, iterations 2+, each iteration.
