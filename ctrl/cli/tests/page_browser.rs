@@ -113,8 +113,13 @@ fn the_page_shows_the_served_fabric_live() {
     // Traffic: a link heats up and the page shows it within a few seconds.
     let serve_log = dir.path().join("serve.log");
     let out = dir.path().join("report");
-    let _serve =
-        spawn(&["sim", "serve", topo_s, sc_s, "-o", out.to_str().unwrap(), "--wait", "120"], &serve_log);
+    // Four wall seconds per simulated one: the scenario's bursts last a few
+    // ms each, and on a loaded machine the page's 100 ms polls could miss
+    // every one at real time (seen once in four CI runs).
+    let _serve = spawn(
+        &["sim", "serve", topo_s, sc_s, "-o", out.to_str().unwrap(), "--wait", "120", "--dilation", "4"],
+        &serve_log,
+    );
     let logs = || both_logs(&serve_log, &ctl.log);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut started: Option<Instant> = None;
