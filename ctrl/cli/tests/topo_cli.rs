@@ -172,10 +172,13 @@ fn shipped_generated_fabrics_are_reproducible() {
 }
 
 /// A controller of one shipped fabric must never find another's switches
-/// where it looks for its own (two fabrics once shared 127.0.0.1:50001-4).
+/// where it looks for its own (two fabrics once shared 127.0.0.1:50001-4),
+/// nor read another's registers over Thrift; and no switch takes 9100,
+/// the port the README's examples give the controller's `--listen`.
 #[test]
 fn shipped_fabrics_use_distinct_p4rt_addresses() {
     let mut owner: std::collections::BTreeMap<String, String> = Default::default();
+    let mut thrift: std::collections::BTreeMap<u16, String> = Default::default();
     let mut files = 0;
     for entry in std::fs::read_dir(repo().join("topologies")).unwrap() {
         let path = entry.unwrap().path();
@@ -187,6 +190,16 @@ fn shipped_fabrics_use_distinct_p4rt_addresses() {
         for sw in &topo.switches {
             let was = owner.insert(sw.p4rt.clone(), topo.name.clone());
             assert!(was.is_none(), "{} is used by {} and {}", sw.p4rt, topo.name, was.unwrap_or_default());
+            if let Some(port) = sw.thrift_port {
+                assert_ne!(port, 9100, "{}: {} takes the README's API port", topo.name, sw.name);
+                let was = thrift.insert(port, topo.name.clone());
+                assert!(
+                    was.is_none(),
+                    "Thrift port {port} is used by {} and {}",
+                    topo.name,
+                    was.unwrap_or_default()
+                );
+            }
         }
     }
     assert!(files >= 6, "the shipped topologies were found ({files})");
