@@ -113,9 +113,10 @@ fn the_page_shows_the_served_fabric_live() {
     // Traffic: a link heats up and the page shows it within a few seconds.
     let serve_log = dir.path().join("serve.log");
     let out = dir.path().join("report");
-    // Four wall seconds per simulated one: the scenario's bursts last a few
-    // ms each, and on a loaded machine the page's 100 ms polls could miss
-    // every one at real time (seen once in four CI runs).
+    // Four wall seconds per simulated one, so each of the scenario's
+    // few-ms bursts stays on the page longer. (This test still fails now
+    // and then in clean-clone CI runs with no link coloured 10 s after the
+    // traffic began while frames keep arriving; not yet understood.)
     let _serve = spawn(
         &["sim", "serve", topo_s, sc_s, "-o", out.to_str().unwrap(), "--wait", "120", "--dilation", "4"],
         &serve_log,
