@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::Context;
+use metaroce_sim::report::floor::{self, Floor};
 use metaroce_sim::report::{plot, sweep, Summary};
 use metaroce_sim::RoutingMode;
 use metaroce_topo::Routing;
@@ -98,20 +99,25 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
         .min(tasks.len());
     let start = Instant::now();
     let next = AtomicUsize::new(0);
+    // Each seed's job floors, computed once by the first of its modes to
+    // run (they do not depend on the mode).
+    let floors: Vec<std::sync::OnceLock<Vec<Option<Floor>>>> =
+        a.seeds.0.iter().map(|_| std::sync::OnceLock::new()).collect();
     let (tx, rx) = mpsc::channel::<(usize, Result<Summary, String>)>();
     let results = std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();
-            let (tasks, next, l, routing) = (&tasks, &next, &l, &routing);
+            let (tasks, next, l, routing, floors) = (&tasks, &next, &l, &routing, &floors);
+            let per_seed = modes.len().max(1);
             scope.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&(seed, mode)) = tasks.get(i) else { break };
                 let mut sc = l.scenario.clone();
                 sc.reseed(&l.topology, seed);
-                let floors = metaroce_sim::report::floor::job_floors(&l.topology, &sc);
+                let floors = floors[i / per_seed].get_or_init(|| floor::job_floors(&l.topology, &sc));
                 let r = metaroce_sim::run_mode(&l.topology, routing, &sc, mode, &mut |_| {})
                     .map(|mut r| {
-                        metaroce_sim::report::floor::attach(&mut r, &floors);
+                        floor::attach(&mut r, floors);
                         r.summary
                     })
                     .map_err(|e| format!("seed {seed} mode {mode}: {e}"));
