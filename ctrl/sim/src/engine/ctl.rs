@@ -114,7 +114,7 @@ impl Sim<'_> {
         }
         self.w.qps[qp as usize].una_msg = m;
         let Some(f) = self.w.flows.get(m as usize) else { return };
-        let cum = super::host::qp_isn(qp).wrapping_add(f.psn_base).wrapping_add(f.leaf_una);
+        let cum = super::host::qp_psn(f, f.leaf_una);
         let leaf = self.host_dest[self.w.qps[qp as usize].src as usize].0 as usize;
         if nak {
             d.on_nak(leaf, u64::from(qp), cum);

@@ -18,15 +18,17 @@ use std::cmp::Reverse;
 
 use super::{Packet, Sim};
 use crate::engine::events::{Ev, FlowId, PortId, QpId};
-use crate::engine::flows::{Send, NONE};
+use crate::engine::flows::{Flow, Send, NONE};
 use crate::engine::net::Ports;
 use crate::report::stats::Reorder;
 use crate::scenario::config::{Ordering, ROCE_HEADER_BYTES};
 
-/// A queue pair's first PSN: RC queue pairs start anywhere in the 24-bit
-/// space, so the drain rule meets wrapped PSNs.
-pub(super) fn qp_isn(qp: QpId) -> u32 {
-    crate::rng::mix64(u64::from(qp) ^ 0x1513_0000) as u32 & crate::twin::drain::PSN_MASK
+/// Packet `psn` of message `f` in its queue pair's PSN sequence (the drain
+/// rule masks it to 24 bits): RC queue pairs start anywhere in the 24-bit
+/// space and run on across messages, so the rule meets wrapped PSNs.
+pub(super) fn qp_psn(f: &Flow, psn: u32) -> u32 {
+    let isn = crate::rng::mix64(u64::from(f.qp) ^ 0x1513_0000) as u32 & crate::twin::drain::PSN_MASK;
+    isn.wrapping_add(f.psn_base).wrapping_add(psn)
 }
 
 impl Sim<'_> {

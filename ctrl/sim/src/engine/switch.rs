@@ -70,7 +70,7 @@ impl Sim<'_> {
     /// when nothing of the packet's queue pair is in flight.
     fn drain_data(&mut self, s: u32, p: &Packet) -> bool {
         let Some(f) = self.w.flows.get(p.flow as usize) else { return false };
-        let psn = super::host::qp_isn(f.qp).wrapping_add(f.psn_base).wrapping_add(p.psn);
+        let psn = super::host::qp_psn(f, p.psn);
         let Some(d) = self.drain.as_mut() else { return false };
         d.on_data(s as usize, u64::from(f.qp), psn) == crate::twin::drain::Drain::Fresh
     }
