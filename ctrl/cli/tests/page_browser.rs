@@ -32,7 +32,11 @@ const LINKS: &str = r#"
     changed: gs.filter(g => { const l = g.querySelector('line.link');
       return l.getAttribute('stroke') !== idle || l.classList.contains('hot'); }).map(g => Number(g.dataset.link)),
     frames: Number(document.body.dataset.frames || 0),
-    conn: (document.getElementById('conn') || {}).textContent };
+    conn: (document.getElementById('conn') || {}).textContent,
+    conn_title: (document.getElementById('conn') || {}).title,
+    errors: document.body.dataset.errors || '',
+    last_links: MR.app.frame ? MR.app.frame.links : null,
+    last_seq: MR.app.frame ? MR.app.frame.seq : null };
 "#;
 
 fn visible(b: &Browser, css: &str) -> bool {
@@ -134,11 +138,16 @@ fn the_page_shows_the_served_fabric_live() {
             started = Some(Instant::now());
         }
         if let Some(t) = started {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "no link changed colour 10 s after the traffic began: {now}\n{}",
-                logs()
-            );
+            if t.elapsed() >= Duration::from_secs(10) {
+                let flows = common::serve::request(ctl.api, "GET", "/api/v1/flows", Some(VIEWER), "");
+                let screenshot = repo().join("target/page/page-no-colour.png");
+                b.screenshot(&screenshot);
+                panic!(
+                    "no link changed colour 10 s after the traffic began: {now}\n--- the controller's flows\n{flows}\n(screenshot {})\n{}",
+                    screenshot.display(),
+                    logs()
+                );
+            }
         }
         assert!(Instant::now() < deadline, "the traffic never started\n{}", logs());
         std::thread::sleep(Duration::from_millis(100));

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{http, wait_for};
+use common::{http, wait_for, wait_for_why};
 use metaroce_controller::daemon::{self, Config};
 use metaroce_controller::mode::Mode;
 use metaroce_controller::place::SteerHop;
@@ -211,18 +211,30 @@ async fn controller_installs_a_baseline_and_a_jobs_steer_entries_bmv2_accepts_an
         let _ = quit_rx.await;
     }));
     let p2 = p.clone();
-    wait_for("the baseline on every switch", 30, || {
+    // Each look opens a session per switch: every 250 ms, not flat out,
+    // so the looking does not crowd BMv2 while the controller programs it.
+    wait_for_why("the baseline on every switch", 60, Duration::from_millis(250), || {
         let (p, addrs) = (p2.clone(), addrs.clone());
         let baseline = &baseline;
         async move {
             for (i, addr) in addrs.iter().enumerate() {
                 // A BMv2 still starting does not answer yet: try again.
-                let Ok(got) = common::try_installed(*addr, i as u64 + 1, &p).await else { return false };
-                if got.len() < 5 || got != baseline(i, &got) {
-                    return false;
+                let got = common::try_installed(*addr, i as u64 + 1, &p)
+                    .await
+                    .map_err(|e| format!("switch {}: cannot read it: {e}", i + 1))?;
+                let want = baseline(i, &got);
+                if got.len() < 5 || got != want {
+                    let missing = want.keys().filter(|k| !got.contains_key(k)).count();
+                    let differ = want.iter().filter(|(k, e)| got.get(k).is_some_and(|g| g != *e)).count();
+                    let extra = got.keys().filter(|k| !want.contains_key(k)).count();
+                    return Err(format!(
+                        "switch {}: holds {} entries; {missing} missing, {differ} different, {extra} extra",
+                        i + 1,
+                        got.len()
+                    ));
                 }
             }
-            true
+            Ok(())
         }
     })
     .await;

@@ -109,3 +109,24 @@ pub async fn wait_for<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>
     }
     panic!("timed out waiting for {what}");
 }
+
+/// Like [`wait_for`], every `every`, for a check that says why it is not
+/// there yet; the last reason is in the panic.
+#[allow(dead_code)]
+pub async fn wait_for_why<F: FnMut() -> Fut, Fut: std::future::Future<Output = Result<(), String>>>(
+    what: &str,
+    secs: u64,
+    every: Duration,
+    mut f: F,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let mut why = String::from("never checked");
+    while tokio::time::Instant::now() < deadline {
+        match f().await {
+            Ok(()) => return,
+            Err(e) => why = e,
+        }
+        tokio::time::sleep(every).await;
+    }
+    panic!("timed out waiting for {what} after {secs} s; last: {why}");
+}

@@ -102,7 +102,7 @@
         while ((cut = buf.indexOf("\n\n")) >= 0) {
           const rec = buf.slice(0, cut); buf = buf.slice(cut + 2);
           const data = rec.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
-          if (data) onFrame(JSON.parse(data));
+          if (data) frameOrNote(data);
         }
       }
     } catch (e) {
@@ -111,6 +111,17 @@
     }
     conn.textContent = "reconnecting…"; conn.className = "badge bad";
     setTimeout(() => stream(Math.min(backoff * 2, 10000)), backoff);
+  }
+
+  // A frame the page cannot show is noted where a test (or a person) can
+  // see it; the stream goes on, so one bad frame does not freeze the page.
+  function frameOrNote(data) {
+    try {
+      onFrame(JSON.parse(data));
+    } catch (e) {
+      document.body.dataset.errors = (document.body.dataset.errors || "") + "frame: " + e.message + "\n";
+      $("conn").title = "a frame could not be shown: " + e.message;
+    }
   }
 
   function onFrame(f) {
