@@ -12,8 +12,10 @@
 //! latency. The bound is the largest of these. (The largest over pairs of
 //! their bottleneck cut plus their own latency would not be a bound: an
 //! incast's receiver NIC may carry a near sender's bytes while a far
-//! sender's first byte is still on its way.) A ring AllReduce pays it once
-//! per step, since every step waits for the one before. A Poisson job also
+//! sender's first byte is still on its way.) A ring AllReduce's cuts carry
+//! every step's bytes; and since every step waits for the one before into
+//! the same rank, its bound is also the longest chain of 2(n-1) pairs back
+//! around the ring, each pair alone. A Poisson job also
 //! ends no earlier than its last flow could, alone.
 
 use std::collections::HashMap;
@@ -54,6 +56,8 @@ pub fn job_bound(topo: &Topology, routing: &Routing, net: &NetConfig, job: &Job)
     let pods = pods(topo);
     let mut cuts: HashMap<CutKey, Cut> = HashMap::new();
     let mut worst = Bound { ps: 0, bottleneck: String::new() };
+    let ring = matches!(job.pattern, Pattern::RingAllReduce);
+    let mut alone_ps = Vec::with_capacity(demand.len());
     for &(s, d, bytes) in &demand {
         let latency = path_latency(topo, routing, net, s, d);
         for (key, cap) in pair_cuts(topo, &pods, s, d) {
@@ -68,22 +72,38 @@ pub fn job_bound(topo: &Topology, routing: &Routing, net: &NetConfig, job: &Job)
         }
         // The pair alone: its own bytes at its slowest link, its own latency.
         let alone = flow_ideal_ps(topo, routing, net, s, d, bytes);
-        if alone > worst.ps {
+        alone_ps.push(alone);
+        if !ring && alone > worst.ps {
             let (hs, hd) = (&topo.hosts[s], &topo.hosts[d]);
             worst = Bound { ps: alone, bottleneck: format!("{} to {} alone", hs.name, hd.name) };
         }
     }
-    // Each cut: all its bytes at its capacity, after the first byte of
-    // the pairs that cross it could reach it.
+    // A ring's step waits for the one before it, into the same rank from
+    // its predecessor: the last step's data ends a chain of 2(n-1) pairs
+    // going back around the ring, each its bytes at its slowest link plus
+    // its own latency. (Not the worst pair's time every step: the chain
+    // passes near and far pairs alike.)
+    if ring && !alone_ps.is_empty() {
+        let (n, p) = (alone_ps.len(), phases as usize);
+        for e in 0..n {
+            let chain: u64 = (0..p).map(|k| alone_ps[(e + n * p - k) % n]).sum();
+            if chain > worst.ps {
+                let into = &topo.hosts[demand[e].1].name;
+                worst = Bound { ps: chain, bottleneck: format!("the ring's {p} steps into {into}") };
+            }
+        }
+    }
+    // Each cut: all its bytes (of every phase) at its capacity, after the
+    // first byte of the pairs that cross it could reach it.
     let busiest = cuts
         .values()
         .filter(|c| c.capacity_bps > 0)
-        .map(|c| (ser_ps(c.bytes, c.capacity_bps) + c.latency_ps, c))
+        .map(|c| (ser_ps(c.bytes.saturating_mul(phases), c.capacity_bps) + c.latency_ps, c))
         .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.name.cmp(&a.1.name)));
     if let Some((t, c)) = busiest.filter(|&(t, _)| t >= worst.ps) {
         worst = Bound { ps: t, bottleneck: c.name.clone() };
     }
-    let mut bound = Bound { ps: phases * worst.ps, bottleneck: worst.bottleneck };
+    let mut bound = worst;
     if let Pattern::Poisson { flows, .. } = &job.pattern {
         let r = &job.ranks;
         let last = flows.iter().map(|f| {
