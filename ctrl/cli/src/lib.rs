@@ -80,8 +80,10 @@ mod controller;
 mod host;
 mod links;
 mod program;
+mod runs;
 mod serve;
 mod sim;
+mod suite;
 mod sweep;
 mod topo;
 

@@ -49,6 +49,10 @@ pub enum SimCommand {
     /// Run every mode of a scenario on many seeds, in parallel: median / p90 / worst completion
     /// over ideal, PFC pauses and out-of-order packets per mode, and a box plot.
     Sweep(crate::sweep::SweepArgs),
+    /// Draw the cases of a scenario family (fabrics, collectives, sizes and timings from ranges)
+    /// and run each on several seeds in every mode: judged completion by job role and mode, a box
+    /// plot, and every case written out as a scenario.
+    Suite(crate::suite::SuiteArgs),
     /// Serve the fabric: every switch a P4Runtime server (at its topology address, on 127.0.0.1)
     /// forwarding with the pipeline twin, for the real controller; optionally play a scenario.
     Serve(crate::serve::ServeArgs),
@@ -59,6 +63,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<Exit> {
         SimCommand::Check { scenario } => check(&scenario),
         SimCommand::Serve(args) => crate::serve::run(args),
         SimCommand::Sweep(args) => crate::sweep::run(&args),
+        SimCommand::Suite(args) => crate::suite::run(&args),
         SimCommand::Run { scenario, modes, out, seed, ordering, pcap, json, quiet } => {
             let opts = RunOpts { modes, out, seed, ordering, pcap, json, quiet };
             run_scenario(&scenario, &opts)

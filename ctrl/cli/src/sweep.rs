@@ -4,16 +4,14 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::Context;
-use metaroce_sim::report::floor::{self, Floor};
 use metaroce_sim::report::{plot, sweep, Summary};
 use metaroce_sim::RoutingMode;
 use metaroce_topo::Routing;
 
+use crate::runs::{self, Floors, Task};
 use crate::Exit;
 
 /// Most seeds one sweep runs.
@@ -50,7 +48,7 @@ pub struct SweepArgs {
 #[derive(Debug, Clone)]
 pub struct Seeds(pub Vec<u64>);
 
-fn parse_seeds(text: &str) -> Result<Seeds, String> {
+pub(crate) fn parse_seeds(text: &str) -> Result<Seeds, String> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let num =
@@ -90,59 +88,28 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
     }
     let modes = if a.modes.is_empty() { l.scenario.modes.clone() } else { a.modes.clone() };
     let routing = Routing::compute(&l.topology);
-    let tasks: Vec<(u64, RoutingMode)> =
-        a.seeds.0.iter().flat_map(|&s| modes.iter().map(move |&m| (s, m))).collect();
-    let workers = a
-        .jobs
-        .map(usize::from)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .min(tasks.len());
+    let floors: Vec<Floors> = a.seeds.0.iter().map(|_| Floors::new()).collect();
+    let tasks: Vec<Task<'_>> = a
+        .seeds
+        .0
+        .iter()
+        .zip(&floors)
+        .flat_map(|(&seed, floors)| modes.iter().map(move |&mode| (seed, mode, floors)))
+        .map(|(seed, mode, floors)| Task { loaded: &l, routing: &routing, seed, mode, floors })
+        .collect();
+    let workers = runs::workers(a.jobs).min(tasks.len());
     let start = Instant::now();
-    let next = AtomicUsize::new(0);
-    // Each seed's job floors, computed once by the first of its modes to
-    // run (they do not depend on the mode).
-    let floors: Vec<std::sync::OnceLock<Vec<Option<Floor>>>> =
-        a.seeds.0.iter().map(|_| std::sync::OnceLock::new()).collect();
-    let (tx, rx) = mpsc::channel::<(usize, Result<Summary, String>)>();
-    let results = std::thread::scope(|scope| {
-        for _ in 0..workers {
-            let tx = tx.clone();
-            let (tasks, next, l, routing, floors) = (&tasks, &next, &l, &routing, &floors);
-            let per_seed = modes.len().max(1);
-            scope.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(seed, mode)) = tasks.get(i) else { break };
-                let mut sc = l.scenario.clone();
-                sc.reseed(&l.topology, seed);
-                let floors = floors[i / per_seed].get_or_init(|| floor::job_floors(&l.topology, &sc));
-                let r = metaroce_sim::run_mode(&l.topology, routing, &sc, mode, &mut |_| {})
-                    .map(|mut r| {
-                        floor::attach(&mut r, floors);
-                        r.summary
-                    })
-                    .map_err(|e| format!("seed {seed} mode {mode}: {e}"));
-                if tx.send((i, r)).is_err() {
-                    break;
-                }
-            });
+    let results = runs::run_all(&tasks, workers, |done, i, s| {
+        if !a.quiet {
+            let worst = s.jobs.iter().filter_map(|j| j.slowdown).fold(0.0, f64::max);
+            eprintln!(
+                "sweep: {done}/{} runs done ({:.0} s): seed {} {}, worst job {worst:.2}× of ideal",
+                tasks.len(),
+                start.elapsed().as_secs_f64(),
+                tasks[i].seed,
+                tasks[i].mode
+            );
         }
-        drop(tx);
-        let mut results: Vec<Option<Summary>> = vec![None; tasks.len()];
-        for (done, (i, r)) in rx.iter().enumerate() {
-            let (seed, mode) = tasks[i];
-            let s = r.map_err(|e| anyhow::anyhow!(e))?;
-            if !a.quiet {
-                let worst = s.jobs.iter().filter_map(|j| j.slowdown).fold(0.0, f64::max);
-                eprintln!(
-                    "sweep: {}/{} runs done ({:.0} s): seed {seed} {mode}, worst job {worst:.2}× of ideal",
-                    done + 1,
-                    tasks.len(),
-                    start.elapsed().as_secs_f64()
-                );
-            }
-            results[i] = Some(s);
-        }
-        anyhow::Ok(results.into_iter().flatten().collect::<Vec<Summary>>())
     })?;
     let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
     let s = sweep::aggregate(&l.scenario.name, &a.seeds.0, &names, &results);

@@ -39,6 +39,18 @@ impl Files {
             .unwrap();
         std::fs::write(p.join("bad-scenario.yaml"), sc.replace("seed: 1", "seed: one")).unwrap();
         std::fs::write(p.join("short-token"), "operator short\n").unwrap();
+        let family =
+            std::fs::read_to_string(common::repo().join("scenarios/families/leaf-spine.yaml")).unwrap();
+        std::fs::write(
+            p.join("bad-family.yaml"),
+            family.replace(
+                "shape: leaf-spine, leaves: 4-8, spines: 2,",
+                "shape: leaf-spin, leaves: 4-8, spines: 2,",
+            ),
+        )
+        .unwrap();
+        std::fs::write(p.join("empty-range-family.yaml"), family.replace("ranks: 8-16", "ranks: 16-8"))
+            .unwrap();
         std::fs::write(p.join("not-json"), "{").unwrap();
         std::fs::write(p.join("not-a-snapshot.json"), "{\"version\": 1}").unwrap();
         #[cfg(unix)]
@@ -126,6 +138,14 @@ const CASES: &[Case] = &[
     (&["sim", "sweep", "@no-topo.yaml", "--seeds", "1", "-o", "@sweep"], 3, "cannot read topology file"),
     (&["sim", "sweep", "@ok.yaml", "--seeds", "9-1"], 2, "runs backwards"),
     (&["sim", "sweep", "@ok.yaml", "--seeds", "1", "--modes", "ecmp", "-q", "-o", "@binary.yaml/x"], 3, "binary.yaml/x"),
+    // sim suite
+    (&["sim", "suite", "scenarios/families/leaf-spine.yaml", "--cases", "1", "--seeds", "1", "--modes", "ecmp", "-q", "-o", "@suite"], 0, "ecmp"),
+    (&["sim", "suite", "@bad-family.yaml", "-o", "@suite"], 1, "bad-family.yaml:17:"),
+    (&["sim", "suite", "@empty-range-family.yaml", "-o", "@suite"], 1, "runs backwards"),
+    (&["sim", "suite", "no/such-family.yaml"], 3, "no/such-family.yaml"),
+    (&["sim", "suite", "scenarios/families/clos.yaml", "--seeds", "3-1"], 2, "runs backwards"),
+    (&["sim", "suite", "scenarios/families/clos.yaml", "--cases", "0"], 2, "--cases"),
+    (&["sim", "suite", "scenarios/families/leaf-spine.yaml", "--cases", "1", "--seeds", "1", "--modes", "ecmp", "-q", "-o", "@binary.yaml/x"], 3, "binary.yaml/x"),
     (&["sim", "serve", "no/such.yaml"], 3, "cannot read topology file"),
     (&["sim", "serve", M22, "--dilation", "0"], 2, "--dilation"),
     (&["sim", "serve", "@binary.yaml"], 1, "1 problem"),

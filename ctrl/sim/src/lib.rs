@@ -26,6 +26,7 @@ pub mod report;
 mod rng;
 pub mod scenario;
 pub mod serve;
+pub mod suite;
 pub mod twin;
 
 pub use control::forward::{Forwarder, NetView, PacketInfo};

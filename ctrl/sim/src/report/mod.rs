@@ -10,6 +10,7 @@ pub mod pcap;
 pub mod plot;
 pub mod slowdown;
 pub mod stats;
+pub mod suite;
 pub mod sweep;
 
 use metaroce_topo::{Routing, Topology};

@@ -392,37 +392,58 @@ pub fn iterations(runs: &[ModeRun]) -> Option<String> {
     Some(f.finish())
 }
 
+/// One box of a box plot: a group's values (sorted) under one mode.
+#[derive(Debug, Clone, Copy)]
+pub struct BoxOf<'a> {
+    pub group: &'a str,
+    pub mode: &'a str,
+    pub sorted: &'a [f64],
+    pub median: f64,
+    pub p90: f64,
+}
+
 /// A box plot of a sweep: per job, one box per mode of completion over
 /// ideal across the seeds (whiskers: best and worst; box: p25 to p75;
 /// bar: median).
 pub fn sweep_box(s: &crate::report::sweep::Sweep) -> String {
-    let boxes = s.rows.len().max(1) as f64;
-    let ymax = s.rows.iter().map(|r| r.worst).fold(1.0, f64::max) * 1.08;
     let title = format!(
         "{}: completion / ideal over seeds {}",
         s.scenario,
         crate::report::sweep::seeds_text(&s.seeds)
     );
-    let mut f =
-        Frame::with_x_ticks(&title, "job (one box per mode)", "completion / ideal", boxes, ymax, false);
-    let modes = &s.modes;
+    let boxes: Vec<BoxOf<'_>> = s
+        .rows
+        .iter()
+        .map(|r| BoxOf { group: &r.job, mode: &r.mode, sorted: &r.slowdowns, median: r.median, p90: r.p90 })
+        .collect();
+    box_plot(&title, "job (one box per mode)", "completion / ideal", &s.modes, &boxes)
+}
+
+/// Boxes grouped along x (in the order groups first appear), the modes
+/// side by side in each group, coloured by mode; whiskers are the best
+/// and worst values, the box p25 to p75, the bar the median.
+pub fn box_plot(title: &str, xlabel: &str, ylabel: &str, modes: &[String], rows: &[BoxOf<'_>]) -> String {
+    let boxes = rows.len().max(1) as f64;
+    let ymax =
+        rows.iter().filter_map(|r| r.sorted.last().copied()).filter(|v| v.is_finite()).fold(1.0, f64::max)
+            * 1.08;
+    let mut f = Frame::with_x_ticks(title, xlabel, ylabel, boxes, ymax, false);
     let slot = (W - LEFT - RIGHT) / boxes;
     let q =
         |v: &[f64], p: f64| v.get(((p * (v.len() as f64 - 1.0)).round()) as usize).copied().unwrap_or(0.0);
-    let mut jobs: Vec<(String, f64, f64)> = Vec::new();
-    // Boxes grouped by job, modes side by side.
-    let mut order: Vec<usize> = (0..s.rows.len()).collect();
-    let job_index = |name: &str| s.rows.iter().position(|r| r.job == name).unwrap_or(0);
-    order.sort_by_key(|&k| (job_index(&s.rows[k].job), modes.iter().position(|m| *m == s.rows[k].mode)));
+    let mut groups: Vec<(String, f64, f64)> = Vec::new();
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    let group_index = |name: &str| rows.iter().position(|r| r.group == name).unwrap_or(0);
+    order.sort_by_key(|&k| (group_index(rows[k].group), modes.iter().position(|m| m == rows[k].mode)));
     for (slot_i, &k) in order.iter().enumerate() {
-        let r = &s.rows[k];
-        let m = modes.iter().position(|m| *m == r.mode).unwrap_or(0);
+        let r = &rows[k];
+        let m = modes.iter().position(|m| m == r.mode).unwrap_or(0);
         let color = COLORS[m % COLORS.len()];
         let cx = LEFT + (slot_i as f64 + 0.5) * slot;
         let half = (slot * 0.3).min(30.0);
-        if !r.slowdowns.is_empty() {
-            let (lo, p25, med, p75, hi) =
-                (r.best, q(&r.slowdowns, 0.25), r.median, q(&r.slowdowns, 0.75), r.worst);
+        if let (Some(&lo), Some(&hi)) = (r.sorted.first(), r.sorted.last()) {
+            let hi = hi.min(ymax);
+            let (p25, med, p75) = (q(r.sorted, 0.25), r.median.min(ymax), q(r.sorted, 0.75).min(ymax));
             let _ = writeln!(
                 f.out,
                 r#"<line x1="{cx:.1}" y1="{:.1}" x2="{cx:.1}" y2="{:.1}" stroke="{color}"/><rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}" fill-opacity="0.25" stroke="{color}"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2.5"/><title>{} {}: median {med:.2}, p90 {:.2}, worst {hi:.2}</title>"#,
@@ -436,20 +457,20 @@ pub fn sweep_box(s: &crate::report::sweep::Sweep) -> String {
                 f.y(med),
                 cx + half,
                 f.y(med),
-                esc(&r.mode),
-                esc(&r.job),
+                esc(r.mode),
+                esc(r.group),
                 r.p90
             );
         }
-        match jobs.last_mut() {
-            Some((name, _, end)) if *name == r.job => *end = cx,
-            _ => jobs.push((r.job.clone(), cx, cx)),
+        match groups.last_mut() {
+            Some((name, _, end)) if name == r.group => *end = cx,
+            _ => groups.push((r.group.to_owned(), cx, cx)),
         }
     }
-    for (name, a, b) in &jobs {
+    for (name, a, b) in &groups {
         let _ = writeln!(
             f.out,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle" font-weight="bold">{}</text>"#,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle" font-weight="bold" font-size="11">{}</text>"#,
             (a + b) / 2.0,
             H - BOTTOM + 32.0,
             esc(name)

@@ -16,7 +16,7 @@
 
 pub(crate) mod config;
 mod control_yaml;
-mod decode;
+pub(crate) mod decode;
 mod draw;
 mod jobs;
 pub mod sizes;

@@ -1,0 +1,216 @@
+//! `metaroce sim suite`: the cases a scenario family draws, each on
+//! several seeds in every mode, in parallel; the judged figures by job
+//! role and mode as a table, JSON and a box plot, and every case written
+//! out as a scenario that `sim run` takes alone.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use metaroce_sim::report::suite;
+use metaroce_sim::suite::{Case, Family};
+use metaroce_sim::{scenario, RoutingMode, SimError};
+use metaroce_topo::Routing;
+
+use crate::runs::{self, Floors, Task};
+use crate::sweep::Seeds;
+use crate::Exit;
+
+#[derive(Debug, clap::Args)]
+pub struct SuiteArgs {
+    /// Family YAML: shapes, patterns and ranges to draw cases from (see scenarios/families/).
+    pub family: PathBuf,
+    /// Cases to draw, numbered from 1 (default: the family's `cases`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub cases: Option<u32>,
+    /// Seeds each case runs on: a range "1-3", a list "1,5,9", or both (default: the family's `seeds`).
+    #[arg(long, value_parser = crate::sweep::parse_seeds)]
+    pub seeds: Option<Seeds>,
+    /// Routing modes, comma-separated: ecmp, flowlet, spray, metaroce (default: the family's).
+    #[arg(long, value_delimiter = ',')]
+    pub modes: Vec<RoutingMode>,
+    /// Directory for suite.md, suite.json, suite-box.svg and the drawn cases (cases/NNN/).
+    #[arg(short, long, default_value = "sim-suite")]
+    pub out: PathBuf,
+    /// Override the family's NIC ordering model: go-back-n or out-of-order.
+    #[arg(long, value_name = "MODEL")]
+    pub ordering: Option<metaroce_sim::Ordering>,
+    /// Runs at once (default: the number of cores).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+    /// Print the JSON summary instead of the markdown table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Problems of a family (or of a case it drew) are printed; exit 1.
+fn invalid(e: &SimError) -> Exit {
+    eprint!("{}", e.report());
+    eprintln!("error: {e}");
+    Exit::Invalid
+}
+
+/// Writes case `c` under `dir` and loads it back as `sim run` would.
+fn write_case(
+    dir: &Path,
+    fam: &Family,
+    family_path: &Path,
+    c: &Case,
+) -> anyhow::Result<Result<scenario::Loaded, Exit>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let topo_path = dir.join("topology.yaml");
+    let header = format!("Case {} of family {} ({}): {}", c.number, fam.name, family_path.display(), c.shape);
+    std::fs::write(&topo_path, metaroce_topo::emit::to_yaml(&c.topology, &header))
+        .with_context(|| format!("writing {}", topo_path.display()))?;
+    let sc_path = dir.join("scenario.yaml");
+    std::fs::write(&sc_path, &c.scenario_yaml).with_context(|| format!("writing {}", sc_path.display()))?;
+    match scenario::load_file(&sc_path) {
+        Ok(l) => Ok(Ok(l)),
+        Err(SimError::Invalid { diagnostics, .. }) => {
+            // A problem in a block the family copies is the family's: show it there.
+            for d in &diagnostics {
+                match fam.position_of(&d.path) {
+                    Some(pos) => eprintln!(
+                        "{}:{pos}: {} (in {}: {})",
+                        family_path.display(),
+                        d.message,
+                        d.path,
+                        sc_path.display()
+                    ),
+                    None => eprintln!("{}: {d}", sc_path.display()),
+                }
+            }
+            eprintln!("error: case {} of family {} is not a valid scenario", c.number, fam.name);
+            Ok(Err(Exit::Invalid))
+        }
+        Err(e) => Err(e).with_context(|| format!("loading {}", sc_path.display())),
+    }
+}
+
+pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
+    let fam = match metaroce_sim::suite::load_file(&a.family) {
+        Ok(f) => f,
+        Err(e @ SimError::Invalid { .. }) => return Ok(invalid(&e)),
+        Err(e) => return Err(e).with_context(|| format!("reading family {}", a.family.display())),
+    };
+    let n = a.cases.map_or(fam.cases, |c| c as usize);
+    let seeds = a.seeds.as_ref().map_or_else(|| fam.seeds.clone(), |s| s.0.clone());
+    let modes = if a.modes.is_empty() { fam.modes.clone() } else { a.modes.clone() };
+    let mut cases = Vec::with_capacity(n);
+    let mut loaded = Vec::with_capacity(n);
+    for i in 1..=n {
+        let c = match fam.case(i) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("{}: {e}", a.family.display());
+                eprintln!(
+                    "error: family {} draws a fabric that cannot be built; narrow its shapes",
+                    fam.name
+                );
+                return Ok(Exit::Invalid);
+            }
+        };
+        let mut l = match write_case(&a.out.join("cases").join(format!("{i:03}")), &fam, &a.family, &c)? {
+            Ok(l) => l,
+            Err(code) => return Ok(code),
+        };
+        l.scenario.modes.clone_from(&modes);
+        if let Some(o) = a.ordering {
+            l.scenario.net.ordering = o;
+        }
+        cases.push(c);
+        loaded.push(l);
+    }
+    let routings: Vec<Routing> = loaded.iter().map(|l| Routing::compute(&l.topology)).collect();
+    let floors: Vec<Floors> = (0..n * seeds.len()).map(|_| Floors::new()).collect();
+    let mut tasks = Vec::with_capacity(n * seeds.len() * modes.len());
+    let mut case_of = Vec::with_capacity(tasks.capacity());
+    for (ci, (l, routing)) in loaded.iter().zip(&routings).enumerate() {
+        for (si, &seed) in seeds.iter().enumerate() {
+            for &mode in &modes {
+                tasks.push(Task { loaded: l, routing, seed, mode, floors: &floors[ci * seeds.len() + si] });
+                case_of.push(ci);
+            }
+        }
+    }
+    let workers = runs::workers(a.jobs).min(tasks.len());
+    let start = Instant::now();
+    if !a.quiet {
+        eprintln!(
+            "suite: {} cases of {} on seeds {}, modes {}: {} runs on {workers} threads; cases in {}",
+            n,
+            fam.name,
+            metaroce_sim::report::sweep::seeds_text(&seeds),
+            modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","),
+            tasks.len(),
+            a.out.join("cases").display()
+        );
+    }
+    let summaries = runs::run_all(&tasks, workers, |done, i, s| {
+        if !a.quiet {
+            let meta = &cases[case_of[i]];
+            let worst = s
+                .jobs
+                .iter()
+                .zip(&meta.jobs)
+                .map(|(j, m)| suite::judged(j, m.announced).unwrap_or(f64::INFINITY))
+                .fold(0.0, f64::max);
+            eprintln!(
+                "suite: {done}/{} runs done ({:.0} s): case {} ({}, {}) seed {} {}, worst job {worst:.2}×",
+                tasks.len(),
+                start.elapsed().as_secs_f64(),
+                meta.number,
+                meta.shape,
+                meta.pattern,
+                tasks[i].seed,
+                tasks[i].mode
+            );
+        }
+    })?;
+    let runs: Vec<(usize, metaroce_sim::report::Summary)> = case_of.iter().copied().zip(summaries).collect();
+    let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
+    let s = suite::aggregate(&fam.name, &seeds, &names, &cases, &runs);
+    write_outputs(&a.out, &s)?;
+    let stdout = &mut std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut *stdout, &s)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", suite::markdown(&s))?;
+    }
+    if !a.quiet {
+        eprintln!(
+            "suite: {} runs in {:.1} s; table, JSON and box plot in {}",
+            runs.len(),
+            start.elapsed().as_secs_f64(),
+            a.out.display()
+        );
+    }
+    let stopped: Vec<&(usize, metaroce_sim::report::Summary)> =
+        runs.iter().filter(|(_, r)| r.stopped.is_some()).collect();
+    for (ci, r) in &stopped {
+        eprintln!(
+            "error: case {} seed {} mode {} stopped before the end, since {}; raise `limits` in the family if its cases are meant to run this long",
+            cases[*ci].number,
+            r.seed,
+            r.mode,
+            r.stopped.map_or_else(String::new, |s| s.to_string())
+        );
+    }
+    Ok(if stopped.is_empty() { Exit::Ok } else { Exit::Invalid })
+}
+
+fn write_outputs(out: &Path, s: &suite::Suite) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let write = |name: &str, bytes: &[u8]| -> anyhow::Result<()> {
+        let path = out.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
+    };
+    write("suite.md", suite::markdown(s).as_bytes())?;
+    write("suite.json", serde_json::to_string_pretty(s)?.as_bytes())?;
+    write("suite-box.svg", suite::box_plot(s).as_bytes())
+}

@@ -1,0 +1,292 @@
+//! A family suite's figures: every drawn case on every seed and mode,
+//! each job judged by its slowest iteration over the larger of the ideal
+//! bound and its floor (the job alone on one switch) — from the second
+//! iteration on for jobs the controller learns, every iteration for
+//! announced jobs and single iterations — grouped by the job's role and
+//! reduced to median, p90 and worst, as markdown, JSON and a box plot.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::report::{JobSummary, Summary};
+use crate::suite::Case;
+
+/// What a job is judged on: completion over max(ideal, floor).
+pub const TARGET_WORST: f64 = 1.05;
+
+/// One (group, mode) over every case and seed.
+#[derive(Debug, Clone, Serialize)]
+pub struct SuiteRow {
+    pub group: String,
+    pub mode: String,
+    /// Judged values, sorted, one per (case, seed, job) that finished.
+    pub values: Vec<f64>,
+    pub unfinished: usize,
+    pub median: f64,
+    pub p90: f64,
+    pub worst: f64,
+    /// Values at or under [`TARGET_WORST`].
+    pub within_target: usize,
+    /// Out-of-order arrivals over the runs of the group's cases: largest.
+    pub out_of_order_max: u64,
+}
+
+/// One drawn case, as the tables list it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseRow {
+    pub case: usize,
+    pub shape: String,
+    pub hosts: usize,
+    pub pattern: String,
+    pub jobs: Vec<String>,
+    /// Per mode, the worst judged value of the case over its seeds and
+    /// jobs (infinite when a job did not finish).
+    pub worst: Vec<(String, f64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Suite {
+    pub family: String,
+    pub seeds: Vec<u64>,
+    pub modes: Vec<String>,
+    pub nic_ordering: String,
+    pub cases: Vec<CaseRow>,
+    /// By group, then mode; the group `all` holds every job.
+    pub rows: Vec<SuiteRow>,
+}
+
+/// The slowest iteration a job is judged on, over max(ideal, floor)
+/// (over ideal where the floor was not computed); `None` if one of them
+/// did not finish.
+pub fn judged(job: &JobSummary, announced: bool) -> Option<f64> {
+    let from = if announced || job.iterations.len() <= 1 { 0 } else { 1 };
+    let mut worst: f64 = 0.0;
+    for it in job.iterations.iter().skip(from) {
+        it.completion_us?;
+        worst = worst.max(it.vs_floor.or(it.slowdown)?);
+    }
+    (!job.iterations.is_empty()).then_some(worst)
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn median(s: &[f64]) -> f64 {
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+fn p90(s: &[f64]) -> f64 {
+    if s.is_empty() {
+        return 0.0;
+    }
+    s[((0.9 * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1]
+}
+
+/// Reduces runs to the suite. `runs` holds, per run, the index of its
+/// case in `cases` and its summary.
+pub fn aggregate(
+    family: &str,
+    seeds: &[u64],
+    modes: &[String],
+    cases: &[Case],
+    runs: &[(usize, Summary)],
+) -> Suite {
+    // (group, mode) → (values, unfinished, ooo max)
+    let mut groups: Vec<String> = vec!["all".into()];
+    for c in cases {
+        for j in &c.jobs {
+            if !groups.contains(&j.role) {
+                groups.push(j.role.clone());
+            }
+        }
+    }
+    groups[1..].sort();
+    let mut acc: Vec<(Vec<f64>, usize, u64)> = vec![(Vec::new(), 0, 0); groups.len() * modes.len()];
+    let mut case_worst: Vec<Vec<f64>> = vec![vec![0.0; modes.len()]; cases.len()];
+    for (ci, s) in runs {
+        let Some(m) = modes.iter().position(|m| *m == s.mode) else { continue };
+        let Some(case) = cases.get(*ci) else { continue };
+        for (j, meta) in case.jobs.iter().enumerate() {
+            let Some(job) = s.jobs.iter().find(|x| x.name == meta.name).or_else(|| s.jobs.get(j)) else {
+                continue;
+            };
+            let v = judged(job, meta.announced);
+            case_worst[*ci][m] = case_worst[*ci][m].max(v.unwrap_or(f64::INFINITY));
+            let role = groups.iter().position(|g| *g == meta.role).unwrap_or(0);
+            for g in if role == 0 { vec![0] } else { vec![0, role] } {
+                let a = &mut acc[g * modes.len() + m];
+                match v {
+                    Some(v) => a.0.push(v),
+                    None => a.1 += 1,
+                }
+                a.2 = a.2.max(s.out_of_order.packets);
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        for (m, mode) in modes.iter().enumerate() {
+            let (values, unfinished, ooo) = std::mem::take(&mut acc[g * modes.len() + m]);
+            if values.is_empty() && unfinished == 0 {
+                continue;
+            }
+            let values = sorted(values);
+            rows.push(SuiteRow {
+                group: group.clone(),
+                mode: mode.clone(),
+                unfinished,
+                median: median(&values),
+                p90: p90(&values),
+                worst: if unfinished > 0 { f64::INFINITY } else { values.last().copied().unwrap_or(0.0) },
+                within_target: values.iter().filter(|&&v| v <= TARGET_WORST).count(),
+                out_of_order_max: ooo,
+                values,
+            });
+        }
+    }
+    let case_rows = cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| CaseRow {
+            case: c.number,
+            shape: c.shape.clone(),
+            hosts: c.topology.hosts.len(),
+            pattern: c.pattern.clone(),
+            jobs: c
+                .jobs
+                .iter()
+                .map(|j| {
+                    let chunk = j.chunk.map_or(String::new(), |c| format!(" in {} KiB chunks", c >> 10));
+                    format!(
+                        "{}: {} ranks, {} KiB{chunk}, {} iterations, {} µs compute{}",
+                        j.name,
+                        j.ranks,
+                        j.size >> 10,
+                        j.iterations,
+                        j.compute_ps / 1_000_000,
+                        if j.announced { ", announced" } else { "" }
+                    )
+                })
+                .collect(),
+            worst: modes.iter().cloned().zip(case_worst[i].iter().copied()).collect(),
+        })
+        .collect();
+    let nic_ordering = runs.first().map(|(_, s)| s.nic_ordering.clone()).unwrap_or_default();
+    Suite {
+        family: family.to_owned(),
+        seeds: seeds.to_vec(),
+        modes: modes.to_vec(),
+        nic_ordering,
+        cases: case_rows,
+        rows,
+    }
+}
+
+fn x(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        "unfinished".into()
+    }
+}
+
+/// The suite as markdown: the judged values by group and mode, then every case.
+pub fn markdown(s: &Suite) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Suite: {}\n", s.family);
+    let _ = writeln!(
+        out,
+        "{} cases, each on seeds {} (the seed redraws rank placement, permutations and the run's randomness); NICs {}.\n",
+        s.cases.len(),
+        crate::report::sweep::seeds_text(&s.seeds),
+        s.nic_ordering
+    );
+    let _ = writeln!(
+        out,
+        "Each job is judged by its slowest iteration over max(ideal, the job's floor alone on one switch): from the second iteration on when the controller must learn the job, every iteration when it is announced (or runs once). Cells: median / p90 / worst (runs at or under {TARGET_WORST}× of all runs).\n"
+    );
+    let mut head = String::from("| jobs |");
+    let mut rule = String::from("|---|");
+    for m in &s.modes {
+        let _ = write!(head, " {m} |");
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(out, "{head}\n{rule}");
+    let mut groups: Vec<&str> = Vec::new();
+    for r in &s.rows {
+        if !groups.contains(&r.group.as_str()) {
+            groups.push(&r.group);
+        }
+    }
+    for g in groups {
+        let mut line = format!("| {g} |");
+        for m in &s.modes {
+            match s.rows.iter().find(|r| r.group == g && r.mode == *m) {
+                Some(r) => {
+                    let n = r.values.len() + r.unfinished;
+                    let _ = write!(
+                        line,
+                        " {} / {} / {} ({}/{n}) |",
+                        x(r.median),
+                        x(r.p90),
+                        x(r.worst),
+                        r.within_target
+                    );
+                }
+                None => line.push_str(" – |"),
+            }
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out, "\n## Cases\n");
+    let mut head = String::from("| case | fabric | hosts | jobs |");
+    let mut rule = String::from("|---:|---|---:|---|");
+    for m in &s.modes {
+        let _ = write!(head, " {m} worst |");
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(out, "{head}\n{rule}");
+    for c in &s.cases {
+        let mut line = format!("| {} | {} | {} | {} |", c.case, c.shape, c.hosts, c.jobs.join("; "));
+        for (_, w) in &c.worst {
+            let _ = write!(line, " {} |", x(*w));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// The box plot: one group of boxes per job role, a box per mode.
+pub fn box_plot(s: &Suite) -> String {
+    let boxes: Vec<crate::report::plot::BoxOf<'_>> = s
+        .rows
+        .iter()
+        .map(|r| crate::report::plot::BoxOf {
+            group: &r.group,
+            mode: &r.mode,
+            sorted: &r.values,
+            median: r.median,
+            p90: r.p90,
+        })
+        .collect();
+    let title = format!(
+        "{}: {} cases x seeds {}",
+        s.family,
+        s.cases.len(),
+        crate::report::sweep::seeds_text(&s.seeds)
+    );
+    crate::report::plot::box_plot(
+        &title,
+        "jobs (one box per mode)",
+        "slowest judged iteration / max(ideal, floor)",
+        &s.modes,
+        &boxes,
+    )
+}
