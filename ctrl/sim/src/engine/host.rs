@@ -238,16 +238,29 @@ impl Sim<'_> {
         self.set_head(qp, next);
     }
 
+    /// Whether message `later` was posted after `earlier` on their queue
+    /// pair (messages chain in posting order, which is not the order of
+    /// their ids: a ring's next step can be posted before an earlier one).
+    fn posted_after(&self, earlier: FlowId, later: FlowId) -> bool {
+        let mut f = self.w.flows[earlier as usize].next_on_qp;
+        while let Some(fl) = self.w.flows.get(f as usize) {
+            if f == later {
+                return true;
+            }
+            f = fl.next_on_qp;
+        }
+        false
+    }
+
     /// Go-back-N: the queue pair resends from `psn` of message `flow`, and
-    /// then every later message from its first unacknowledged PSN.
-    fn go_back(&mut self, flow: FlowId, psn: u32) {
+    /// then every later message from its first unacknowledged PSN. Returns
+    /// false when an older message being sent will reach `flow` after it
+    /// (from its first unacknowledged PSN, which the NAK or timeout set).
+    fn go_back(&mut self, flow: FlowId, psn: u32) -> bool {
         let qp = self.w.flows[flow as usize].qp;
         let head = self.w.qps[qp as usize].head;
-        // Messages of a queue pair are posted in the order of their ids. An
-        // older head still being sent reaches this one after it (from its
-        // first unacknowledged PSN, which the NAK or timeout has set).
-        if head != NONE && head < flow {
-            return;
+        if head != NONE && head != flow && self.posted_after(head, flow) {
+            return false;
         }
         if head != flow {
             self.set_head(qp, flow);
@@ -257,6 +270,7 @@ impl Sim<'_> {
             q.snd.snd_next = psn;
         }
         self.activate(qp);
+        true
     }
 
     pub(super) fn host_receive(&mut self, h: usize, p: Packet) {
@@ -495,7 +509,7 @@ impl Sim<'_> {
         let f = &mut self.w.flows[flow as usize];
         f.snd_una = f.snd_una.max(psn);
         if f.snd_una < f.npkts {
-            self.go_back(flow, psn);
+            let _ = self.go_back(flow, psn);
         }
     }
 
@@ -507,9 +521,10 @@ impl Sim<'_> {
         if snd_una == npkts || (q.head == flow && q.snd.snd_next < npkts) {
             return;
         }
-        if snd_una == una {
-            self.go_back(flow, snd_una);
-        } else {
+        // Progress since the timer was set, or an older message being sent
+        // that will reach this one after it: the timer runs on, so no
+        // unacknowledged message is ever left without one.
+        if snd_una != una || !self.go_back(flow, snd_una) {
             self.q.push(self.now + self.net.rto_ps, Ev::Rto { flow, una: snd_una });
         }
     }
