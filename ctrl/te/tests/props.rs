@@ -202,8 +202,14 @@ impl World {
                 p.as_ref().map(|p| p.hops.iter().map(|h| h.link).collect::<Vec<_>>())
             };
             // A first placement starts no hold-down (a later rebalance of it
-            // still keeps the margin).
-            if m.to.is_some() && m.from.is_some() && links(&m.from) != links(&m.to) {
+            // still keeps the margin); nor does a flow removed and added
+            // again within one decision (reported as one `Replaced` move):
+            // the planner forgot it, and places it afresh.
+            if m.to.is_some()
+                && m.from.is_some()
+                && m.reason != Reason::Replaced
+                && links(&m.from) != links(&m.to)
+            {
                 self.moved_at.insert(m.flow, self.now);
             }
         }
