@@ -122,8 +122,14 @@ impl Planner {
         // Two-flow moves only where new flows were placed, not at the bound
         // already and not in bulk (`eject.rs`).
         let placed = log.len() - logged;
+        self.batch_dirty |= placed > 0;
+        // Once the flows stop coming (a decision with none new), those
+        // learned one by one are tried as one batch (`rebatch.rs`); at the
+        // bound then, nothing is left for the search to do.
+        let rebatched = placed == 0 && unplaced.is_empty() && self.rebatch(now_ns, &mut log);
         let chains = placed > 0 && placed <= CHAIN_BATCH && !exact;
-        let (search_steps, budget_hit) = self.search(now_ns, &mut log, chains);
+        let (search_steps, budget_hit) =
+            if rebatched { (0, false) } else { self.search(now_ns, &mut log, chains) };
         let ended = moves.len();
         self.report(log, &mut moves);
         merge_replaced(&mut moves, ended);
@@ -138,7 +144,7 @@ impl Planner {
             flows: self.flow_count(),
             budget_hit,
             search_steps,
-            exact,
+            exact: exact || rebatched,
         }
     }
 
@@ -416,7 +422,7 @@ impl Planner {
     }
 
     /// The flow's path as last reported, and its bottleneck now.
-    fn from(&self, f: FlowId) -> (Option<Path>, f64) {
+    pub(crate) fn from(&self, f: FlowId) -> (Option<Path>, f64) {
         let i = f as usize;
         let route = &self.flows.route[i];
         let path = (route.len > 0).then(|| self.render(f, self.flows.mask[i]));

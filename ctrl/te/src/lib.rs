@@ -81,6 +81,7 @@ mod hot;
 pub mod job;
 mod net;
 mod planner;
+mod rebatch;
 mod report;
 mod search;
 pub mod stay;

@@ -103,6 +103,8 @@ pub struct Planner {
     pub(crate) forced: Vec<bool>,
     /// The incasts among the flows, and where their members run.
     pub(crate) groups: Groups,
+    /// Flows came or went since the last re-placement as a batch.
+    pub(crate) batch_dirty: bool,
 }
 
 impl Planner {
@@ -132,6 +134,7 @@ impl Planner {
             ended: Vec::new(),
             suspects: Vec::new(),
             decision: 0,
+            batch_dirty: false,
         })
     }
 
@@ -193,6 +196,7 @@ impl Planner {
     /// path whose entries to remove). False if it was not known.
     pub fn remove(&mut self, key: &FlowKey) -> bool {
         let Some(id) = self.flows.by_key.remove(key) else { return false };
+        self.batch_dirty = true;
         let i = id as usize;
         let had = self.flows.route[i].len > 0;
         let path = had.then(|| self.render(id, self.flows.mask[i]));

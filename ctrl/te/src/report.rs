@@ -68,6 +68,9 @@ pub enum Reason {
     /// counted where it was seen that then paused, or one that ended and
     /// came back): placed afresh, its entries move from its old path.
     Replaced,
+    /// Re-placed with every placed flow as one batch at the lower bound
+    /// (`rebatch.rs`): learned one by one, they had missed it.
+    Batch,
 }
 
 impl Reason {
@@ -80,6 +83,7 @@ impl Reason {
             Reason::Ended => "ended",
             Reason::Stayed => "stayed",
             Reason::Replaced => "replaced",
+            Reason::Batch => "batch",
         }
     }
 }
@@ -143,6 +147,7 @@ pub struct Plan {
     pub budget_hit: bool,
     /// Local-search steps taken.
     pub search_steps: usize,
-    /// The new flows were placed by the exact equitable colouring.
+    /// The new flows were placed by the exact equitable colouring, or
+    /// every placed flow was re-placed by it as one batch (`rebatch.rs`).
     pub exact: bool,
 }

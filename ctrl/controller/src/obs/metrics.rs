@@ -72,7 +72,8 @@ const FOREIGN: usize = 34;
 pub const HA_ROLES: [&str; 3] = ["alone", "leader", "standby"];
 
 /// The reasons a flow move is counted under (the planner's).
-pub const MOVE_REASONS: [&str; 5] = ["new", "rebalance", "link_failed", "route_changed", "ended"];
+pub const MOVE_REASONS: [&str; 8] =
+    ["new", "rebalance", "link_failed", "route_changed", "ended", "stayed", "replaced", "batch"];
 
 const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str], help: &'static str) -> Spec {
     Spec { name, help, kind, unit: None, labels, buckets: &[] }

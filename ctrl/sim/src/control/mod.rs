@@ -166,7 +166,7 @@ pub struct PlacementSummary {
     pub flows: usize,
     /// Steer entries written or removed.
     pub steer_writes: u64,
-    /// Planner moves by reason (new, rebalance, link_failed, route_changed, ended).
+    /// Planner moves by reason (new, rebalance, link_failed, route_changed, stayed, replaced, batch, ended).
     pub moves: std::collections::BTreeMap<String, u64>,
     /// Flows the planner could not place (no path left).
     pub unplaced: u64,
