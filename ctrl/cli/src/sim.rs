@@ -152,7 +152,7 @@ fn run_scenario(path: &Path, o: &RunOpts) -> anyhow::Result<Exit> {
                 scope.spawn(move || run_one(topo, routing, sc, mode, o.quiet))
             })
             .collect();
-        // Each job alone on one switch, once for every mode.
+        // Each job alone with no fabric in the way, once for every mode.
         let floors = metaroce_sim::report::floor::job_floors(&l.topology, sc);
         let runs = handles
             .into_iter()

@@ -172,6 +172,10 @@ impl Bandwidth {
     pub const fn gbps(g: u64) -> Self {
         Bandwidth(g * 1_000_000_000)
     }
+    /// Bits per second, at least 1 (a rate, never zero).
+    pub const fn from_bps(bps: u64) -> Self {
+        Bandwidth(if bps == 0 { 1 } else { bps })
+    }
     pub fn bps(self) -> u64 {
         self.0
     }

@@ -39,7 +39,7 @@ pub struct JobSummary {
     pub ideal_bottleneck: String,
     /// Completion over the ideal bound (1.0 is perfect).
     pub slowdown: Option<f64>,
-    /// The job alone on one switch (`floor.rs`), when computed.
+    /// The job alone with no fabric in the way (`floor.rs`), when computed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor_us: Option<f64>,
     /// Completion over the larger of the ideal bound and the floor.
@@ -65,7 +65,7 @@ pub struct IterSummary {
     /// The ideal bound of one collective.
     pub ideal_us: f64,
     pub slowdown: Option<f64>,
-    /// This iteration alone on one switch, and completion over the larger
+    /// This iteration alone with no fabric in the way, and completion over the larger
     /// of it and the ideal, when the floor was computed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor_us: Option<f64>,

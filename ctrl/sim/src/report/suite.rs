@@ -1,6 +1,6 @@
 //! A family suite's figures: every drawn case on every seed and mode,
 //! each job judged by its slowest iteration over the larger of the ideal
-//! bound and its floor (the job alone on one switch) — from the second
+//! bound and its floor (the job alone with no fabric in the way) — from the second
 //! iteration on for jobs the controller learns, every iteration for
 //! announced jobs and single iterations — grouped by the job's role and
 //! reduced to median, p90 and worst, as markdown, JSON and a box plot.
@@ -210,7 +210,7 @@ pub fn markdown(s: &Suite) -> String {
     );
     let _ = writeln!(
         out,
-        "Each job is judged by its slowest iteration over max(ideal, the job's floor alone on one switch): from the second iteration on when the controller must learn the job, every iteration when it is announced (or runs once). Cells: median / p90 / worst (runs at or under {TARGET_WORST}× of all runs).\n"
+        "Each job is judged by its slowest iteration over max(ideal, the job's floor alone with no fabric in the way): from the second iteration on when the controller must learn the job, every iteration when it is announced (or runs once). Cells: median / p90 / worst (runs at or under {TARGET_WORST}× of all runs).\n"
     );
     let mut head = String::from("| jobs |");
     let mut rule = String::from("|---|");

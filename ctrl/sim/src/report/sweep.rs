@@ -31,7 +31,7 @@ pub struct SweepRow {
     pub later_median: f64,
     pub later_worst: f64,
     /// The same over the larger of the ideal and the job's floor (the job
-    /// alone on one switch), when the runs computed floors: median, worst.
+    /// alone with no fabric in the way), when the runs computed floors: median, worst.
     pub later_vs_floor: Option<(f64, f64)>,
     /// PFC pauses of the mode's runs (all jobs): median and largest.
     pub pfc_pauses_median: f64,
