@@ -1,5 +1,7 @@
-//! The event queue: a binary heap ordered by time, then by insertion
-//! order, so that simultaneous events run in a reproducible order.
+//! The event queue: a radix heap (buckets by the highest bit in which an
+//! event's time differs from the last popped time), earliest first, then
+//! in insertion order, so that simultaneous events run in a reproducible
+//! order.
 
 /// Index of a directed port (an egress queue and the link it feeds).
 pub type PortId = u32;

@@ -9,6 +9,17 @@ use metaroce_topo::Topology;
 use super::{Choice, Family, ShapeSpec};
 use crate::rng::{mix64, Rng};
 
+/// A case whose fabric the generators refuse (a shape's ranges reach a
+/// fabric too large for its switches' ports, say).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("case {case}: {shape}: {source}")]
+pub struct CaseError {
+    pub case: usize,
+    pub shape: String,
+    #[source]
+    pub source: metaroce_topo::gen::GenError,
+}
+
 /// One drawn case.
 #[derive(Debug, Clone)]
 pub struct Case {
@@ -95,7 +106,7 @@ fn time_text(ps: u64) -> String {
 
 impl Family {
     /// Case `number` (1-based). `Err` says why its shape cannot be built.
-    pub fn case(&self, number: usize) -> Result<Case, String> {
+    pub fn case(&self, number: usize) -> Result<Case, CaseError> {
         let mut rng = Rng::new(mix64(self.seed ^ mix64(number as u64)));
         let spec = pick_of(&mut rng, &self.shapes);
         let mut common = Common::new(&format!("{}-case{number}", self.name), self.bandwidth);
@@ -138,7 +149,7 @@ impl Family {
                 )
             }
         };
-        let topology = topology.map_err(|e| format!("case {number}: {shape}: {e}"))?;
+        let topology = topology.map_err(|source| CaseError { case: number, shape: shape.clone(), source })?;
         let pattern = pick_of(&mut rng, &self.patterns);
         let mut draw = Drawn {
             announced: pick_of(&mut rng, &self.announce),

@@ -30,7 +30,7 @@
 
 mod draw;
 
-pub use draw::{Case, CaseJob};
+pub use draw::{Case, CaseError, CaseJob};
 
 use metaroce_topo::yaml::{self, Node, Pos, Value};
 

@@ -103,3 +103,13 @@ fn a_problem_in_a_copied_block_points_into_the_family() {
     assert_eq!(f.position_of("network.ecn.kmin").map(|p| p.line), Some(16));
     assert_eq!(f.position_of("jobs[0]"), None);
 }
+
+#[test]
+fn a_shape_the_generators_refuse_is_a_typed_error_naming_the_case() {
+    let text = "name: big\nshapes:\n  - {shape: leaf-spine, leaves: 2, spines: 64, parallel: 8, hosts_per_leaf: 64}\npatterns: [permutation]\n";
+    let f = load_str(text, "f.yaml").unwrap();
+    let e = f.case(3).unwrap_err();
+    assert_eq!(e.case, 3);
+    assert!(e.to_string().starts_with("case 3: leaf-spine 2x64"), "{e}");
+    assert!(e.to_string().contains("ports"), "{e}");
+}
