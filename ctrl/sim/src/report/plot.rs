@@ -421,13 +421,29 @@ pub fn sweep_box(s: &crate::report::sweep::Sweep) -> String {
 
 /// Boxes grouped along x (in the order groups first appear), the modes
 /// side by side in each group, coloured by mode; whiskers are the best
-/// and worst values, the box p25 to p75, the bar the median.
+/// and worst values, the box p25 to p75, the bar the median. The y axis
+/// is logarithmic (from just under the smallest value, at most 0.9) when
+/// the values span more than a factor of 3, so that 1.02 and 1.10 stay
+/// apart beside an 8; when the groups' names would not fit under them,
+/// the groups are numbered and keyed beside the plot.
 pub fn box_plot(title: &str, xlabel: &str, ylabel: &str, modes: &[String], rows: &[BoxOf<'_>]) -> String {
     let boxes = rows.len().max(1) as f64;
-    let ymax =
-        rows.iter().filter_map(|r| r.sorted.last().copied()).filter(|v| v.is_finite()).fold(1.0, f64::max)
-            * 1.08;
-    let mut f = Frame::with_x_ticks(title, xlabel, ylabel, boxes, ymax, false);
+    let finite = || rows.iter().flat_map(|r| r.sorted.iter().copied()).filter(|v| v.is_finite() && *v > 0.0);
+    let ymax = finite().fold(1.0, f64::max) * 1.08;
+    let ymin = finite().fold(0.9, f64::min) * 0.95;
+    let mut f = if ymax / ymin > 3.0 {
+        Frame::log_y(title, xlabel, ylabel, boxes, ymin, ymax)
+    } else {
+        Frame::with_x_ticks(title, xlabel, ylabel, boxes, ymax, false)
+    };
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows {
+        if !names.contains(&r.group) {
+            names.push(r.group);
+        }
+    }
+    let per_group = (W - LEFT - RIGHT) / names.len().max(1) as f64;
+    let numbered = names.iter().any(|n| n.chars().count() as f64 * 6.5 > per_group);
     let slot = (W - LEFT - RIGHT) / boxes;
     let q =
         |v: &[f64], p: f64| v.get(((p * (v.len() as f64 - 1.0)).round()) as usize).copied().unwrap_or(0.0);
@@ -467,17 +483,31 @@ pub fn box_plot(title: &str, xlabel: &str, ylabel: &str, modes: &[String], rows:
             _ => groups.push((r.group.to_owned(), cx, cx)),
         }
     }
-    for (name, a, b) in &groups {
+    for (k, (name, a, b)) in groups.iter().enumerate() {
+        let label = if numbered { (k + 1).to_string() } else { name.clone() };
         let _ = writeln!(
             f.out,
             r#"<text x="{:.1}" y="{}" text-anchor="middle" font-weight="bold" font-size="11">{}</text>"#,
             (a + b) / 2.0,
-            H - BOTTOM + 32.0,
-            esc(name)
+            H - BOTTOM + 16.0,
+            esc(&label)
         );
     }
     for (m, mode) in modes.iter().enumerate() {
         f.legend(m, mode);
+    }
+    if numbered {
+        let (x, y0) = (W - RIGHT + 12.0, TOP + 18.0 * modes.len() as f64 + 16.0);
+        let step = ((H - y0 - 8.0) / groups.len().max(1) as f64).min(14.0);
+        for (k, (name, _, _)) in groups.iter().enumerate() {
+            let _ = writeln!(
+                f.out,
+                r#"<text x="{x}" y="{:.1}" font-size="9">{} {}</text>"#,
+                y0 + step * k as f64,
+                k + 1,
+                esc(name)
+            );
+        }
     }
     f.hline(1.0, "ideal");
     f.finish()
