@@ -23,10 +23,10 @@ impl State {
             AgentEvent::Up { switch, installed, recovered } => self.on_up(switch, installed, recovered),
             AgentEvent::Down { switch, kind, reason, attempts, opened } => {
                 let name = self.name(switch);
-                self.metrics.set_switch_connected(&name, false);
-                self.metrics.set_switch_primary(&name, false);
-                self.metrics.session_failed(&name);
-                let st = &mut self.switches[switch];
+                self.obs.metrics.set_switch_connected(&name, false);
+                self.obs.metrics.set_switch_primary(&name, false);
+                self.obs.metrics.session_failed(&name);
+                let st = &mut self.fleet.switches[switch];
                 st.connected = false;
                 st.primary = false;
                 st.programmed = false;
@@ -35,12 +35,12 @@ impl State {
                 let foreign = kind == Failure::Identity;
                 let newly_foreign = foreign && !st.foreign;
                 st.foreign = foreign;
-                self.metrics.set_switch_foreign(&name, foreign);
+                self.obs.metrics.set_switch_foreign(&name, foreign);
                 // Refused for another fabric's cookie: said once, loudly,
                 // whether or not the outage began with it.
                 if newly_foreign {
                     tracing::error!(switch = %name, %reason, "switch refused: it does not belong to this fabric");
-                    self.events.record(
+                    self.obs.events.record(
                         "switch_foreign",
                         Some(&name),
                         &reason,
@@ -49,7 +49,7 @@ impl State {
                 }
                 // One event per outage: its retries only count.
                 if opened {
-                    self.events.record(
+                    self.obs.events.record(
                         "switch_down",
                         Some(&name),
                         &reason,
@@ -57,11 +57,11 @@ impl State {
                     );
                     self.input(&Input::SwitchDown { switch });
                 }
-                self.dirty_status = true;
+                self.publish.dirty_status = true;
             }
             AgentEvent::Primary { switch, primary } => {
-                self.metrics.set_switch_primary(&self.name(switch), primary);
-                self.switches[switch].primary = primary;
+                self.obs.metrics.set_switch_primary(&self.name(switch), primary);
+                self.fleet.switches[switch].primary = primary;
             }
             AgentEvent::Digests { switch, digests, received } => self.on_digests(switch, digests, received),
             AgentEvent::Registers { switch, ports, received } => self.on_registers(switch, &ports, received),
@@ -72,17 +72,17 @@ impl State {
             AgentEvent::EcnMarks { switch, ports } => {
                 let name = self.name(switch);
                 for (port, total) in ports {
-                    self.metrics.set_ecn_marks(&name, port, total);
+                    self.obs.metrics.set_ecn_marks(&name, port, total);
                 }
             }
             AgentEvent::Synced { switch, outcome, installed } => self.on_synced(switch, &outcome, installed),
             AgentEvent::Installed { switch, installed } => {
-                self.switches[switch].installed = installed;
-                self.metrics_dirty.insert(switch);
-                self.dirty_status = true;
+                self.fleet.switches[switch].installed = installed;
+                self.publish.metrics_dirty.insert(switch);
+                self.publish.dirty_status = true;
             }
             AgentEvent::Programmed { switch } => {
-                self.switches[switch].programmed = true;
+                self.fleet.switches[switch].programmed = true;
                 self.announce_loop();
             }
         }
@@ -90,14 +90,14 @@ impl State {
 
     fn on_up(&mut self, switch: usize, installed: Arc<BTreeMap<Key, Entry>>, recovered: Option<Recovered>) {
         let name = self.name(switch);
-        self.metrics.set_switch_connected(&name, true);
-        let st = &mut self.switches[switch];
+        self.obs.metrics.set_switch_connected(&name, true);
+        let st = &mut self.fleet.switches[switch];
         st.connected = true;
         st.installed = installed;
         st.last_error = None;
         st.failed_attempts = 0;
         st.foreign = false;
-        self.metrics.set_switch_foreign(&name, false);
+        self.obs.metrics.set_switch_foreign(&name, false);
         let mut details = json!({"installed_entries": st.installed.len()});
         let reason = match recovered {
             None => "connected, pipeline in place".to_owned(),
@@ -107,7 +107,7 @@ impl State {
                 format!("back after {} failed attempt(s) in {:.1} s", r.attempts, r.down_for.as_secs_f64())
             }
         };
-        self.events.record("switch_up", Some(&name), &reason, details);
+        self.obs.events.record("switch_up", Some(&name), &reason, details);
         self.input(&Input::SwitchUp { switch });
         // What it holds may be what a staged plan waits for.
         self.restage();
@@ -123,7 +123,7 @@ impl State {
         for d in digests {
             if d.switch_id != node || !self.core.topology_has_port(switch, d.port) {
                 warn!(switch = %name, digest_switch_id = d.switch_id, port = d.port, "digest for another switch or an unknown port dropped");
-                self.events.record(
+                self.obs.events.record(
                     "input_rejected",
                     Some(&name),
                     "digest names another switch id or an unknown port",
@@ -131,8 +131,8 @@ impl State {
                 );
                 continue;
             }
-            self.metrics.digest_received(&name);
-            self.metrics.set_queue_depth(&name, d.port, u64::from(d.depth));
+            self.obs.metrics.digest_received(&name);
+            self.obs.metrics.set_queue_depth(&name, d.port, u64::from(d.depth));
             let c = ThresholdCrossing {
                 switch,
                 port: d.port,
@@ -147,12 +147,12 @@ impl State {
             self.input(&Input::Crossing(c));
             let lost = self.core.view().counters().digests.lost.saturating_sub(lost_before);
             if lost > 0 {
-                self.metrics.digests_lost(&name, lost);
+                self.obs.metrics.digests_lost(&name, lost);
             }
             // Reaction time runs from the digest that made the port hot,
             // not from later ones that only repeat it.
             if !was_hot && self.is_hot(key) {
-                self.reactions.port_hot(key, received, Instant::now());
+                self.obs.reactions.port_hot(key, received, Instant::now());
             }
         }
     }
@@ -169,7 +169,7 @@ impl State {
                 warn!(switch = %name, digest_switch_id = d.switch_id, window = d.window_us, "large-flow digest for another switch or with an empty window dropped");
                 continue;
             }
-            self.metrics.large_flow_digest(&name);
+            self.obs.metrics.large_flow_digest(&name);
             let report = LargeFlowReport {
                 switch,
                 src: d.flow.src,
@@ -184,7 +184,7 @@ impl State {
             let was_due = self.core.placement().input_changed();
             self.input(&Input::LargeFlow(report));
             if !was_due && self.core.placement().input_changed() {
-                self.reactions.placement_due(received, Instant::now());
+                self.obs.reactions.placement_due(received, Instant::now());
             }
         }
     }
@@ -193,7 +193,7 @@ impl State {
     fn on_registers(&mut self, switch: usize, ports: &[(u16, u32, bool)], received: Instant) {
         let name = self.name(switch);
         for &(p, depth, _) in ports {
-            self.metrics.set_queue_depth(&name, p, u64::from(depth));
+            self.obs.metrics.set_queue_depth(&name, p, u64::from(depth));
         }
         let was_hot: Vec<bool> = ports.iter().map(|p| self.is_hot(PortKey { switch, port: p.0 })).collect();
         let regs = ports
@@ -205,19 +205,19 @@ impl State {
         for (p, was) in ports.iter().zip(was_hot) {
             let key = PortKey { switch, port: p.0 };
             if !was && self.is_hot(key) {
-                self.reactions.port_hot(key, received, Instant::now());
+                self.obs.reactions.port_hot(key, received, Instant::now());
             }
         }
     }
 
     fn on_synced(&mut self, switch: usize, outcome: &SyncOutcome, installed: Arc<BTreeMap<Key, Entry>>) {
         let name = self.name(switch);
-        self.metrics.observe_write(&name, outcome.write_time.as_secs_f64());
-        let reaction = self.reactions.on_synced(switch, outcome);
+        self.obs.metrics.observe_write(&name, outcome.write_time.as_secs_f64());
+        let reaction = self.obs.reactions.on_synced(switch, outcome);
         if let Some(r) = &reaction {
-            self.metrics.observe_reaction(r.total().as_secs_f64());
+            self.obs.metrics.observe_reaction(r.total().as_secs_f64());
         }
-        let st = &mut self.switches[switch];
+        let st = &mut self.fleet.switches[switch];
         st.installed = installed;
         st.syncs += 1;
         if let Some(summary) = &outcome.held_summary {
@@ -228,7 +228,7 @@ impl State {
         }
         st.refused_entries = outcome.held_back;
         st.last_error = outcome.error.clone().or_else(|| st.refused_error());
-        self.metrics.set_refused_entries(&name, outcome.held_back);
+        self.obs.metrics.set_refused_entries(&name, outcome.held_back);
         if !outcome.refused.is_empty() {
             let first: Vec<_> = outcome.refused.iter().take(8).map(|r| r.to_json()).collect();
             let msg = format!(
@@ -237,7 +237,7 @@ impl State {
             );
             let details =
                 json!({"refused": outcome.refused.len(), "held_back": outcome.held_back, "first": first});
-            self.events.record("entries_refused", Some(&name), &msg, details);
+            self.obs.events.record("entries_refused", Some(&name), &msg, details);
         }
         let details = json!({"inserts": outcome.inserts, "modifies": outcome.modifies, "deletes": outcome.deletes,
             "batches": outcome.batches, "write_ms": outcome.write_time.as_secs_f64() * 1e3, "error": outcome.error,
@@ -252,10 +252,10 @@ impl State {
             "cause_unix_us": reaction.map(|r| unix_us_of(r.cause.received))});
         let kind = if outcome.error.is_some() { "write_failed" } else { "write" };
         if outcome.error.is_some() {
-            self.metrics.write_failed(&name);
+            self.obs.metrics.write_failed(&name);
         }
-        self.events.record(kind, Some(&name), "reconciled to the desired state", details);
-        self.metrics_dirty.insert(switch);
+        self.obs.events.record(kind, Some(&name), "reconciled to the desired state", details);
+        self.publish.metrics_dirty.insert(switch);
         if outcome.error.is_none() {
             self.restage();
         }
@@ -264,13 +264,13 @@ impl State {
     /// One info line when every switch holds its desired state for the
     /// first time: from then on the loop is closed on the whole fabric.
     fn announce_loop(&mut self) {
-        let all = self.switches.iter().all(|s| s.connected && s.programmed);
-        if self.loop_announced || !all {
+        let all = self.fleet.switches.iter().all(|s| s.connected && s.programmed);
+        if self.fleet.loop_announced || !all {
             return;
         }
-        self.loop_announced = true;
+        self.fleet.loop_announced = true;
         let mode = self.core.mode();
-        info!(switches = self.switches.len(), %mode, "the control loop runs: every switch holds its desired state");
+        info!(switches = self.fleet.switches.len(), %mode, "the control loop runs: every switch holds its desired state");
     }
 }
 

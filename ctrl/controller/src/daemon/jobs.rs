@@ -53,7 +53,7 @@ impl State {
             Err(e) => {
                 let shown = body.get("name").and_then(Value::as_str).unwrap_or("").chars().take(64);
                 let name: String = shown.collect();
-                self.events.record(
+                self.obs.events.record(
                     "job_refused",
                     None,
                     &format!("job {name:?} refused: {} problem(s)", e.problems.len()),
@@ -68,14 +68,14 @@ impl State {
             Ok(summary) => {
                 let name = summary["name"].as_str().unwrap_or_default().to_string();
                 let flows = summary["flows"].as_u64().unwrap_or(0);
-                self.events.record(
+                self.obs.events.record(
                     "job_registered",
                     None,
                     &format!("job {name} registered with {flows} flows"),
                     summary.clone(),
                 );
-                self.metrics.set_jobs(self.core.placement().jobs().len());
-                self.reactions.placement_due(received, Instant::now());
+                self.obs.metrics.set_jobs(self.core.placement().jobs().len());
+                self.obs.reactions.placement_due(received, Instant::now());
                 let placement = self.decide_placement_and_publish(true).await;
                 let answer = json!({"ok": true, "job": summary, "placement": placement});
                 self.keep_job(Keep::Put { name, body }, answer, reply);
@@ -89,16 +89,21 @@ impl State {
     /// them).
     fn admit(&self, now: u64, body: &Value) -> Option<Refusal> {
         let (core, topo) = (&self.core, self.core.topology());
-        let installed: Vec<_> = self.switches.iter().map(|s| s.installed.clone()).collect();
+        let installed: Vec<_> = self.fleet.switches.iter().map(|s| s.installed.clone()).collect();
         if let Some(bound) = crate::admission::flows_bound(body) {
             let steer = (0..topo.switches.len()).map(|s| core.placement().steer(s).len());
-            if crate::admission::surely_fits(&self.steer_tables, bound, steer, &installed) {
+            if crate::admission::surely_fits(&self.fleet.steer_tables, bound, steer, &installed) {
                 return None;
             }
         }
         let trial = core.placement().trial(now, topo, core.routing(), body).ok()?;
-        let short =
-            crate::admission::check(&self.steer_tables, &self.names, &trial.keys, &trial.steer, &installed);
+        let short = crate::admission::check(
+            &self.fleet.steer_tables,
+            &self.publish.names,
+            &trial.keys,
+            &trial.steer,
+            &installed,
+        );
         if short.is_empty() {
             return None;
         }
@@ -106,7 +111,7 @@ impl State {
         let refused = crate::admission::refusal_body(&name, &short);
         let reason = refused["error"].as_str().unwrap_or_default().to_owned();
         warn!(job = %name, tables = short.len(), "{reason}");
-        self.events.record("job_refused", None, &reason, json!({"job": name, "capacity": short}));
+        self.obs.events.record("job_refused", None, &reason, json!({"job": name, "capacity": short}));
         Some(Refusal { status: 400, body: refused })
     }
 
@@ -138,9 +143,9 @@ impl State {
                 let _ = reply.send(Err(Refusal { status: 404, body }));
             }
             Some(summary) => {
-                self.events.record("job_removed", None, &format!("job {name} removed"), summary.clone());
-                self.metrics.set_jobs(self.core.placement().jobs().len());
-                self.reactions.placement_due(received, Instant::now());
+                self.obs.events.record("job_removed", None, &format!("job {name} removed"), summary.clone());
+                self.obs.metrics.set_jobs(self.core.placement().jobs().len());
+                self.obs.reactions.placement_due(received, Instant::now());
                 let placement = self.decide_placement_and_publish(true).await;
                 let answer = json!({"ok": true, "removed": summary, "placement": placement});
                 self.keep_job(Keep::Delete { name }, answer, reply);
@@ -171,7 +176,7 @@ impl State {
     /// leaders before.
     pub(super) fn on_election(&mut self, st: HaState) {
         let before = self.ha.fence();
-        self.ha.on_change(st, &self.metrics, &self.events);
+        self.ha.on_change(st, &self.obs.metrics, &self.obs.events);
         let Some(now) = self.ha.fence() else { return };
         if before.as_ref() == Some(&now) {
             return;
@@ -193,7 +198,7 @@ impl State {
             Ok(jobs) => jobs,
             Err(e) => {
                 warn!(error = %e, "cannot read the jobs kept in etcd: running without them until they are posted again");
-                self.events.record(
+                self.obs.events.record(
                     "jobs_restore_failed",
                     None,
                     &format!("jobs kept in etcd not read: {e}"),
@@ -228,14 +233,14 @@ impl State {
             already = present.len(),
             "jobs kept in etcd registered again"
         );
-        self.events.record(
+        self.obs.events.record(
             "jobs_restored",
             None,
             &format!("{} job(s) kept by the former leader registered again", restored.len()),
             json!({"restored": restored, "refused": refused, "already_registered": present}),
         );
         if !restored.is_empty() {
-            self.metrics.set_jobs(self.core.placement().jobs().len());
+            self.obs.metrics.set_jobs(self.core.placement().jobs().len());
             self.decide_and_publish(true).await;
         }
     }
@@ -247,11 +252,11 @@ impl State {
             *by_reason.entry(m.reason.as_str()).or_default() += 1;
         }
         for (reason, n) in &by_reason {
-            self.metrics.flow_moves(reason, *n);
+            self.obs.metrics.flow_moves(reason, *n);
         }
-        self.metrics.set_placement(p.steered, p.flows, p.max_utilisation, p.observed_max_utilisation);
-        self.metrics.set_placement_failures(p.unplaced.len(), p.refused.len());
-        self.metrics.observe_placement(p.plan_seconds);
+        self.obs.metrics.set_placement(p.steered, p.flows, p.max_utilisation, p.observed_max_utilisation);
+        self.obs.metrics.set_placement_failures(p.unplaced.len(), p.refused.len());
+        self.obs.metrics.observe_placement(p.plan_seconds);
         json!({
             "moves": by_reason,
             "unplaced": p.unplaced.len(),

@@ -24,7 +24,7 @@ impl State {
                 reach::describe(topo, &cut)
             );
             let details = json!({"link": name, "cut_off": reach::pairs_json(topo, &cut)});
-            self.events.record("link_down_refused", None, &message, details);
+            self.obs.events.record("link_down_refused", None, &message, details);
             let _ = reply.send(Err(message));
             return false;
         }

@@ -219,35 +219,37 @@ pub async fn run(
     let host_rx = tasks::host_scraper(&cfg, stop_rx.clone(), &mut tasks);
     drop(ev_tx);
     let ha = crate::ha::Follower::new(ha_rx, &metrics);
+    let n = cfg.topology.switches.len();
     let state = State {
         core,
-        metrics,
-        events,
-        switches: vec![SwitchStatus::default(); cfg.topology.switches.len()],
-        desired_tx,
-        snap_tx,
-        recorder,
-        start: Instant::now(),
-        decisions: 0,
-        last_publish: None,
-        last_refresh: None,
-        reactions: Reactions::new(cfg.topology.switches.len()),
-        topology_json: Arc::new(serde_json::to_value(&cfg.topology).unwrap_or_default()),
-        dirty_status: false,
-        metrics_dirty: std::collections::BTreeSet::new(),
-        metrics_shown: vec![None; cfg.topology.switches.len()],
-        publishing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        names: Arc::new(cfg.topology.switches.iter().map(|s| s.name.clone()).collect()),
-        hosts: hosts::Hosts::default(),
-        loop_announced: false,
-        topo: Arc::new(cfg.topology.clone()),
-        dry_run: cfg.dry_run,
-        staged: BTreeMap::new(),
+        obs: Observed { metrics, events, recorder, reactions: Reactions::new(n) },
+        fleet: Fleet {
+            switches: vec![SwitchStatus::default(); n],
+            desired_tx,
+            staged: BTreeMap::new(),
+            steer_tables,
+            loop_announced: false,
+            dry_run: cfg.dry_run,
+        },
+        publish: Publication {
+            snap_tx,
+            last_publish: None,
+            last_refresh: None,
+            topology_json: Arc::new(serde_json::to_value(&cfg.topology).unwrap_or_default()),
+            dirty_status: false,
+            metrics_dirty: std::collections::BTreeSet::new(),
+            metrics_shown: vec![None; n],
+            publishing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            names: Arc::new(cfg.topology.switches.iter().map(|s| s.name.clone()).collect()),
+            recommended: None,
+            summary: None,
+        },
         ha,
         job_ops,
-        recommended: None,
-        summary: None,
-        steer_tables,
+        hosts: hosts::Hosts::default(),
+        topo: Arc::new(cfg.topology.clone()),
+        start: Instant::now(),
+        decisions: 0,
     };
     state.run(Inputs { ev_rx, udp_rx, cmd_rx, host_rx, restored_rx }, cfg.tick, shutdown).await;
     let _ = stop_tx.send(true);
@@ -258,21 +260,54 @@ pub async fn run(
     Ok(())
 }
 
-/// The state task.
+/// The state task: the control core, and the daemon's parts around it.
 struct State {
     core: Core,
-    metrics: Metrics,
-    events: EventLog,
-    switches: Vec<SwitchStatus>,
-    desired_tx: Vec<watch::Sender<Desired>>,
-    snap_tx: watch::Sender<Arc<Snapshot>>,
-    recorder: Option<std::io::BufWriter<std::fs::File>>,
+    /// What operators see: metrics, the event log, reaction times.
+    obs: Observed,
+    /// The switches: their sessions' status and desired state.
+    fleet: Fleet,
+    /// The snapshot the API and the page read, and what it is built from.
+    publish: Publication,
+    /// The election, when there is one: role, takeovers, API refusals.
+    ha: crate::ha::Follower,
+    /// The task that keeps jobs in etcd, when there is an election.
+    job_ops: Option<mpsc::UnboundedSender<crate::ha::jobs::Op>>,
+    hosts: hosts::Hosts,
+    topo: Arc<Topology>,
     start: Instant,
     decisions: u64,
+}
+
+/// What operators see of the state task.
+struct Observed {
+    metrics: Metrics,
+    events: EventLog,
+    /// `--record`: every input, for `controller replay`.
+    recorder: Option<std::io::BufWriter<std::fs::File>>,
+    reactions: Reactions,
+}
+
+/// The switches as the state task drives them.
+struct Fleet {
+    switches: Vec<SwitchStatus>,
+    desired_tx: Vec<watch::Sender<Desired>>,
+    /// Per switch: its full plan while some of its steer entries wait for
+    /// their downstream entries ([`crate::stage`]), with the plan's cause.
+    staged: BTreeMap<usize, (SwitchPlan, Option<crate::agent::Cause>)>,
+    /// The steer tables' sizes, to admit jobs by ([`crate::admission`]).
+    steer_tables: crate::admission::SteerTables,
+    /// The operator has been told that every switch is programmed.
+    loop_announced: bool,
+    dry_run: bool,
+}
+
+/// The published snapshot and what it is rebuilt from.
+struct Publication {
+    snap_tx: watch::Sender<Arc<Snapshot>>,
     last_publish: Option<Instant>,
     /// When the group metrics were last refreshed.
     last_refresh: Option<Instant>,
-    reactions: Reactions,
     /// The topology as JSON, built once.
     topology_json: Arc<serde_json::Value>,
     /// A change happened since the last status publication.
@@ -285,26 +320,12 @@ struct State {
     /// A status build is running on a blocking thread.
     publishing: Arc<std::sync::atomic::AtomicBool>,
     names: Arc<Vec<String>>,
-    hosts: hosts::Hosts,
-    /// The operator has been told that every switch is programmed.
-    loop_announced: bool,
-    topo: Arc<Topology>,
-    dry_run: bool,
-    /// Per switch: its full plan while some of its steer entries wait for
-    /// their downstream entries ([`crate::stage`]), with the plan's cause.
-    staged: BTreeMap<usize, (SwitchPlan, Option<crate::agent::Cause>)>,
-    /// The election, when there is one: role, takeovers, API refusals.
-    ha: crate::ha::Follower,
-    /// The task that keeps jobs in etcd, when there is an election.
-    job_ops: Option<mpsc::UnboundedSender<crate::ha::jobs::Op>>,
     /// The fabric-wide parts of the status, with the versions
     /// ([`Core::versions`]) they were built at: a publication rebuilds
     /// them only when they changed, so that it does not hold up the
     /// state task (a job or a large flow waiting behind it) for nothing.
     recommended: Option<(u64, Arc<crate::plan::Overrides>)>,
     summary: Option<(u64, Arc<metaroce_telemetry::view::ViewSummary>)>,
-    /// The steer tables' sizes, to admit jobs by ([`crate::admission`]).
-    steer_tables: crate::admission::SteerTables,
 }
 
 /// One scrape of every host exporter: host name → counters or error.
@@ -332,7 +353,7 @@ impl State {
         tokio::pin!(shutdown);
         self.decide_and_publish(true).await;
         // Events are written to the file once per round of the loop.
-        self.events.defer_flush(true);
+        self.obs.events.defer_flush(true);
         loop {
             let go_on = tokio::select! {
                 ev = ev_rx.recv() => match ev {
@@ -357,7 +378,7 @@ impl State {
                 st = self.ha.changed() => { self.on_election(st); self.maybe_publish(true); true }
                 r = jobs::restored(&mut restored_rx) => { self.on_restored(r).await; true }
                 _ = ticker.tick() => {
-                    if self.ha.check_takeover(&self.switches, &self.metrics, &self.events) {
+                    if self.ha.check_takeover(&self.fleet.switches, &self.obs.metrics, &self.obs.events) {
                         self.maybe_publish(true);
                     }
                     self.input(&Input::Tick);
@@ -370,9 +391,9 @@ impl State {
                 }
                 _ = &mut shutdown => false,
             };
-            self.events.flush();
+            self.obs.events.flush();
             if !go_on {
-                self.events.defer_flush(false);
+                self.obs.events.defer_flush(false);
                 return;
             }
         }
@@ -387,19 +408,19 @@ impl State {
         self.record(now, input);
         let notes = self.core.observe(now, input);
         if !matches!(input, Input::Crossing(_) | Input::Snapshot(_) | Input::Report(_) | Input::Tick) {
-            self.metrics.set_unreachable_pairs(self.core.unreachable().len());
+            self.obs.metrics.set_unreachable_pairs(self.core.unreachable().len());
         }
         self.log(notes);
     }
 
     /// Appends an input to the recording, if one is kept.
     fn record(&mut self, now: u64, input: &Input) {
-        if let Some(w) = self.recorder.as_mut() {
+        if let Some(w) = self.obs.recorder.as_mut() {
             if !matches!(input, Input::Tick) {
                 let line = json!({"t_ns": now, "input": input});
                 if writeln!(w, "{line}").and_then(|()| w.flush()).is_err() {
                     warn!("cannot write the recording; recording stops");
-                    self.recorder = None;
+                    self.obs.recorder = None;
                 }
             }
         }
@@ -411,18 +432,18 @@ impl State {
             // in observe/advise they are recommendations.
             let applied = self.core.mode().writes() && !self.core.pinned() && self.ha.writes();
             if let Some(r) = n.kind.reroute_label(applied) {
-                self.metrics.reroute(r);
+                self.obs.metrics.reroute(r);
             }
-            self.events.record(n.kind.event_name(), n.switch.as_deref(), &n.reason, n.details);
+            self.obs.events.record(n.kind.event_name(), n.switch.as_deref(), &n.reason, n.details);
         }
     }
 
     fn on_hosts(&mut self, got: HostScrape) {
         let acting = self.core.mode().writes() && self.core.policy_state().override_count() > 0;
-        for note in self.hosts.update(&self.metrics, got, acting) {
-            self.events.record(note.kind, None, &note.reason, note.details);
+        for note in self.hosts.update(&self.obs.metrics, got, acting) {
+            self.obs.events.record(note.kind, None, &note.reason, note.details);
         }
-        self.dirty_status = true;
+        self.publish.dirty_status = true;
     }
 
     fn on_report(&mut self, switch: Option<usize>, bytes: &[u8], frame: bool) {
@@ -434,12 +455,12 @@ impl State {
         match decoded {
             Ok(r) => {
                 let sink = switch.map(|s| self.name(s)).unwrap_or_else(|| format!("node{}", r.group.node_id));
-                self.metrics.int_report_received(&sink);
+                self.obs.metrics.int_report_received(&sink);
                 let lost_before = self.core.view().counters().reports.lost;
                 self.input(&Input::Report(Box::new(r)));
                 let lost = self.core.view().counters().reports.lost.saturating_sub(lost_before);
                 if lost > 0 {
-                    self.metrics.int_reports_lost(&sink, lost);
+                    self.obs.metrics.int_reports_lost(&sink, lost);
                 }
             }
             Err(e) => warn!(error = %e, "malformed Telemetry Report dropped"),
@@ -455,8 +476,8 @@ impl State {
                 }
                 let old = self.core.mode();
                 self.core.set_mode(mode);
-                self.metrics.set_mode(mode);
-                self.events.record(
+                self.obs.metrics.set_mode(mode);
+                self.obs.events.record(
                     "mode",
                     None,
                     &format!("mode {old} → {mode}"),
@@ -480,15 +501,15 @@ impl State {
                 match SnapshotDoc::from_value(snapshot, &self.core.topology().name, &refs) {
                     Ok(doc) => {
                         self.core.pin();
-                        self.staged.clear();
-                        self.metrics.set_mode(Mode::Observe);
+                        self.fleet.staged.clear();
+                        self.obs.metrics.set_mode(Mode::Observe);
                         for (s, name) in names.iter().enumerate() {
                             if let Some(entries) = doc.entries(name) {
                                 let wanted = Wanted { target: Goal::Exact(entries), caused_at: None };
-                                self.desired_tx[s].send_replace(Some(Arc::new(wanted)));
+                                self.fleet.desired_tx[s].send_replace(Some(Arc::new(wanted)));
                             }
                         }
-                        self.events.record(
+                        self.obs.events.record(
                             "rollback",
                             None,
                             "switches restored to a snapshot; mode observe until set again",

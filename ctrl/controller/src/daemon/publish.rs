@@ -55,16 +55,16 @@ impl State {
         let mut step = decide(&mut self.core, now);
         let deciding = started.elapsed();
         self.decisions += 1;
-        let mut caused = self.reactions.causes(step.decision.as_ref(), self.core.view(), Instant::now());
+        let mut caused = self.obs.reactions.causes(step.decision.as_ref(), self.core.view(), Instant::now());
         if let Some(p) = &step.placement {
-            self.reactions.placement_causes(p.touched.iter().copied(), Instant::now(), &mut caused);
+            self.obs.reactions.placement_causes(p.touched.iter().copied(), Instant::now(), &mut caused);
         }
         let published = !step.plans.is_empty();
         // The targets replaced (the agents are done with them): freed after
         // the new ones are out.
         let mut replaced = Vec::with_capacity(step.plans.len());
         for (s, plan) in std::mem::take(&mut step.plans) {
-            let cause = self.reactions.carry(s, caused.get(&s).copied());
+            let cause = self.obs.reactions.carry(s, caused.get(&s).copied());
             replaced.push(self.send_plan(s, plan, cause));
         }
         if published {
@@ -77,9 +77,9 @@ impl State {
         self.core.conclude(&mut step);
         let notes = std::mem::take(&mut step.notes);
         let placed = step.placement.as_ref().map(|p| self.placement_metrics(p));
-        self.metrics.observe_decision((deciding + noting.elapsed()).as_secs_f64());
+        self.obs.metrics.observe_decision((deciding + noting.elapsed()).as_secs_f64());
         if published || !notes.is_empty() {
-            self.dirty_status = true;
+            self.publish.dirty_status = true;
         }
         self.log(notes);
         drop(replaced);
@@ -97,53 +97,53 @@ impl State {
         plan: SwitchPlan,
         cause: Option<crate::agent::Cause>,
     ) -> Desired {
-        let gated = if self.dry_run || plan.steer.is_empty() {
+        let gated = if self.fleet.dry_run || plan.steer.is_empty() {
             None
         } else {
-            let switches = &self.switches;
+            let switches = &self.fleet.switches;
             crate::stage::gate(s, &plan, |d, f| {
                 switches.get(d).and_then(|st| crate::plan::steer_port(&st.installed, f))
             })
         };
         let sent = match gated {
             Some(now) => {
-                self.staged.insert(s, (plan, cause));
+                self.fleet.staged.insert(s, (plan, cause));
                 now
             }
             None => {
-                self.staged.remove(&s);
+                self.fleet.staged.remove(&s);
                 plan
             }
         };
         let wanted = Wanted { target: Goal::Plan(sent), caused_at: cause };
-        self.desired_tx[s].send_replace(Some(Arc::new(wanted)))
+        self.fleet.desired_tx[s].send_replace(Some(Arc::new(wanted)))
     }
 
     /// A switch acknowledged writes: the staged plans whose entries it was
     /// the downstream of go out (or as much of them as is ready).
     pub(super) fn restage(&mut self) {
-        if self.staged.is_empty() {
+        if self.fleet.staged.is_empty() {
             return;
         }
-        let staged: Vec<usize> = self.staged.keys().copied().collect();
+        let staged: Vec<usize> = self.fleet.staged.keys().copied().collect();
         for s in staged {
-            let Some((plan, cause)) = self.staged.get(&s).cloned() else { continue };
-            let switches = &self.switches;
+            let Some((plan, cause)) = self.fleet.staged.get(&s).cloned() else { continue };
+            let switches = &self.fleet.switches;
             let gated = crate::stage::gate(s, &plan, |d, f| {
                 switches.get(d).and_then(|st| crate::plan::steer_port(&st.installed, f))
             });
             let held = gated.is_some();
             let sent = gated.unwrap_or(plan);
-            let unchanged = matches!(self.desired_tx[s].borrow().as_deref(),
+            let unchanged = matches!(self.fleet.desired_tx[s].borrow().as_deref(),
                 Some(Wanted { target: Goal::Plan(p), .. }) if *p == sent);
             if !held {
-                self.staged.remove(&s);
+                self.fleet.staged.remove(&s);
             }
             if unchanged {
                 continue;
             }
             let wanted = Wanted { target: Goal::Plan(sent), caused_at: cause };
-            drop(self.desired_tx[s].send_replace(Some(Arc::new(wanted))));
+            drop(self.fleet.desired_tx[s].send_replace(Some(Arc::new(wanted))));
         }
     }
 
@@ -156,45 +156,45 @@ impl State {
     /// their refresh, on a thread of its own, does not compete for the CPU
     /// with the agents writing the change.
     pub(super) fn maybe_publish(&mut self, force_status: bool) {
-        let due = self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_millis(500));
-        let regular = (due && self.dirty_status)
-            || self.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        let due = self.publish.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_millis(500));
+        let regular = (due && self.publish.dirty_status)
+            || self.publish.last_publish.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
         if force_status || regular {
-            let stale = self.last_refresh.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+            let stale = self.publish.last_refresh.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
             self.publish(regular || stale);
-            self.dirty_status = false;
+            self.publish.dirty_status = false;
         }
     }
 
     pub(super) fn publish(&mut self, refresh_metrics: bool) {
-        self.last_publish = Some(Instant::now());
+        self.publish.last_publish = Some(Instant::now());
         // Cheap copies here. The fabric-wide documents are built when the
         // API is first asked for them, off the state task; group metrics
         // (the scrape must see them) on a blocking thread, one at a time.
-        let mut status = status::status(&self.core, &self.switches, self.decisions);
+        let mut status = status::status(&self.core, &self.fleet.switches, self.decisions);
         status["ha"] = self.ha.status();
-        let names = self.names.clone();
+        let names = self.publish.names.clone();
         let installed: Arc<Vec<Arc<BTreeMap<Key, Entry>>>> =
-            Arc::new(self.switches.iter().map(|s| s.installed.clone()).collect());
+            Arc::new(self.fleet.switches.iter().map(|s| s.installed.clone()).collect());
         let (view_version, policy_version) = self.core.versions();
-        let recs = match self.recommended.take() {
+        let recs = match self.publish.recommended.take() {
             Some((v, recs)) if v == policy_version => recs,
             _ => Arc::new(self.core.recommended()),
         };
-        self.recommended = Some((policy_version, recs.clone()));
+        self.publish.recommended = Some((policy_version, recs.clone()));
         let (mode, pinned) = (self.core.mode(), self.core.pinned());
-        let summary = match self.summary.take() {
+        let summary = match self.publish.summary.take() {
             Some((v, summary)) if v == view_version => summary,
             _ => Arc::new(self.core.view().summary(8)),
         };
-        self.summary = Some((view_version, summary.clone()));
+        self.publish.summary = Some((view_version, summary.clone()));
         let hosts = self.hosts.status();
         let jobs = self.core.jobs_doc();
         let flows = self.core.placement_mut().view();
         let topo = self.topo.clone();
         let snap = Snapshot {
             status,
-            topology: self.topology_json.clone(),
+            topology: self.publish.topology_json.clone(),
             congestion: LazyJson::later({
                 let names = names.clone();
                 move || status::congestion(&summary, &names, hosts)
@@ -210,29 +210,29 @@ impl State {
             jobs: LazyJson::later(move || (*jobs).clone()),
             flows: LazyJson::later(move || flows.to_json(&topo, mode, pinned)),
         };
-        let old = self.snap_tx.send_replace(Arc::new(snap));
+        let old = self.publish.snap_tx.send_replace(Arc::new(snap));
         if !refresh_metrics
-            || self.metrics_dirty.is_empty()
-            || self.publishing.swap(true, std::sync::atomic::Ordering::AcqRel)
+            || self.publish.metrics_dirty.is_empty()
+            || self.publish.publishing.swap(true, std::sync::atomic::Ordering::AcqRel)
         {
             // Nothing to refresh, or a refresh still runs: the switches
             // stay marked for the next publication.
             tokio::task::spawn_blocking(move || drop(old));
             return;
         }
-        self.last_refresh = Some(Instant::now());
+        self.publish.last_refresh = Some(Instant::now());
         // Each switch's metrics move from what they show (the state of the
         // last refresh, which has finished: refreshes run one at a time).
-        let work: Vec<_> = std::mem::take(&mut self.metrics_dirty)
+        let work: Vec<_> = std::mem::take(&mut self.publish.metrics_dirty)
             .into_iter()
             .filter_map(|s| {
                 let now = installed.get(s)?.clone();
-                let before = self.metrics_shown.get_mut(s)?.replace(now.clone());
+                let before = self.publish.metrics_shown.get_mut(s)?.replace(now.clone());
                 Some((s, before, now))
             })
             .collect();
-        let metrics = self.metrics.clone();
-        let busy = self.publishing.clone();
+        let metrics = self.obs.metrics.clone();
+        let busy = self.publish.publishing.clone();
         tokio::task::spawn_blocking(move || {
             drop(old);
             for (s, before, now) in work {

@@ -11,17 +11,17 @@ use crate::engine::steer::{PacketFlow, SteerKey};
 impl<'a> Sim<'a> {
     /// Runs `f` on the control, if there is one, with the engine lent out.
     pub(super) fn call_control(&mut self, f: impl FnOnce(&mut dyn Control, &mut Ctx<'_>)) {
-        let Some(control) = self.control.as_deref_mut() else { return };
+        let Some(control) = self.ctl.control.as_deref_mut() else { return };
         let mut ctx = Ctx {
             now_ps: self.now,
             switches: self.topo.switches.len(),
             ports: &mut self.ports,
             st: &self.st,
-            sense: &mut self.sense,
+            sense: &mut self.ctl.sense,
             q: &mut self.q,
-            watch: &mut self.watch,
+            watch: &mut self.ctl.watch,
             link_up: &self.link_up,
-            wakes: &mut self.wakes,
+            wakes: &mut self.ctl.wakes,
             steer: &mut self.steer,
             host_dest: &self.host_dest,
         };
@@ -33,7 +33,7 @@ impl<'a> Sim<'a> {
     /// behind, at most once per digest interval).
     pub(super) fn sense_dequeue(&mut self, port: PortId) {
         let p = port as usize;
-        let s = &mut self.sense[p];
+        let s = &mut self.ctl.sense[p];
         let depth = self.st[p].qbytes;
         s.max_bytes = s.max_bytes.max(depth);
         let Some(t) = s.on else { return };
@@ -66,12 +66,12 @@ impl<'a> Sim<'a> {
         if !self.fwd.started_flowlet() {
             return;
         }
-        let Some(w) = self.watch.get(&(s, dest)) else { return };
+        let Some(w) = self.ctl.watch.get(&(s, dest)) else { return };
         if !w.raised.contains(&port) {
             return;
         }
         let tag = w.tag;
-        self.watch.remove(&(s, dest));
+        self.ctl.watch.remove(&(s, dest));
         self.call_control(|control, ctx| control.on_moved(ctx, tag));
     }
 

@@ -188,28 +188,14 @@ pub struct Sim<'a> {
     flows_done: usize,
     events: u64,
     max_pending: usize,
-    /// Per node (switches, then hosts): its ports, both directions, for
-    /// walking congestion trees.
-    /// Per (node, class), `[node * ntc + class]`: the ports paused in that
-    /// class that touch the node, for walking congestion trees.
-    paused_at: Vec<Vec<PortId>>,
-    /// Per port and per node: the walk that last saw it.
-    stamp: Vec<u32>,
-    node_stamp: Vec<u32>,
-    generation: u32,
-    /// The tree walk's stack, kept to save an allocation per pause.
-    tree_stack: Vec<usize>,
+    /// Congestion trees: the state of their walks.
+    trees: TreeWalk,
     /// Messages with a start time, by time.
     posts: Vec<(u64, FlowId)>,
-    control: Option<Box<dyn Control + 'a>>,
-    /// Per port: the control's queue thresholds and crossing state.
-    sense: Vec<Sense>,
-    /// Group rewrites waiting to move traffic, by (switch, destination).
-    watch: std::collections::HashMap<(u32, u32), Watch>,
+    /// The control plane, when the run has one, and what it watches.
+    ctl: ControlLink<'a>,
     /// Per topology link: up or down.
     link_up: Vec<bool>,
-    /// Control wake-ups pending in the queue.
-    wakes: usize,
     /// The scenario's link failures and repairs.
     link_events: Vec<(u64, u32, bool)>,
     /// Steer entries and the large-flow detector (`steer.rs`).
@@ -217,6 +203,30 @@ pub struct Sim<'a> {
     /// Drain state at first leaves, when the forwarder moves flows only
     /// once they are drained (`twin/drain.rs`).
     drain: Option<crate::twin::drain::DrainTable>,
+}
+
+/// The walks that find congestion trees (`pfc.rs`).
+struct TreeWalk {
+    /// Per (node, class), `[node * ntc + class]`: the ports paused in that
+    /// class that touch the node (nodes: switches, then hosts).
+    paused_at: Vec<Vec<PortId>>,
+    /// Per port and per node: the walk that last saw it.
+    stamp: Vec<u32>,
+    node_stamp: Vec<u32>,
+    generation: u32,
+    /// The walk's stack, kept to save an allocation per pause.
+    tree_stack: Vec<usize>,
+}
+
+/// The control plane of a run (`control.rs`), and what it watches.
+struct ControlLink<'a> {
+    control: Option<Box<dyn Control + 'a>>,
+    /// Per port: the control's queue thresholds and crossing state.
+    sense: Vec<Sense>,
+    /// Group rewrites waiting to move traffic, by (switch, destination).
+    watch: std::collections::HashMap<(u32, u32), Watch>,
+    /// Control wake-ups pending in the queue.
+    wakes: usize,
 }
 
 impl std::fmt::Debug for Sim<'_> {
@@ -279,17 +289,21 @@ impl<'a> Sim<'a> {
             flows_done: 0,
             events: 0,
             max_pending: 0,
-            paused_at: vec![Vec::new(); nodes * ntc],
-            stamp: vec![0; n],
-            node_stamp: vec![0; nodes],
-            tree_stack: Vec::new(),
-            generation: 0,
+            trees: TreeWalk {
+                paused_at: vec![Vec::new(); nodes * ntc],
+                stamp: vec![0; n],
+                node_stamp: vec![0; nodes],
+                tree_stack: Vec::new(),
+                generation: 0,
+            },
             posts: Vec::new(),
-            control: None,
-            sense: vec![Sense::default(); n],
-            watch: std::collections::HashMap::new(),
+            ctl: ControlLink {
+                control: None,
+                sense: vec![Sense::default(); n],
+                watch: std::collections::HashMap::new(),
+                wakes: 0,
+            },
             link_up: vec![true; topo.links.len()],
-            wakes: 0,
             link_events: sc.events.iter().map(|e| (e.at_ps, e.link as u32, e.up)).collect(),
             steer: steer::Steering::default(),
             drain: fwd_drains.then(|| crate::twin::drain::DrainTable::new(topo.switches.len())),
@@ -298,7 +312,7 @@ impl<'a> Sim<'a> {
 
     /// Attaches the control plane (see [`crate::control`]).
     pub fn with_control(mut self, control: Box<dyn Control + 'a>) -> Self {
-        self.control = Some(control);
+        self.ctl.control = Some(control);
         self
     }
 
@@ -339,7 +353,7 @@ impl<'a> Sim<'a> {
             }
             let wake = matches!(ev, Ev::Wake { .. });
             self.dispatch(ev);
-            if wake && self.q.len() == self.wakes {
+            if wake && self.q.len() == self.ctl.wakes {
                 // Only the control's own wake-ups are left: no packet, pause
                 // or timer can move again, however long the control ticks.
                 break Some(Stop::Stalled);
@@ -384,7 +398,7 @@ impl<'a> Sim<'a> {
             pcap: self.pcap.map(|(p, _)| p),
             max_packets: self.max_in_flight,
             max_pending_events: self.max_pending.max(self.q.len()),
-            control: self.control.as_ref().map(|c| c.summary()),
+            control: self.ctl.control.as_ref().map(|c| c.summary()),
             steered_flowlets: self.steer.steered_flowlets,
             steer_landed_ps: std::mem::take(&mut self.steer.landed_ps),
             steer_unlanded: self.steer.unlanded(),
@@ -424,7 +438,7 @@ impl<'a> Sim<'a> {
             Ev::Ctl { port, flow, word } => self.ctl_arrive(port, flow, word),
             Ev::Rto { flow, una } => self.rto(flow, una),
             Ev::Wake { token } => {
-                self.wakes -= 1;
+                self.ctl.wakes -= 1;
                 self.call_control(|c, ctx| c.on_wake(ctx, token));
             }
             Ev::Link { link, up } => self.link_event(link as usize, up),

@@ -149,7 +149,7 @@ impl Sim<'_> {
         let spec = &self.ports.specs[port as usize];
         let ends = [self.node_index(spec.from), self.node_index(spec.to)];
         for n in ends {
-            let list = &mut self.paused_at[n * self.ntc + usize::from(tc)];
+            let list = &mut self.trees.paused_at[n * self.ntc + usize::from(tc)];
             if on {
                 list.push(port);
             } else if let Some(i) = list.iter().position(|&p| p == port) {
@@ -163,9 +163,9 @@ impl Sim<'_> {
     /// nodes they join. Walks paused links only, so a pause costs the size
     /// of its tree, not the degree of every node in it.
     fn measure_tree(&mut self, port: PortId, tc: u8) {
-        self.generation = self.generation.wrapping_add(1).max(1);
+        self.trees.generation = self.trees.generation.wrapping_add(1).max(1);
         let start = self.node_index(self.ports.specs[port as usize].from);
-        let tree = self.walk_tree(start, usize::from(tc), self.generation);
+        let tree = self.walk_tree(start, usize::from(tc), self.trees.generation);
         self.stats.tree_seen(usize::from(tc), tree);
     }
 
@@ -173,9 +173,9 @@ impl Sim<'_> {
     /// with walk `g`.
     fn walk_tree(&mut self, start: usize, c: usize, g: u32) -> Tree {
         let ntc = self.ntc;
-        let mut stack = std::mem::take(&mut self.tree_stack);
+        let mut stack = std::mem::take(&mut self.trees.tree_stack);
         stack.push(start);
-        self.node_stamp[start] = g;
+        self.trees.node_stamp[start] = g;
         let (mut links, mut switches, mut hosts) = (0u32, 0u32, 0u32);
         while let Some(n) = stack.pop() {
             if n < self.topo.switches.len() {
@@ -183,23 +183,23 @@ impl Sim<'_> {
             } else {
                 hosts += 1;
             }
-            for k in 0..self.paused_at[n * ntc + c].len() {
-                let p = self.paused_at[n * ntc + c][k] as usize;
-                if self.stamp[p] == g {
+            for k in 0..self.trees.paused_at[n * ntc + c].len() {
+                let p = self.trees.paused_at[n * ntc + c][k] as usize;
+                if self.trees.stamp[p] == g {
                     continue;
                 }
-                self.stamp[p] = g;
+                self.trees.stamp[p] = g;
                 links += 1;
                 let spec = &self.ports.specs[p];
                 for m in [self.node_index(spec.from), self.node_index(spec.to)] {
-                    if self.node_stamp[m] != g {
-                        self.node_stamp[m] = g;
+                    if self.trees.node_stamp[m] != g {
+                        self.trees.node_stamp[m] = g;
                         stack.push(m);
                     }
                 }
             }
         }
-        self.tree_stack = stack;
+        self.trees.tree_stack = stack;
         Tree { links, switches, hosts, at_ps: self.now }
     }
 
@@ -216,10 +216,10 @@ impl Sim<'_> {
         }
         let mut largest = Tree { at_ps: self.now, ..Tree::default() };
         for c in 0..self.ntc {
-            self.generation = self.generation.wrapping_add(1).max(1);
-            let g = self.generation;
-            for n in 0..self.node_stamp.len() {
-                if self.node_stamp[n] != g && !self.paused_at[n * self.ntc + c].is_empty() {
+            self.trees.generation = self.trees.generation.wrapping_add(1).max(1);
+            let g = self.trees.generation;
+            for n in 0..self.trees.node_stamp.len() {
+                if self.trees.node_stamp[n] != g && !self.trees.paused_at[n * self.ntc + c].is_empty() {
                     let tree = self.walk_tree(n, c, g);
                     if tree.links > largest.links {
                         largest = tree;

@@ -43,7 +43,7 @@ impl Sim<'_> {
                     f.move_cause = cause as u8;
                 }
             }
-            if !self.watch.is_empty() {
+            if !self.ctl.watch.is_empty() {
                 self.check_moved(s, dest, port);
             }
             if let Some(key) = self.fwd.steered() {
@@ -179,7 +179,7 @@ impl Sim<'_> {
             self.ingress_release(p.in_port, p.tc, bytes);
         }
         self.start_tx(port, p);
-        if self.control.is_some() {
+        if self.ctl.control.is_some() {
             self.sense_dequeue(port);
         }
     }
