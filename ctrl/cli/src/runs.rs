@@ -71,3 +71,42 @@ pub fn run_all(
 pub fn workers(asked: Option<u16>) -> usize {
     asked.map(usize::from).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
+
+/// The options `sim sweep` and `sim suite` share.
+#[derive(Debug, clap::Args)]
+pub struct PoolArgs {
+    /// Routing modes, comma-separated: ecmp, flowlet, spray, metaroce (default: the scenario's or family's).
+    #[arg(long, value_delimiter = ',')]
+    pub modes: Vec<RoutingMode>,
+    /// Override the NIC ordering model: go-back-n or out-of-order.
+    #[arg(long, value_name = "MODEL")]
+    pub ordering: Option<metaroce_sim::Ordering>,
+    /// Runs at once (default: the number of cores).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+    /// Print the JSON summary instead of the markdown table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Writes `NAME.md`, `NAME.json` and `NAME-box.svg` into `out`.
+pub fn write_outputs(
+    out: &std::path::Path,
+    name: &str,
+    md: &str,
+    json: &str,
+    svg: &str,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (file, bytes) in
+        [(format!("{name}.md"), md), (format!("{name}.json"), json), (format!("{name}-box.svg"), svg)]
+    {
+        let path = out.join(file);
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

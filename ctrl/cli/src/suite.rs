@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::Context;
 use metaroce_sim::report::suite;
 use metaroce_sim::suite::{Case, Family};
-use metaroce_sim::{scenario, RoutingMode, SimError};
+use metaroce_sim::{scenario, SimError};
 use metaroce_topo::Routing;
 
 use crate::runs::{self, Floors, Task};
@@ -27,24 +27,11 @@ pub struct SuiteArgs {
     /// Seeds each case runs on: a range "1-3", a list "1,5,9", or both (default: the family's `seeds`).
     #[arg(long, value_parser = crate::sweep::parse_seeds)]
     pub seeds: Option<Seeds>,
-    /// Routing modes, comma-separated: ecmp, flowlet, spray, metaroce (default: the family's).
-    #[arg(long, value_delimiter = ',')]
-    pub modes: Vec<RoutingMode>,
     /// Directory for suite.md, suite.json, suite-box.svg and the drawn cases (cases/NNN/).
     #[arg(short, long, default_value = "sim-suite")]
     pub out: PathBuf,
-    /// Override the family's NIC ordering model: go-back-n or out-of-order.
-    #[arg(long, value_name = "MODEL")]
-    pub ordering: Option<metaroce_sim::Ordering>,
-    /// Runs at once (default: the number of cores).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub jobs: Option<u16>,
-    /// Print the JSON summary instead of the markdown table.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress lines on stderr.
-    #[arg(short, long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub pool: runs::PoolArgs,
 }
 
 /// Problems of a family (or of a case it drew) are printed; exit 1.
@@ -99,7 +86,7 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
     };
     let n = a.cases.map_or(fam.cases, |c| c as usize);
     let seeds = a.seeds.as_ref().map_or_else(|| fam.seeds.clone(), |s| s.0.clone());
-    let modes = if a.modes.is_empty() { fam.modes.clone() } else { a.modes.clone() };
+    let modes = if a.pool.modes.is_empty() { fam.modes.clone() } else { a.pool.modes.clone() };
     let mut cases = Vec::with_capacity(n);
     let mut loaded = Vec::with_capacity(n);
     for i in 1..=n {
@@ -119,7 +106,7 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
             Err(code) => return Ok(code),
         };
         l.scenario.modes.clone_from(&modes);
-        if let Some(o) = a.ordering {
+        if let Some(o) = a.pool.ordering {
             l.scenario.net.ordering = o;
         }
         cases.push(c);
@@ -137,9 +124,9 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
             }
         }
     }
-    let workers = runs::workers(a.jobs).min(tasks.len());
+    let workers = runs::workers(a.pool.jobs).min(tasks.len());
     let start = Instant::now();
-    if !a.quiet {
+    if !a.pool.quiet {
         eprintln!(
             "suite: {} cases of {} on seeds {}, modes {}: {} runs on {workers} threads; cases in {}",
             n,
@@ -151,7 +138,7 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
         );
     }
     let summaries = runs::run_all(&tasks, workers, |done, i, s| {
-        if !a.quiet {
+        if !a.pool.quiet {
             let meta = &cases[case_of[i]];
             let worst = s
                 .jobs
@@ -174,15 +161,21 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
     let runs: Vec<(usize, metaroce_sim::report::Summary)> = case_of.iter().copied().zip(summaries).collect();
     let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
     let s = suite::aggregate(&fam.name, &seeds, &names, &cases, &runs);
-    write_outputs(&a.out, &s)?;
+    runs::write_outputs(
+        &a.out,
+        "suite",
+        &suite::markdown(&s),
+        &serde_json::to_string_pretty(&s)?,
+        &suite::box_plot(&s),
+    )?;
     let stdout = &mut std::io::stdout().lock();
-    if a.json {
+    if a.pool.json {
         serde_json::to_writer_pretty(&mut *stdout, &s)?;
         writeln!(stdout)?;
     } else {
         write!(stdout, "{}", suite::markdown(&s))?;
     }
-    if !a.quiet {
+    if !a.pool.quiet {
         eprintln!(
             "suite: {} runs in {:.1} s; table, JSON and box plot in {}",
             runs.len(),
@@ -202,15 +195,4 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
         );
     }
     Ok(if stopped.is_empty() { Exit::Ok } else { Exit::Invalid })
-}
-
-fn write_outputs(out: &Path, s: &suite::Suite) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let write = |name: &str, bytes: &[u8]| -> anyhow::Result<()> {
-        let path = out.join(name);
-        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
-    };
-    write("suite.md", suite::markdown(s).as_bytes())?;
-    write("suite.json", serde_json::to_string_pretty(s)?.as_bytes())?;
-    write("suite-box.svg", suite::box_plot(s).as_bytes())
 }

@@ -6,9 +6,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Context;
 use metaroce_sim::report::{plot, sweep, Summary};
-use metaroce_sim::RoutingMode;
 use metaroce_topo::Routing;
 
 use crate::runs::{self, Floors, Task};
@@ -24,24 +22,11 @@ pub struct SweepArgs {
     /// Seeds to run: a range "1-20", a list "1,5,9", or both "1-10,42".
     #[arg(long, value_parser = parse_seeds, default_value = "1-20")]
     pub seeds: Seeds,
-    /// Routing modes, comma-separated: ecmp, flowlet, spray, metaroce (default: the scenario's).
-    #[arg(long, value_delimiter = ',')]
-    pub modes: Vec<RoutingMode>,
     /// Directory for sweep.md, sweep.json and sweep-box.svg.
     #[arg(short, long, default_value = "sim-sweep")]
     pub out: PathBuf,
-    /// Override the scenario's NIC ordering model: go-back-n or out-of-order.
-    #[arg(long, value_name = "MODEL")]
-    pub ordering: Option<metaroce_sim::Ordering>,
-    /// Runs at once (default: the number of cores).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub jobs: Option<u16>,
-    /// Print the JSON summary instead of the markdown table.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress lines on stderr.
-    #[arg(short, long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub pool: runs::PoolArgs,
 }
 
 /// The seeds of a sweep, ascending, each once.
@@ -83,10 +68,10 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
         Ok(l) => l,
         Err(code) => return Ok(code),
     };
-    if let Some(o) = a.ordering {
+    if let Some(o) = a.pool.ordering {
         l.scenario.net.ordering = o;
     }
-    let modes = if a.modes.is_empty() { l.scenario.modes.clone() } else { a.modes.clone() };
+    let modes = if a.pool.modes.is_empty() { l.scenario.modes.clone() } else { a.pool.modes.clone() };
     let routing = Routing::compute(&l.topology);
     let floors: Vec<Floors> = a.seeds.0.iter().map(|_| Floors::new()).collect();
     let tasks: Vec<Task<'_>> = a
@@ -97,10 +82,10 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
         .flat_map(|(&seed, floors)| modes.iter().map(move |&mode| (seed, mode, floors)))
         .map(|(seed, mode, floors)| Task { loaded: &l, routing: &routing, seed, mode, floors })
         .collect();
-    let workers = runs::workers(a.jobs).min(tasks.len());
+    let workers = runs::workers(a.pool.jobs).min(tasks.len());
     let start = Instant::now();
     let results = runs::run_all(&tasks, workers, |done, i, s| {
-        if !a.quiet {
+        if !a.pool.quiet {
             let worst = s.jobs.iter().filter_map(|j| j.slowdown).fold(0.0, f64::max);
             eprintln!(
                 "sweep: {done}/{} runs done ({:.0} s): seed {} {}, worst job {worst:.2}× of ideal",
@@ -113,15 +98,21 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
     })?;
     let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
     let s = sweep::aggregate(&l.scenario.name, &a.seeds.0, &names, &results);
-    write_outputs(a, &s)?;
+    runs::write_outputs(
+        &a.out,
+        "sweep",
+        &sweep::markdown(&s),
+        &serde_json::to_string_pretty(&s)?,
+        &plot::sweep_box(&s),
+    )?;
     let stdout = &mut std::io::stdout().lock();
-    if a.json {
+    if a.pool.json {
         serde_json::to_writer_pretty(&mut *stdout, &s)?;
         writeln!(stdout)?;
     } else {
         write!(stdout, "{}", sweep::markdown(&s))?;
     }
-    if !a.quiet {
+    if !a.pool.quiet {
         eprintln!(
             "sweep: {} runs on {workers} threads in {:.1} s; table, JSON and box plot in {}",
             tasks.len(),
@@ -139,17 +130,6 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
         );
     }
     Ok(if stopped.is_empty() { Exit::Ok } else { Exit::Invalid })
-}
-
-fn write_outputs(a: &SweepArgs, s: &sweep::Sweep) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let write = |name: &str, bytes: &[u8]| -> anyhow::Result<()> {
-        let path = a.out.join(name);
-        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
-    };
-    write("sweep.md", sweep::markdown(s).as_bytes())?;
-    write("sweep.json", serde_json::to_string_pretty(s)?.as_bytes())?;
-    write("sweep-box.svg", plot::sweep_box(s).as_bytes())
 }
 
 #[cfg(test)]
