@@ -92,15 +92,18 @@ pub struct PoolArgs {
     pub quiet: bool,
 }
 
-/// Writes `NAME.md`, `NAME.json` and `NAME-box.svg` into `out`.
-pub fn write_outputs(
+/// Writes `NAME.md`, `NAME.json` and `NAME-box.svg` into `out`, then
+/// prints the markdown (the JSON with `--json`) on stdout.
+pub fn emit(
     out: &std::path::Path,
     name: &str,
-    md: &str,
+    pool: &PoolArgs,
     json: &str,
+    md: &str,
     svg: &str,
 ) -> anyhow::Result<()> {
     use anyhow::Context as _;
+    use std::io::Write as _;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (file, bytes) in
         [(format!("{name}.md"), md), (format!("{name}.json"), json), (format!("{name}-box.svg"), svg)]
@@ -108,5 +111,7 @@ pub fn write_outputs(
         let path = out.join(file);
         std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
     }
+    let stdout = &mut std::io::stdout().lock();
+    writeln!(stdout, "{}", if pool.json { json } else { md.trim_end() })?;
     Ok(())
 }

@@ -3,7 +3,6 @@
 //! role and mode as a table, JSON and a box plot, and every case written
 //! out as a scenario that `sim run` takes alone.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -161,20 +160,8 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
     let runs: Vec<(usize, metaroce_sim::report::Summary)> = case_of.iter().copied().zip(summaries).collect();
     let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
     let s = suite::aggregate(&fam.name, &seeds, &names, &cases, &runs);
-    runs::write_outputs(
-        &a.out,
-        "suite",
-        &suite::markdown(&s),
-        &serde_json::to_string_pretty(&s)?,
-        &suite::box_plot(&s),
-    )?;
-    let stdout = &mut std::io::stdout().lock();
-    if a.pool.json {
-        serde_json::to_writer_pretty(&mut *stdout, &s)?;
-        writeln!(stdout)?;
-    } else {
-        write!(stdout, "{}", suite::markdown(&s))?;
-    }
+    let json = serde_json::to_string_pretty(&s)?;
+    runs::emit(&a.out, "suite", &a.pool, &json, &suite::markdown(&s), &suite::box_plot(&s))?;
     if !a.pool.quiet {
         eprintln!(
             "suite: {} runs in {:.1} s; table, JSON and box plot in {}",

@@ -2,7 +2,6 @@
 //! parallel across cores, reduced to median / p90 / worst completion over
 //! ideal, PFC pauses and out-of-order packets per mode, with a box plot.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -98,20 +97,8 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
     })?;
     let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
     let s = sweep::aggregate(&l.scenario.name, &a.seeds.0, &names, &results);
-    runs::write_outputs(
-        &a.out,
-        "sweep",
-        &sweep::markdown(&s),
-        &serde_json::to_string_pretty(&s)?,
-        &plot::sweep_box(&s),
-    )?;
-    let stdout = &mut std::io::stdout().lock();
-    if a.pool.json {
-        serde_json::to_writer_pretty(&mut *stdout, &s)?;
-        writeln!(stdout)?;
-    } else {
-        write!(stdout, "{}", sweep::markdown(&s))?;
-    }
+    let json = serde_json::to_string_pretty(&s)?;
+    runs::emit(&a.out, "sweep", &a.pool, &json, &sweep::markdown(&s), &plot::sweep_box(&s))?;
     if !a.pool.quiet {
         eprintln!(
             "sweep: {} runs on {workers} threads in {:.1} s; table, JSON and box plot in {}",
