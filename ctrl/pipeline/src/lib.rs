@@ -28,7 +28,7 @@ use metaroce_p4rt::{P4Info, P4InfoError};
 pub use entry::{route_weights, Entry, FlowKey, Key, Mac, Phase, RouteTarget};
 pub use parity::parity;
 pub use steer::{check_steer, check_steer_in, route_members, SteerError};
-pub use target::{QueueUnit, Target, Units};
+pub use target::{QueueUnit, Target, Units, UnknownArch};
 
 /// Why the pipeline could not be loaded or an entity not be built or read.
 #[derive(Debug, thiserror::Error)]
@@ -188,7 +188,8 @@ impl Pipeline {
     /// architecture); `device_config` is the target's `p4_device_config`
     /// (BMv2 JSON, or a Tofino `P4DeviceConfig`), pushed as is.
     pub fn new(info: P4Info, device_config: Vec<u8>) -> Result<Self, PipelineError> {
-        let target = Target::of(&info).map_err(|p| PipelineError::Mismatch { problems: vec![p] })?;
+        let target =
+            Target::of(&info).map_err(|p| PipelineError::Mismatch { problems: vec![p.to_string()] })?;
         let problems = contract::check(&info, target);
         if !problems.is_empty() {
             return Err(PipelineError::Mismatch { problems });
@@ -205,7 +206,8 @@ impl Pipeline {
     /// program [`names::TNA_PROGRAM`] before anything is sent.
     pub fn load(p4info: &Path, device_config: &Path) -> Result<Self, PipelineError> {
         let info = P4Info::load(p4info).map_err(PipelineError::P4Info)?;
-        let target = Target::of(&info).map_err(|p| PipelineError::Mismatch { problems: vec![p] })?;
+        let target =
+            Target::of(&info).map_err(|p| PipelineError::Mismatch { problems: vec![p.to_string()] })?;
         let tofino_err = |source| PipelineError::TofinoConfig { path: device_config.to_owned(), source };
         let bytes = if device_config.is_dir() {
             if target != Target::Tofino {

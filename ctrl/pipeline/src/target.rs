@@ -43,15 +43,20 @@ pub struct Units {
     pub time_bits: u32,
 }
 
+/// A P4Info for an architecture the controller does not drive.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the P4Info is for architecture {0:?}; this controller runs v1model (BMv2) or tna (Tofino)")]
+pub struct UnknownArch(pub String);
+
 impl Target {
     /// The target of a P4Info, from its `pkg_info.arch`: `v1model` (or
     /// none, as in hand-made P4Infos) is BMv2; `tna` or `t2na` Tofino.
-    pub fn of(info: &P4Info) -> Result<Target, String> {
+    pub fn of(info: &P4Info) -> Result<Target, UnknownArch> {
         let arch = info.raw().pkg_info.as_ref().map(|p| p.arch.to_ascii_lowercase()).unwrap_or_default();
         match arch.as_str() {
             "" | "v1model" => Ok(Target::Bmv2),
             "tna" | "t2na" => Ok(Target::Tofino),
-            other => Err(format!("the P4Info is for architecture {other:?}; this controller runs v1model (BMv2) or tna (Tofino)")),
+            other => Err(UnknownArch(other.to_owned())),
         }
     }
 

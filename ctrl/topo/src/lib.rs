@@ -30,8 +30,8 @@ use std::path::Path;
 pub use decode::{MAX_HOSTS, MAX_LINKS, MAX_SWITCHES};
 pub use error::{Diagnostic, TopoError};
 pub use model::{
-    Adjacency, Defaults, Endpoint, Fabric, Host, HostId, Ipv4Net, Link, LinkId, MacAddr, NodeRef, Role,
-    Switch, SwitchId, Topology,
+    Adjacency, Defaults, Endpoint, Fabric, Host, HostId, Ipv4Net, Link, LinkId, LinkRefError, MacAddr,
+    NodeRef, Role, Switch, SwitchId, Topology,
 };
 pub use routing::{Group, GroupId, Member, NextHop, Route, RouteChange, Routing, RoutingOptions};
 

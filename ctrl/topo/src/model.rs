@@ -374,35 +374,50 @@ impl Topology {
 
     /// Parses `switch:port` naming one end of a switch-to-switch or host
     /// link; the error says what is wrong, with a did-you-mean.
-    pub fn link_end(&self, text: &str) -> Result<Endpoint, String> {
+    pub fn link_end(&self, text: &str) -> Result<Endpoint, LinkRefError> {
         let Some((name, port)) = text.rsplit_once(':') else {
-            return Err(format!("\"{text}\" is not a link end; write it as switch:port, like \"leaf1:5\""));
+            return Err(LinkRefError::Syntax(text.to_owned()));
         };
         let Some(switch) = self.switch_id(name) else {
             let hint = crate::spec::did_you_mean(name, self.switches.iter().map(|s| s.name.as_str()))
                 .map(|k| format!("; did you mean \"{k}\"?"))
                 .unwrap_or_default();
-            return Err(format!("unknown switch \"{name}\"{hint}"));
+            return Err(LinkRefError::UnknownSwitch { name: name.to_owned(), hint });
         };
         let Ok(port) = port.parse::<u16>() else {
-            return Err(format!("\"{port}\" is not a port number"));
+            return Err(LinkRefError::Port(port.to_owned()));
         };
         let used = self.adjacency(switch).iter().any(|a| a.port == port)
             || self.hosts_of(switch).iter().any(|&h| self.hosts[h].port == port);
         if !used {
-            return Err(format!("switch {name} has no link on port {port}"));
+            return Err(LinkRefError::NoLink { switch: name.to_owned(), port });
         }
         Ok(Endpoint { switch, port })
     }
 
     /// The switch-to-switch link one of whose ends `text` names.
-    pub fn fabric_link(&self, text: &str) -> Result<LinkId, String> {
+    pub fn fabric_link(&self, text: &str) -> Result<LinkId, LinkRefError> {
         let end = self.link_end(text)?;
         self.links
             .iter()
             .position(|l| l.a == end || l.b == end)
-            .ok_or_else(|| format!("{text} leads to a host; only switch-to-switch links are in the fabric"))
+            .ok_or_else(|| LinkRefError::HostLink(text.to_owned()))
     }
+}
+
+/// Why `switch:port` names no link end (or no fabric link).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkRefError {
+    #[error("\"{0}\" is not a link end; write it as switch:port, like \"leaf1:5\"")]
+    Syntax(String),
+    #[error("unknown switch \"{name}\"{hint}")]
+    UnknownSwitch { name: String, hint: String },
+    #[error("\"{0}\" is not a port number")]
+    Port(String),
+    #[error("switch {switch} has no link on port {port}")]
+    NoLink { switch: String, port: u16 },
+    #[error("{0} leads to a host; only switch-to-switch links are in the fabric")]
+    HostLink(String),
 }
 
 #[cfg(test)]
@@ -423,13 +438,13 @@ mod tests {
             Ok(Endpoint { switch: leaf1, port: 1 }),
             "host links have ends too"
         );
-        assert!(t.link_end("leaf1").unwrap_err().contains("switch:port"));
-        assert!(t.link_end("leef1:3").unwrap_err().contains("did you mean \"leaf1\""));
-        assert!(t.link_end("leaf1:x").unwrap_err().contains("not a port number"));
-        assert!(t.link_end("leaf1:9").unwrap_err().contains("no link on port 9"));
+        assert!(t.link_end("leaf1").unwrap_err().to_string().contains("switch:port"));
+        assert!(t.link_end("leef1:3").unwrap_err().to_string().contains("did you mean \"leaf1\""));
+        assert!(t.link_end("leaf1:x").unwrap_err().to_string().contains("not a port number"));
+        assert_eq!(t.link_end("leaf1:9"), Err(LinkRefError::NoLink { switch: "leaf1".into(), port: 9 }));
         let l = t.fabric_link("spine1:1").unwrap();
         assert_eq!(t.fabric_link("leaf1:3"), Ok(l), "either end names the link");
-        assert!(t.fabric_link("leaf1:1").unwrap_err().contains("leads to a host"));
+        assert!(t.fabric_link("leaf1:1").unwrap_err().to_string().contains("leads to a host"));
     }
 
     #[test]

@@ -93,7 +93,8 @@ pub(super) async fn set_link(
     let fabric = state.fabric.as_ref().ok_or_else(|| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "this controller takes no link reports")
     })?;
-    let link = fabric.fabric_link(&name).map_err(|why| ApiError::new(StatusCode::BAD_REQUEST, why))?;
+    let link =
+        fabric.fabric_link(&name).map_err(|why| ApiError::new(StatusCode::BAD_REQUEST, why.to_string()))?;
     let up = matches!(link_state, LinkState::Up);
     let outcome = ask(&state, |claim, reply| Command::SetLink { link, up, force, claim, reply }).await;
     let what = if up { "up" } else { "down" };

@@ -252,7 +252,7 @@ pub(crate) fn events(d: &mut Diags, v: &Node, topo: &Topology) -> Vec<LinkEvent>
         let Some(name) = d.str(n, &p) else { continue };
         match topo.fabric_link(name) {
             Ok(link) => out.push(LinkEvent { at_ps, link, up, name: name.to_string() }),
-            Err(msg) => d.err(&p, n.pos, msg),
+            Err(e) => d.err(&p, n.pos, e.to_string()),
         }
     }
     out.sort_by_key(|e| e.at_ps);

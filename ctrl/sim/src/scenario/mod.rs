@@ -304,7 +304,7 @@ fn pcap(d: &mut Diags, v: &Node, topo: &Topology) -> Vec<metaroce_topo::Endpoint
         let Some(text) = d.str(item, &path) else { continue };
         match topo.link_end(text) {
             Ok(e) => out.push(e),
-            Err(msg) => d.err(&path, item.pos, msg),
+            Err(e) => d.err(&path, item.pos, e.to_string()),
         }
     }
     out
