@@ -23,6 +23,13 @@ use crate::FlowId;
 pub(crate) const MAX_REBATCH: usize = 8192;
 
 impl Planner {
+    /// Flows came or went since the last try, and the colouring could
+    /// take them (no incast among them): the next decision with no new
+    /// flow tries them as one batch. The caller schedules that decision.
+    pub fn rebatch_pending(&self) -> bool {
+        self.batch_dirty && self.config.exact_jobs && self.groups.is_empty()
+    }
+
     /// Re-places every placed flow by the colouring if that reaches the
     /// lower bound the placement misses; true when it did.
     pub(crate) fn rebatch(&mut self, now_ns: u64, log: &mut Log) -> bool {

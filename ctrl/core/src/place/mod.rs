@@ -402,13 +402,25 @@ impl Placement {
     }
 
     /// True when a decision is due at `now_ns` (inputs, the re-plan
-    /// interval while flows are placed, or idle flows to sweep).
+    /// interval while flows are placed, idle flows to sweep, or flows
+    /// learned one by one to re-place as a batch once a report window
+    /// passed with no new one).
     pub fn due(&self, now_ns: u64) -> bool {
         self.dirty
             || (self.planner.flow_count() > 0
                 && self.last_plan_ns.is_none_or(|t| now_ns.saturating_sub(t) >= self.cfg.replan_interval_ns))
             || (!self.seen.is_empty() && now_ns >= self.next_sweep_ns)
             || self.stays.has_stays()
+            || self.rebatch_at().is_some_and(|t| now_ns >= t)
+    }
+
+    /// When the planner would try the placed flows as one batch
+    /// (`ctrl/te/src/rebatch.rs`): a report window after the last
+    /// decision, so that a burst of reports is one batch.
+    fn rebatch_at(&self) -> Option<u64> {
+        self.planner
+            .rebatch_pending()
+            .then(|| self.last_plan_ns.unwrap_or(0).saturating_add(self.cfg.report_window_ns.max(1)))
     }
 
     /// The earliest instant after `now_ns` a decision may be due without
@@ -423,7 +435,7 @@ impl Placement {
             .then(|| self.last_plan_ns.map_or(now_ns, |t| t.saturating_add(self.cfg.replan_interval_ns)));
         let sweep = (!self.seen.is_empty()).then_some(self.next_sweep_ns);
         let stays = self.stays.has_stays().then(|| now_ns.saturating_add(self.cfg.report_window_ns.max(1)));
-        [replan, sweep, stays].into_iter().flatten().map(|t| t.max(now_ns)).min()
+        [replan, sweep, stays, self.rebatch_at()].into_iter().flatten().map(|t| t.max(now_ns)).min()
     }
 
     /// Removes the unannounced flows idle for `flow_idle_ns`.

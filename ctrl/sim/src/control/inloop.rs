@@ -317,7 +317,7 @@ impl<'a> PolicyLoop<'a> {
     /// The placement's figures of one step.
     fn count(&mut self, step: &Step) {
         let Some(p) = step.placement.as_ref() else { return };
-        let PlaceStep { moves, unplaced, refused, max_utilisation, .. } = p;
+        let PlaceStep { moves, unplaced, refused, max_utilisation, lower_bound, .. } = p;
         let place = &mut self.fig.place;
         for m in moves {
             *place.moves.entry(m.reason.as_str().to_owned()).or_insert(0) += 1;
@@ -327,6 +327,7 @@ impl<'a> PolicyLoop<'a> {
         place.refused += refused.len() as u64;
         if !moves.is_empty() {
             place.planned_max_utilisation = Some(*max_utilisation);
+            place.planned_lower_bound = Some(*lower_bound);
         }
     }
 

@@ -181,6 +181,9 @@ pub struct PlacementSummary {
     pub placed: Option<Dist>,
     /// The planner's highest link utilisation after its last move.
     pub planned_max_utilisation: Option<f64>,
+    /// Its lower bound then (`ctrl/te/src/bound.rs`): the planned highest
+    /// utilisation equals it when the placement is optimal.
+    pub planned_lower_bound: Option<f64>,
 }
 
 /// A group rewrite waiting to see traffic move.

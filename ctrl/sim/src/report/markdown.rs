@@ -330,8 +330,13 @@ fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
         row(out, "large flow reported → first flowlet on its planned path", runs, |r| {
             dist(&place(r).placed)
         });
-        row(out, "planned highest link utilisation", runs, |r| {
-            place(r).planned_max_utilisation.map_or("-".into(), |u| format!("{:.0}%", u * 100.0))
+        row(out, "planned highest link utilisation (its lower bound)", runs, |r| {
+            let p = place(r);
+            match (p.planned_max_utilisation, p.planned_lower_bound) {
+                (Some(u), Some(b)) => format!("{:.0}% ({:.0}%)", u * 100.0, b * 100.0),
+                (Some(u), None) => format!("{:.0}%", u * 100.0),
+                _ => "-".into(),
+            }
         });
     }
     if runs.iter().any(|r| get(r).refused > 0) {

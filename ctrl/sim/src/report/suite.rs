@@ -45,6 +45,19 @@ pub struct CaseRow {
     pub worst: Vec<(String, f64)>,
 }
 
+/// How often a mode's planner ended at its lower bound.
+#[derive(Debug, Clone, Serialize)]
+pub struct Planned {
+    pub mode: String,
+    /// Runs whose planner placed flows.
+    pub runs: usize,
+    /// Of those, runs whose last plan's highest utilisation equals its
+    /// lower bound.
+    pub at_bound: usize,
+    /// The cases of the others, each once.
+    pub above: Vec<usize>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Suite {
     pub family: String,
@@ -54,6 +67,8 @@ pub struct Suite {
     pub cases: Vec<CaseRow>,
     /// By group, then mode; the group `all` holds every job.
     pub rows: Vec<SuiteRow>,
+    /// Per mode with a planner: how often it planned at its lower bound.
+    pub planned: Vec<Planned>,
 }
 
 /// The slowest iteration a job is judged on, over max(ideal, floor)
@@ -178,6 +193,30 @@ pub fn aggregate(
             worst: modes.iter().cloned().zip(case_worst[i].iter().copied()).collect(),
         })
         .collect();
+    let mut planned: Vec<Planned> = Vec::new();
+    for (ci, s) in runs {
+        let p = s.control.as_ref().and_then(|c| c.placement.as_ref());
+        let Some((u, b)) = p.and_then(|p| Some((p.planned_max_utilisation?, p.planned_lower_bound?))) else {
+            continue;
+        };
+        let at = match planned.iter().position(|x| x.mode == s.mode) {
+            Some(i) => i,
+            None => {
+                planned.push(Planned { mode: s.mode.clone(), runs: 0, at_bound: 0, above: Vec::new() });
+                planned.len() - 1
+            }
+        };
+        let row = &mut planned[at];
+        row.runs += 1;
+        if u <= b + 1e-6 {
+            row.at_bound += 1;
+        } else if let Some(c) = cases.get(*ci).filter(|c| !row.above.contains(&c.number)) {
+            row.above.push(c.number);
+        }
+    }
+    for p in &mut planned {
+        p.above.sort_unstable();
+    }
     let nic_ordering = runs.first().map(|(_, s)| s.nic_ordering.clone()).unwrap_or_default();
     Suite {
         family: family.to_owned(),
@@ -186,6 +225,7 @@ pub fn aggregate(
         nic_ordering,
         cases: case_rows,
         rows,
+        planned,
     }
 }
 
@@ -244,6 +284,22 @@ pub fn markdown(s: &Suite) -> String {
             }
         }
         let _ = writeln!(out, "{line}");
+    }
+    for p in &s.planned {
+        let above = if p.above.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; above it in case{} {}",
+                if p.above.len() == 1 { "" } else { "s" },
+                p.above.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let _ = writeln!(
+            out,
+            "\n{}'s planner ended at its lower bound (planned highest utilisation = bound) in {} of {} runs{above}.",
+            p.mode, p.at_bound, p.runs
+        );
     }
     let _ = writeln!(out, "\n## Cases\n");
     let mut head = String::from("| case | fabric | hosts | jobs |");
