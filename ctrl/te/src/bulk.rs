@@ -40,7 +40,7 @@ impl Planner {
     /// the batch allows it, else greedily, largest first. True if the
     /// colouring placed them at the bound in whole flows.
     pub(crate) fn place_new(&mut self, log: &mut Log, unplaced: &mut Vec<Unplaced>) -> bool {
-        let mut batch = std::mem::take(&mut self.pending);
+        let mut batch = std::mem::take(&mut self.inbox.pending);
         batch.sort_unstable();
         batch.dedup();
         batch.retain(|&f| {
@@ -107,7 +107,7 @@ impl Planner {
         // bounds every load; finding it costs a pass over the links,
         // paid back only by a batch of some size.
         let raw = self.net.uniform && work.len() >= RAW_BATCH;
-        let mut top = if raw { self.load.iter().copied().max().unwrap_or(0) } else { RAW_LIMIT };
+        let mut top = if raw { self.links.load.iter().copied().max().unwrap_or(0) } else { RAW_LIMIT };
         for (w, &g) in work.iter().zip(&first) {
             if w.d == NONE {
                 continue;
@@ -119,11 +119,11 @@ impl Planner {
             let group = self.groups.of(w.order.3);
             let grouped = group.and_then(|(id, total)| {
                 let found = if top.saturating_add(total) < RAW_LIMIT {
-                    let (load, links) = (&self.load[..], self.groups.links(id));
+                    let (load, links) = (&self.links.load[..], self.groups.links(id));
                     let loads = search::GroupedRaw { load, links, total };
                     search::best_grouped_raw(&self.net, loads, q, w.spread, breadth)
                 } else {
-                    let loads = search::Grouped::new(&self.load, &self.groups, (id, total));
+                    let loads = search::Grouped::new(&self.links.load, &self.groups, (id, total));
                     search::best_grouped(&self.net, loads, (w.src, w.d), w.spread, breadth)
                 };
                 search::confines(found.as_ref()).then_some(found).flatten()
@@ -131,7 +131,7 @@ impl Planner {
             let found = if let Some((_, r)) = grouped {
                 Some(r)
             } else if top.saturating_add(w.rate) < RAW_LIMIT {
-                let loads = Raw { load: &self.load };
+                let loads = Raw { load: &self.links.load };
                 search::best_raw(&self.net, loads, q, (w.rate, w.spread), (beam, width)).map(|(_, r)| r)
             } else {
                 search::best_from(&self.net, self.loads(), q, w.rate, w.spread, breadth).map(|(_, r)| r)
@@ -142,7 +142,7 @@ impl Planner {
                         // The next members of the batch join these links.
                         self.groups.enter(g, dl, w.rate);
                     }
-                    let load = &mut self.load[dl as usize];
+                    let load = &mut self.links.load[dl as usize];
                     *load += w.rate;
                     top = top.max(*load);
                     more[dl as usize] += 1;
@@ -151,7 +151,7 @@ impl Planner {
             }
         }
         // Each link's flow list grows once, to its new length.
-        for (list, &k) in self.on.iter_mut().zip(&more) {
+        for (list, &k) in self.links.on.iter_mut().zip(&more) {
             list.reserve(k as usize);
         }
         let mut ids: Vec<FlowId> = vec![0; work.len()];
@@ -175,7 +175,7 @@ impl Planner {
             let (j, f) = (w.at as usize, w.order.3);
             if routes[j].is_none() {
                 self.flows.status[f as usize] = Status::Stuck;
-                self.stuck.push(f);
+                self.inbox.stuck.push(f);
                 unplaced.push(self.unplaced(f, false));
             } else if logged[j] {
                 log.new.push(f);

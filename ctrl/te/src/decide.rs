@@ -100,7 +100,7 @@ impl Planner {
     /// and returns the moves. The state is updated to the new placement.
     pub fn plan(&mut self, now_ns: u64) -> Plan {
         self.decision += 1;
-        let mut moves: Vec<Move> = std::mem::take(&mut self.ended)
+        let mut moves: Vec<Move> = std::mem::take(&mut self.inbox.ended)
             .into_iter()
             .map(|(flow, from, before)| Move {
                 flow,
@@ -111,7 +111,7 @@ impl Planner {
                 bottleneck_after: 0.0,
             })
             .collect();
-        if self.demand_dirty {
+        if self.inbox.demand_dirty {
             self.refresh_rates();
         }
         let mut log = Log::default();
@@ -122,7 +122,7 @@ impl Planner {
         // Two-flow moves only where new flows were placed, not at the bound
         // already and not in bulk (`eject.rs`).
         let placed = log.len() - logged;
-        self.batch_dirty |= placed > 0;
+        self.inbox.batch_dirty |= placed > 0;
         // Once the flows stop coming (a decision with none new), those
         // learned one by one are tried as one batch (`rebatch.rs`); at the
         // bound then, nothing is left for the search to do.
@@ -167,8 +167,8 @@ impl Planner {
             let old = self.flows.rate[i];
             if old != r {
                 for &dl in self.flows.route[i].links() {
-                    self.load[dl as usize] = self.load[dl as usize].saturating_sub(old) + r;
-                    self.hot.mark(dl);
+                    self.links.load[dl as usize] = self.links.load[dl as usize].saturating_sub(old) + r;
+                    self.links.hot.mark(dl);
                 }
                 self.flows.rate[i] = r;
             }
@@ -188,7 +188,7 @@ impl Planner {
             for &dl in self.flows.route[f as usize].links() {
                 groups.enter(g, dl, self.flows.rate[f as usize]);
                 // Whether the link is for the local search may have changed.
-                self.hot.mark(dl);
+                self.links.hot.mark(dl);
             }
         }
         // ... and the links of the members before.
@@ -198,7 +198,7 @@ impl Planner {
                     continue;
                 }
                 for &dl in self.flows.route[f].links() {
-                    self.hot.mark(dl);
+                    self.links.hot.mark(dl);
                 }
             }
         }
@@ -208,7 +208,7 @@ impl Planner {
         for &f in &live {
             self.count(f, true);
         }
-        self.demand_dirty = false;
+        self.inbox.demand_dirty = false;
     }
 
     /// [`group::find`] over the live flows and their new rates (none
@@ -233,11 +233,11 @@ impl Planner {
     /// Re-places the flows whose route broke, and notes where the route's
     /// choices moved under a flow that can stay.
     fn repair(&mut self, now: u64, log: &mut Log, unplaced: &mut Vec<Unplaced>) {
-        let mut todo = std::mem::take(&mut self.suspects);
-        let stuck = std::mem::take(&mut self.stuck);
+        let mut todo = std::mem::take(&mut self.inbox.suspects);
+        let stuck = std::mem::take(&mut self.inbox.stuck);
         todo.extend(stuck.iter().copied().filter(|&f| self.flows.route[f as usize].len > 0));
         // Stuck flows that never had a route wait with the new ones.
-        self.pending.extend(stuck.iter().copied().filter(|&f| self.flows.route[f as usize].len == 0));
+        self.inbox.pending.extend(stuck.iter().copied().filter(|&f| self.flows.route[f as usize].len == 0));
         todo.sort_unstable();
         todo.dedup();
         for f in todo {
@@ -271,7 +271,7 @@ impl Planner {
                 None => {
                     self.flows.status[i] = Status::Stuck;
                     self.load_on(f, route);
-                    self.stuck.push(f);
+                    self.inbox.stuck.push(f);
                     unplaced.push(self.unplaced(f, failed));
                 }
             }
@@ -293,7 +293,7 @@ impl Planner {
         let (mut forced, mut attempts, mut tries) = (Vec::new(), 0, crate::eject::TRIES);
         loop {
             self.sync_hot();
-            let Some((_, dl)) = self.hot.movable() else { break };
+            let Some((_, dl)) = self.links.hot.movable() else { break };
             if steps >= self.config.max_search_steps {
                 break;
             }
@@ -313,8 +313,8 @@ impl Planner {
             }
         }
         for dl in forced {
-            self.forced[dl as usize] = false;
-            self.hot.mark(dl);
+            self.links.forced[dl as usize] = false;
+            self.links.hot.mark(dl);
         }
         (steps, budget_hit)
     }
@@ -330,7 +330,7 @@ impl Planner {
     ) -> bool {
         // Largest first, flows outside a group before members: moving a
         // bystander off an incast's link keeps the incast confined.
-        let mut cands = self.on[dl as usize].clone();
+        let mut cands = self.links.on[dl as usize].clone();
         cands.sort_unstable_by_key(|&f| (self.groups.has(f), Reverse(self.flows.rate[f as usize]), f));
         for f in cands {
             let i = f as usize;
@@ -373,10 +373,10 @@ impl Planner {
                     }
                     // Links a move touched stay candidates, flows or not.
                     for &x in old.links().iter().chain(r.links()) {
-                        if !self.forced[x as usize] {
-                            self.forced[x as usize] = true;
+                        if !self.links.forced[x as usize] {
+                            self.links.forced[x as usize] = true;
                             forced.push(x);
-                            self.hot.mark(x);
+                            self.links.hot.mark(x);
                         }
                     }
                     return true;
@@ -412,7 +412,7 @@ impl Planner {
         let i = f as usize;
         let (rate, spread) = (self.flows.rate[i], self.flows.key[i].spread());
         if let Some(group) = self.groups.of(f) {
-            let loads = search::Grouped::new(&self.load, &self.groups, group);
+            let loads = search::Grouped::new(&self.links.load, &self.groups, group);
             let found = search::best_grouped(&self.net, loads, (self.src_leaf(f), d), spread, breadth);
             if search::confines(found.as_ref()) {
                 return found;
@@ -472,7 +472,7 @@ impl Planner {
     /// paths load a link out of service).
     pub(crate) fn hottest(&mut self) -> Option<LinkUse> {
         self.sync_hot();
-        let (bits, dl) = self.hot.hottest()?;
+        let (bits, dl) = self.links.hot.hottest()?;
         let utilisation = f64::from_bits(bits);
         Some(LinkUse {
             switch: self.net.tail[dl as usize] as usize,

@@ -73,7 +73,7 @@ impl Planner {
     /// Tries a two-flow move that lowers the hottest link `dl`; true if
     /// one was made.
     pub(crate) fn eject(&mut self, dl: DirLink, forced: &mut Vec<DirLink>, tries: &mut usize) -> bool {
-        let mut cands = self.on[dl as usize].clone();
+        let mut cands = self.links.on[dl as usize].clone();
         cands.sort_unstable_by_key(|&f| (Reverse(self.flows.rate[f as usize]), f));
         for f in cands {
             if *tries == 0 {
@@ -120,7 +120,7 @@ impl Planner {
         tries: &mut usize,
     ) -> Option<(FlowId, Route)> {
         let rate = self.flows.rate[f as usize];
-        let mut gs = self.on[block as usize].clone();
+        let mut gs = self.links.on[block as usize].clone();
         gs.sort_unstable_by_key(|&g| (self.flows.rate[g as usize], g));
         for g in gs {
             let (gi, excess) = (g as usize, self.loads().util(&self.net, block, rate) - bar);
@@ -162,10 +162,10 @@ impl Planner {
     fn commit(&mut self, f: FlowId, old: Route, g: (FlowId, Route), forced: &mut Vec<DirLink>) {
         for (x, from) in [(f, old), g] {
             for &y in from.links().iter().chain(self.flows.route[x as usize].links()) {
-                if !self.forced[y as usize] {
-                    self.forced[y as usize] = true;
+                if !self.links.forced[y as usize] {
+                    self.links.forced[y as usize] = true;
                     forced.push(y);
-                    self.hot.mark(y);
+                    self.links.hot.mark(y);
                 }
             }
         }

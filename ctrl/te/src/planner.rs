@@ -73,38 +73,52 @@ pub struct Planner {
     pub(crate) config: TeConfig,
     pub(crate) net: Net,
     pub(crate) flows: Flows,
-    /// Per directed link: the placed flows' rates plus the background
-    /// (one array, so the search reads one number per link), and the
-    /// background alone.
-    pub(crate) load: Vec<u64>,
-    pub(crate) bg: Vec<u64>,
-    /// Per directed link: the flows placed on it.
-    pub(crate) on: Vec<Vec<FlowId>>,
-    pub(crate) demand_dirty: bool,
-    /// Removed flows not yet reported, with the path they had.
-    pub(crate) ended: Vec<(FlowKey, Option<Path>, f64)>,
-    /// Flows whose route must be checked against the routing.
-    pub(crate) suspects: Vec<FlowId>,
+    /// What each directed link carries.
+    pub(crate) links: LinkLoads,
+    /// Inputs waiting for the next decision, and what it must look at.
+    pub(crate) inbox: Inbox,
     pub(crate) decision: u64,
     /// Per cut of the lower bound (leaves, pods): the placed flows and
     /// the background across it.
     pub(crate) tally: Tally,
-    /// Flows known but not placed yet, and flows stuck without a path.
-    pub(crate) pending: Vec<FlowId>,
-    pub(crate) stuck: Vec<FlowId>,
     /// Per destination index, the flows toward it: a routing change that
     /// touches many cells toward one destination checks these instead of
     /// every flow on every link it touched.
     pub(crate) to_dest: Vec<Vec<FlowId>>,
-    /// The hottest link, kept as loads change.
-    pub(crate) hot: Hot,
-    /// Per directed link: touched by a move of the running local search,
-    /// so it may be relieved even with no flow left on it.
-    pub(crate) forced: Vec<bool>,
     /// The incasts among the flows, and where their members run.
     pub(crate) groups: Groups,
+}
+
+/// Per directed link: its load, its flows, and the hottest link.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkLoads {
+    /// The placed flows' rates plus the background (one array, so the
+    /// search reads one number per link), and the background alone.
+    pub load: Vec<u64>,
+    pub bg: Vec<u64>,
+    /// The flows placed on it.
+    pub on: Vec<Vec<FlowId>>,
+    /// The hottest link, kept as loads change.
+    pub hot: Hot,
+    /// Touched by a move of the running local search, so it may be
+    /// relieved even with no flow left on it.
+    pub forced: Vec<bool>,
+}
+
+/// What the next decision has to take in.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Inbox {
+    /// Flows known but not placed yet, and flows stuck without a path.
+    pub pending: Vec<FlowId>,
+    pub stuck: Vec<FlowId>,
+    /// Flows whose route must be checked against the routing.
+    pub suspects: Vec<FlowId>,
+    /// Removed flows not yet reported, with the path they had.
+    pub ended: Vec<(FlowKey, Option<Path>, f64)>,
+    /// Demands changed: rates are shared out again.
+    pub demand_dirty: bool,
     /// Flows came or went since the last re-placement as a batch.
-    pub(crate) batch_dirty: bool,
+    pub batch_dirty: bool,
 }
 
 impl Planner {
@@ -116,25 +130,22 @@ impl Planner {
         let dls = net.dirlinks();
         Ok(Planner {
             config,
-            load: vec![0; dls],
-            bg: vec![0; dls],
             // A few slots per link up front: placing many flows then grows
             // few lists one element at a time.
-            on: (0..dls).map(|_| Vec::with_capacity(4)).collect(),
+            links: LinkLoads {
+                load: vec![0; dls],
+                bg: vec![0; dls],
+                on: (0..dls).map(|_| Vec::with_capacity(4)).collect(),
+                hot: Hot::new(dls),
+                forced: vec![false; dls],
+            },
+            inbox: Inbox::default(),
             tally: Tally::new(net.cuts.len()),
-            pending: Vec::new(),
-            stuck: Vec::new(),
-            hot: Hot::new(dls),
             to_dest: vec![Vec::new(); net.dests.len()],
-            forced: vec![false; dls],
             groups: Groups::default(),
             net,
             flows: Flows::default(),
-            demand_dirty: false,
-            ended: Vec::new(),
-            suspects: Vec::new(),
             decision: 0,
-            batch_dirty: false,
         })
     }
 
@@ -148,7 +159,7 @@ impl Planner {
         if let Some(&id) = self.flows.by_key.get(&key) {
             if self.flows.demand[id as usize] != demand {
                 self.flows.demand[id as usize] = demand;
-                self.demand_dirty = true;
+                self.inbox.demand_dirty = true;
             }
             return Ok(id);
         }
@@ -187,8 +198,8 @@ impl Planner {
             self.flows.dest_pos[i] = list.len() as u32;
             list.push(id);
         }
-        self.pending.push(id);
-        self.demand_dirty = true;
+        self.inbox.pending.push(id);
+        self.inbox.demand_dirty = true;
         Ok(id)
     }
 
@@ -196,7 +207,7 @@ impl Planner {
     /// path whose entries to remove). False if it was not known.
     pub fn remove(&mut self, key: &FlowKey) -> bool {
         let Some(id) = self.flows.by_key.remove(key) else { return false };
-        self.batch_dirty = true;
+        self.inbox.batch_dirty = true;
         let i = id as usize;
         let had = self.flows.route[i].len > 0;
         let path = had.then(|| self.render(id, self.flows.mask[i]));
@@ -217,10 +228,10 @@ impl Planner {
         self.flows.status[i] = Status::Free;
         self.flows.free.push(id);
         if had {
-            self.ended.push((*key, path, before));
+            self.inbox.ended.push((*key, path, before));
         }
         self.flows.route[i] = Route::default();
-        self.demand_dirty = true;
+        self.inbox.demand_dirty = true;
         true
     }
 
@@ -245,9 +256,9 @@ impl Planner {
     fn put_background(&mut self, dl: DirLink, bps: u64) {
         let i = dl as usize;
         let (out, into) = (self.net.cuts.leaves[i] as usize, self.net.cuts.enters[i] as usize);
-        let old = std::mem::replace(&mut self.bg[i], bps);
-        self.load[i] = self.load[i].saturating_sub(old) + bps;
-        self.hot.mark(dl);
+        let old = std::mem::replace(&mut self.links.bg[i], bps);
+        self.links.load[i] = self.links.load[i].saturating_sub(old) + bps;
+        self.links.hot.mark(dl);
         if let Some(c) = self.tally.0.get_mut(out) {
             c.bg_out = c.bg_out.saturating_sub(old) + bps;
         }
@@ -259,7 +270,7 @@ impl Planner {
     /// A link out of service carries nothing: forget its background.
     fn clear_dead_background(&mut self) {
         for dl in 0..self.net.dirlinks() as DirLink {
-            if !self.net.dl_up(dl) && self.bg[dl as usize] > 0 {
+            if !self.net.dl_up(dl) && self.links.bg[dl as usize] > 0 {
                 self.put_background(dl, 0);
             }
         }
@@ -274,7 +285,7 @@ impl Planner {
         // a group that gained or lost its choice, can be affected.
         let crate::net::Applied { cells, down, changed } = self.net.apply(routing, changes);
         for dl in changed {
-            self.hot.mark(dl);
+            self.links.hot.mark(dl);
         }
         // Per destination: the flows on the affected members, or all the
         // flows toward it if those are fewer (a failure next to a leaf
@@ -297,7 +308,7 @@ impl Planner {
                     if !self.net.dl_up(m.dl) || (!flip && now.iter().any(|n| n.dl == m.dl)) {
                         continue;
                     }
-                    cost += self.on[m.dl as usize].len();
+                    cost += self.links.on[m.dl as usize].len();
                     if cost > all {
                         over = true;
                         break 'cells;
@@ -306,20 +317,20 @@ impl Planner {
                 }
             }
             if over {
-                self.suspects.extend_from_slice(&self.to_dest[d as usize]);
+                self.inbox.suspects.extend_from_slice(&self.to_dest[d as usize]);
                 continue;
             }
             let leaf = self.net.dests[d as usize] as u32;
             for &dl in &links {
-                for &f in &self.on[dl as usize] {
+                for &f in &self.links.on[dl as usize] {
                     if self.net.host_leaf[self.flows.dst[f as usize] as usize] == leaf {
-                        self.suspects.push(f);
+                        self.inbox.suspects.push(f);
                     }
                 }
             }
         }
         for dl in down {
-            self.suspects.extend_from_slice(&self.on[dl as usize]);
+            self.inbox.suspects.extend_from_slice(&self.links.on[dl as usize]);
             self.put_background(dl, 0);
         }
     }
@@ -328,9 +339,9 @@ impl Planner {
     /// cannot say what changed): every flow is checked by the next decision.
     pub fn reset_routing(&mut self, routing: &Routing) {
         self.net.refill(routing);
-        self.hot.mark_all();
+        self.links.hot.mark_all();
         self.clear_dead_background();
-        self.suspects.extend(
+        self.inbox.suspects.extend(
             (0..self.flows.key.len() as FlowId).filter(|&f| self.flows.status[f as usize] != Status::Free),
         );
     }
@@ -344,7 +355,7 @@ impl Planner {
     pub fn adopt(&mut self, key: &FlowKey, pins: &[(SwitchId, u16)], now_ns: u64) -> Result<Path, FlowError> {
         let &f = self.flows.by_key.get(key).ok_or(FlowError::UnknownFlow { key: *key })?;
         let i = f as usize;
-        if self.flows.status[i] == Status::New && self.demand_dirty {
+        if self.flows.status[i] == Status::New && self.inbox.demand_dirty {
             // Its rate is needed to load the path.
             self.refresh_rates();
         }
@@ -372,7 +383,7 @@ impl Planner {
         }
         self.unload(f);
         if self.flows.status[i] == Status::Stuck {
-            self.stuck.retain(|&x| x != f);
+            self.inbox.stuck.retain(|&x| x != f);
         }
         self.flows.status[i] = Status::Placed;
         self.load_on(f, route);
@@ -424,7 +435,7 @@ impl Planner {
     // ---- internals shared with the decision ----
 
     pub(crate) fn loads(&self) -> Loads<'_> {
-        Loads { load: &self.load }
+        Loads { load: &self.links.load }
     }
 
     /// Brings the hottest-link trees up to date with the loads. A link
@@ -434,8 +445,9 @@ impl Planner {
     /// group (see [`crate::group`]). Over capacity (background came) it
     /// is, like any other.
     pub(crate) fn sync_hot(&mut self) {
-        let (net, load, on, forced, groups) = (&self.net, &self.load, &self.on, &self.forced, &self.groups);
-        self.hot.sync(|dl| {
+        let (net, load, on, forced, groups) =
+            (&self.net, &self.links.load, &self.links.on, &self.links.forced, &self.groups);
+        self.links.hot.sync(|dl| {
             let i = dl as usize;
             let up = net.dl_up(dl);
             let u = load[i] as f64 / net.capf[i];
@@ -479,12 +491,12 @@ impl Planner {
         let (route, rate) = (self.flows.route[i], self.flows.rate[i]);
         let group = self.groups.of(f).map(|g| g.0);
         for &dl in route.links() {
-            self.load[dl as usize] = self.load[dl as usize].saturating_sub(rate);
+            self.links.load[dl as usize] = self.links.load[dl as usize].saturating_sub(rate);
             if let Some(g) = group {
                 self.groups.leave(g, dl, rate);
             }
-            self.hot.mark(dl);
-            let list = &mut self.on[dl as usize];
+            self.links.hot.mark(dl);
+            let list = &mut self.links.on[dl as usize];
             if let Some(p) = list.iter().position(|&x| x == f) {
                 list.swap_remove(p);
             }
@@ -496,7 +508,7 @@ impl Planner {
         let rate = self.flows.rate[f as usize];
         let group = self.groups.of(f).map(|g| g.0);
         for &dl in route.links() {
-            self.load[dl as usize] += rate;
+            self.links.load[dl as usize] += rate;
             if let Some(g) = group {
                 self.groups.enter(g, dl, rate);
             }
@@ -509,8 +521,8 @@ impl Planner {
     pub(crate) fn listed_on(&mut self, f: FlowId, route: Route) {
         self.flows.route[f as usize] = route;
         for &dl in route.links() {
-            self.on[dl as usize].push(f);
-            self.hot.mark(dl);
+            self.links.on[dl as usize].push(f);
+            self.links.hot.mark(dl);
         }
         self.count(f, true);
     }

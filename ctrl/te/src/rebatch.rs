@@ -27,13 +27,14 @@ impl Planner {
     /// take them (no incast among them): the next decision with no new
     /// flow tries them as one batch. The caller schedules that decision.
     pub fn rebatch_pending(&self) -> bool {
-        self.batch_dirty && self.config.exact_jobs && self.groups.is_empty()
+        self.inbox.batch_dirty && self.config.exact_jobs && self.groups.is_empty()
     }
 
     /// Re-places every placed flow by the colouring if that reaches the
     /// lower bound the placement misses; true when it did.
     pub(crate) fn rebatch(&mut self, now_ns: u64, log: &mut Log) -> bool {
-        if !std::mem::take(&mut self.batch_dirty) || !self.config.exact_jobs || !self.groups.is_empty() {
+        if !std::mem::take(&mut self.inbox.batch_dirty) || !self.config.exact_jobs || !self.groups.is_empty()
+        {
             return false;
         }
         let bound = self.lower_bound();
@@ -46,7 +47,7 @@ impl Planner {
                 self.flows.status[f as usize] == Status::Placed && self.flows.route[f as usize].len > 0
             })
             .collect();
-        if batch.len() < 2 || batch.len() > MAX_REBATCH || !self.stuck.is_empty() {
+        if batch.len() < 2 || batch.len() > MAX_REBATCH || !self.inbox.stuck.is_empty() {
             return false;
         }
         let olds: Vec<_> = batch.iter().map(|&f| self.flows.route[f as usize]).collect();
