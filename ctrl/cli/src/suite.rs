@@ -159,7 +159,7 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
     })?;
     let runs: Vec<(usize, metaroce_sim::report::Summary)> = case_of.iter().copied().zip(summaries).collect();
     let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
-    let s = suite::aggregate(&fam.name, &seeds, &names, &cases, &runs);
+    let s = suite::aggregate(&fam, &seeds, &names, &cases, &runs);
     let json = serde_json::to_string_pretty(&s)?;
     runs::emit(&a.out, "suite", &a.pool, &json, &suite::markdown(&s), &suite::box_plot(&s))?;
     if !a.pool.quiet {

@@ -11,9 +11,6 @@ use metaroce_topo::Routing;
 use crate::runs::{self, Floors, Task};
 use crate::Exit;
 
-/// Most seeds one sweep runs.
-const MAX_SEEDS: usize = 10_000;
-
 #[derive(Debug, clap::Args)]
 pub struct SweepArgs {
     /// Scenario YAML (it names its topology, relative to itself).
@@ -32,34 +29,8 @@ pub struct SweepArgs {
 #[derive(Debug, Clone)]
 pub struct Seeds(pub Vec<u64>);
 
-pub(crate) fn parse_seeds(text: &str) -> Result<Seeds, String> {
-    let mut out = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num =
-            |s: &str| s.trim().parse::<u64>().map_err(|_| format!("\"{s}\" is not a seed (a whole number)"));
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if b < a {
-                    return Err(format!("range {part} runs backwards; write it low-high"));
-                }
-                if b - a >= MAX_SEEDS as u64 {
-                    return Err(format!("range {part} is more than {MAX_SEEDS} seeds"));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num(part)?),
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    if out.is_empty() {
-        return Err("no seed given; write a range like 1-20 or a list like 1,5,9".into());
-    }
-    if out.len() > MAX_SEEDS {
-        return Err(format!("{} seeds is more than the limit of {MAX_SEEDS}", out.len()));
-    }
-    Ok(Seeds(out))
+pub(crate) fn parse_seeds(text: &str) -> Result<Seeds, metaroce_sim::seeds::SeedsError> {
+    metaroce_sim::seeds::parse(text).map(Seeds)
 }
 
 pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
@@ -117,19 +88,4 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<Exit> {
         );
     }
     Ok(if stopped.is_empty() { Exit::Ok } else { Exit::Invalid })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_seeds;
-
-    #[test]
-    fn seeds_are_ranges_and_lists() {
-        assert_eq!(parse_seeds("1-4").unwrap().0, vec![1, 2, 3, 4]);
-        assert_eq!(parse_seeds("9, 1-2,2").unwrap().0, vec![1, 2, 9]);
-        assert!(parse_seeds("5-1").unwrap_err().contains("backwards"));
-        assert!(parse_seeds("x").unwrap_err().contains("not a seed"));
-        assert!(parse_seeds("").unwrap_err().contains("no seed"));
-        assert!(parse_seeds("1-100000").unwrap_err().contains("more than"));
-    }
 }

@@ -25,6 +25,7 @@ mod error;
 pub mod report;
 mod rng;
 pub mod scenario;
+pub mod seeds;
 pub mod serve;
 pub mod suite;
 pub mod twin;

@@ -422,7 +422,7 @@ impl Planner {
     }
 
     /// The flow's path as last reported, and its bottleneck now.
-    pub(crate) fn from(&self, f: FlowId) -> (Option<Path>, f64) {
+    fn from(&self, f: FlowId) -> (Option<Path>, f64) {
         let i = f as usize;
         let route = &self.flows.route[i];
         let path = (route.len > 0).then(|| self.render(f, self.flows.mask[i]));

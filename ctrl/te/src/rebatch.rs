@@ -33,8 +33,9 @@ impl Planner {
     /// Re-places every placed flow by the colouring if that reaches the
     /// lower bound the placement misses; true when it did.
     pub(crate) fn rebatch(&mut self, now_ns: u64, log: &mut Log) -> bool {
-        if !std::mem::take(&mut self.inbox.batch_dirty) || !self.config.exact_jobs || !self.groups.is_empty()
-        {
+        let pending = self.rebatch_pending();
+        self.inbox.batch_dirty = false;
+        if !pending {
             return false;
         }
         let bound = self.lower_bound();
@@ -51,7 +52,9 @@ impl Planner {
             return false;
         }
         let olds: Vec<_> = batch.iter().map(|&f| self.flows.route[f as usize]).collect();
-        let before: Vec<_> = batch.iter().map(|&f| self.from(f)).collect();
+        // Each flow's bottleneck before (its path is rendered only if it
+        // moves: `unload` leaves the route in place until `settle`).
+        let before: Vec<f64> = olds.iter().map(|r| self.loads().bottleneck(&self.net, r, 0)).collect();
         for &f in &batch {
             self.unload(f);
         }
@@ -68,7 +71,8 @@ impl Planner {
                 self.load_on(f, *old);
                 continue;
             }
-            self.touch(log, f, Reason::Batch, from);
+            let path = self.render(f, self.flows.mask[f as usize]);
+            self.touch(log, f, Reason::Batch, (Some(path), from));
             self.settle(f, r, Some(now_ns));
             moved += 1;
         }

@@ -14,7 +14,7 @@
 //! real run's, and an All-to-All has finished at 0.95x of its floor.
 
 use metaroce_topo::units::Bandwidth;
-use metaroce_topo::{HostId, Routing, Topology};
+use metaroce_topo::{Routing, Topology};
 use serde::Serialize;
 
 use crate::control::forward::Ecmp;
@@ -42,31 +42,20 @@ pub struct Floor {
 /// finish alone.
 pub fn job_floors(topo: &Topology, sc: &Scenario) -> Vec<Option<Floor>> {
     let sc = &*sc.drawn(topo);
-    (0..sc.jobs.len()).map(|j| floor_of(topo, sc, j)).collect()
-}
-
-fn floor_of(topo: &Topology, sc: &Scenario, j: usize) -> Option<Floor> {
-    let job = &sc.jobs[j];
-    if matches!(job.pattern, Pattern::Poisson { .. }) {
-        return None;
-    }
-    // The job's hosts, each once, in rank order (an incast's target too).
-    let mut hosts: Vec<HostId> = Vec::new();
-    let target = match job.pattern {
-        Pattern::Incast { target } => Some(target),
-        _ => None,
-    };
-    for &h in job.ranks.iter().chain(target.iter()) {
-        if !hosts.contains(&h) {
-            hosts.push(h);
-        }
-    }
-    if hosts.is_empty() || hosts.len() > MAX_FLOOR_HOSTS {
-        return None;
-    }
+    // The fabric with its core out of the way, once for every job.
     let mut fast = topo.clone();
     for l in &mut fast.links {
         l.bandwidth = Bandwidth::from_bps(l.bandwidth.bps().saturating_mul(CORE_SPEEDUP));
+    }
+    let routing = Routing::compute(&fast);
+    (0..sc.jobs.len()).map(|j| floor_of(&fast, &routing, sc, j)).collect()
+}
+
+fn floor_of(fast: &Topology, routing: &Routing, sc: &Scenario, j: usize) -> Option<Floor> {
+    let job = &sc.jobs[j];
+    let hosts = job.ranks.len() + usize::from(matches!(job.pattern, Pattern::Incast { .. }));
+    if matches!(job.pattern, Pattern::Poisson { .. }) || hosts == 0 || hosts > MAX_FLOOR_HOSTS {
+        return None;
     }
     let mut alone = job.clone();
     alone.announce = false;
@@ -79,9 +68,8 @@ fn floor_of(topo: &Topology, sc: &Scenario, j: usize) -> Option<Floor> {
     // a core 16 times as fast is no floor (an incast alone ran slower
     // than beside other traffic).
     fsc.net.dcqcn = None;
-    let routing = Routing::compute(&fast);
     let fwd = Box::new(Ecmp { seed: sc.seed });
-    let run = crate::run_controlled(&fast, &routing, &fsc, "floor", fwd, None, &mut |_| {}).ok()?;
+    let run = crate::run_controlled(fast, routing, &fsc, "floor", fwd, None, &mut |_| {}).ok()?;
     let js = run.summary.jobs.first()?;
     Some(Floor {
         completion_us: js.completion_us?,

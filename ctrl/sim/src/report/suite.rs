@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::report::sweep::{median, quantile, sorted};
 use crate::report::{JobSummary, Summary};
 use crate::suite::Case;
 
@@ -61,6 +62,8 @@ pub struct Planned {
 #[derive(Debug, Clone, Serialize)]
 pub struct Suite {
     pub family: String,
+    /// The family's own description of what it draws.
+    pub description: String,
     pub seeds: Vec<u64>,
     pub modes: Vec<String>,
     pub nic_ordering: String,
@@ -84,30 +87,10 @@ pub fn judged(job: &JobSummary, announced: bool) -> Option<f64> {
     (!job.iterations.is_empty()).then_some(worst)
 }
 
-fn sorted(mut v: Vec<f64>) -> Vec<f64> {
-    v.sort_by(f64::total_cmp);
-    v
-}
-
-fn median(s: &[f64]) -> f64 {
-    match s.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
-fn p90(s: &[f64]) -> f64 {
-    if s.is_empty() {
-        return 0.0;
-    }
-    s[((0.9 * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1]
-}
-
-/// Reduces runs to the suite. `runs` holds, per run, the index of its
-/// case in `cases` and its summary.
+/// Reduces runs to the suite of `family`. `runs` holds, per run, the
+/// index of its case in `cases` and its summary.
 pub fn aggregate(
-    family: &str,
+    family: &crate::suite::Family,
     seeds: &[u64],
     modes: &[String],
     cases: &[Case],
@@ -158,7 +141,7 @@ pub fn aggregate(
                 mode: mode.clone(),
                 unfinished,
                 median: median(&values),
-                p90: p90(&values),
+                p90: quantile(&values, 0.9),
                 worst: if unfinished > 0 { f64::INFINITY } else { values.last().copied().unwrap_or(0.0) },
                 within_target: values.iter().filter(|&&v| v <= TARGET_WORST).count(),
                 out_of_order_max: ooo,
@@ -219,7 +202,8 @@ pub fn aggregate(
     }
     let nic_ordering = runs.first().map(|(_, s)| s.nic_ordering.clone()).unwrap_or_default();
     Suite {
-        family: family.to_owned(),
+        family: family.name.clone(),
+        description: family.description.clone(),
         seeds: seeds.to_vec(),
         modes: modes.to_vec(),
         nic_ordering,
@@ -241,6 +225,9 @@ fn x(v: f64) -> String {
 pub fn markdown(s: &Suite) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Suite: {}\n", s.family);
+    if !s.description.is_empty() {
+        let _ = writeln!(out, "{}\n", s.description);
+    }
     let _ = writeln!(
         out,
         "{} cases, each on seeds {} (the seed redraws rank placement, permutations and the run's randomness); NICs {}.\n",

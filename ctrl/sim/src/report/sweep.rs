@@ -66,7 +66,7 @@ pub struct Sweep {
 }
 
 /// Nearest-rank quantile of sorted values (0 when empty).
-fn quantile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -75,7 +75,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// The median, halfway between the middle two of an even count.
-fn median(sorted: &[f64]) -> f64 {
+pub(crate) fn median(sorted: &[f64]) -> f64 {
     match sorted.len() {
         0 => 0.0,
         n if n % 2 == 1 => sorted[n / 2],
@@ -83,7 +83,7 @@ fn median(sorted: &[f64]) -> f64 {
     }
 }
 
-fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+pub(crate) fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     v
 }

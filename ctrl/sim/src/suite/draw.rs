@@ -63,7 +63,7 @@ fn pick_size(rng: &mut Rng, c: &Choice) -> u64 {
         Choice::Range(a, b) => {
             let (la, lb) = ((*a as f64).ln(), (*b as f64).ln());
             let v = (la + (lb - la) * rng.unit()).exp();
-            (((v / 4096.0).round() as u64).max(1) * 4096).clamp(*a.min(&4096), *b)
+            (((v / 4096.0).round() as u64).max(1) * 4096).clamp(*a, *b)
         }
         other => pick(rng, other),
     }

@@ -262,40 +262,13 @@ fn decode(d: &mut Diags, root: &Node) -> Option<Family> {
     Some(f)
 }
 
+/// A seed list as text (`1-3`, `1,5`) or as a YAML list of them.
 fn seeds(d: &mut Diags, n: &Node, path: &str) -> Option<Vec<u64>> {
     let text = match &n.value {
         Value::Seq(items) => items.iter().filter_map(Node::as_str).collect::<Vec<_>>().join(","),
         _ => d.str(n, path)?.to_owned(),
     };
-    let mut out = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |s: &str| s.trim().parse::<u64>().ok();
-        let ok = match part.split_once('-') {
-            Some((a, b)) => match (num(a), num(b)) {
-                (Some(a), Some(b)) if a <= b && b - a < 10_000 => {
-                    out.extend(a..=b);
-                    true
-                }
-                _ => false,
-            },
-            None => num(part).map(|v| out.push(v)).is_some(),
-        };
-        if !ok {
-            d.err(
-                path,
-                n.pos,
-                format!("\"{part}\" is not a seed, nor a range low-high of at most 10000 seeds"),
-            );
-            return None;
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    if out.is_empty() {
-        d.err(path, n.pos, "no seed given; write a range like 1-3 or a list like [1, 5]");
-        return None;
-    }
-    Some(out)
+    crate::seeds::parse(&text).map_err(|e| d.err(path, n.pos, e.to_string())).ok()
 }
 
 fn modes(d: &mut Diags, n: &Node, path: &str) -> Vec<RoutingMode> {
