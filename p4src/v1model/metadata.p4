@@ -71,9 +71,12 @@ struct metadata_t {
     // new flowlet (bit 0), threshold crossing (1), ECN as received when
     // this hop marks CE (1 ++ ECN, bits 4:2), INT source (1 ++ max_hops
     // when the watchlist matched, bits 13:5), the new flowlet follows a
-    // steer entry (14). 20 bits where 15 would do:
-    // the struct's widths then add up to whole bytes, and p4c pads it with
-    // no extra field (one more to reset).
+    // steer entry (14). Bits 15 and up live in ingress only (egress tests
+    // bits 14:0): the packet arrived on a host-facing port (15), the drain
+    // rule is on (16), the packet updates a drain slot (17). 20 bits where
+    // 18 would do: the struct's widths then
+    // add up to whole bytes, and p4c pads it with no extra field (one more
+    // to reset).
     bit<20> flags;
     // `egress_config`: digest_interval_us ++ report_period_us ++ latency_shift.
     // Ingress, which needs it not, keeps the large-flow detector's
@@ -131,6 +134,21 @@ struct metadata_t {
 #define FLAG_ECN_RECEIVED(m) m.flags[4:2]
 #define FLAG_INT_SOURCE(m) m.flags[13:5]
 #define FLAG_STEERED(m) m.flags[14:14]
+#define FLAGS_EGRESS(m) m.flags[14:0]
+#define FLAG_EDGE(m) m.flags[15:15]
+#define FLAG_DRAIN_ON(m) m.flags[16:16]
+#define FLAG_DRAIN_SLOT(m) m.flags[17:17]
+// A drain slot as the drain step reads it (drain.p4), into fields that
+// routing refills after it: slot_owner into flow_slot (the owner's
+// signature, 31 bits, 0: never used ++ NAK outstanding), slot_psn into
+// scratch_time (fwd_next ++ acked).
+#define DRAIN_SIG(m) m.flow_slot[31:1]
+#define DRAIN_NAK(m) m.flow_slot[0:0]
+#define DRAIN_FWD(m) m.scratch_time[47:24]
+#define DRAIN_ACKED(m) m.scratch_time[23:0]
+#define DRAINED(m) (DRAIN_NAK(m) == 0 && DRAIN_FWD(m) == DRAIN_ACKED(m))
+// 24-bit serial arithmetic: a comes after b (PSNs start anywhere and wrap).
+#define PSN_AFTER(a, b) ((a) != (b) && (bit<24>)((a) - (b)) < 24w0x800000)
 #define LF_WINDOW(m) m.egress_cfg[63:32]
 #define LF_THRESHOLD(m) m.egress_cfg[31:0]
 #define IS_DIGEST_COPY(m) (m.digest_copy[168:168] == 1)

@@ -105,6 +105,38 @@ pub(super) struct Ids {
     pub packet_in: Vec<(u32, i32)>,
     /// `packet_out` field `egress_port`.
     pub packet_out_port: (u32, i32),
+    /// The drain rule's objects, when the program has them (v1model does;
+    /// the TNA program does not carry the rule yet: see p4src/README.md).
+    pub drain: Option<DrainIds>,
+}
+
+/// The drain rule's tables, actions, register and counter.
+#[derive(Debug, Clone)]
+pub(super) struct DrainIds {
+    pub config: TableId,
+    pub configure: ActionId,
+    pub qp_pair: TableId,
+    pub pair: ActionId,
+    pub slot_owner: RegisterId,
+    pub slot_psn: RegisterId,
+    pub events: u32,
+}
+
+impl DrainIds {
+    fn resolve(info: &P4Info) -> Result<Option<Self>, TwinError> {
+        if info.table(n::DRAIN_CONFIG).is_err() {
+            return Ok(None);
+        }
+        Ok(Some(DrainIds {
+            config: table(info, n::DRAIN_CONFIG, &[])?,
+            configure: action(info, n::CONFIGURE_DRAIN, &[pa::ENABLED])?,
+            qp_pair: table(info, n::QP_PAIR, &[f::SRC_ADDR, f::DST_ADDR, f::DEST_QP])?,
+            pair: action(info, n::PAIR, &[pa::DATA_QP])?,
+            slot_owner: register(info, n::DRAIN_SLOT_OWNER)?,
+            slot_psn: register(info, n::DRAIN_SLOT_PSN)?,
+            events: counter(info, n::DRAIN_EVENTS)?,
+        }))
+    }
 }
 
 fn missing(what: String, e: impl std::fmt::Display) -> TwinError {
@@ -263,6 +295,7 @@ impl Ids {
             large_flow_digest_widths,
             packet_in: packet_fields(info, n::PACKET_IN, &[pa::INGRESS_PORT, pa::REASON, pa::RESERVED])?,
             packet_out_port: port_out.first().copied().unwrap_or((0, 16)),
+            drain: DrainIds::resolve(info)?,
         })
     }
 }
