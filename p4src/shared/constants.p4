@@ -62,6 +62,7 @@ const bit<8> DRAIN_NAK = 5;            // NAKs (and RNR NAKs) seen
 // Digest receivers.
 const bit<32> DIGEST_QUEUE = 1;
 const bit<32> DIGEST_LARGE_FLOW = 2;
+const bit<32> DIGEST_DRAIN_PAIR = 3;
 
 // Why a packet reaches the controller.
 const bit<8> PACKET_IN_REPORT = 1;

@@ -20,6 +20,13 @@
 // ACKs update the slot at the sender's leaf: the switch that routes them
 // straight to a host (no group). An ACK's PSN is the last one it
 // acknowledges; a NAK's is the one the receiver expects.
+//
+// The controller learns qp_pair from drain_pair_digest_t: a data queue
+// pair that takes a slot reports its QP and PSN, and an ACK that no entry
+// pairs reports its own QP and PSN (at most once per pair_interval_us per
+// slot its key hashes to, so unpaired ACKs cannot flood it). A 24-bit PSN
+// starts at random: an ACK's PSN just past one data queue pair's first
+// PSN, between the same hosts, names it.
 #ifndef METAROCE_V1MODEL_DRAIN_P4
 #define METAROCE_V1MODEL_DRAIN_P4
 
@@ -31,13 +38,17 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
     // stateful ALU's pair of 32-bit halves holds).
     register<bit<32>, bit<16>>(DRAIN_SLOTS) slot_owner;
     register<bit<48>, bit<16>>(DRAIN_SLOTS) slot_psn;
+    // When an unpaired ACK hashing to the slot was last reported (0: never).
+    register<bit<48>, bit<16>>(DRAIN_SLOTS) pair_asked;
     counter<bit<8>>(DRAIN_EVENT_COUNT, CounterType.packets) events;
 
     // The rule on (1) or off (0, the default: flowlet gaps decide, as on
-    // NICs that take packets out of order): the default action of a
-    // keyless table, which the controller rewrites.
-    action configure(bit<1> enabled) {
+    // NICs that take packets out of order), and the least time between two
+    // reports of one unpaired ACK slot: the default action of a keyless
+    // table, which the controller rewrites.
+    action configure(bit<1> enabled, bit<32> pair_interval_us) {
         FLAG_DRAIN_ON(meta) = enabled;
+        DRAIN_PAIR_INTERVAL(meta) = pair_interval_us;
     }
 
     table config {
@@ -45,7 +56,7 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
         actions = {
             configure;
         }
-        default_action = configure(0);
+        default_action = configure(0, 1000);
     }
 
     // The ACK's requester QP names the data's responder QP: the slot's key
@@ -57,6 +68,14 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
 
     // Written by the controller on a sender's leaf, one entry per queue
     // pair that sends from one of its hosts.
+    // An ACK no entry pairs: its own QP stands in for the data's, so that
+    // locate finds the slot its reports are limited by.
+    action unpaired() {
+        hdr.flow_key.addresses = hdr.ipv4.dst_addr ++ hdr.ipv4.src_addr ++ hdr.ipv4.protocol;
+        hdr.flow_key.entropy = hdr.bth.dest_qp;
+        FLAG_DRAIN_UNPAIRED(meta) = 1;
+    }
+
     table qp_pair {
         key = {
             hdr.ipv4.src_addr: exact @name("src_addr");
@@ -65,9 +84,9 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
         }
         actions = {
             pair;
-            @defaultonly NoAction;
+            @defaultonly unpaired;
         }
-        const default_action = NoAction();
+        const default_action = unpaired();
         size = QP_PAIR_TABLE_SIZE;
     }
 
@@ -113,10 +132,17 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
     HIDDEN_STEP(nak_cleared,
         DRAIN_NAK(meta) = 0;
         slot_owner.write(meta.scratch_16, meta.flow_slot);)
+    HIDDEN_STEP(read_asked, pair_asked.read(meta.scratch_time, meta.scratch_16);)
+    HIDDEN_STEP(write_asked, pair_asked.write(meta.scratch_16, standard_metadata.ingress_global_timestamp);)
     // Routing reads the flowlet slot next (flow_slot held the owner).
     HIDDEN_STEP(restore_flow_slot, meta.flow_slot = meta.flow_hash & (FLOWLET_SLOTS - 1);)
 
     apply {
+        if (!((meta.group_id != 0 && FLAG_EDGE(meta) == 1) || (meta.group_id == 0 && hdr.aeth.isValid()))) {
+            // Neither data entering the fabric nor an ACK at its sender's
+            // leaf.
+            return;
+        }
         config.apply();
         if (meta.group_id != 0) {
             // Data entering the fabric (the caller checked the host-facing
@@ -130,12 +156,12 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
             }
         } else if (FLAG_DRAIN_ON(meta) == 1) {
             // An ACK or NAK on its way to the sender (the caller checked
-            // the AETH): its slot if its queue pair is paired.
-            if (qp_pair.apply().hit) {
-                FLAG_DRAIN_SLOT(meta) = 1;
-            } else {
+            // the AETH): its data's slot if its queue pair is paired, else
+            // the slot its own key hashes to (for the report's limit).
+            if (!qp_pair.apply().hit) {
                 events.count(DRAIN_UNKNOWN_ACK);
             }
+            FLAG_DRAIN_SLOT(meta) = 1;
         }
         if (FLAG_DRAIN_SLOT(meta) == 1) {
             locate_slot.apply();
@@ -148,20 +174,28 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
                     if (PSN_AFTER(hdr.bth.psn_word[23:0] + 1, DRAIN_FWD(meta))) {
                         forwarded.apply();
                     }
-                } else if (DRAIN_SIG(meta) == 0) {
-                    // Never used: the queue pair's first packet here.
-                    hdr.bth.reserved0[1:0] = BTH_MARK_FRESH;
-                    events.count(DRAIN_FRESH);
+                } else if (DRAIN_SIG(meta) == 0 || DRAINED(meta)) {
+                    if (DRAIN_SIG(meta) == 0) {
+                        // Never used: the queue pair's first packet here.
+                        hdr.bth.reserved0[1:0] = BTH_MARK_FRESH;
+                        events.count(DRAIN_FRESH);
+                    } else {
+                        // What it sent while it had no slot is not known:
+                        // the first cumulative ACK past this packet covers it.
+                        events.count(DRAIN_TAKEOVER);
+                    }
                     take_slot.apply();
                     write_slot.apply();
-                } else if (DRAINED(meta)) {
-                    // What it sent while it had no slot is not known: the
-                    // first cumulative ACK past this packet covers it.
-                    events.count(DRAIN_TAKEOVER);
-                    take_slot.apply();
-                    write_slot.apply();
+                    FLAG_DRAIN_REPORT(meta) = 1;
                 } else {
                     events.count(DRAIN_COLLISION);
+                }
+            } else if (FLAG_DRAIN_UNPAIRED(meta) == 1) {
+                read_asked.apply();
+                if (meta.scratch_time == 0 || standard_metadata.ingress_global_timestamp - meta.scratch_time
+                        >= (bit<48>)DRAIN_PAIR_INTERVAL(meta)) {
+                    write_asked.apply();
+                    FLAG_DRAIN_REPORT(meta) = 1;
                 }
             } else if (DRAIN_SIG(meta) != meta.scratch_a[30:0]) {
                 events.count(DRAIN_UNKNOWN_ACK);
@@ -189,6 +223,12 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
                 }
             }
             restore_flow_slot.apply();
+            // One digest call for both kinds (BMv2 copies every member that
+            // is not a whole field into a field of its own, per call).
+            if (FLAG_DRAIN_REPORT(meta) == 1) {
+                digest<drain_pair_digest_t>(DIGEST_DRAIN_PAIR, { hdr.flow_key.addresses,
+                    7w0 ++ FLAG_DRAIN_UNPAIRED(meta) ++ hdr.flow_key.entropy ++ hdr.bth.psn_word[23:0] });
+            }
         }
     }
 }

@@ -20,8 +20,10 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
             queue_sensing.apply(hdr, meta, standard_metadata);  // and INT
             // The drain rule's mark ends where the packet leaves for a host
             // (receivers ignore reserved bits, and the ICRC masks them).
-            if (hdr.bth.isValid() && PORT_EDGE(meta) == 1) {
-                hdr.bth.reserved0[1:0] = BTH_MARK_NONE;
+            if (hdr.bth.isValid()) {
+                if (PORT_EDGE(meta) == 1) {
+                    hdr.bth.reserved0[1:0] = BTH_MARK_NONE;
+                }
             }
 
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE) {

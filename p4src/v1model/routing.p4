@@ -206,8 +206,9 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         ipv4_lpm.apply();
         // RoCEv2 data entering the fabric gets its mark; an ACK routed
         // straight to its host (the sender's leaf) updates its data's slot.
-        if (hdr.bth.isValid() && ((FLAG_EDGE(meta) == 1 && meta.group_id != 0)
-                || (meta.group_id == 0 && hdr.aeth.isValid()))) {
+        // (Drain checks which; BMv2 evaluates every term of a condition,
+        // so other packets pay for one test.)
+        if (hdr.bth.isValid()) {
             drain.apply(hdr, meta, standard_metadata);
         }
         if (meta.group_id != 0) {
@@ -217,12 +218,16 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
             // packet if the flow follows the drain rule, else until an
             // idle gap past the timeout. Otherwise a new one starts: its
             // steer entry, if it has one, else the group.
-            if (meta.flowlet_id != meta.flow_hash[31:16]
-                    || (hdr.bth.isValid() && hdr.bth.reserved0[1:0] == BTH_MARK_FRESH)
-                    || (!(hdr.bth.isValid() && hdr.bth.reserved0[1:1] == 1)
-                        && standard_metadata.ingress_global_timestamp - meta.scratch_time
-                           > CFG_FLOWLET_TIMEOUT(meta))) {
+            if (hdr.bth.isValid() && hdr.bth.reserved0[1:1] == 1) {
+                if (meta.flowlet_id != meta.flow_hash[31:16] || hdr.bth.reserved0[0:0] == 1) {
+                    FLAG_NEW_FLOWLET(meta) = 1;
+                }
+            } else if (meta.flowlet_id != meta.flow_hash[31:16]
+                    || standard_metadata.ingress_global_timestamp - meta.scratch_time
+                       > CFG_FLOWLET_TIMEOUT(meta)) {
                 FLAG_NEW_FLOWLET(meta) = 1;
+            }
+            if (FLAG_NEW_FLOWLET(meta) == 1) {
                 no_port_to_check.apply();
                 if (!steer_flow.apply().hit) {
                     steer_pair.apply();

@@ -56,6 +56,8 @@ pub const WINDOW_COLLISION: &str = "MetaroceIngress.large_flows.window_collision
 /// NAK outstanding (32 bits), and fwd_next ++ acked (48 bits).
 pub const DRAIN_SLOT_OWNER: &str = "MetaroceIngress.routing.drain.slot_owner";
 pub const DRAIN_SLOT_PSN: &str = "MetaroceIngress.routing.drain.slot_psn";
+/// When an unpaired ACK hashing to a slot was last reported (time).
+pub const DRAIN_PAIR_ASKED: &str = "MetaroceIngress.routing.drain.pair_asked";
 
 pub const DROP_REASONS: &str = "MetaroceIngress.drop_reasons";
 pub const NEW_FLOWLETS: &str = "MetaroceIngress.routing.new_flowlets";
@@ -66,6 +68,7 @@ pub const DRAIN_EVENTS: &str = "MetaroceIngress.routing.drain.events";
 
 pub const QUEUE_DIGEST: &str = "queue_digest_t";
 pub const LARGE_FLOW_DIGEST: &str = "large_flow_digest_t";
+pub const DRAIN_PAIR_DIGEST: &str = "drain_pair_digest_t";
 pub const PACKET_IN: &str = "packet_in";
 pub const PACKET_OUT: &str = "packet_out";
 
@@ -144,5 +147,6 @@ pub mod param {
     pub const WINDOW_US: &str = "window_us";
     pub const THRESHOLD_BYTES: &str = "threshold_bytes";
     pub const ENABLED: &str = "enabled";
+    pub const PAIR_INTERVAL_US: &str = "pair_interval_us";
     pub const DATA_QP: &str = "data_qp";
 }

@@ -87,8 +87,9 @@ impl Slot {
     }
 
     /// A data packet of the queue pair signed `sig`, PSN `psn`, is
-    /// forwarded: the verdict, and what it counts.
-    pub fn data(&mut self, sig: u32, psn: u32) -> (Drain, Option<Event>) {
+    /// forwarded: the verdict, what it counts, and whether the queue pair
+    /// took the slot (first use or takeover: the program reports its PSN).
+    pub fn data(&mut self, sig: u32, psn: u32) -> (Drain, Option<Event>, bool) {
         let psn = psn & PSN_MASK;
         let next = psn.wrapping_add(1) & PSN_MASK;
         if self.sig == sig {
@@ -97,21 +98,21 @@ impl Slot {
                 self.fwd_next = next;
             }
             if fresh {
-                (Drain::Fresh, Some(Event::Fresh))
+                (Drain::Fresh, Some(Event::Fresh), false)
             } else {
-                (Drain::InFlight, None)
+                (Drain::InFlight, None, false)
             }
         } else if self.sig == 0 {
             // Never used: the queue pair's first packet here.
             *self = Slot::taken(sig, psn);
-            (Drain::Fresh, Some(Event::Fresh))
+            (Drain::Fresh, Some(Event::Fresh), true)
         } else if self.drained() {
             // What it sent while it had no slot is not known: the first
             // cumulative ACK past this packet covers it.
             *self = Slot::taken(sig, psn);
-            (Drain::InFlight, Some(Event::Takeover))
+            (Drain::InFlight, Some(Event::Takeover), true)
         } else {
-            (Drain::Collision, Some(Event::Collision))
+            (Drain::Collision, Some(Event::Collision), false)
         }
     }
 
@@ -241,7 +242,7 @@ impl DrainTable {
     /// first leaf `switch`.
     pub fn on_data(&mut self, switch: usize, key: u64, psn: u32) -> Drain {
         let Some((s, sig, c)) = self.slot(switch, key) else { return Drain::InFlight };
-        let (verdict, event) = s.data(sig, psn);
+        let (verdict, event, _) = s.data(sig, psn);
         if let Some(e) = event {
             c.count(e);
         }

@@ -119,7 +119,10 @@ pub(super) struct DrainIds {
     pub pair: ActionId,
     pub slot_owner: RegisterId,
     pub slot_psn: RegisterId,
+    pub pair_asked: RegisterId,
     pub events: u32,
+    pub pair_digest: u32,
+    pub pair_digest_widths: Vec<i32>,
 }
 
 impl DrainIds {
@@ -127,14 +130,18 @@ impl DrainIds {
         if info.table(n::DRAIN_CONFIG).is_err() {
             return Ok(None);
         }
+        let (pair_digest, pair_digest_widths) = digest_members(info, n::DRAIN_PAIR_DIGEST)?;
         Ok(Some(DrainIds {
             config: table(info, n::DRAIN_CONFIG, &[])?,
-            configure: action(info, n::CONFIGURE_DRAIN, &[pa::ENABLED])?,
+            configure: action(info, n::CONFIGURE_DRAIN, &[pa::ENABLED, pa::PAIR_INTERVAL_US])?,
             qp_pair: table(info, n::QP_PAIR, &[f::SRC_ADDR, f::DST_ADDR, f::DEST_QP])?,
             pair: action(info, n::PAIR, &[pa::DATA_QP])?,
             slot_owner: register(info, n::DRAIN_SLOT_OWNER)?,
             slot_psn: register(info, n::DRAIN_SLOT_PSN)?,
+            pair_asked: register(info, n::DRAIN_PAIR_ASKED)?,
             events: counter(info, n::DRAIN_EVENTS)?,
+            pair_digest,
+            pair_digest_widths,
         }))
     }
 }

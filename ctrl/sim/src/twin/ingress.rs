@@ -130,7 +130,7 @@ impl Twin {
         // RoCEv2 data entering the fabric gets its mark; an ACK routed
         // straight to its host (the sender's leaf) updates its data's slot.
         if h.bth.is_some() && ((edge && group != 0) || (group == 0 && h.aeth.is_some())) {
-            self.drain(h, group, edge)?;
+            self.drain(h, group, edge, now)?;
         }
         let mut flowlet = Flowlet::default();
         if group != 0 {
