@@ -22,7 +22,9 @@
 // acknowledges; a NAK's is the one the receiver expects.
 //
 // The controller learns qp_pair from drain_pair_digest_t: a data queue
-// pair that takes a slot reports its QP and PSN, and an ACK that no entry
+// pair that takes a slot reports its QP and PSN (and again on a fresh
+// packet, at most once per pair_interval_us per slot, so a lost report is
+// made good and a pair can be learnt anew), and an ACK that no entry
 // pairs reports its own QP and PSN (at most once per pair_interval_us per
 // slot its key hashes to, so unpaired ACKs cannot flood it). A 24-bit PSN
 // starts at random: an ACK's PSN just past one data queue pair's first
@@ -134,6 +136,9 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
         slot_owner.write(meta.scratch_16, meta.flow_slot);)
     HIDDEN_STEP(read_asked, pair_asked.read(meta.scratch_time, meta.scratch_16);)
     HIDDEN_STEP(write_asked, pair_asked.write(meta.scratch_16, standard_metadata.ingress_global_timestamp);)
+    // The same, where a slot is taken (a step of its own: BMv2 applies a
+    // table from one place only).
+    HIDDEN_STEP(stamp_asked, pair_asked.write(meta.scratch_16, standard_metadata.ingress_global_timestamp);)
     // Routing reads the flowlet slot next (flow_slot held the owner).
     HIDDEN_STEP(restore_flow_slot, meta.flow_slot = meta.flow_hash & (FLOWLET_SLOTS - 1);)
 
@@ -168,8 +173,11 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
             if (meta.group_id != 0) {
                 if (DRAIN_SIG(meta) == meta.scratch_a[30:0]) {
                     if (DRAINED(meta)) {
+                        // Fresh: also a chance to report the queue pair
+                        // again (a lost report, or a pair to learn anew).
                         hdr.bth.reserved0[1:0] = BTH_MARK_FRESH;
                         events.count(DRAIN_FRESH);
+                        FLAG_DRAIN_ASK(meta) = 1;
                     }
                     if (PSN_AFTER(hdr.bth.psn_word[23:0] + 1, DRAIN_FWD(meta))) {
                         forwarded.apply();
@@ -186,17 +194,13 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
                     }
                     take_slot.apply();
                     write_slot.apply();
+                    stamp_asked.apply();
                     FLAG_DRAIN_REPORT(meta) = 1;
                 } else {
                     events.count(DRAIN_COLLISION);
                 }
             } else if (FLAG_DRAIN_UNPAIRED(meta) == 1) {
-                read_asked.apply();
-                if (meta.scratch_time == 0 || standard_metadata.ingress_global_timestamp - meta.scratch_time
-                        >= (bit<48>)DRAIN_PAIR_INTERVAL(meta)) {
-                    write_asked.apply();
-                    FLAG_DRAIN_REPORT(meta) = 1;
-                }
+                FLAG_DRAIN_ASK(meta) = 1;
             } else if (DRAIN_SIG(meta) != meta.scratch_a[30:0]) {
                 events.count(DRAIN_UNKNOWN_ACK);
             } else if (hdr.aeth.syndrome[6:5] != 0) {
@@ -220,6 +224,16 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
                     acked.apply();
                 } else {
                     events.count(DRAIN_STALE_ACK);
+                }
+            }
+            // A report that waits for the slot's interval: an unpaired ACK,
+            // or fresh data (its slot's state is written above already).
+            if (FLAG_DRAIN_ASK(meta) == 1) {
+                read_asked.apply();
+                if (meta.scratch_time == 0 || standard_metadata.ingress_global_timestamp - meta.scratch_time
+                        >= (bit<48>)DRAIN_PAIR_INTERVAL(meta)) {
+                    write_asked.apply();
+                    FLAG_DRAIN_REPORT(meta) = 1;
                 }
             }
             restore_flow_slot.apply();

@@ -88,8 +88,11 @@ struct metadata_t {
     // steer entry (14). Bits 15 and up live in ingress only (egress tests
     // bits 14:0): the packet arrived on a host-facing port (15), the drain
     // rule is on (16), the packet updates a drain slot (17), an ACK no
-    // qp_pair entry pairs (18), a pairing digest to send (19).
-    bit<20> flags;
+    // qp_pair entry pairs (18), a pairing digest to send (19), one to send
+    // if the slot's last is older than the interval (20). 28 bits: with 20
+    // the struct's widths added up to whole bytes, and must still (else
+    // p4c pads it with one more field to reset).
+    bit<28> flags;
     // `egress_config`: digest_interval_us ++ report_period_us ++ latency_shift.
     // Ingress, which needs it not, keeps the large-flow detector's
     // settings here (LF_CONFIG): egress always applies `egress_config`
@@ -152,6 +155,7 @@ struct metadata_t {
 #define FLAG_DRAIN_SLOT(m) m.flags[17:17]
 #define FLAG_DRAIN_UNPAIRED(m) m.flags[18:18]
 #define FLAG_DRAIN_REPORT(m) m.flags[19:19]
+#define FLAG_DRAIN_ASK(m) m.flags[20:20]
 // A drain slot as the drain step reads it (drain.p4), into fields that
 // routing refills after it: slot_owner into flow_slot (the owner's
 // signature, 31 bits, 0: never used ++ NAK outstanding), slot_psn into

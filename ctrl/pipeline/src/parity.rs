@@ -25,7 +25,7 @@ pub fn parity(v1model: &P4Info, tna: &P4Info) -> Vec<String> {
         }
         out.extend(contract::check(info, want).into_iter().map(|p| format!("{label}: {p}")));
     }
-    for t in contract::TABLES {
+    for t in contract::TABLES.iter().chain(contract::DRAIN_TABLES) {
         if let (Ok(a), Ok(b)) = (v1model.table(t.name), tna.table(t.name)) {
             let fields = |x: &cfg::Table| -> Vec<(String, Option<cfg::match_field::Match>, i32)> {
                 x.match_fields.iter().map(|f| (f.name.clone(), f.r#match.clone(), f.bitwidth)).collect()
@@ -58,7 +58,7 @@ pub fn parity(v1model: &P4Info, tna: &P4Info) -> Vec<String> {
             }
         }
     }
-    for (name, _) in contract::ACTIONS {
+    for (name, _) in contract::ACTIONS.iter().chain(contract::DRAIN_ACTIONS) {
         if let (Ok(a), Ok(b)) = (v1model.action(name), tna.action(name)) {
             let params = |x: &cfg::Action| -> Vec<(String, i32)> {
                 x.params.iter().map(|p| (p.name.clone(), p.bitwidth)).collect()
@@ -102,7 +102,13 @@ pub fn parity(v1model: &P4Info, tna: &P4Info) -> Vec<String> {
             }
         }
     }
-    for name in [n::QUEUE_DIGEST, n::LARGE_FLOW_DIGEST] {
+    if contract::has_drain(v1model) != contract::has_drain(tna) {
+        out.push(format!(
+            "the drain rule is in {} only: the TNA program does not carry it yet",
+            if contract::has_drain(v1model) { "v1model" } else { "tna" }
+        ));
+    }
+    for name in [n::QUEUE_DIGEST, n::LARGE_FLOW_DIGEST, n::DRAIN_PAIR_DIGEST] {
         if let (Ok(a), Ok(b)) = (v1model.digest(name), tna.digest(name)) {
             let (ma, mb) = (contract::digest_members(v1model, a), contract::digest_members(tna, b));
             if ma != mb {

@@ -2,8 +2,9 @@
 //! RoCEv2 data entering the fabric at its first leaf gets its mark in the
 //! BTH's reserved bits (none, governed, or fresh), and ACKs and NAKs routed
 //! to their sender update their data's slot through `qp_pair`. Data that
-//! takes a slot, and ACKs no entry pairs (rate-limited per slot by
-//! `pair_asked`), raise `drain_pair_digest_t` for the controller. The rule
+//! takes a slot, fresh data and ACKs no entry pairs (the last two at most
+//! once per `pair_interval_us` per slot, `pair_asked`) raise
+//! `drain_pair_digest_t` for the controller. The rule
 //! itself is [`super::drain::Slot`], shared with the fabric simulator's
 //! engine; this file is only where the program keeps it (the `slot_owner`
 //! and `slot_psn` registers) and what it counts (`drain.events`).
@@ -103,15 +104,24 @@ impl Twin {
             }
             self.set_drain_slot(ids, idx, &slot)?;
             self.count_drain(ids, event.into_iter());
-            // A slot taken tells the controller the queue pair's PSN.
-            return Ok(took.then_some(PairReport {
+            // A slot taken tells the controller the queue pair's PSN; a
+            // fresh packet tells it again, once per interval per slot.
+            let report = || PairReport {
                 src: ip.src,
                 dst: ip.dst,
                 protocol: ip.protocol,
                 qp: bth.dest_qp,
                 psn,
                 kind: PAIR_DATA,
-            }));
+            };
+            if took {
+                self.set_reg(ids.pair_asked, idx, u128::from(now))?;
+                return Ok(Some(report()));
+            }
+            if verdict == Drain::Fresh && self.ask(ids, idx, now, interval)? {
+                return Ok(Some(report()));
+            }
+            return Ok(None);
         }
         if h.aeth.is_none() || !on {
             return Ok(None);
@@ -123,11 +133,9 @@ impl Twin {
             // per slot its own key hashes to.
             self.count_drain(ids, [Event::UnknownAck].into_iter());
             let (idx, _) = locate(ip.dst, ip.src, ip.protocol, bth.dest_qp);
-            let last = self.reg(ids.pair_asked, idx)? as u64;
-            if last != 0 && now.wrapping_sub(last) & TIME_MASK < interval {
+            if !self.ask(ids, idx, now, interval)? {
                 return Ok(None);
             }
-            self.set_reg(ids.pair_asked, idx, u128::from(now))?;
             return Ok(Some(PairReport {
                 src: ip.dst,
                 dst: ip.src,
@@ -147,6 +155,17 @@ impl Twin {
         self.set_drain_slot(ids, idx, &slot)?;
         self.count_drain(ids, events.into_iter());
         Ok(None)
+    }
+
+    /// Whether slot `idx` may report again (its last report is older than
+    /// `interval`, or it has none); if so it is stamped `now`.
+    fn ask(&self, ids: &DrainIds, idx: u32, now: u64, interval: u64) -> Result<bool, TwinError> {
+        let last = self.reg(ids.pair_asked, idx)? as u64;
+        if last != 0 && now.wrapping_sub(last) & TIME_MASK < interval {
+            return Ok(false);
+        }
+        self.set_reg(ids.pair_asked, idx, u128::from(now))?;
+        Ok(true)
     }
 
     fn drain_slot(&self, ids: &DrainIds, idx: u32) -> Result<Slot, TwinError> {
