@@ -241,7 +241,8 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
             // is not a whole field into a field of its own, per call).
             if (FLAG_DRAIN_REPORT(meta) == 1) {
                 digest<drain_pair_digest_t>(DIGEST_DRAIN_PAIR, { hdr.flow_key.addresses,
-                    7w0 ++ FLAG_DRAIN_UNPAIRED(meta) ++ hdr.flow_key.entropy ++ hdr.bth.psn_word[23:0] });
+                    7w0 ++ FLAG_DRAIN_UNPAIRED(meta) ++ hdr.flow_key.entropy ++ hdr.bth.psn_word[23:0]
+                    ++ standard_metadata.ingress_global_timestamp });
             }
         }
     }

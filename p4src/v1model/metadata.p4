@@ -51,15 +51,18 @@ struct large_flow_digest_t {
 // Drain pairing digest (drain.p4): what the controller needs to pair the
 // queue pair an ACK names with its data's. `hosts` is the data's
 // direction: IPv4 source ++ destination ++ protocol. `report` is kind (8)
-// ++ QP (24) ++ PSN (24): kind 0, a data queue pair took a slot at its
-// first leaf (its QP, its packet's PSN); kind 1, an ACK or NAK of a queue
-// pair with no qp_pair entry reached its sender's leaf (the ACK's QP and
-// PSN). Two members, not five: BMv2 copies every member into a field of
-// its own, which it then resets for every packet. The switch is the one
-// whose stream carries the digest.
+// ++ QP (24) ++ PSN (24) ++ the switch's time (48): kind 0, a data queue
+// pair took a slot at its first leaf, or sent a fresh packet (its QP, its
+// packet's PSN); kind 1, an ACK or NAK of a queue pair with no qp_pair
+// entry reached its sender's leaf (the ACK's QP and PSN). Both kinds come
+// from the sender's leaf, so their times share a clock: the controller
+// bounds how far a PSN can have moved between two reports by it. Two
+// members, not six: BMv2 copies every member into a field of its own,
+// which it then resets for every packet. The switch is the one whose
+// stream carries the digest.
 struct drain_pair_digest_t {
     bit<72> hosts;
-    bit<56> report;
+    bit<104> report;
 }
 
 // BMv2 resets every metadata field of every packet, and every field write

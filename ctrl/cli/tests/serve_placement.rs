@@ -6,7 +6,9 @@
 //! the served report shows the uplinks' bytes balanced. Unannounced: the
 //! served switches' large-flow detector reports the flows, the controller
 //! places them, and the two flows leaving each leaf are split over its
-//! uplinks with flow steer entries.
+//! uplinks with flow steer entries. The drain rule is on, so those moves
+//! land only after the controller has learnt each flow's `qp_pair` from
+//! the twins' pairing digests.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -95,6 +97,14 @@ impl Run {
     /// Serves the scenario until its traffic is done; the steer entries
     /// the leaves held meanwhile (the last non-empty read of each), and the report.
     async fn serve(&self) -> (Vec<Vec<(&'static str, [u8; 4], [u8; 4], u16)>>, serde_json::Value, PathBuf) {
+        let (held, _, report, log) = self.serve_with_pairs().await;
+        (held, report, log)
+    }
+
+    /// [`Run::serve`], and the most `qp_pair` entries each leaf held.
+    async fn serve_with_pairs(
+        &self,
+    ) -> (Vec<Vec<(&'static str, [u8; 4], [u8; 4], u16)>>, Vec<usize>, serde_json::Value, PathBuf) {
         let out = self.dir.path().join("report");
         let log = self.dir.path().join("serve.log");
         let (topo, sc) = (self.topo.to_str().unwrap(), self.sc.to_str().unwrap());
@@ -103,6 +113,7 @@ impl Run {
         let mut serve = spawn(&args, &log);
         let p = pipeline();
         let mut held = vec![Vec::new(), Vec::new()];
+        let mut pairs = vec![0, 0];
         let deadline = Instant::now() + Duration::from_secs(240);
         let status = loop {
             if let Some(st) = serve.0.try_wait().unwrap() {
@@ -110,7 +121,9 @@ impl Run {
             }
             assert!(Instant::now() < deadline, "serve did not finish in time\n{}", self.logs(&log));
             for (i, h) in held.iter_mut().enumerate() {
-                let st = steers(&installed(self.addrs[i], i as u64 + 1, &p).await);
+                let all = installed(self.addrs[i], i as u64 + 1, &p).await;
+                pairs[i] = pairs[i].max(all.values().filter(|e| matches!(e, Entry::QpPair { .. })).count());
+                let st = steers(&all);
                 if st.len() >= h.len() && !st.is_empty() {
                     *h = st;
                 }
@@ -120,7 +133,7 @@ impl Run {
         assert!(status.success(), "serve: {status}\n{}", self.logs(&log));
         let report =
             serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-        (held, report, log)
+        (held, pairs, report, log)
     }
 }
 
@@ -171,7 +184,13 @@ async fn an_announced_job_is_placed_before_it_starts_and_balances_the_uplinks() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unannounced_elephants_are_split_after_the_switches_report_them() {
     let run = controller();
-    let (held, report, log) = run.serve().await;
+    let (held, pairs, report, log) = run.serve_with_pairs().await;
+    // The drain rule is on (the topology's NICs need order): a flow moves
+    // only once its leaf sees its ACKs, which takes the pair the
+    // controller learns from the twins' pairing digests.
+    for (leaf, n) in pairs.iter().enumerate() {
+        assert!(*n >= 2, "leaf{} learnt the qp_pair of its two elephants: {n}\n{}", leaf + 1, run.logs(&log));
+    }
     for (leaf, h) in held.iter().enumerate() {
         assert!(
             split(h, "flow"),

@@ -100,6 +100,11 @@ pub enum AgentEvent {
         flows: Vec<LargeFlowDigest>,
         received: Instant,
     },
+    /// The drain rule's pairing digests, decoded.
+    DrainPairs {
+        switch: usize,
+        reports: Vec<metaroce_pipeline::DrainPairDigest>,
+    },
     /// Per port: (max depth since the last read, congested).
     Registers {
         switch: usize,
@@ -297,6 +302,9 @@ async fn open(
         debug!(?outcome, "pipeline");
         session.configure_digest(pipeline.digest_entry(cfg.digest)?).await?;
         session.configure_digest(pipeline.large_flow_digest_entry(cfg.digest)?).await?;
+        if let Some(entry) = pipeline.drain_pair_digest_entry(cfg.digest) {
+            session.configure_digest(entry?).await?;
+        }
         match outcome {
             PipelineOutcome::Pushed => "pushed",
             PipelineOutcome::AlreadyInstalled => "already running",
@@ -561,6 +569,15 @@ impl Live<'_> {
                     let received = Instant::now();
                     let _ =
                         self.events.send(AgentEvent::LargeFlows { switch, flows: got.flows, received }).await;
+                }
+            }
+            SessionEvent::Digest(list) if self.pipeline.is_drain_pair_digest(&list) => {
+                let (reports, malformed) = self.pipeline.decode_drain_pairs(&list);
+                for e in &malformed {
+                    warn!(error = %e, "malformed pairing digest dropped");
+                }
+                if !reports.is_empty() {
+                    let _ = self.events.send(AgentEvent::DrainPairs { switch, reports }).await;
                 }
             }
             SessionEvent::PacketIn(p) => match self.pipeline.decode_packet_in(&p) {

@@ -48,7 +48,12 @@ pub fn gate(
             out.insert(*flow, SteerHop { port, nhop_id: nhop_id(port), downstream: Vec::new() });
         }
     }
-    held.then(|| SwitchPlan { fixed: plan.fixed.clone(), routes: plan.routes.clone(), steer: Arc::new(out) })
+    held.then(|| SwitchPlan {
+        fixed: plan.fixed.clone(),
+        routes: plan.routes.clone(),
+        steer: Arc::new(out),
+        pairs: plan.pairs.clone(),
+    })
 }
 
 /// True when `port` is a member of the plan's longest route to the flow's

@@ -196,10 +196,13 @@ async fn controller_installs_a_baseline_and_a_jobs_steer_entries_bmv2_accepts_an
         cfg.poll_interval = Duration::from_millis(200);
         cfg
     };
-    // The baseline of each switch, as the plan assigns it against what the switch holds.
+    // The baseline of each switch, as the plan assigns it against what the
+    // switch holds, with the settings the daemon derives (the drain rule's
+    // config included).
+    let settings: Settings = config(events.clone()).core.settings;
     let baseline = |i: usize, got: &BTreeMap<Key, Entry>| {
         let none = Overrides::new();
-        plan::assign(&plan::switch_plan(&topo, &routing, &none, &Settings::default(), i), got).unwrap()
+        plan::assign(&plan::switch_plan(&topo, &routing, &none, &settings, i), got).unwrap()
     };
     let _ = std::fs::remove_file(&events);
     let listen = common::free_addr();

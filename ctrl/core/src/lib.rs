@@ -20,6 +20,7 @@
 pub mod fabric;
 pub mod mode;
 pub mod note;
+pub mod pair;
 pub mod place;
 pub mod plan;
 pub mod reach;

@@ -38,6 +38,18 @@ pub struct Settings {
     /// A flow is large when it sends this share of the slowest host NIC's
     /// rate over a window (per mille); 0 turns the detector off.
     pub large_flow_permille: u32,
+    /// The drain rule's setting, where the program carries the rule
+    /// (`None`: it does not, and no drain entry is written).
+    pub drain: Option<DrainSetting>,
+}
+
+/// The drain rule on a fabric (`p4src/README.md`, "Moves that never
+/// reorder"): on where NICs need packets in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainSetting {
+    pub enabled: bool,
+    /// Least time between two pairing digests of one slot.
+    pub pair_interval_ns: u64,
 }
 
 impl Settings {
@@ -58,6 +70,7 @@ impl Default for Settings {
             report_port: 32766,
             large_flow_window_ns: 1_000_000,
             large_flow_permille: 100,
+            drain: None,
         }
     }
 }
@@ -94,6 +107,9 @@ pub struct SwitchPlan {
     /// mode writes). Shared with the placement: a decision that moves no
     /// flow through this switch reuses it.
     pub steer: Arc<Steer>,
+    /// The drain rule's learnt `qp_pair` entries (written in every mode:
+    /// they only let the rule see ACKs).
+    pub pairs: Arc<Vec<Entry>>,
 }
 
 /// A YAML queue depth in the target's units: packets on BMv2 (bytes count
@@ -123,7 +139,7 @@ pub fn switch_plan(
 ) -> SwitchPlan {
     let fixed = Arc::new(fixed_entries(topo, routing, settings, s));
     let routes = routes(routing, |s, leaf| overrides.get(&(s, leaf)).cloned(), s);
-    SwitchPlan { fixed, routes, steer: Arc::default() }
+    SwitchPlan { fixed, routes, steer: Arc::default(), pairs: Arc::default() }
 }
 
 /// Weighted routes of a plan: per prefix `(addr, len)`, members
@@ -207,6 +223,11 @@ pub fn fixed_entries(topo: &Topology, routing: &Routing, settings: &Settings, s:
             priority: 10,
             max_hops: settings.int_max_hops,
         });
+    }
+    if let Some(d) = settings.drain {
+        let units = settings.target.units();
+        let interval = u32::try_from(units.time(d.pair_interval_ns)).unwrap_or(u32::MAX);
+        fixed.push(Entry::DrainConfig { enabled: d.enabled, pair_interval_us: interval });
     }
     fixed.extend(nhops.into_values());
     let used = routes(routing, |_, _| None, s).into_values().flatten().map(|m| m.0);
@@ -340,6 +361,7 @@ pub fn assign(
 ) -> Result<BTreeMap<Key, Entry>, PlanError> {
     let mut out = assign_routes(plan, installed)?;
     add_steer(&mut out, &plan.steer);
+    add_pairs(&mut out, &plan.pairs);
     Ok(out)
 }
 
@@ -444,6 +466,11 @@ pub fn assign_routes(
         out.insert(e.key(), e);
     }
     Ok(out)
+}
+
+/// Adds the drain rule's learnt `qp_pair` entries to a switch's state.
+pub fn add_pairs(out: &mut BTreeMap<Key, Entry>, pairs: &[Entry]) {
+    out.extend(pairs.iter().map(|e| (e.key(), e.clone())));
 }
 
 /// Adds steer entries to a switch's assigned routes and groups

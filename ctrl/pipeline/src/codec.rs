@@ -551,14 +551,14 @@ pub(crate) fn decode_large_flow(d: &p4::P4Data) -> Result<LargeFlowDigest, Pipel
 }
 
 /// A pairing digest: `hosts` is source 32 ++ destination 32 ++ protocol 8,
-/// `report` kind 8 ++ QP 24 ++ PSN 24. A kind other than 0 or 1 is
-/// malformed.
+/// `report` kind 8 ++ QP 24 ++ PSN 24 ++ time 48. A kind other than 0 or
+/// 1 is malformed.
 pub(crate) fn decode_drain_pair(d: &p4::P4Data) -> Result<DrainPairDigest, PipelineError> {
     let v = digest_values(d, n::DRAIN_PAIR_DIGEST, DRAIN_PAIR_DIGEST_FIELDS)?;
     let [hosts, report] = v[..] else {
         return Err(bad(n::DRAIN_PAIR_DIGEST, "wrong member count"));
     };
-    let kind = match report >> 48 {
+    let kind = match report >> 96 {
         0 => DrainPairKind::Data,
         1 => DrainPairKind::Ack,
         k => return Err(bad(n::DRAIN_PAIR_DIGEST, &format!("unknown kind {k}"))),
@@ -566,8 +566,9 @@ pub(crate) fn decode_drain_pair(d: &p4::P4Data) -> Result<DrainPairDigest, Pipel
     Ok(DrainPairDigest {
         src: Ipv4Addr::from((hosts >> 40) as u32),
         dst: Ipv4Addr::from((hosts >> 8) as u32),
-        qp: ((report >> 24) & 0xff_ffff) as u32,
-        psn: (report & 0xff_ffff) as u32,
+        qp: ((report >> 72) & 0xff_ffff) as u32,
+        psn: ((report >> 48) & 0xff_ffff) as u32,
+        timestamp: (report & 0xffff_ffff_ffff) as u64,
         kind,
     })
 }

@@ -174,8 +174,9 @@ pub(crate) const DRAIN_REGISTERS: &[(&str, i32, i32)] = &[
 ];
 
 /// Pairing digest members: `hosts` is the data's IPv4 source ++
-/// destination ++ protocol; `report` is kind (8) ++ QP (24) ++ PSN (24).
-pub(crate) const DRAIN_PAIR_DIGEST_FIELDS: &[(&str, i32)] = &[("hosts", 72), ("report", 56)];
+/// destination ++ protocol; `report` is kind (8) ++ QP (24) ++ PSN (24) ++
+/// the switch's time (48, its time unit).
+pub(crate) const DRAIN_PAIR_DIGEST_FIELDS: &[(&str, i32)] = &[("hosts", 72), ("report", 104)];
 
 /// Whether the program carries the drain rule (its config table).
 pub(crate) fn has_drain(info: &P4Info) -> bool {

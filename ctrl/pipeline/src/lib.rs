@@ -147,6 +147,8 @@ pub struct DrainPairDigest {
     pub dst: std::net::Ipv4Addr,
     pub qp: u32,
     pub psn: u32,
+    /// The switch's time of the report (its time unit: µs on BMv2).
+    pub timestamp: u64,
     pub kind: DrainPairKind,
 }
 

@@ -66,6 +66,7 @@ pub struct RawFabric {
     pub queue_low: Option<At<QueueDepth>>,
     pub ecn_threshold: Option<At<QueueDepth>>,
     pub int: Option<bool>,
+    pub in_order_nics: Option<bool>,
     pub cpu_port: Option<At<u16>>,
 }
 
@@ -337,6 +338,7 @@ fn fabric(d: &mut Diags, node: &Node) -> RawFabric {
         queue_low: unit(d, &o, "queue_low", QueueDepth::parse),
         ecn_threshold: unit(d, &o, "ecn_threshold", QueueDepth::parse),
         int: boolean(d, &o, "int"),
+        in_order_nics: boolean(d, &o, "in_order_nics"),
         cpu_port: small(int(d, &o, "cpu_port")),
     }
 }

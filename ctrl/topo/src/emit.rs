@@ -35,6 +35,7 @@ fn write_body(out: &mut String, t: &Topology) -> std::fmt::Result {
     writeln!(out, "  queue_low: {}", f.queue_low)?;
     writeln!(out, "  ecn_threshold: {}", f.ecn_threshold)?;
     writeln!(out, "  int: {}", f.int)?;
+    writeln!(out, "  in_order_nics: {}", f.in_order_nics)?;
     writeln!(out, "  cpu_port: {}", f.cpu_port)?;
     let d = &t.defaults;
     writeln!(out, "\ndefaults:")?;

@@ -170,6 +170,9 @@ pub struct Fabric {
     pub queue_low: QueueDepth,
     pub ecn_threshold: QueueDepth,
     pub int: bool,
+    /// The hosts' RDMA NICs need packets in order: the controller turns
+    /// the drain rule on.
+    pub in_order_nics: bool,
     pub cpu_port: u16,
 }
 
@@ -181,6 +184,7 @@ impl Default for Fabric {
             queue_low: QueueDepth::Packets(16),
             ecn_threshold: QueueDepth::Packets(32),
             int: true,
+            in_order_nics: true,
             cpu_port: 255,
         }
     }

@@ -72,6 +72,11 @@ pub const FABRIC: &[Field] = &[
     ),
     opt("int", Kind::Bool, "Instrument RoCEv2 flows with INT-MD (default true)."),
     opt(
+        "in_order_nics",
+        Kind::Bool,
+        "The hosts' RDMA NICs need packets in order (go-back-N): a flow changes path only when nothing of it is in flight (the drain rule; default true). false: flowlet gaps decide, for NICs that accept packets out of order.",
+    ),
+    opt(
         "cpu_port",
         Kind::Int { min: 0, max: 510 },
         "Port that carries packet-in/packet-out to the controller (default 255).",

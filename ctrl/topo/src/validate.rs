@@ -98,6 +98,7 @@ fn fabric(d: &mut Diags, raw: &RawTopology) -> Fabric {
         queue_low: f.queue_low.map_or(def.queue_low, |a| a.v),
         ecn_threshold: f.ecn_threshold.map_or(def.ecn_threshold, |a| a.v),
         int: f.int.unwrap_or(def.int),
+        in_order_nics: f.in_order_nics.unwrap_or(def.in_order_nics),
         cpu_port: f.cpu_port.map_or(def.cpu_port, |a| a.v),
     };
     if let Some(t) = f.flowlet_timeout.filter(|t| t.v.ns() == 0) {

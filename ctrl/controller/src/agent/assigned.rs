@@ -61,6 +61,7 @@ impl Assigned {
         };
         let mut out = last.assigned.clone();
         plan::add_steer(&mut out, &p.steer);
+        plan::add_pairs(&mut out, &p.pairs);
         Ok(out)
     }
 

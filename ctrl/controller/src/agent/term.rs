@@ -165,6 +165,9 @@ impl Live<'_> {
                 .await?;
             self.session.configure_digest(p.digest_entry(self.cfg.digest)?).await?;
             self.session.configure_digest(p.large_flow_digest_entry(self.cfg.digest)?).await?;
+            if let Some(entry) = p.drain_pair_digest_entry(self.cfg.digest) {
+                self.session.configure_digest(entry?).await?;
+            }
             self.program = match outcome {
                 PipelineOutcome::Pushed => "pushed (the switch had lost it)",
                 PipelineOutcome::AlreadyInstalled => "already running",

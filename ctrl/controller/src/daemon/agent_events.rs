@@ -16,6 +16,7 @@ use super::State;
 use crate::agent::{AgentEvent, Failure, Recovered, SyncOutcome};
 use crate::core::Input;
 use crate::place::LargeFlowReport;
+use metaroce_core::pair::{PairKind, PairReport};
 
 impl State {
     pub(super) fn on_agent(&mut self, ev: AgentEvent) {
@@ -68,6 +69,7 @@ impl State {
             AgentEvent::LargeFlows { switch, flows, received } => {
                 self.on_large_flows(switch, &flows, received)
             }
+            AgentEvent::DrainPairs { switch, reports } => self.on_drain_pairs(switch, &reports),
             AgentEvent::Report { switch, frame } => self.on_report(Some(switch), &frame, true),
             AgentEvent::EcnMarks { switch, ports } => {
                 let name = self.name(switch);
@@ -186,6 +188,21 @@ impl State {
             if !was_due && self.core.placement().input_changed() {
                 self.obs.reactions.placement_due(received, Instant::now());
             }
+        }
+    }
+
+    /// The drain rule's pairing digests: each goes to the core, which
+    /// learns `qp_pair` from them.
+    fn on_drain_pairs(&mut self, switch: usize, reports: &[metaroce_pipeline::DrainPairDigest]) {
+        let unit_ns = self.core.settings().time_unit_ns();
+        for d in reports {
+            let kind = match d.kind {
+                metaroce_pipeline::DrainPairKind::Data => PairKind::Data,
+                metaroce_pipeline::DrainPairKind::Ack => PairKind::Ack,
+            };
+            let switch_ns = d.timestamp.saturating_mul(unit_ns);
+            let report = PairReport { switch, src: d.src, dst: d.dst, qp: d.qp, psn: d.psn, switch_ns, kind };
+            self.input(&Input::DrainPair(report));
         }
     }
 

@@ -29,6 +29,7 @@ use crate::plan::SwitchPlan;
 use crate::reaction::Reactions;
 use crate::snapshot::SnapshotDoc;
 use crate::status::SwitchStatus;
+use metaroce_core::plan::DrainSetting;
 
 mod agent_events;
 mod jobs;
@@ -74,6 +75,11 @@ impl Config {
     pub fn new(topology: Topology, pipeline: Arc<Pipeline>) -> Self {
         let mut core = CoreConfig::default();
         core.settings.target = pipeline.target();
+        // The drain rule where the program has it: on for NICs that need
+        // order; pairing digests at most once a millisecond per slot.
+        core.settings.drain = pipeline
+            .has_drain()
+            .then_some(DrainSetting { enabled: topology.fabric.in_order_nics, pair_interval_ns: 1_000_000 });
         Config {
             topology,
             pipeline,

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use crate::mode::Mode;
 pub use crate::note::{Note, NoteKind};
+use crate::pair::{PairConfig, PairReport, Pairing};
 use crate::place::{LargeFlowReport, PlaceConfig, PlaceStep, Placement};
 use crate::plan::{self, Overrides, Settings, SwitchPlan};
 
@@ -52,6 +53,9 @@ pub enum Input {
     },
     /// The data plane found a flow large.
     LargeFlow(LargeFlowReport),
+    /// A drain-rule pairing digest: a data queue pair, or an ACK no
+    /// `qp_pair` entry pairs (see [`crate::pair`]).
+    DrainPair(PairReport),
     /// A job registered through the job API: its body as received (the
     /// core validates it again on replay, against the jobs of the run).
     JobRegister {
@@ -71,6 +75,7 @@ pub struct CoreConfig {
     pub settings: Settings,
     pub switch_down_after_ns: u64,
     pub place: PlaceConfig,
+    pub pair: PairConfig,
 }
 
 impl Default for CoreConfig {
@@ -81,6 +86,7 @@ impl Default for CoreConfig {
             settings: Settings::default(),
             switch_down_after_ns: 3_000_000_000,
             place: PlaceConfig::default(),
+            pair: PairConfig::default(),
         }
     }
 }
@@ -123,6 +129,8 @@ pub struct Core {
     state: PolicyState,
     /// Flow placement: the planner, the jobs and the steer entries.
     place: Placement,
+    /// The drain rule's learnt `qp_pair` entries.
+    pairs: Pairing,
     settings: Settings,
     mode: Mode,
     switch_down_after_ns: u64,
@@ -179,6 +187,7 @@ impl Core {
             policy,
             state: PolicyState::default(),
             place,
+            pairs: Pairing::new(cfg.pair),
             settings: cfg.settings,
             mode,
             switch_down_after_ns: cfg.switch_down_after_ns,
@@ -198,6 +207,10 @@ impl Core {
 
     pub fn topology(&self) -> &Topology {
         &self.topo
+    }
+    /// The drain rule's learnt pairs and what the learning counted.
+    pub fn pairing(&self) -> &Pairing {
+        &self.pairs
     }
     pub fn view(&self) -> &CongestionView {
         &self.view
@@ -292,6 +305,10 @@ impl Core {
                     notes.push(self.note(NoteKind::LargeFlowIgnored, Some(r.switch), &reason, json!(r)));
                 }
             }
+            Input::DrainPair(r) if r.switch < n => {
+                // A new pair is written at the next decision.
+                self.dirty |= self.pairs.on_report(now_ns, r);
+            }
             Input::JobRegister { body } => {
                 if let Err(e) = self.register_job(now_ns, body) {
                     notes.push(self.note(NoteKind::JobRefused, None, &e.to_string(), json!(e.problems)));
@@ -322,12 +339,14 @@ impl Core {
                 | Input::Report(_)
                 | Input::Tick
                 | Input::LargeFlow(_)
+                | Input::DrainPair(_)
                 | Input::JobRegister { .. }
                 | Input::JobRemove { .. }
         ) {
             self.dirty = true;
         }
         self.expire_switches(now_ns, &mut notes);
+        self.dirty |= self.pairs.expire(now_ns);
         notes
     }
 
@@ -506,12 +525,14 @@ impl Core {
             return out;
         }
         let all = std::mem::take(&mut self.replan_all);
+        // Learnt pairs are written in every mode, like the fixed entries.
+        let paired = self.pairs.take_dirty();
         let switches: Vec<SwitchId> = if all {
             (0..self.topo.switches.len()).collect()
         } else if self.mode.writes() {
-            touched.into_iter().collect()
+            touched.union(&paired).copied().collect()
         } else {
-            Vec::new()
+            paired.into_iter().collect()
         };
         if switches.is_empty() {
             return out;
@@ -529,6 +550,7 @@ impl Core {
         for s in switches {
             // The placement's entries in force: in `act` mode only.
             let steer = if writes { self.place.steer(s) } else { Arc::default() };
+            let pairs = self.pairs.entries(s);
             let fixed = self.fixed[s]
                 .get_or_insert_with(|| {
                     Arc::new(plan::fixed_entries(&self.topo, &self.routing, &self.settings, s))
@@ -538,12 +560,16 @@ impl Core {
                 Some(old) => {
                     let leaves = |leaf| changed.contains(&(s, leaf));
                     let steer_moved = !Arc::ptr_eq(&old.steer, &steer) && old.steer != steer;
+                    let pairs_moved = !Arc::ptr_eq(&old.pairs, &pairs) && old.pairs != pairs;
                     old.steer = steer;
-                    update_in_place(&self.routing, overrides, s, leaves, fixed, old) | steer_moved
+                    old.pairs = pairs;
+                    update_in_place(&self.routing, overrides, s, leaves, fixed, old)
+                        | steer_moved
+                        | pairs_moved
                 }
                 None => {
                     let routes = plan::routes(&self.routing, overrides, s);
-                    let p = SwitchPlan { fixed, routes, steer };
+                    let p = SwitchPlan { fixed, routes, steer, pairs };
                     let moved = self.plans[s].as_ref() != Some(&p);
                     self.plans[s] = Some(p);
                     moved

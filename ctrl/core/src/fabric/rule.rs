@@ -125,10 +125,15 @@ impl Core {
         if self.state.pending().next().is_some() {
             return Some(now_ns);
         }
-        [self.policy_timer(now_ns), self.place.next_due(now_ns), self.switch_timer()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.policy_timer(now_ns),
+            self.place.next_due(now_ns),
+            self.switch_timer(),
+            self.pairs.next_expiry(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn policy_timer(&self, now: u64) -> Option<u64> {

@@ -93,9 +93,33 @@ pub trait Forwarder: Send + std::fmt::Debug {
     /// simulator's groups:
     /// `in_port` is the port number the packet arrived on at `switch`, and
     /// the answer is the egress port number there, or a drop. `None`, the
-    /// default, means: choose from the group.
-    fn route(&mut self, _now_ps: u64, _switch: u32, _in_port: u16, _pkt: &Packet) -> Option<Route> {
+    /// default, means: choose from the group. `wire_psn` is the packet's
+    /// PSN in its queue pair's 24-bit sequence (the BTH's).
+    fn route(
+        &mut self,
+        _now_ps: u64,
+        _switch: u32,
+        _in_port: u16,
+        _pkt: &Packet,
+        _wire_psn: u32,
+    ) -> Option<Route> {
         None
+    }
+
+    /// A whole switch pipeline sees an acknowledgement pass the sender's
+    /// leaf `leaf`: the receiver `dst_host` has every PSN of the queue
+    /// pair from `src_host` below `wire_psn` (or, `nak`, asks for it).
+    /// Serve mode carries ACKs out of band, so this is how a twin's drain
+    /// rule sees them.
+    fn leaf_sees_ack(
+        &mut self,
+        _now_ps: u64,
+        _leaf: u32,
+        _src_host: u32,
+        _dst_host: u32,
+        _wire_psn: u32,
+        _nak: bool,
+    ) {
     }
 
     /// Egress processing as a packet leaves switch `switch` on `port`,

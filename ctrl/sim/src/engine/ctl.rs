@@ -92,18 +92,51 @@ impl Sim<'_> {
         self.ctl_hop(egress, flow, word);
     }
 
+    /// An out-of-band ACK or NAK of message `flow` reaches its sender in
+    /// serve mode: the twin of the sender's leaf sees it as it would have
+    /// passed ([`crate::control::forward::Forwarder::leaf_sees_ack`]).
+    pub(super) fn pipeline_leaf_sees_ctl(&mut self, flow: FlowId, psn: u32, nak: bool) {
+        if !self.fwd.is_pipeline() {
+            return;
+        }
+        let Some(qp) = self.w.flows.get(flow as usize).map(|f| f.qp) else { return };
+        let Some(cum) = self.leaf_cumulative(qp, flow, psn) else { return };
+        let q = &self.w.qps[qp as usize];
+        let (src, dst) = (q.src, q.dst);
+        let leaf = self.host_dest[src as usize].0;
+        self.fwd.leaf_sees_ack(self.now, leaf, src, dst, cum, nak);
+    }
+
     /// An ACK or NAK of message `flow` (queue pair `qp`) passes the
     /// sender's leaf: what the leaf has seen of the message moves on, and
     /// the drain table there learns the queue pair's cumulative
     /// acknowledgement as the leaf has seen it (the oldest message not
     /// wholly acknowledged, up to its first unacknowledged packet).
     fn leaf_sees_ctl(&mut self, qp: QpId, flow: FlowId, psn: u32, nak: bool) {
+        if self.drain.is_none() {
+            let f = &mut self.w.flows[flow as usize];
+            f.leaf_una = f.leaf_una.max(psn.min(f.npkts));
+            return;
+        }
+        let Some(cum) = self.leaf_cumulative(qp, flow, psn) else { return };
+        let leaf = self.host_dest[self.w.qps[qp as usize].src as usize].0 as usize;
+        let Some(d) = self.drain.as_mut() else { return };
+        if nak {
+            d.on_nak(leaf, u64::from(qp), cum);
+        } else {
+            d.on_ack(leaf, u64::from(qp), cum);
+        }
+    }
+
+    /// What the sender's leaf learns from an ACK or NAK of message `flow`
+    /// at `psn`: the queue pair's cumulative acknowledgement in its 24-bit
+    /// sequence, or `None` within one leaf (no path to move, no state).
+    fn leaf_cumulative(&mut self, qp: QpId, flow: FlowId, psn: u32) -> Option<u32> {
         let f = &mut self.w.flows[flow as usize];
         f.leaf_una = f.leaf_una.max(psn.min(f.npkts));
-        let Some(d) = self.drain.as_mut() else { return };
         let q = &self.w.qps[qp as usize];
         if self.host_dest[q.src as usize].0 == self.host_dest[q.dst as usize].0 {
-            return; // within one leaf: no path to move, no state kept
+            return None;
         }
         let mut m = q.una_msg;
         while let Some(f) = self.w.flows.get(m as usize) {
@@ -113,13 +146,7 @@ impl Sim<'_> {
             m = f.next_on_qp;
         }
         self.w.qps[qp as usize].una_msg = m;
-        let Some(f) = self.w.flows.get(m as usize) else { return };
-        let cum = super::host::qp_psn(f, f.leaf_una);
-        let leaf = self.host_dest[self.w.qps[qp as usize].src as usize].0 as usize;
-        if nak {
-            d.on_nak(leaf, u64::from(qp), cum);
-        } else {
-            d.on_ack(leaf, u64::from(qp), cum);
-        }
+        let f = self.w.flows.get(m as usize)?;
+        Some(super::host::qp_psn(f, f.leaf_una))
     }
 }

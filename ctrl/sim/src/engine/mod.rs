@@ -433,8 +433,14 @@ impl<'a> Sim<'a> {
             Ev::Pause { port, tc, on } => self.pause(port, tc, on),
             Ev::Posts { next } => self.post_batch(next as usize),
             Ev::Cnp { qp } => self.cnp(qp),
-            Ev::Ack { flow, psn } => self.ack(flow, psn),
-            Ev::Nack { flow, psn } => self.nack(flow, psn),
+            Ev::Ack { flow, psn } => {
+                self.pipeline_leaf_sees_ctl(flow, psn, false);
+                self.ack(flow, psn)
+            }
+            Ev::Nack { flow, psn } => {
+                self.pipeline_leaf_sees_ctl(flow, psn, true);
+                self.nack(flow, psn)
+            }
             Ev::Ctl { port, flow, word } => self.ctl_arrive(port, flow, word),
             Ev::Rto { flow, una } => self.rto(flow, una),
             Ev::Wake { token } => {

@@ -78,7 +78,8 @@ impl Sim<'_> {
     /// A switch whose forwarding is a whole pipeline (the served twin).
     fn pipeline_arrive(&mut self, s: u32, in_port: PortId, mut p: Packet) {
         let arrived_on = self.ports.arrival_number(in_port);
-        let route = self.fwd.route(self.now, s, arrived_on, &p).unwrap_or(Route::Drop);
+        let wire_psn = self.w.flows.get(p.flow as usize).map_or(p.psn, |f| super::host::qp_psn(f, p.psn));
+        let route = self.fwd.route(self.now, s, arrived_on, &p, wire_psn).unwrap_or(Route::Drop);
         match route {
             Route::Port(port) => {
                 match self.ports.by_end(metaroce_topo::Endpoint { switch: s as usize, port }) {

@@ -26,7 +26,19 @@ use crate::control::forward::{Forwarder, NetView, PacketInfo, Route};
 use crate::engine::events::Packet;
 use crate::engine::net::FibMember;
 use crate::rng::mix64;
-use crate::twin::{Bth, Ethernet, Headers, Ipv4, Twin, Udp, Verdict, L4};
+use crate::twin::{Aeth, Bth, Ethernet, Headers, Ipv4, Twin, Udp, Verdict, L4};
+
+/// The data's (responder's) QP of the connection from host `src` to host
+/// `dst`: a stable 24-bit value per host pair, as one reliable connection
+/// has.
+fn data_qp(src: u32, dst: u32) -> u32 {
+    (mix64(u64::from(src) << 32 | u64::from(dst)) & 0xFF_FFFF) as u32
+}
+
+/// The requester's QP of that connection: what its ACKs carry.
+fn ack_qp(src: u32, dst: u32) -> u32 {
+    (mix64(u64::from(dst) << 32 | u64::from(src) ^ 0xAC4_0000_0000) & 0xFF_FFFF) as u32
+}
 
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const UDP_PORT_ROCEV2: u16 = 4791;
@@ -171,7 +183,7 @@ impl TwinFabric {
 
     /// The headers a sending host puts on a packet (its IP length is the
     /// packet's simulated length less Ethernet and FCS; see [`wire_bytes`]).
-    fn first_hop(&self, p: &Packet) -> Headers {
+    fn first_hop(&self, p: &Packet, wire_psn: u32) -> Headers {
         let (src, dst) = (self.hosts[p.src_host as usize], self.hosts[p.dst_host as usize]);
         // Ethernet (14) and FCS (4) are not in the IP length.
         let ip_len = p.bytes.saturating_sub(18);
@@ -187,7 +199,7 @@ impl TwinFabric {
             ..Ipv4::default()
         };
         ip.checksum = ip.computed_checksum();
-        let qp = (mix64(u64::from(p.src_host) << 32 | u64::from(p.dst_host)) & 0xFF_FFFF) as u32;
+        let qp = data_qp(p.src_host, p.dst_host);
         Headers {
             eth: Ethernet { dst: [0; 6], src: src.mac, ether_type: ETHERTYPE_IPV4 },
             ipv4: Some(ip),
@@ -198,7 +210,7 @@ impl TwinFabric {
                 checksum: 0,
             })),
             int: None,
-            bth: Some(Bth { head: 0, reserved0: 0, dest_qp: qp, psn_word: p.psn & 0xFF_FFFF }),
+            bth: Some(Bth { head: 0, reserved0: 0, dest_qp: qp, psn_word: wire_psn & 0xFF_FFFF }),
             aeth: None,
             payload: Vec::new(),
             meta: Default::default(),
@@ -278,9 +290,9 @@ impl Forwarder for TwinFabric {
         self.stop.load(Ordering::Relaxed)
     }
 
-    fn route(&mut self, now_ps: u64, switch: u32, in_port: u16, p: &Packet) -> Option<Route> {
+    fn route(&mut self, now_ps: u64, switch: u32, in_port: u16, p: &Packet, wire_psn: u32) -> Option<Route> {
         let key = p.tx;
-        let mut h = self.in_flight.remove(&key).map_or_else(|| self.first_hop(p), |(h, _)| h);
+        let mut h = self.in_flight.remove(&key).map_or_else(|| self.first_hop(p, wire_psn), |(h, _)| h);
         if !self.pace(now_ps) {
             return Some(Route::Drop);
         }
@@ -314,6 +326,61 @@ impl Forwarder for TwinFabric {
                 self.failed(switch, "ingress", &e);
                 Some(Route::Drop)
             }
+        }
+    }
+
+    fn leaf_sees_ack(
+        &mut self,
+        now_ps: u64,
+        leaf: u32,
+        src_host: u32,
+        dst_host: u32,
+        wire_psn: u32,
+        nak: bool,
+    ) {
+        let (src, dst) = (self.hosts[src_host as usize], self.hosts[dst_host as usize]);
+        // The ACK flows from the receiver to the sender. Its BTH PSN is the
+        // last one it acknowledges; a NAK's is the one it asks for.
+        let psn = if nak { wire_psn } else { wire_psn.wrapping_sub(1) } & 0xFF_FFFF;
+        let mut ip = Ipv4 {
+            version: 4,
+            ihl: 5,
+            total_len: 20 + 8 + 12 + 4,
+            ttl: 64,
+            protocol: 17,
+            src: dst.ip,
+            dst: src.ip,
+            ..Ipv4::default()
+        };
+        ip.checksum = ip.computed_checksum();
+        let mut h = Headers {
+            eth: Ethernet { dst: [0; 6], src: dst.mac, ether_type: ETHERTYPE_IPV4 },
+            ipv4: Some(ip),
+            l4: Some(L4::Udp(Udp {
+                src_port: 0xC000,
+                dst_port: UDP_PORT_ROCEV2,
+                len: 8 + 12 + 4,
+                checksum: 0,
+            })),
+            int: None,
+            bth: Some(Bth {
+                head: 0x11 << 24 | 0xFFFF,
+                reserved0: 0,
+                dest_qp: ack_qp(src_host, dst_host),
+                psn_word: psn,
+            }),
+            aeth: Some(Aeth { syndrome: if nak { 0x60 } else { 0 }, msn: 0 }),
+            payload: Vec::new(),
+            meta: Default::default(),
+        };
+        if !self.pace(now_ps) {
+            return;
+        }
+        let Some(twin) = self.twins.get_mut(leaf as usize) else { return };
+        // Only the drain rule's part matters: the ACK itself reaches the
+        // sender out of band, so the verdict is not acted on.
+        if let Err(e) = twin.ingress(0, &mut h, switch_us(now_ps)) {
+            self.failed(leaf, "ingress (ACK)", &e);
         }
     }
 

@@ -64,7 +64,10 @@ impl Twin {
         if let (Some(r), Some(ids)) = (report, &self.ids.drain) {
             let (digest, widths) = (ids.pair_digest, ids.pair_digest_widths.clone());
             let hosts = u128::from(r.src) << 40 | u128::from(r.dst) << 8 | u128::from(r.protocol);
-            let report = u128::from(r.kind) << 48 | u128::from(r.qp & PSN_MASK) << 24 | u128::from(r.psn);
+            let report = u128::from(r.kind) << 96
+                | u128::from(r.qp & PSN_MASK) << 72
+                | u128::from(r.psn) << 48
+                | u128::from(now & TIME_MASK);
             let values = [hosts, report];
             self.emit_digest(digest, &widths, &values);
         }
