@@ -204,6 +204,8 @@ impl State {
             let report = PairReport { switch, src: d.src, dst: d.dst, qp: d.qp, psn: d.psn, switch_ns, kind };
             self.input(&Input::DrainPair(report));
         }
+        let pairing = self.core.pairing();
+        self.obs.metrics.set_drain_pairing(pairing.len(), &pairing.counters);
     }
 
     /// Per port: (max depth since the last read, congested).

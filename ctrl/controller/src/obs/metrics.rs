@@ -67,6 +67,12 @@ const WRITE_FAILURES: usize = 31;
 const REFUSED_ENTRIES: usize = 32;
 const SESSION_FAILURES: usize = 33;
 const FOREIGN: usize = 34;
+const DRAIN_PAIRS: usize = 35;
+const DRAIN_PAIR_REPORTS: usize = 36;
+const DRAIN_PAIRING: usize = 37;
+
+/// What a drain pairing report came to (`metaroce_drain_pairing_total`).
+pub const PAIRING_OUTCOMES: [&str; 5] = ["paired", "unmatched", "ambiguous", "expired", "evicted"];
 
 /// The roles of [`Metrics::set_ha_role`] (see `crate::ha::Role`).
 pub const HA_ROLES: [&str; 3] = ["alone", "leader", "standby"];
@@ -80,7 +86,7 @@ const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str],
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 35] = [
+static SPECS: [Spec; 38] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -227,6 +233,24 @@ static SPECS: [Spec; 35] = [
         &["switch"],
         "1 while the switch is refused: its pipeline cookie names another fabric or switch (a wrong p4rt address?), so nothing is changed on it (see the switch_foreign event; --adopt takes it over).",
     ),
+    family(
+        "metaroce_drain_pairs",
+        Kind::Gauge,
+        &[],
+        "qp_pair entries learnt for the drain rule, over all switches: a flow is moved only once its ACKs are paired with its data.",
+    ),
+    family(
+        "metaroce_drain_pair_reports",
+        Kind::Counter,
+        &["kind"],
+        "Drain pairing digests received: data (a queue pair's PSN at its first leaf) or ack (an ACK no entry pairs).",
+    ),
+    family(
+        "metaroce_drain_pairing",
+        Kind::Counter,
+        &["outcome"],
+        "What ACK reports and pairs came to: paired, unmatched (no data report fits), ambiguous (two fit: nothing paired), expired, evicted (table full).",
+    ),
 ];
 
 /// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
@@ -288,6 +312,7 @@ impl Metrics {
         }
         m.set_mode(Mode::default());
         m.set_ha_role("alone");
+        m.set_drain_pairing(0, &Default::default());
         m
     }
 
@@ -495,6 +520,18 @@ impl Metrics {
 
     pub fn observe_placement(&self, seconds: f64) {
         self.lock().observe(PLACEMENT, Vec::new(), seconds);
+    }
+
+    /// The drain rule's pairing, as the core counts it.
+    pub fn set_drain_pairing(&self, pairs: usize, c: &metaroce_core::pair::PairCounters) {
+        let mut r = self.lock();
+        r.set(DRAIN_PAIRS, Vec::new(), pairs as f64);
+        r.set_counter(DRAIN_PAIR_REPORTS, vec!["data".into()], c.data_reports);
+        r.set_counter(DRAIN_PAIR_REPORTS, vec!["ack".into()], c.ack_reports);
+        let totals = [c.paired, c.unmatched, c.ambiguous, c.expired, c.evicted];
+        for (outcome, total) in PAIRING_OUTCOMES.iter().zip(totals) {
+            r.set_counter(DRAIN_PAIRING, vec![outcome.to_string()], total);
+        }
     }
 
     pub fn set_jobs(&self, jobs: usize) {
