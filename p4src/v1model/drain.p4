@@ -22,11 +22,13 @@
 // acknowledges; a NAK's is the one the receiver expects.
 //
 // The controller learns qp_pair from drain_pair_digest_t: a data queue
-// pair that takes a slot reports its QP and PSN (and again on a fresh
-// packet, at most once per pair_interval_us per slot, so a lost report is
-// made good and a pair can be learnt anew), and an ACK that no entry
-// pairs reports its own QP and PSN (at most once per pair_interval_us per
-// slot its key hashes to, so unpaired ACKs cannot flood it). A 24-bit PSN
+// pair that takes a slot reports its QP and PSN, and again at most once
+// per pair_interval_us per slot while no paired ACK has confirmed the
+// slot, and on a fresh packet (so a lost report is made good and a pair
+// can be learnt anew); an ACK that no entry pairs reports its own QP and
+// PSN (at most once per interval per slot its key hashes to, so unpaired
+// ACKs cannot flood it). The controller pairs an ACK with the queue pair
+// whose reports before and after it bracket its PSN. A 24-bit PSN
 // starts at random: an ACK's PSN just past one data queue pair's first
 // PSN, between the same hosts, names it.
 #ifndef METAROCE_V1MODEL_DRAIN_P4
@@ -99,7 +101,7 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
         hash(meta.scratch_a, HashAlgorithm.crc32, 32w0,
              { hdr.flow_key.addresses, hdr.flow_key.entropy }, 32w0xffffffff);
         meta.scratch_16 = meta.scratch_a[15:0] & (DRAIN_SLOTS - 1);
-        meta.scratch_a = 1w0 ++ meta.scratch_a[31:2] ++ 1w1;
+        meta.scratch_a = 2w0 ++ meta.scratch_a[31:3] ++ 1w1;
         slot_owner.read(meta.flow_slot, meta.scratch_16);
         slot_psn.read(meta.scratch_time, meta.scratch_16);
     }
@@ -113,7 +115,7 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
     // (Two steps: p4c would copy a value written and used in one action
     // into a temporary, which BMv2 resets for every packet.)
     HIDDEN_STEP(take_slot,
-        meta.flow_slot = meta.scratch_a[30:0] ++ 1w0;
+        meta.flow_slot = meta.scratch_a[29:0] ++ 2w0;
         meta.scratch_time = 24w0 ++ hdr.bth.psn_word[23:0];
         DRAIN_FWD(meta) = hdr.bth.psn_word[23:0] + 1;)
     HIDDEN_STEP(write_slot,
@@ -124,16 +126,19 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
         slot_psn.write(meta.scratch_16, meta.scratch_time);)
     // A NAK: everything below its PSN arrived (acked moves there if it was
     // behind), and a NAK is outstanding.
+    // A paired ACK or NAK the slot takes confirms its pairing: the data
+    // stops reporting itself until its next fresh packet.
     HIDDEN_STEP(nak_seen,
         DRAIN_NAK(meta) = 1;
+        DRAIN_CONFIRMED(meta) = 1;
         slot_owner.write(meta.scratch_16, meta.flow_slot);
         slot_psn.write(meta.scratch_16, meta.scratch_time);)
     HIDDEN_STEP(acked,
         DRAIN_ACKED(meta) = hdr.bth.psn_word[23:0] + 1;
-        slot_psn.write(meta.scratch_16, meta.scratch_time);)
-    HIDDEN_STEP(nak_cleared,
         DRAIN_NAK(meta) = 0;
-        slot_owner.write(meta.scratch_16, meta.flow_slot);)
+        DRAIN_CONFIRMED(meta) = 1;
+        slot_owner.write(meta.scratch_16, meta.flow_slot);
+        slot_psn.write(meta.scratch_16, meta.scratch_time);)
     HIDDEN_STEP(read_asked, pair_asked.read(meta.scratch_time, meta.scratch_16);)
     HIDDEN_STEP(write_asked, pair_asked.write(meta.scratch_16, standard_metadata.ingress_global_timestamp);)
     // The same, where a slot is taken (a step of its own: BMv2 applies a
@@ -171,12 +176,17 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
         if (FLAG_DRAIN_SLOT(meta) == 1) {
             locate_slot.apply();
             if (meta.group_id != 0) {
-                if (DRAIN_SIG(meta) == meta.scratch_a[30:0]) {
+                if (DRAIN_SIG(meta) == meta.scratch_a[29:0]) {
                     if (DRAINED(meta)) {
                         // Fresh: also a chance to report the queue pair
                         // again (a lost report, or a pair to learn anew).
                         hdr.bth.reserved0[1:0] = BTH_MARK_FRESH;
                         events.count(DRAIN_FRESH);
+                        FLAG_DRAIN_ASK(meta) = 1;
+                    } else if (DRAIN_CONFIRMED(meta) == 0) {
+                        // No paired ACK yet: keep telling the controller
+                        // where the queue pair's PSNs are (once per
+                        // interval), so that it can pair the ACKs.
                         FLAG_DRAIN_ASK(meta) = 1;
                     }
                     if (PSN_AFTER(hdr.bth.psn_word[23:0] + 1, DRAIN_FWD(meta))) {
@@ -201,7 +211,7 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
                 }
             } else if (FLAG_DRAIN_UNPAIRED(meta) == 1) {
                 FLAG_DRAIN_ASK(meta) = 1;
-            } else if (DRAIN_SIG(meta) != meta.scratch_a[30:0]) {
+            } else if (DRAIN_SIG(meta) != meta.scratch_a[29:0]) {
                 events.count(DRAIN_UNKNOWN_ACK);
             } else if (hdr.aeth.syndrome[6:5] != 0) {
                 // NAK, RNR NAK (or a reserved code: a doubt all the same).
@@ -218,9 +228,6 @@ control Drain(inout headers_t hdr, inout metadata_t meta, inout standard_metadat
                 // (A repeat of the last ACK changes nothing.)
                 if (PSN_AFTER(hdr.bth.psn_word[23:0] + 1, DRAIN_ACKED(meta))
                         && !PSN_AFTER(hdr.bth.psn_word[23:0] + 1, DRAIN_FWD(meta))) {
-                    if (DRAIN_NAK(meta) == 1) {
-                        nak_cleared.apply();
-                    }
                     acked.apply();
                 } else {
                     events.count(DRAIN_STALE_ACK);

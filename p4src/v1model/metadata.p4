@@ -159,14 +159,15 @@ struct metadata_t {
 #define FLAG_DRAIN_UNPAIRED(m) m.flags[18:18]
 #define FLAG_DRAIN_REPORT(m) m.flags[19:19]
 #define FLAG_DRAIN_ASK(m) m.flags[20:20]
-// A drain slot as the drain step reads it (drain.p4), into fields that
-// routing refills after it: slot_owner into flow_slot (the owner's
-// signature, 31 bits, 0: never used ++ NAK outstanding), slot_psn into
-// scratch_time (fwd_next ++ acked).
 // The pairing digests' rate limit, written by drain's config (ingress
 // holds nothing else in egress_cfg while routing runs).
 #define DRAIN_PAIR_INTERVAL(m) m.egress_cfg[31:0]
-#define DRAIN_SIG(m) m.flow_slot[31:1]
+// A drain slot as the drain step reads it (drain.p4), into fields that
+// routing refills after it: slot_owner into flow_slot (the owner's
+// signature, 30 bits, 0: never used ++ a paired ACK confirmed the slot ++
+// NAK outstanding), slot_psn into scratch_time (fwd_next ++ acked).
+#define DRAIN_SIG(m) m.flow_slot[31:2]
+#define DRAIN_CONFIRMED(m) m.flow_slot[1:1]
 #define DRAIN_NAK(m) m.flow_slot[0:0]
 #define DRAIN_FWD(m) m.scratch_time[47:24]
 #define DRAIN_ACKED(m) m.scratch_time[23:0]

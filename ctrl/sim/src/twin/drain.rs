@@ -43,15 +43,18 @@ pub fn psn_after(a: u32, b: u32) -> bool {
     d != 0 && d < 1 << 23
 }
 
-/// One slot's state: the owner's signature (31 bits; 0: never used), the
+/// One slot's state: the owner's signature (30 bits; 0: never used), the
 /// PSN after the highest forwarded, the last cumulative acknowledgement,
-/// and whether a NAK is outstanding.
+/// whether a NAK is outstanding, and whether a paired ACK or NAK has
+/// confirmed the slot (until then the program keeps reporting the data's
+/// PSN, so that the controller can pair its ACKs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Slot {
     pub sig: u32,
     pub fwd_next: u32,
     pub acked: u32,
     pub nak: bool,
+    pub confirmed: bool,
 }
 
 /// What the first leaf concludes for a data packet.
@@ -83,7 +86,7 @@ impl Slot {
     }
 
     fn taken(sig: u32, psn: u32) -> Slot {
-        Slot { sig, fwd_next: psn.wrapping_add(1) & PSN_MASK, acked: psn, nak: false }
+        Slot { sig, fwd_next: psn.wrapping_add(1) & PSN_MASK, acked: psn, nak: false, confirmed: false }
     }
 
     /// A data packet of the queue pair signed `sig`, PSN `psn`, is
@@ -131,6 +134,7 @@ impl Slot {
         } else if psn_after(next, self.acked) && !psn_after(next, self.fwd_next) {
             self.acked = next;
             self.nak = false;
+            self.confirmed = true;
             None
         } else {
             Some(Event::StaleAck)
@@ -154,14 +158,16 @@ impl Slot {
         // Outstanding whatever the order: safe (no move) until an ACK
         // passes the PSN it asked for.
         self.nak = true;
+        self.confirmed = true;
         vec![Event::Nak]
     }
 
     /// The slot as the v1model program's registers hold it:
-    /// `drain.slot_owner` (signature ++ NAK, 32 bits) and `drain.slot_psn`
-    /// (fwd_next ++ acked, 48 bits).
+    /// `drain.slot_owner` (signature ++ confirmed ++ NAK, 32 bits) and
+    /// `drain.slot_psn` (fwd_next ++ acked, 48 bits).
     pub fn pack(&self) -> (u128, u128) {
-        let owner = u128::from(self.sig & 0x7FFF_FFFF) << 1 | u128::from(self.nak);
+        let owner =
+            u128::from(self.sig & 0x3FFF_FFFF) << 2 | u128::from(self.confirmed) << 1 | u128::from(self.nak);
         let psn = u128::from(self.fwd_next & PSN_MASK) << 24 | u128::from(self.acked & PSN_MASK);
         (owner, psn)
     }
@@ -169,7 +175,8 @@ impl Slot {
     pub fn unpack(owner: u128, psn: u128) -> Slot {
         let m = u128::from(PSN_MASK);
         Slot {
-            sig: (owner >> 1) as u32 & 0x7FFF_FFFF,
+            sig: (owner >> 2) as u32 & 0x3FFF_FFFF,
+            confirmed: (owner >> 1) & 1 == 1,
             nak: owner & 1 == 1,
             fwd_next: ((psn >> 24) & m) as u32,
             acked: (psn & m) as u32,
@@ -220,7 +227,7 @@ pub struct DrainTable {
 /// it: the P4 program hashes the destination QP and the host pair).
 fn place(key: u64) -> (usize, u32) {
     let h = crate::rng::mix64(key ^ 0xD7A1_5EED);
-    (h as usize & (DRAIN_SLOTS - 1), (h >> 33) as u32 | 1)
+    (h as usize & (DRAIN_SLOTS - 1), (h >> 34) as u32 | 1)
 }
 
 impl DrainTable {
@@ -344,10 +351,10 @@ mod tests {
 
     #[test]
     fn a_slot_packs_as_the_p4_registers_hold_it() {
-        let s = Slot { sig: 0x7ABC_DEF1, fwd_next: 0xFF_FFFF, acked: 0x12_3456, nak: true };
+        let s = Slot { sig: 0x3ABC_DEF1, fwd_next: 0xFF_FFFF, acked: 0x12_3456, nak: true, confirmed: true };
         let (owner, psn) = s.pack();
         assert_eq!(Slot::unpack(owner, psn), s);
-        assert_eq!(owner, 0x7ABC_DEF1 << 1 | 1);
+        assert_eq!(owner, 0x3ABC_DEF1 << 2 | 0b11);
         assert_eq!(psn, 0xFFFF_FF12_3456);
     }
 

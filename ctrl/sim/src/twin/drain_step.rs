@@ -28,11 +28,11 @@ const DEFAULT_PAIR_INTERVAL_US: u64 = 1000;
 const PAIR_DATA: u8 = 0;
 const PAIR_ACK: u8 = 1;
 
-/// The slot index and signature (31 bits, never 0) of the queue pair
+/// The slot index and signature (30 bits, never 0) of the queue pair
 /// (`src`, `dst`, `qp`).
 fn locate(src: u32, dst: u32, protocol: u8, qp: u32) -> (u32, u32) {
     let h = drain_hash(src, dst, protocol, qp);
-    (h & (DRAIN_SLOT_COUNT - 1), (h >> 1) | 1)
+    (h & (DRAIN_SLOT_COUNT - 1), (h >> 2) | 1)
 }
 
 /// A pairing digest to raise: data direction hosts, QP, PSN, kind.
@@ -121,7 +121,9 @@ impl Twin {
                 self.set_reg(ids.pair_asked, idx, u128::from(now))?;
                 return Ok(Some(report()));
             }
-            if verdict == Drain::Fresh && self.ask(ids, idx, now, interval)? {
+            // Fresh, or not yet confirmed by a paired ACK: once per interval.
+            let unconfirmed = slot.sig == sig && !slot.confirmed;
+            if (verdict == Drain::Fresh || unconfirmed) && self.ask(ids, idx, now, interval)? {
                 return Ok(Some(report()));
             }
             return Ok(None);

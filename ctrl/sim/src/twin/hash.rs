@@ -55,7 +55,7 @@ pub fn flow_hash(h: &Headers) -> u32 {
 /// The drain rule's hash (`drain.p4`'s `locate`): `crc32` over the data's
 /// IPv4 source, destination and protocol and its destination QP (the
 /// flow key without its ports, which an ACK does not share). Its low bits
-/// index the slot; bits 31:2 followed by a 1 are the 31-bit signature.
+/// index the slot; bits 31:3 followed by a 1 are the 30-bit signature.
 pub fn drain_hash(src: u32, dst: u32, protocol: u8, qp: u32) -> u32 {
     let mut k = [0u8; 12];
     k[0..4].copy_from_slice(&src.to_be_bytes());
