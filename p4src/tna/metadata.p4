@@ -7,12 +7,6 @@
 
 #include "../shared/headers.p4"
 
-// The table property naming an action selector. p4test's stand-in for
-// tna.p4 (p4test/tna.p4, used only to write the P4Info) renames it.
-#ifndef TABLE_IMPLEMENTATION
-#define TABLE_IMPLEMENTATION implementation
-#endif
-
 // The CPU (PCIe) port: 192 on a two-pipe Tofino 1, 320 on a four-pipe one.
 // Build with -DTNA_CPU_PORT=320 for the latter; the topology's
 // `fabric.cpu_port` must say the same.

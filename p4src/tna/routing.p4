@@ -156,7 +156,7 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
             @defaultonly NoAction;
         }
         const default_action = NoAction();
-        TABLE_IMPLEMENTATION = nhop_selector;
+        implementation = nhop_selector;
         size = GROUP_SELECTOR_SIZE;
     }
 
