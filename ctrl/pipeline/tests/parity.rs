@@ -86,6 +86,31 @@ fn parity_names_a_difference() {
 }
 
 #[test]
+fn parity_covers_objects_the_contract_does_not_name() {
+    let v1 = P4Info::from_text(&v1model_text()).unwrap();
+    // A table only one side has, and a non-time register of another width.
+    let mut raw = tna_like().raw().clone();
+    let mut extra = raw.tables[0].clone();
+    if let Some(p) = extra.preamble.as_mut() {
+        p.name = "MetaroceIngress.routing.extra".into();
+        p.alias = "extra".into();
+        p.id += 1_000_000;
+    }
+    raw.tables.push(extra);
+    for r in &mut raw.registers {
+        if r.preamble.as_ref().is_some_and(|p| p.name.ends_with("routing.flowlet_id")) {
+            set_width(r, 32);
+        }
+    }
+    let problems = parity(&v1, &P4Info::new(raw).unwrap());
+    assert!(
+        problems.iter().any(|p| p.contains("MetaroceIngress.routing.extra is in the TNA P4Info only")),
+        "{problems:?}"
+    );
+    assert!(problems.iter().any(|p| p.contains("flowlet_id") && p.contains("bit<")), "{problems:?}");
+}
+
+#[test]
 fn the_target_and_its_units_come_from_the_p4info() {
     let v1 = Pipeline::new(P4Info::from_text(&v1model_text()).unwrap(), vec![]).unwrap();
     assert_eq!(v1.target(), Target::Bmv2);
