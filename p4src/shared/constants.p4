@@ -8,6 +8,21 @@ const bit<8> IP_PROTO_TCP = 6;
 const bit<8> IP_PROTO_UDP = 17;
 const bit<16> UDP_PORT_ROCEV2 = 4791;
 
+// RoCEv2 BTH opcodes the drain rule tells apart: RC Acknowledge (it
+// carries an AETH) and RC Atomic Acknowledge. Every other RC opcode (the
+// top three bits 0) is a request: data whose delivery ACKs confirm.
+const bit<8> BTH_OPCODE_RC_ACK = 0x11;
+const bit<8> BTH_OPCODE_RC_ATOMIC_ACK = 0x12;
+// The drain rule's mark, the BTH's two low reserved bits (reserved0[1:0]),
+// written by a flow's first leaf and cleared where the packet leaves for a
+// host. 0: the flow does not follow the rule (flowlet gaps decide);
+// GOVERNED (bit 1): it does, and this packet keeps its path at every
+// switch whatever the gap; FRESH (bits 1 and 0): nothing of the flow is in
+// flight, so this packet may take a new path at every switch.
+const bit<2> BTH_MARK_NONE = 0;
+const bit<2> BTH_MARK_GOVERNED = 2;
+const bit<2> BTH_MARK_FRESH = 3;
+
 // INT presence is signalled by one DSCP bit, so the UDP destination port
 // (4791, which the receiving RNIC needs) and the 5-tuple used for path
 // hashing stay untouched. QoS must ignore this bit inside the fabric.
@@ -36,9 +51,18 @@ const bit<8> DROP_INT_MALFORMED = 5;     // INT header inconsistent with its len
 const bit<8> DROP_IPV4_INVALID = 6;      // version or IHL wrong, or bad checksum
 const bit<8> DROP_UNSUPPORTED = 7;       // neither IPv4 nor ARP
 
+// What the drain rule counts: the index of drain.events.
+const bit<8> DRAIN_FRESH = 0;          // data found drained: it may take a new path
+const bit<8> DRAIN_COLLISION = 1;      // data of a queue pair whose slot another holds busy
+const bit<8> DRAIN_TAKEOVER = 2;       // a drained slot taken over by another queue pair
+const bit<8> DRAIN_UNKNOWN_ACK = 3;    // ACK or NAK of no paired queue pair, or of a slot another holds
+const bit<8> DRAIN_STALE_ACK = 4;      // ACK behind the last, or beyond anything forwarded
+const bit<8> DRAIN_NAK = 5;            // NAKs (and RNR NAKs) seen
+
 // Digest receivers.
 const bit<32> DIGEST_QUEUE = 1;
 const bit<32> DIGEST_LARGE_FLOW = 2;
+const bit<32> DIGEST_DRAIN_PAIR = 3;
 
 // Why a packet reaches the controller.
 const bit<8> PACKET_IN_REPORT = 1;

@@ -46,13 +46,22 @@ header tcp_t {
 }
 
 // InfiniBand Base Transport Header, as carried by RoCEv2 (12 bytes).
-// Only the destination QP is read (path entropy); the other fields are
-// grouped.
+// The destination QP is path entropy; the opcode (head[31:24]) and the PSN
+// (psn_word[23:0]) drive the drain rule, which keeps its marks in the two
+// low reserved bits (reserved0[1:0]; see BTH_MARK_ below). The other
+// fields are grouped.
 header bth_t {
     bit<32> head;     // opcode, SE, M, pad, TVer, P_Key
-    bit<8> reserved0; // FECN, BECN, reserved
+    bit<8> reserved0; // FECN, BECN, reserved (6)
     bit<24> dest_qp;
     bit<32> psn_word; // AckReq, reserved, PSN
+}
+
+// ACK Extended Transport Header: follows the BTH of an RC Acknowledge.
+// Syndrome bits 6:5 are 00 for an ACK, 01 for an RNR NAK, 11 for a NAK.
+header aeth_t {
+    bit<8> syndrome;
+    bit<24> msn;
 }
 
 // INT shim for TCP/UDP (INT v2.1) and the INT-MD metadata header that
@@ -188,6 +197,7 @@ struct headers_t {
     int_hop_t int_local;
     int_hop_t[INT_MAX_STACK_HOPS] int_hops;
     bth_t bth;
+    aeth_t aeth;
     // Parsed, never emitted.
     flow_key_t flow_key;
 }

@@ -14,6 +14,9 @@
 #define DROP_REASON_COUNT 16        // drop counter cells, one per reason
 #define STEER_FLOW_TABLE_SIZE 4096  // steered flows (exact: ipv4 src, dst, UDP source port, dest QP)
 #define STEER_PAIR_TABLE_SIZE 1024  // steered host pairs (exact: ipv4 src, dst)
+#define DRAIN_SLOTS 4096           // drain rule slots at a flow's first leaf (a power of two)
+#define QP_PAIR_TABLE_SIZE 4096    // ACK queue pair -> data queue pair (exact: ipv4 src, dst, dest QP)
+#define DRAIN_EVENT_COUNT 8        // drain.events cells, one per DRAIN_ event
 // Large-flow detector registers, indexed by the flow slot of the flowlet
 // registers (the same hash bits), so they must be as many.
 #define LARGE_FLOW_SLOTS FLOWLET_SLOTS

@@ -105,7 +105,7 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
         }
         // One condition for a packet that neither crosses nor carries INT
         // nor starts it (most packets have no flag set at all).
-        if (meta.flags != 0 || hdr.int_hdr.isValid()) {
+        if (FLAGS_EGRESS(meta) != 0 || hdr.int_hdr.isValid()) {
             if (FLAG_CROSSING(meta) == 1 || (hdr.int_hdr.isValid() && PORT_EDGE(meta) == 1)) {
                 egress_config.apply();
             }

@@ -18,6 +18,13 @@ control MetaroceEgress(inout headers_t hdr, inout metadata_t meta, inout standar
         if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_EGRESS_CLONE
                 && standard_metadata.egress_port != CPU_PORT && hdr.ipv4.isValid()) {
             queue_sensing.apply(hdr, meta, standard_metadata);  // and INT
+            // The drain rule's mark ends where the packet leaves for a host
+            // (receivers ignore reserved bits, and the ICRC masks them).
+            if (hdr.bth.isValid()) {
+                if (PORT_EDGE(meta) == 1) {
+                    hdr.bth.reserved0[1:0] = BTH_MARK_NONE;
+                }
+            }
 
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE) {
             if (IS_DIGEST_COPY(meta)) {

@@ -34,8 +34,10 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
         default_action = configure(0, 50000);
     }
 
-    // A hit is all that matters (see apply).
+    // Noted for routing (the drain rule marks data entering the fabric)
+    // and for the INT watchlist and the large-flow detector after it.
     action set_edge() {
+        FLAG_EDGE(meta) = 1;
     }
 
     // Host-facing ports: where INT sources instrument traffic, and where
@@ -91,18 +93,21 @@ control MetaroceIngress(inout headers_t hdr, inout metadata_t meta, inout standa
                 && standard_metadata.parser_error == error.NoError && standard_metadata.checksum_error == 0
                 && hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
             config.apply();
+            // Only UDP from a host-facing port can become an INT source,
+            // have its RoCEv2 data marked by the drain rule, or be watched
+            // for large flows.
+            if (hdr.udp.isValid() && !hdr.int_hdr.isValid()) {
+                ingress_port_role.apply();
+            }
             // A packet that is not forwarded ends ingress here (exit).
             routing.apply(hdr, meta, standard_metadata);
-            // Only UDP from a host-facing port can become an INT source,
-            // and only UDP from one, routed to a group, is watched for
-            // large flows (routing decided first: the detector reports
-            // the egress port; nothing in routing reads the INT flag).
-            if (hdr.udp.isValid() && !hdr.int_hdr.isValid()) {
-                if (ingress_port_role.apply().hit) {
-                    int_watchlist.apply();
-                    if (meta.group_id != 0) {
-                        large_flows.apply(hdr, meta, standard_metadata);
-                    }
+            // Routing decided first: the detector reports the egress port;
+            // nothing in routing reads the INT flag. Only flows routed to
+            // a group are watched for large flows.
+            if (FLAG_EDGE(meta) == 1) {
+                int_watchlist.apply();
+                if (meta.group_id != 0) {
+                    large_flows.apply(hdr, meta, standard_metadata);
                 }
             }
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_RECIRC && IS_DIGEST_COPY(meta)) {

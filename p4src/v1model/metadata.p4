@@ -48,6 +48,20 @@ struct large_flow_digest_t {
     bit<48> timestamp;
 }
 
+// Drain pairing digest (drain.p4): what the controller needs to pair the
+// queue pair an ACK names with its data's. `hosts` is the data's
+// direction: IPv4 source ++ destination ++ protocol. `report` is kind (8)
+// ++ QP (24) ++ PSN (24): kind 0, a data queue pair took a slot at its
+// first leaf (its QP, its packet's PSN); kind 1, an ACK or NAK of a queue
+// pair with no qp_pair entry reached its sender's leaf (the ACK's QP and
+// PSN). Two members, not five: BMv2 copies every member into a field of
+// its own, which it then resets for every packet. The switch is the one
+// whose stream carries the digest.
+struct drain_pair_digest_t {
+    bit<72> hosts;
+    bit<56> report;
+}
+
 // BMv2 resets every metadata field of every packet, and every field write
 // is a bignum operation, so the cost of this struct is per field, not per
 // bit: settings that an action writes together are kept in one wide field
@@ -71,10 +85,14 @@ struct metadata_t {
     // new flowlet (bit 0), threshold crossing (1), ECN as received when
     // this hop marks CE (1 ++ ECN, bits 4:2), INT source (1 ++ max_hops
     // when the watchlist matched, bits 13:5), the new flowlet follows a
-    // steer entry (14). 20 bits where 15 would do:
-    // the struct's widths then add up to whole bytes, and p4c pads it with
-    // no extra field (one more to reset).
-    bit<20> flags;
+    // steer entry (14). Bits 15 and up live in ingress only (egress tests
+    // bits 14:0): the packet arrived on a host-facing port (15), the drain
+    // rule is on (16), the packet updates a drain slot (17), an ACK no
+    // qp_pair entry pairs (18), a pairing digest to send (19), one to send
+    // if the slot's last is older than the interval (20). 28 bits: with 20
+    // the struct's widths added up to whole bytes, and must still (else
+    // p4c pads it with one more field to reset).
+    bit<28> flags;
     // `egress_config`: digest_interval_us ++ report_period_us ++ latency_shift.
     // Ingress, which needs it not, keeps the large-flow detector's
     // settings here (LF_CONFIG): egress always applies `egress_config`
@@ -131,6 +149,27 @@ struct metadata_t {
 #define FLAG_ECN_RECEIVED(m) m.flags[4:2]
 #define FLAG_INT_SOURCE(m) m.flags[13:5]
 #define FLAG_STEERED(m) m.flags[14:14]
+#define FLAGS_EGRESS(m) m.flags[14:0]
+#define FLAG_EDGE(m) m.flags[15:15]
+#define FLAG_DRAIN_ON(m) m.flags[16:16]
+#define FLAG_DRAIN_SLOT(m) m.flags[17:17]
+#define FLAG_DRAIN_UNPAIRED(m) m.flags[18:18]
+#define FLAG_DRAIN_REPORT(m) m.flags[19:19]
+#define FLAG_DRAIN_ASK(m) m.flags[20:20]
+// A drain slot as the drain step reads it (drain.p4), into fields that
+// routing refills after it: slot_owner into flow_slot (the owner's
+// signature, 31 bits, 0: never used ++ NAK outstanding), slot_psn into
+// scratch_time (fwd_next ++ acked).
+// The pairing digests' rate limit, written by drain's config (ingress
+// holds nothing else in egress_cfg while routing runs).
+#define DRAIN_PAIR_INTERVAL(m) m.egress_cfg[31:0]
+#define DRAIN_SIG(m) m.flow_slot[31:1]
+#define DRAIN_NAK(m) m.flow_slot[0:0]
+#define DRAIN_FWD(m) m.scratch_time[47:24]
+#define DRAIN_ACKED(m) m.scratch_time[23:0]
+#define DRAINED(m) (DRAIN_NAK(m) == 0 && DRAIN_FWD(m) == DRAIN_ACKED(m))
+// 24-bit serial arithmetic: a comes after b (PSNs start anywhere and wrap).
+#define PSN_AFTER(a, b) ((a) != (b) && (bit<24>)((a) - (b)) < 24w0x800000)
 #define LF_WINDOW(m) m.egress_cfg[63:32]
 #define LF_THRESHOLD(m) m.egress_cfg[31:0]
 #define IS_DIGEST_COPY(m) (m.digest_copy[168:168] == 1)

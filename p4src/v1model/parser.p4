@@ -137,6 +137,17 @@ parser MetaroceParser(packet_in packet, out headers_t hdr, inout metadata_t meta
     state parse_bth {
         packet.extract(hdr.bth);
         hdr.flow_key.entropy = hdr.bth.dest_qp;
+        // The opcode is the top byte (a masked select needs no copy of it).
+        transition select(hdr.bth.head) {
+            BTH_OPCODE_RC_ACK ++ 24w0 &&& 0xff000000: parse_aeth;
+            default: accept;
+        }
+    }
+
+    // An ACK or NAK: the drain rule reads its syndrome. A truncated one
+    // is a parser error (dropped and counted).
+    state parse_aeth {
+        packet.extract(hdr.aeth);
         transition accept;
     }
 }
@@ -179,6 +190,7 @@ control MetaroceDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.int_local);
         packet.emit(hdr.int_hops);
         packet.emit(hdr.bth);
+        packet.emit(hdr.aeth);
     }
 }
 

@@ -13,10 +13,18 @@
 // a draw, unless the entry's port is down, when the group draws as if
 // there were no entry (failover beats steering). A running flowlet never
 // looks: a steer entry moves a flow only at its next flowlet boundary.
+//
+// Where a flowlet ends depends on the flow. A flow that follows the drain
+// rule (drain.p4; its first leaf marks every packet) starts a new flowlet
+// exactly on a packet marked fresh: nothing of it is in flight, so no
+// path it takes can reorder it. Every other flow starts one after an idle
+// gap longer than the flowlet timeout. A slot that another flow took
+// (signature) or a down port starts one for either.
 #ifndef METAROCE_V1MODEL_ROUTING_P4
 #define METAROCE_V1MODEL_ROUTING_P4
 
 #include "metadata.p4"
+#include "drain.p4"
 
 control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
     register<bit<16>, bit<32>>(FLOWLET_SLOTS) flowlet_sig;
@@ -27,6 +35,7 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
     counter<bit<9>>(PORT_COUNT, CounterType.packets) new_flowlets;
     counter<bit<9>>(PORT_COUNT, CounterType.packets) steered;
     action_selector(HashAlgorithm.crc16, GROUP_SELECTOR_SIZE, GROUP_SELECTOR_HASH_BITS) nhop_selector;
+    Drain() drain;
 
 
     // Counted by reason, and the end of ingress for the packet.
@@ -193,45 +202,56 @@ control Routing(inout headers_t hdr, inout metadata_t meta, inout standard_metad
     apply {
         // TTL expiry is dropped by the caller (its common-case test).
         // No route: the default action drops and ends ingress (exit).
-        switch (ipv4_lpm.apply().action_run) {
-            set_group: {
-                read_slot.apply();
-                // Same flow (signature) within the timeout: the flowlet
-                // goes on, on its pinned next hop, unless its port is down
-                // (below). Otherwise a new one starts: its steer entry,
-                // if it has one, else the group.
-                if (meta.flowlet_id != meta.flow_hash[31:16]
-                        || standard_metadata.ingress_global_timestamp - meta.scratch_time
-                           > CFG_FLOWLET_TIMEOUT(meta)) {
+        // set_group sets a group (never 0); set_nhop leaves it 0.
+        ipv4_lpm.apply();
+        // RoCEv2 data entering the fabric gets its mark; an ACK routed
+        // straight to its host (the sender's leaf) updates its data's slot.
+        // (Drain checks which; BMv2 evaluates every term of a condition,
+        // so other packets pay for one test.)
+        if (hdr.bth.isValid()) {
+            drain.apply(hdr, meta, standard_metadata);
+        }
+        if (meta.group_id != 0) {
+            read_slot.apply();
+            // Same flow (signature): the flowlet goes on, on its pinned
+            // next hop, unless its port is down (below), until a fresh
+            // packet if the flow follows the drain rule, else until an
+            // idle gap past the timeout. Otherwise a new one starts: its
+            // steer entry, if it has one, else the group.
+            if (hdr.bth.isValid() && hdr.bth.reserved0[1:1] == 1) {
+                if (meta.flowlet_id != meta.flow_hash[31:16] || hdr.bth.reserved0[0:0] == 1) {
                     FLAG_NEW_FLOWLET(meta) = 1;
-                    no_port_to_check.apply();
-                    if (!steer_flow.apply().hit) {
-                        steer_pair.apply();
-                    }
                 }
-                // A down port turns a running flowlet into a new one, and
-                // a steered new flowlet into a drawn one (mark_port_down).
-                port_down.apply();
-                if (FLAG_NEW_FLOWLET(meta) == 1) {
-                    if (FLAG_STEERED(meta) == 0) {
-                        flowlet_id.read(meta.flowlet_id, meta.flow_slot);
-                        meta.flowlet_id = meta.flowlet_id + 1;
-                        nhop_group.apply();
-                        flowlet_id.write(meta.flow_slot, meta.flowlet_id);
-                    }
-                    new_flowlet_sig.apply();
-                    flowlet_sig.write(meta.flow_slot, meta.scratch_16);
-                    flowlet_nhop.write(meta.flow_slot, meta.nhop_id);
+            } else if (meta.flowlet_id != meta.flow_hash[31:16]
+                    || standard_metadata.ingress_global_timestamp - meta.scratch_time
+                       > CFG_FLOWLET_TIMEOUT(meta)) {
+                FLAG_NEW_FLOWLET(meta) = 1;
+            }
+            if (FLAG_NEW_FLOWLET(meta) == 1) {
+                no_port_to_check.apply();
+                if (!steer_flow.apply().hit) {
+                    steer_pair.apply();
                 }
             }
-            set_nhop: {
-                // The flow hash serves flowlets and the INT sink's report
-                // sampling; packets routed straight to a next hop
-                // without INT skip it.
-                if (hdr.int_hdr.isValid()) {
-                    flow_hash();
+            // A down port turns a running flowlet into a new one, and
+            // a steered new flowlet into a drawn one (mark_port_down).
+            port_down.apply();
+            if (FLAG_NEW_FLOWLET(meta) == 1) {
+                if (FLAG_STEERED(meta) == 0) {
+                    flowlet_id.read(meta.flowlet_id, meta.flow_slot);
+                    meta.flowlet_id = meta.flowlet_id + 1;
+                    nhop_group.apply();
+                    flowlet_id.write(meta.flow_slot, meta.flowlet_id);
                 }
+                new_flowlet_sig.apply();
+                flowlet_sig.write(meta.flow_slot, meta.scratch_16);
+                flowlet_nhop.write(meta.flow_slot, meta.nhop_id);
             }
+        } else if (hdr.int_hdr.isValid()) {
+            // The flow hash serves flowlets and the INT sink's report
+            // sampling; packets routed straight to a next hop without INT
+            // skip it.
+            flow_hash();
         }
         // A new flowlet that is forwarded (the next hop exists) pins its
         // port.

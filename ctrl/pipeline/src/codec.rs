@@ -7,10 +7,10 @@ use metaroce_p4rt::codec::{decode_u128, Bits};
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::{P4Info, P4InfoError};
 
-use crate::contract::{DIGEST_FIELDS, LARGE_FLOW_DIGEST_FIELDS};
+use crate::contract::{DIGEST_FIELDS, DRAIN_PAIR_DIGEST_FIELDS, LARGE_FLOW_DIGEST_FIELDS};
 use crate::entry::{Entry, FlowKey, RouteTarget};
 use crate::names as n;
-use crate::{Counter, LargeFlowDigest, PipelineError, QueueDigest};
+use crate::{Counter, DrainPairDigest, DrainPairKind, LargeFlowDigest, PipelineError, QueueDigest};
 
 use p4::entity::Entity as E;
 use p4::field_match::FieldMatchType as M;
@@ -24,6 +24,8 @@ pub(crate) struct Ids {
     profile: u32,
     pub digest: u32,
     pub large_flow_digest: u32,
+    /// `drain_pair_digest_t`, when the program carries the drain rule.
+    pub drain_pair_digest: Option<u32>,
     counters: HashMap<u32, Counter>,
 }
 
@@ -45,6 +47,10 @@ const OUR_TABLES: &[&str] = &[
 
 const KEYLESS: &[&str] = &[n::CONFIG, n::LARGE_FLOW_CONFIG, n::EGRESS_CONFIG, n::REPORT_CONFIG];
 
+/// The drain rule's tables: read and written where the program has them
+/// (the v1model program does; see `contract::NOT_YET_ON_TNA`).
+const DRAIN_TABLES: &[&str] = &[n::DRAIN_CONFIG, n::QP_PAIR];
+
 impl Ids {
     pub fn resolve(info: &P4Info) -> Result<Self, P4InfoError> {
         let mut tables = HashMap::new();
@@ -53,6 +59,14 @@ impl Ids {
             let id = info.tables.id_of(t)?;
             tables.insert(id, *t);
             by_table.insert(*t, id);
+        }
+        let drain = info.tables.id_of(n::DRAIN_CONFIG).is_ok();
+        if drain {
+            for t in DRAIN_TABLES {
+                let id = info.tables.id_of(t)?;
+                tables.insert(id, *t);
+                by_table.insert(*t, id);
+            }
         }
         let mut counters = HashMap::new();
         for (name, c) in [
@@ -71,6 +85,7 @@ impl Ids {
             profile: info.action_profiles.id_of(n::NHOP_SELECTOR)?,
             digest: info.digests.id_of(n::QUEUE_DIGEST)?,
             large_flow_digest: info.digests.id_of(n::LARGE_FLOW_DIGEST)?,
+            drain_pair_digest: if drain { Some(info.digests.id_of(n::DRAIN_PAIR_DIGEST)?) } else { None },
             counters,
         })
     }
@@ -80,12 +95,12 @@ impl Ids {
     }
 
     pub fn read_requests(&self) -> Vec<p4::Entity> {
-        let mut out: Vec<p4::Entity> = OUR_TABLES
-            .iter()
-            .filter(|t| !KEYLESS.contains(t))
+        let has = |t: &&&str| self.by_table.contains_key(**t);
+        let keyed = OUR_TABLES.iter().chain([n::QP_PAIR].iter()).filter(has).filter(|t| !KEYLESS.contains(t));
+        let mut out: Vec<p4::Entity> = keyed
             .map(|t| p4::TableEntry { table_id: self.by_table[t], ..Default::default() }.into())
             .collect();
-        out.extend(KEYLESS.iter().map(|t| {
+        out.extend(KEYLESS.iter().chain([n::DRAIN_CONFIG].iter()).filter(has).map(|t| {
             p4::Entity::from(p4::TableEntry {
                 table_id: self.by_table[t],
                 is_default_action: true,
@@ -184,8 +199,20 @@ impl Ids {
                 window_us: get(&p, "window_us")? as u32,
                 threshold_bytes: get(&p, "threshold_bytes")? as u32,
             },
+            n::DRAIN_CONFIG if aname == n::CONFIGURE_DRAIN => Entry::DrainConfig {
+                enabled: get(&p, "enabled")? != 0,
+                pair_interval_us: get(&p, "pair_interval_us")? as u32,
+            },
             // A keyless table still holding p4c's default (NoAction): nothing of ours.
-            n::CONFIG | n::EGRESS_CONFIG | n::REPORT_CONFIG | n::LARGE_FLOW_CONFIG => return Ok(None),
+            n::CONFIG | n::EGRESS_CONFIG | n::REPORT_CONFIG | n::LARGE_FLOW_CONFIG | n::DRAIN_CONFIG => {
+                return Ok(None)
+            }
+            n::QP_PAIR if aname == n::PAIR => Entry::QpPair {
+                src: Ipv4Addr::from(exact(t, 1)? as u32),
+                dst: Ipv4Addr::from(exact(t, 2)? as u32),
+                ack_qp: exact(t, 3)? as u32,
+                data_qp: get(&p, "data_qp")? as u32,
+            },
             n::INGRESS_PORT_ROLE => Entry::EdgePort { port: exact(t, 1)? as u16 },
             n::INT_WATCHLIST => Entry::Watch {
                 src: ternary32(t, 1)?,
@@ -358,6 +385,23 @@ pub(crate) fn build(info: &P4Info, entry: &Entry) -> Result<p4::Entity, P4InfoEr
             .default_action()
             .build()
             .into(),
+        Entry::DrainConfig { enabled, pair_interval_us } => info
+            .table_entry(n::DRAIN_CONFIG)?
+            .action(
+                n::CONFIGURE_DRAIN,
+                &[("enabled", u8::from(*enabled).into()), ("pair_interval_us", (*pair_interval_us).into())],
+            )?
+            .default_action()
+            .build()
+            .into(),
+        Entry::QpPair { src, dst, ack_qp, data_qp } => info
+            .table_entry(n::QP_PAIR)?
+            .exact("src_addr", *src)?
+            .exact("dst_addr", *dst)?
+            .exact("dest_qp", *ack_qp)?
+            .action(n::PAIR, &[("data_qp", (*data_qp).into())])?
+            .build()
+            .into(),
         Entry::SteerFlow { flow, nhop_id, port } => info
             .table_entry(n::STEER_FLOW)?
             .exact("src_addr", flow.src)?
@@ -503,5 +547,27 @@ pub(crate) fn decode_large_flow(d: &p4::P4Data) -> Result<LargeFlowDigest, Pipel
         slot: slot as u16,
         collision: collision != 0,
         timestamp: timestamp as u64,
+    })
+}
+
+/// A pairing digest: `hosts` is source 32 ++ destination 32 ++ protocol 8,
+/// `report` kind 8 ++ QP 24 ++ PSN 24. A kind other than 0 or 1 is
+/// malformed.
+pub(crate) fn decode_drain_pair(d: &p4::P4Data) -> Result<DrainPairDigest, PipelineError> {
+    let v = digest_values(d, n::DRAIN_PAIR_DIGEST, DRAIN_PAIR_DIGEST_FIELDS)?;
+    let [hosts, report] = v[..] else {
+        return Err(bad(n::DRAIN_PAIR_DIGEST, "wrong member count"));
+    };
+    let kind = match report >> 48 {
+        0 => DrainPairKind::Data,
+        1 => DrainPairKind::Ack,
+        k => return Err(bad(n::DRAIN_PAIR_DIGEST, &format!("unknown kind {k}"))),
+    };
+    Ok(DrainPairDigest {
+        src: Ipv4Addr::from((hosts >> 40) as u32),
+        dst: Ipv4Addr::from((hosts >> 8) as u32),
+        qp: ((report >> 24) & 0xff_ffff) as u32,
+        psn: (report & 0xff_ffff) as u32,
+        kind,
     })
 }

@@ -144,6 +144,44 @@ pub(crate) const LARGE_FLOW_DIGEST_FIELDS: &[(&str, i32)] = &[
     ("timestamp", 48),
 ];
 
+/// The drain rule (`p4src/README.md`, "Moves that never reorder"): its
+/// tables, actions, counter and pairing digest. Required of the v1model
+/// program; the TNA program does not carry the rule yet, so on Tofino the
+/// part is checked only when the P4Info has it, and the controller writes
+/// no drain entries where it is missing ([`has_drain`]).
+pub(crate) const DRAIN_TABLES: &[TableSpec] = &[
+    TableSpec { name: n::DRAIN_CONFIG, fields: &[], actions: &[n::CONFIGURE_DRAIN] },
+    TableSpec {
+        name: n::QP_PAIR,
+        fields: &[
+            ("src_addr", MatchType::Exact, 32),
+            ("dst_addr", MatchType::Exact, 32),
+            ("dest_qp", MatchType::Exact, 24),
+        ],
+        actions: &[n::PAIR],
+    },
+];
+
+pub(crate) const DRAIN_ACTIONS: &[(&str, &[(&str, i32)])] =
+    &[(n::CONFIGURE_DRAIN, &[("enabled", 1), ("pair_interval_us", 32)]), (n::PAIR, &[("data_qp", 24)])];
+
+/// The twin keeps the rule's state in these: `(name, size, v1model width)`
+/// (a Tofino stateful ALU holds other widths; the names are shared).
+pub(crate) const DRAIN_REGISTERS: &[(&str, i32, i32)] = &[
+    (n::DRAIN_SLOT_OWNER, n::DRAIN_SLOT_COUNT as i32, 32),
+    (n::DRAIN_SLOT_PSN, n::DRAIN_SLOT_COUNT as i32, 48),
+    (n::DRAIN_PAIR_ASKED, n::DRAIN_SLOT_COUNT as i32, TIME),
+];
+
+/// Pairing digest members: `hosts` is the data's IPv4 source ++
+/// destination ++ protocol; `report` is kind (8) ++ QP (24) ++ PSN (24).
+pub(crate) const DRAIN_PAIR_DIGEST_FIELDS: &[(&str, i32)] = &[("hosts", 72), ("report", 56)];
+
+/// Whether the program carries the drain rule (its config table).
+pub(crate) fn has_drain(info: &P4Info) -> bool {
+    info.table(n::DRAIN_CONFIG).is_ok()
+}
+
 pub(crate) const PACKET_IN_FIELDS: &[(&str, i32)] = &[("ingress_port", 16), ("reason", 8), ("reserved", 8)];
 pub(crate) const PACKET_OUT_FIELDS: &[(&str, i32)] = &[("egress_port", 16), ("flags", 8)];
 
@@ -158,10 +196,13 @@ fn register_width(width: i32, target: Target) -> i32 {
 /// Checks the P4Info against everything above; returns every problem.
 pub(crate) fn check(info: &P4Info, target: Target) -> Vec<String> {
     let mut errs = Vec::new();
-    for t in TABLES {
+    let drain = target == Target::Bmv2 || has_drain(info);
+    let drain_tables: &[TableSpec] = if drain { DRAIN_TABLES } else { &[] };
+    for t in TABLES.iter().chain(drain_tables) {
         check_table(info, t, &mut errs);
     }
-    for (name, params) in ACTIONS {
+    let drain_actions: &[(&str, &[(&str, i32)])] = if drain { DRAIN_ACTIONS } else { &[] };
+    for (name, params) in ACTIONS.iter().chain(drain_actions) {
         match info.action(name) {
             Ok(a) => {
                 for (p, w) in *params {
@@ -198,6 +239,27 @@ pub(crate) fn check(info: &P4Info, target: Target) -> Vec<String> {
             }
             Err(e) => errs.push(e.to_string()),
         }
+    }
+    if drain {
+        for (name, size, width) in DRAIN_REGISTERS {
+            match info.register(name) {
+                Ok(r) if r.size < *size => {
+                    errs.push(format!("register {name} has {} cells, the controller expects {size}", r.size))
+                }
+                Ok(r) if target == Target::Bmv2 => {
+                    let width = register_width(*width, target);
+                    if metaroce_p4rt::entity::register_bitwidth(r) != Some(width) {
+                        errs.push(format!("register {name} is not bit<{width}>"));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => errs.push(e.to_string()),
+            }
+        }
+        if let Err(e) = info.counters.by_name(n::DRAIN_EVENTS) {
+            errs.push(e.to_string());
+        }
+        check_digest(info, n::DRAIN_PAIR_DIGEST, DRAIN_PAIR_DIGEST_FIELDS, &mut errs);
     }
     for name in COUNTERS {
         if let Err(e) = info.counters.by_name(name) {

@@ -83,6 +83,14 @@ pub enum Entry {
     /// length (µs on BMv2) and the bytes per window that make a flow
     /// large; `threshold_bytes` 0 turns the detector off.
     LargeFlowConfig { window_us: u32, threshold_bytes: u32 },
+    /// Default action of the keyless drain-rule `config` table: the rule
+    /// on or off, and the least time between two pairing digests of one
+    /// slot (µs on BMv2, ns on Tofino).
+    DrainConfig { enabled: bool, pair_interval_us: u32 },
+    /// `qp_pair`: an ACK from `src` to `dst` naming the requester QP
+    /// `ack_qp` belongs to the data of responder QP `data_qp` (which flows
+    /// from `dst` to `src`). Written on the sender's leaf.
+    QpPair { src: Ipv4Addr, dst: Ipv4Addr, ack_qp: u32, data_qp: u32 },
     /// Egress thresholds and MTU of a port.
     EgressPort { port: u16, edge: bool, mtu: u16, queue_high: u32, queue_low: u32, ecn_threshold: u32 },
     /// A clone session to one port.
@@ -112,6 +120,9 @@ pub enum Key {
     /// Source and destination addresses.
     SteerPair(u32, u32),
     LargeFlowConfig,
+    DrainConfig,
+    /// The ACK's source and destination addresses and its QP.
+    QpPair(u32, u32, u32),
     EgressPort(u16),
     CloneSession(u32),
 }
@@ -156,6 +167,8 @@ impl Entry {
             Entry::SteerFlow { flow, .. } => Key::SteerFlow(flow),
             Entry::SteerPair { src, dst, .. } => Key::SteerPair(u32::from(src), u32::from(dst)),
             Entry::LargeFlowConfig { .. } => Key::LargeFlowConfig,
+            Entry::DrainConfig { .. } => Key::DrainConfig,
+            Entry::QpPair { src, dst, ack_qp, .. } => Key::QpPair(u32::from(src), u32::from(dst), ack_qp),
             Entry::EgressPort { port, .. } => Key::EgressPort(port),
             Entry::CloneSession { id, .. } => Key::CloneSession(id),
         }
@@ -192,13 +205,17 @@ impl Entry {
                 | Entry::EgressConfig { .. }
                 | Entry::ReportConfig { .. }
                 | Entry::LargeFlowConfig { .. }
+                | Entry::DrainConfig { .. }
         )
     }
 }
 
 impl Key {
     pub fn is_default(&self) -> bool {
-        matches!(self, Key::Config | Key::EgressConfig | Key::ReportConfig | Key::LargeFlowConfig)
+        matches!(
+            self,
+            Key::Config | Key::EgressConfig | Key::ReportConfig | Key::LargeFlowConfig | Key::DrainConfig
+        )
     }
 }
 

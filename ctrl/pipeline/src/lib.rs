@@ -128,6 +128,28 @@ pub struct LargeFlows {
     pub malformed: Vec<PipelineError>,
 }
 
+/// What a drain pairing digest reports (`drain_pair_digest_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DrainPairKind {
+    /// A data queue pair took a slot at its first leaf: `qp` is the data's
+    /// (responder) QP, `psn` its packet's.
+    Data,
+    /// An ACK or NAK no `qp_pair` entry pairs reached its sender's leaf:
+    /// `qp` is the ACK's (requester) QP, `psn` its PSN.
+    Ack,
+}
+
+/// One pairing digest: the data's direction (`src` sends to `dst`), a QP
+/// and a 24-bit PSN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainPairDigest {
+    pub src: std::net::Ipv4Addr,
+    pub dst: std::net::Ipv4Addr,
+    pub qp: u32,
+    pub psn: u32,
+    pub kind: DrainPairKind,
+}
+
 /// Why the switch sent a packet to the controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PacketInReason {
@@ -375,6 +397,44 @@ impl Pipeline {
             self.malformed_large_flows.fetch_add(out.malformed.len() as u64, Ordering::Relaxed);
         }
         out
+    }
+
+    /// Whether the program carries the drain rule (the v1model one does;
+    /// the TNA one not yet): the controller writes its entries only then.
+    pub fn has_drain(&self) -> bool {
+        self.ids.drain_pair_digest.is_some()
+    }
+
+    /// The pairing digest subscription, where the program has the rule.
+    pub fn drain_pair_digest_entry(
+        &self,
+        config: DigestConfig,
+    ) -> Option<Result<p4::DigestEntry, PipelineError>> {
+        self.has_drain().then(|| {
+            self.info
+                .digest_entry(names::DRAIN_PAIR_DIGEST, config)
+                .map_err(|source| PipelineError::Build { what: "drain pairing digest entry".into(), source })
+        })
+    }
+
+    /// True when the list is one of our pairing digests.
+    pub fn is_drain_pair_digest(&self, list: &p4::DigestList) -> bool {
+        self.ids.drain_pair_digest == Some(list.digest_id)
+    }
+
+    /// Decodes a list of pairing digests: what parsed, and an error per
+    /// item that did not (the caller counts and drops those: a lost report
+    /// pairs nothing, and the switch reports again).
+    pub fn decode_drain_pairs(&self, list: &p4::DigestList) -> (Vec<DrainPairDigest>, Vec<PipelineError>) {
+        let mut ok = Vec::new();
+        let mut bad = Vec::new();
+        for item in &list.data {
+            match codec::decode_drain_pair(item) {
+                Ok(d) => ok.push(d),
+                Err(e) => bad.push(e),
+            }
+        }
+        (ok, bad)
     }
 
     /// Large-flow digest items dropped as malformed so far.

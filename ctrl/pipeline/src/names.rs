@@ -22,6 +22,10 @@ pub const FORWARD: &str = "MetaroceIngress.routing.forward";
 pub const STEER_FLOW: &str = "MetaroceIngress.routing.steer_flow";
 pub const STEER_PAIR: &str = "MetaroceIngress.routing.steer_pair";
 pub const STEER: &str = "MetaroceIngress.routing.steer";
+pub const DRAIN_CONFIG: &str = "MetaroceIngress.routing.drain.config";
+pub const CONFIGURE_DRAIN: &str = "MetaroceIngress.routing.drain.configure";
+pub const QP_PAIR: &str = "MetaroceIngress.routing.drain.qp_pair";
+pub const PAIR: &str = "MetaroceIngress.routing.drain.pair";
 pub const LARGE_FLOW_CONFIG: &str = "MetaroceIngress.large_flows.config";
 pub const CONFIGURE_LARGE_FLOWS: &str = "MetaroceIngress.large_flows.configure";
 pub const EGRESS_CONFIG: &str = "MetaroceEgress.egress_config";
@@ -48,15 +52,23 @@ pub const WINDOW_SIG: &str = "MetaroceIngress.large_flows.window_sig";
 pub const WINDOW_START: &str = "MetaroceIngress.large_flows.window_start";
 pub const WINDOW_BYTES: &str = "MetaroceIngress.large_flows.window_bytes";
 pub const WINDOW_COLLISION: &str = "MetaroceIngress.large_flows.window_collision";
+/// The drain rule's slots (`p4src/README.md`): the owner's signature ++ a
+/// NAK outstanding (32 bits), and fwd_next ++ acked (48 bits).
+pub const DRAIN_SLOT_OWNER: &str = "MetaroceIngress.routing.drain.slot_owner";
+pub const DRAIN_SLOT_PSN: &str = "MetaroceIngress.routing.drain.slot_psn";
+/// When an unpaired ACK hashing to a slot was last reported (time).
+pub const DRAIN_PAIR_ASKED: &str = "MetaroceIngress.routing.drain.pair_asked";
 
 pub const DROP_REASONS: &str = "MetaroceIngress.drop_reasons";
 pub const NEW_FLOWLETS: &str = "MetaroceIngress.routing.new_flowlets";
 pub const ECN_MARKS: &str = "MetaroceEgress.queue_sensing.ecn_marks";
 pub const REPORTS_SENT: &str = "MetaroceEgress.report_builder.reports_sent";
 pub const STEERED: &str = "MetaroceIngress.routing.steered";
+pub const DRAIN_EVENTS: &str = "MetaroceIngress.routing.drain.events";
 
 pub const QUEUE_DIGEST: &str = "queue_digest_t";
 pub const LARGE_FLOW_DIGEST: &str = "large_flow_digest_t";
+pub const DRAIN_PAIR_DIGEST: &str = "drain_pair_digest_t";
 pub const PACKET_IN: &str = "packet_in";
 pub const PACKET_OUT: &str = "packet_out";
 
@@ -74,6 +86,10 @@ pub const DIGEST_SESSION: u32 = 501;
 /// Packet-in reasons.
 pub const PACKET_IN_REPORT: u8 = 1;
 pub const PACKET_IN_ARP: u8 = 2;
+/// Slots of the drain rule per first leaf (`DRAIN_SLOTS` in sizes.p4).
+pub const DRAIN_SLOT_COUNT: u32 = 4096;
+/// Cells of `drain.events`, one per event (`DRAIN_EVENT_COUNT`).
+pub const DRAIN_EVENT_COUNT: u32 = 8;
 /// Size of the per-port register arrays.
 pub const PORT_REGISTER_SIZE: u32 = 512;
 /// Size of the flowlet, report-sampling and large-flow registers (per
@@ -130,4 +146,7 @@ pub mod param {
     pub const RESERVED: &str = "reserved";
     pub const WINDOW_US: &str = "window_us";
     pub const THRESHOLD_BYTES: &str = "threshold_bytes";
+    pub const ENABLED: &str = "enabled";
+    pub const PAIR_INTERVAL_US: &str = "pair_interval_us";
+    pub const DATA_QP: &str = "data_qp";
 }

@@ -16,17 +16,27 @@ use crate::contract::{self, TIME};
 use crate::names as n;
 use crate::target::Target;
 
+/// The objects of the drain rule, by name: while one program lacks the
+/// rule, one problem says so (see [`parity`]) rather than one per object.
+fn of_drain_rule(name: &str) -> bool {
+    name.starts_with("MetaroceIngress.routing.drain.") || name == n::DRAIN_PAIR_DIGEST
+}
+
 /// Every name of one kind in either P4Info, the ones only one has
-/// reported; the names both have.
+/// reported (but the drain rule's while `drain_gap`); the names both have.
 fn common<'a, T: 'a + HasPreamble>(
     kind: &str,
     a: impl Iterator<Item = &'a T>,
     b: impl Iterator<Item = &'a T>,
+    drain_gap: bool,
     out: &mut Vec<String>,
 ) -> Vec<String> {
     let (a, b): (BTreeSet<String>, BTreeSet<String>) = (a.map(name_of).collect(), b.map(name_of).collect());
-    out.extend(a.difference(&b).map(|name| format!("{kind} {name} is in the v1model P4Info only")));
-    out.extend(b.difference(&a).map(|name| format!("{kind} {name} is in the TNA P4Info only")));
+    let only = |x: &BTreeSet<String>, y: &BTreeSet<String>| -> Vec<String> {
+        x.difference(y).filter(|name| !(drain_gap && of_drain_rule(name))).cloned().collect()
+    };
+    out.extend(only(&a, &b).into_iter().map(|name| format!("{kind} {name} is in the v1model P4Info only")));
+    out.extend(only(&b, &a).into_iter().map(|name| format!("{kind} {name} is in the TNA P4Info only")));
     a.intersection(&b).cloned().collect()
 }
 
@@ -42,7 +52,16 @@ pub fn parity(v1model: &P4Info, tna: &P4Info) -> Vec<String> {
         }
         out.extend(contract::check(info, want).into_iter().map(|p| format!("{label}: {p}")));
     }
-    tables(v1model, tna, &mut out);
+    // Until the TNA program carries the drain rule, that is one problem
+    // (which the parity test allows) and its objects are not listed.
+    let drain_gap = contract::has_drain(v1model) != contract::has_drain(tna);
+    if drain_gap {
+        out.push(format!(
+            "the drain rule is in {} only: the TNA program does not carry it yet",
+            if contract::has_drain(v1model) { "v1model" } else { "tna" }
+        ));
+    }
+    tables(v1model, tna, drain_gap, &mut out);
     if let (Ok(a), Ok(b)) =
         (v1model.action_profiles.by_name(n::NHOP_SELECTOR), tna.action_profiles.by_name(n::NHOP_SELECTOR))
     {
@@ -50,8 +69,8 @@ pub fn parity(v1model: &P4Info, tna: &P4Info) -> Vec<String> {
             out.push(format!("action profile {}: with_selector differs", n::NHOP_SELECTOR));
         }
     }
-    registers(v1model, tna, &mut out);
-    for name in common("counter", v1model.counters.iter(), tna.counters.iter(), &mut out) {
+    registers(v1model, tna, drain_gap, &mut out);
+    for name in common("counter", v1model.counters.iter(), tna.counters.iter(), drain_gap, &mut out) {
         if let (Ok(a), Ok(b)) = (v1model.counters.by_name(&name), tna.counters.by_name(&name)) {
             if a.size != b.size {
                 out.push(format!("counter {name}: {} cells against {}", a.size, b.size));
@@ -62,7 +81,7 @@ pub fn parity(v1model: &P4Info, tna: &P4Info) -> Vec<String> {
             }
         }
     }
-    for name in common("digest", v1model.digests.iter(), tna.digests.iter(), &mut out) {
+    for name in common("digest", v1model.digests.iter(), tna.digests.iter(), drain_gap, &mut out) {
         if let (Ok(a), Ok(b)) = (v1model.digest(&name), tna.digest(&name)) {
             let (ma, mb) = (contract::digest_members(v1model, a), contract::digest_members(tna, b));
             if ma != mb {
@@ -70,8 +89,13 @@ pub fn parity(v1model: &P4Info, tna: &P4Info) -> Vec<String> {
             }
         }
     }
-    let packet_metadata =
-        common("controller header", v1model.packet_metadata.iter(), tna.packet_metadata.iter(), &mut out);
+    let packet_metadata = common(
+        "controller header",
+        v1model.packet_metadata.iter(),
+        tna.packet_metadata.iter(),
+        drain_gap,
+        &mut out,
+    );
     for name in packet_metadata {
         if let (Ok(a), Ok(b)) = (v1model.packet_metadata.by_name(&name), tna.packet_metadata.by_name(&name)) {
             let fields = |h: &cfg::ControllerPacketMetadata| -> Vec<(String, i32)> {
@@ -88,7 +112,7 @@ pub fn parity(v1model: &P4Info, tna: &P4Info) -> Vec<String> {
 /// Every table: its match fields and the actions it runs; every action a
 /// table runs: its parameters. (An action no table runs, such as one a
 /// target calls from its own control flow, is the target's business.)
-fn tables(v1model: &P4Info, tna: &P4Info, out: &mut Vec<String>) {
+fn tables(v1model: &P4Info, tna: &P4Info, drain_gap: bool, out: &mut Vec<String>) {
     let actions = |info: &P4Info, x: &cfg::Table| -> Vec<String> {
         let mut v: Vec<String> = x
             .action_refs
@@ -103,7 +127,7 @@ fn tables(v1model: &P4Info, tna: &P4Info, out: &mut Vec<String>) {
         x.match_fields.iter().map(|f| (f.name.clone(), f.r#match.clone(), f.bitwidth)).collect()
     };
     let mut run = BTreeSet::new();
-    for name in common("table", v1model.tables.iter(), tna.tables.iter(), out) {
+    for name in common("table", v1model.tables.iter(), tna.tables.iter(), drain_gap, out) {
         let (Ok(a), Ok(b)) = (v1model.table(&name), tna.table(&name)) else { continue };
         if fields(a) != fields(b) {
             out.push(format!("table {name}: match fields differ: {:?} against {:?}", fields(a), fields(b)));
@@ -132,13 +156,16 @@ fn tables(v1model: &P4Info, tna: &P4Info, out: &mut Vec<String>) {
 
 /// Every register: its cells and width; a time register holds each
 /// target's time width.
-fn registers(v1model: &P4Info, tna: &P4Info, out: &mut Vec<String>) {
-    for name in common("register", v1model.registers.iter(), tna.registers.iter(), out) {
+fn registers(v1model: &P4Info, tna: &P4Info, drain_gap: bool, out: &mut Vec<String>) {
+    for name in common("register", v1model.registers.iter(), tna.registers.iter(), drain_gap, out) {
         let (Ok(a), Ok(b)) = (v1model.register(&name), tna.register(&name)) else { continue };
         if a.size != b.size {
             out.push(format!("register {name}: {} cells against {}", a.size, b.size));
         }
-        let time = contract::REGISTERS.iter().any(|(n, _, w)| *n == name && *w == TIME);
+        let time = contract::REGISTERS
+            .iter()
+            .chain(contract::DRAIN_REGISTERS)
+            .any(|(n, _, w)| *n == name && *w == TIME);
         let (wa, wb) =
             (metaroce_p4rt::entity::register_bitwidth(a), metaroce_p4rt::entity::register_bitwidth(b));
         if !time && wa != wb {

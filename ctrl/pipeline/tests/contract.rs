@@ -67,6 +67,13 @@ pub fn samples() -> Vec<Entry> {
             port: 3,
         },
         Entry::LargeFlowConfig { window_us: 10_000, threshold_bytes: 1_000_000 },
+        Entry::DrainConfig { enabled: true, pair_interval_us: 1000 },
+        Entry::QpPair {
+            src: Ipv4Addr::new(10, 0, 2, 1),
+            dst: Ipv4Addr::new(10, 0, 1, 1),
+            ack_qp: 0x22,
+            data_qp: 0xab_cdef,
+        },
         Entry::EgressPort {
             port: 1,
             edge: true,
@@ -83,7 +90,10 @@ pub fn samples() -> Vec<Entry> {
 fn committed_p4info_matches_the_contract() {
     let p = pipeline();
     assert!(!p.device_config().is_empty());
-    assert_eq!(p.read_requests().len(), 16);
+    // 13 tables (4 keyless), the drain rule's 2 (1 keyless), the
+    // selector's members and groups, clone sessions.
+    assert!(p.has_drain());
+    assert_eq!(p.read_requests().len(), 18);
 }
 
 #[test]

@@ -199,6 +199,7 @@ impl TwinFabric {
             })),
             int: None,
             bth: Some(Bth { head: 0, reserved0: 0, dest_qp: qp, psn_word: p.psn & 0xFF_FFFF }),
+            aeth: None,
             payload: Vec::new(),
             meta: Default::default(),
         }

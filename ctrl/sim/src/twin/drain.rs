@@ -23,13 +23,16 @@
 //! - ACKs for a queue pair that does not own the slot, ACKs behind the
 //!   last one or beyond anything forwarded: ignored and counted.
 //!
-//! The rule is pure state and arithmetic (no clock), so the engine's
-//! switches call it today and the pipeline twin will call the same code
-//! when the P4 program carries it. Costs on Tofino are in `p4src/README.md`.
+//! The rule is pure state and arithmetic (no clock): [`Slot::data`],
+//! [`Slot::ack`] and [`Slot::nak`] are the whole of it, called by the
+//! engine's first leaves through [`DrainTable`] and by the pipeline twin on
+//! the P4 program's `drain.slots` register ([`Slot::pack`]), so that the
+//! simulator and the program cannot disagree. The P4 program is
+//! `p4src/v1model/drain.p4`; costs on Tofino are in `p4src/README.md`.
 
-/// Slots per switch (a power of two), as a register array of the P4
-/// program would size it.
-pub const DRAIN_SLOTS: usize = 4096;
+/// Slots per switch (a power of two), as the P4 program's register array
+/// is sized (`DRAIN_SLOTS` in `p4src/shared/sizes.p4`).
+pub const DRAIN_SLOTS: usize = metaroce_pipeline::names::DRAIN_SLOT_COUNT as usize;
 
 /// PSNs are 24 bits wide.
 pub const PSN_MASK: u32 = 0x00FF_FFFF;
@@ -40,20 +43,15 @@ pub fn psn_after(a: u32, b: u32) -> bool {
     d != 0 && d < 1 << 23
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    /// The owner's signature; 0 is an empty slot.
-    sig: u32,
-    fwd_next: u32,
-    acked: u32,
-    nak: bool,
-    nak_psn: u32,
-}
-
-impl Slot {
-    fn drained(&self) -> bool {
-        !self.nak && self.acked == self.fwd_next
-    }
+/// One slot's state: the owner's signature (31 bits; 0: never used), the
+/// PSN after the highest forwarded, the last cumulative acknowledgement,
+/// and whether a NAK is outstanding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Slot {
+    pub sig: u32,
+    pub fwd_next: u32,
+    pub acked: u32,
+    pub nak: bool,
 }
 
 /// What the first leaf concludes for a data packet.
@@ -65,6 +63,118 @@ pub enum Drain {
     InFlight,
     /// The slot belongs to another queue pair with packets in flight.
     Collision,
+}
+
+/// What the rule counts: the index of the P4 program's `drain.events`
+/// (the `DRAIN_` constants of `p4src/shared/constants.p4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Fresh = 0,
+    Collision = 1,
+    Takeover = 2,
+    UnknownAck = 3,
+    StaleAck = 4,
+    Nak = 5,
+}
+
+impl Slot {
+    fn drained(&self) -> bool {
+        !self.nak && self.acked == self.fwd_next
+    }
+
+    fn taken(sig: u32, psn: u32) -> Slot {
+        Slot { sig, fwd_next: psn.wrapping_add(1) & PSN_MASK, acked: psn, nak: false }
+    }
+
+    /// A data packet of the queue pair signed `sig`, PSN `psn`, is
+    /// forwarded: the verdict, what it counts, and whether the queue pair
+    /// took the slot (first use or takeover: the program reports its PSN).
+    pub fn data(&mut self, sig: u32, psn: u32) -> (Drain, Option<Event>, bool) {
+        let psn = psn & PSN_MASK;
+        let next = psn.wrapping_add(1) & PSN_MASK;
+        if self.sig == sig {
+            let fresh = self.drained();
+            if psn_after(next, self.fwd_next) {
+                self.fwd_next = next;
+            }
+            if fresh {
+                (Drain::Fresh, Some(Event::Fresh), false)
+            } else {
+                (Drain::InFlight, None, false)
+            }
+        } else if self.sig == 0 {
+            // Never used: the queue pair's first packet here.
+            *self = Slot::taken(sig, psn);
+            (Drain::Fresh, Some(Event::Fresh), true)
+        } else if self.drained() {
+            // What it sent while it had no slot is not known: the first
+            // cumulative ACK past this packet covers it.
+            *self = Slot::taken(sig, psn);
+            (Drain::InFlight, Some(Event::Takeover), true)
+        } else {
+            (Drain::Collision, Some(Event::Collision), false)
+        }
+    }
+
+    /// A cumulative ACK of the queue pair signed `sig`: every PSN below
+    /// `next` arrived (an ACK packet's BTH PSN plus one). One that moves
+    /// `acked` on also ends an outstanding NAK: a NAK leaves `acked` at or
+    /// past the PSN it asked for, so this ACK has passed it.
+    pub fn ack(&mut self, sig: u32, next: u32) -> Option<Event> {
+        let next = next & PSN_MASK;
+        if self.sig != sig {
+            return Some(Event::UnknownAck);
+        }
+        if next == self.acked {
+            // A repeat (coalesced ACKs can say the same twice): harmless.
+            None
+        } else if psn_after(next, self.acked) && !psn_after(next, self.fwd_next) {
+            self.acked = next;
+            self.nak = false;
+            None
+        } else {
+            Some(Event::StaleAck)
+        }
+    }
+
+    /// A NAK of the queue pair signed `sig`: the receiver expects `psn`
+    /// (everything below it arrived) and saw a later one. Counted as a NAK,
+    /// and also as stale when it asks for more than was forwarded.
+    pub fn nak(&mut self, sig: u32, psn: u32) -> Vec<Event> {
+        let psn = psn & PSN_MASK;
+        if self.sig != sig {
+            return vec![Event::UnknownAck];
+        }
+        if psn_after(psn, self.fwd_next) {
+            return vec![Event::Nak, Event::StaleAck];
+        }
+        if psn_after(psn, self.acked) {
+            self.acked = psn;
+        }
+        // Outstanding whatever the order: safe (no move) until an ACK
+        // passes the PSN it asked for.
+        self.nak = true;
+        vec![Event::Nak]
+    }
+
+    /// The slot as the v1model program's registers hold it:
+    /// `drain.slot_owner` (signature ++ NAK, 32 bits) and `drain.slot_psn`
+    /// (fwd_next ++ acked, 48 bits).
+    pub fn pack(&self) -> (u128, u128) {
+        let owner = u128::from(self.sig & 0x7FFF_FFFF) << 1 | u128::from(self.nak);
+        let psn = u128::from(self.fwd_next & PSN_MASK) << 24 | u128::from(self.acked & PSN_MASK);
+        (owner, psn)
+    }
+
+    pub fn unpack(owner: u128, psn: u128) -> Slot {
+        let m = u128::from(PSN_MASK);
+        Slot {
+            sig: (owner >> 1) as u32 & 0x7FFF_FFFF,
+            nak: owner & 1 == 1,
+            fwd_next: ((psn >> 24) & m) as u32,
+            acked: (psn & m) as u32,
+        }
+    }
 }
 
 /// What the table counted, for reports and tests.
@@ -84,7 +194,22 @@ pub struct DrainCounters {
     pub naks: u64,
 }
 
-/// The drain state of every first leaf of a run.
+impl DrainCounters {
+    pub fn count(&mut self, e: Event) {
+        let c = match e {
+            Event::Fresh => &mut self.fresh,
+            Event::Collision => &mut self.collisions,
+            Event::Takeover => &mut self.takeovers,
+            Event::UnknownAck => &mut self.unknown_acks,
+            Event::StaleAck => &mut self.stale_acks,
+            Event::Nak => &mut self.naks,
+        };
+        *c += 1;
+    }
+}
+
+/// The drain state of every first leaf of a run (the engine's: keyed by
+/// its own queue-pair numbers, as if every pairing were known).
 #[derive(Debug, Clone)]
 pub struct DrainTable {
     slots: Vec<Slot>,
@@ -95,7 +220,7 @@ pub struct DrainTable {
 /// it: the P4 program hashes the destination QP and the host pair).
 fn place(key: u64) -> (usize, u32) {
     let h = crate::rng::mix64(key ^ 0xD7A1_5EED);
-    (h as usize & (DRAIN_SLOTS - 1), (h >> 32) as u32 | 1)
+    (h as usize & (DRAIN_SLOTS - 1), (h >> 33) as u32 | 1)
 }
 
 impl DrainTable {
@@ -107,41 +232,19 @@ impl DrainTable {
         }
     }
 
-    fn slot(&mut self, switch: usize, idx: usize) -> Option<&mut Slot> {
-        self.slots.get_mut(switch * DRAIN_SLOTS + idx)
+    fn slot(&mut self, switch: usize, key: u64) -> Option<(&mut Slot, u32, &mut DrainCounters)> {
+        let (idx, sig) = place(key);
+        let s = self.slots.get_mut(switch * DRAIN_SLOTS + idx)?;
+        Some((s, sig, &mut self.counters))
     }
 
     /// A data packet of queue pair `key` with PSN `psn` is forwarded by its
     /// first leaf `switch`.
     pub fn on_data(&mut self, switch: usize, key: u64, psn: u32) -> Drain {
-        let psn = psn & PSN_MASK;
-        let next = psn.wrapping_add(1) & PSN_MASK;
-        let (idx, sig) = place(key);
-        let Some(s) = self.slot(switch, idx) else { return Drain::InFlight };
-        let verdict = if s.sig == 0 {
-            // Never used: the queue pair's first packet here.
-            *s = Slot { sig, fwd_next: next, acked: psn, nak: false, nak_psn: 0 };
-            Drain::Fresh
-        } else if s.sig == sig {
-            let fresh = s.drained();
-            if psn_after(next, s.fwd_next) {
-                s.fwd_next = next;
-            }
-            if fresh {
-                Drain::Fresh
-            } else {
-                Drain::InFlight
-            }
-        } else if s.drained() {
-            *s = Slot { sig, fwd_next: next, acked: psn, nak: false, nak_psn: 0 };
-            self.counters.takeovers += 1;
-            Drain::InFlight
-        } else {
-            self.counters.collisions += 1;
-            Drain::Collision
-        };
-        if verdict == Drain::Fresh {
-            self.counters.fresh += 1;
+        let Some((s, sig, c)) = self.slot(switch, key) else { return Drain::InFlight };
+        let (verdict, event, _) = s.data(sig, psn);
+        if let Some(e) = event {
+            c.count(e);
         }
         verdict
     }
@@ -149,49 +252,19 @@ impl DrainTable {
     /// A cumulative ACK for queue pair `key` passes its sender's leaf:
     /// every PSN below `psn` arrived.
     pub fn on_ack(&mut self, switch: usize, key: u64, psn: u32) {
-        let psn = psn & PSN_MASK;
-        let (idx, sig) = place(key);
-        let c = &mut self.counters;
-        let Some(s) = self.slots.get_mut(switch * DRAIN_SLOTS + idx) else { return };
-        if s.sig != sig {
-            c.unknown_acks += 1;
-            return;
-        }
-        if psn == s.acked {
-            // A repeat (coalesced ACKs can say the same twice): harmless.
-        } else if psn_after(psn, s.acked) && !psn_after(psn, s.fwd_next) {
-            s.acked = psn;
-            if s.nak && psn_after(psn, s.nak_psn) {
-                s.nak = false;
-            }
-        } else {
-            c.stale_acks += 1;
+        let Some((s, sig, c)) = self.slot(switch, key) else { return };
+        if let Some(e) = s.ack(sig, psn) {
+            c.count(e);
         }
     }
 
     /// A NAK for queue pair `key` passes its sender's leaf: the receiver
     /// expects `psn` (everything below it arrived) and saw a later one.
     pub fn on_nak(&mut self, switch: usize, key: u64, psn: u32) {
-        let psn = psn & PSN_MASK;
-        let (idx, sig) = place(key);
-        let c = &mut self.counters;
-        c.naks += 1;
-        let Some(s) = self.slots.get_mut(switch * DRAIN_SLOTS + idx) else { return };
-        if s.sig != sig {
-            c.unknown_acks += 1;
-            return;
+        let Some((s, sig, c)) = self.slot(switch, key) else { return };
+        for e in s.nak(sig, psn) {
+            c.count(e);
         }
-        if psn_after(psn, s.fwd_next) {
-            c.stale_acks += 1;
-            return;
-        }
-        if psn_after(psn, s.acked) {
-            s.acked = psn;
-        }
-        // Outstanding whatever the order: safe (no move) until an ACK
-        // passes the PSN it asked for.
-        s.nak = true;
-        s.nak_psn = psn;
     }
 }
 
@@ -267,6 +340,23 @@ mod tests {
         let slot = place(a).0;
         let b = (2..u64::MAX).find(|&b| place(b).0 == slot).unwrap_or(2);
         (a, b)
+    }
+
+    #[test]
+    fn a_slot_packs_as_the_p4_registers_hold_it() {
+        let s = Slot { sig: 0x7ABC_DEF1, fwd_next: 0xFF_FFFF, acked: 0x12_3456, nak: true };
+        let (owner, psn) = s.pack();
+        assert_eq!(Slot::unpack(owner, psn), s);
+        assert_eq!(owner, 0x7ABC_DEF1 << 1 | 1);
+        assert_eq!(psn, 0xFFFF_FF12_3456);
+    }
+
+    #[test]
+    fn a_nak_of_another_queue_pair_is_unknown_not_a_nak() {
+        let mut t = DrainTable::new(1);
+        t.on_data(0, 1, 10);
+        t.on_nak(0, 99, 10);
+        assert_eq!((t.counters.naks, t.counters.unknown_acks), (0, 1));
     }
 
     #[test]

@@ -67,6 +67,10 @@ impl Twin {
         let mut pass =
             Pass { port, depth, now: now_us & TIME_MASK, pc, cfg: None, ecn_received: None, digest: false };
         self.queue_sensing(h, &mut pass)?;
+        // The drain rule's mark ends where the packet leaves for a host.
+        if let (Some(b), true) = (h.bth.as_mut(), pass.pc.edge) {
+            b.reserved0 &= !3;
+        }
         let save = self.int_egress(h, &mut pass)?;
         match save {
             Some(s) => self.reports(h, &s),

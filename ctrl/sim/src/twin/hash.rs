@@ -52,6 +52,19 @@ pub fn flow_hash(h: &Headers) -> u32 {
     crc32(&flow_key(h))
 }
 
+/// The drain rule's hash (`drain.p4`'s `locate`): `crc32` over the data's
+/// IPv4 source, destination and protocol and its destination QP (the
+/// flow key without its ports, which an ACK does not share). Its low bits
+/// index the slot; bits 31:2 followed by a 1 are the 31-bit signature.
+pub fn drain_hash(src: u32, dst: u32, protocol: u8, qp: u32) -> u32 {
+    let mut k = [0u8; 12];
+    k[0..4].copy_from_slice(&src.to_be_bytes());
+    k[4..8].copy_from_slice(&dst.to_be_bytes());
+    k[8] = protocol;
+    k[9..12].copy_from_slice(&qp.to_be_bytes()[1..]);
+    crc32(&k)
+}
+
 /// The selector hash of `nhop_group`: the flow key's fields and the
 /// flowlet number.
 pub fn selector_hash(h: &Headers, flowlet_id: u16) -> u16 {

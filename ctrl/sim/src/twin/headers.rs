@@ -73,6 +73,15 @@ pub struct Bth {
     pub psn_word: u32,
 }
 
+/// ACK Extended Transport Header, after the BTH of an RC Acknowledge
+/// (opcode 0x11). Syndrome bits 6:5: 00 ACK, 01 RNR NAK, 11 NAK.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Aeth {
+    pub syndrome: u8,
+    /// 24 bits.
+    pub msn: u32,
+}
+
 /// INT shim for TCP/UDP (INT v2.1).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IntShim {
@@ -150,6 +159,7 @@ pub struct Headers {
     pub l4: Option<L4>,
     pub int: Option<Int>,
     pub bth: Option<Bth>,
+    pub aeth: Option<Aeth>,
     /// Everything after the parsed headers.
     pub payload: Vec<u8>,
     pub meta: Bridged,
@@ -405,7 +415,12 @@ impl Headers {
             self.int = Some(Int { shim, md, hops: stack });
         }
         if udp.dst_port == UDP_PORT_ROCEV2 {
-            self.bth = Some(Bth::parse(r.take(12)?));
+            let bth = Bth::parse(r.take(12)?);
+            self.bth = Some(bth);
+            if bth.head >> 24 == u32::from(super::drain_step::OPCODE_RC_ACK) {
+                let b = r.take(4)?;
+                self.aeth = Some(Aeth { syndrome: b[0], msn: u24_at(b, 1) });
+            }
         }
         Ok(())
     }
@@ -460,6 +475,10 @@ impl Headers {
         }
         if let Some(b) = &self.bth {
             b.write(o);
+        }
+        if let Some(a) = &self.aeth {
+            o.push(a.syndrome);
+            o.extend_from_slice(&a.msn.to_be_bytes()[1..]);
         }
     }
 

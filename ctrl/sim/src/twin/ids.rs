@@ -105,6 +105,45 @@ pub(super) struct Ids {
     pub packet_in: Vec<(u32, i32)>,
     /// `packet_out` field `egress_port`.
     pub packet_out_port: (u32, i32),
+    /// The drain rule's objects, when the program has them (v1model does;
+    /// the TNA program does not carry the rule yet: see p4src/README.md).
+    pub drain: Option<DrainIds>,
+}
+
+/// The drain rule's tables, actions, register and counter.
+#[derive(Debug, Clone)]
+pub(super) struct DrainIds {
+    pub config: TableId,
+    pub configure: ActionId,
+    pub qp_pair: TableId,
+    pub pair: ActionId,
+    pub slot_owner: RegisterId,
+    pub slot_psn: RegisterId,
+    pub pair_asked: RegisterId,
+    pub events: u32,
+    pub pair_digest: u32,
+    pub pair_digest_widths: Vec<i32>,
+}
+
+impl DrainIds {
+    fn resolve(info: &P4Info) -> Result<Option<Self>, TwinError> {
+        if info.table(n::DRAIN_CONFIG).is_err() {
+            return Ok(None);
+        }
+        let (pair_digest, pair_digest_widths) = digest_members(info, n::DRAIN_PAIR_DIGEST)?;
+        Ok(Some(DrainIds {
+            config: table(info, n::DRAIN_CONFIG, &[])?,
+            configure: action(info, n::CONFIGURE_DRAIN, &[pa::ENABLED, pa::PAIR_INTERVAL_US])?,
+            qp_pair: table(info, n::QP_PAIR, &[f::SRC_ADDR, f::DST_ADDR, f::DEST_QP])?,
+            pair: action(info, n::PAIR, &[pa::DATA_QP])?,
+            slot_owner: register(info, n::DRAIN_SLOT_OWNER)?,
+            slot_psn: register(info, n::DRAIN_SLOT_PSN)?,
+            pair_asked: register(info, n::DRAIN_PAIR_ASKED)?,
+            events: counter(info, n::DRAIN_EVENTS)?,
+            pair_digest,
+            pair_digest_widths,
+        }))
+    }
 }
 
 fn missing(what: String, e: impl std::fmt::Display) -> TwinError {
@@ -263,6 +302,7 @@ impl Ids {
             large_flow_digest_widths,
             packet_in: packet_fields(info, n::PACKET_IN, &[pa::INGRESS_PORT, pa::REASON, pa::RESERVED])?,
             packet_out_port: port_out.first().copied().unwrap_or((0, 16)),
+            drain: DrainIds::resolve(info)?,
         })
     }
 }

@@ -1,9 +1,11 @@
 //! Ingress (`p4src/v1model/ingress.p4`, `routing.p4`): switch settings,
 //! LPM to a next hop or a weighted group, flowlet pinning in registers,
-//! steer entries for new flowlets (failover first), the next hop's rewrite
-//! and TTL, a drop reason counted for every drop; then, for UDP from an
-//! edge port, the INT watchlist and the large-flow detector.
+//! steer entries for new flowlets (failover first), the drain rule's mark
+//! and slots (`drain_step.rs`), the next hop's rewrite and TTL, a drop
+//! reason counted for every drop; then, for UDP from an edge port, the INT
+//! watchlist and the large-flow detector.
 
+use super::drain_step::MARK_FRESH;
 use super::hash::{flow_hash, selector_hash};
 use super::headers::{Bridged, Headers, ETHERTYPE_ARP};
 use super::{DropReason, Twin, TwinError, Verdict, TIME_MASK};
@@ -59,17 +61,18 @@ impl Twin {
             _ => (0, DEFAULT_FLOWLET_TIMEOUT_US),
         };
         h.meta.switch_id = switch_id;
-        let (verdict, group) = self.routing(h, now, timeout)?;
+        // Only UDP from a host-facing port can become an INT source, have
+        // its RoCEv2 data marked by the drain rule, or be watched for large
+        // flows (those routed to a group).
+        let edge = h.udp().is_some()
+            && h.int.is_none()
+            && self.lookup(&self.ids.port_role, &[u128::from(h.meta.ingress_port)], 0)?.hit;
+        let (verdict, group) = self.routing(h, now, timeout, edge)?;
         let Verdict::Forward { port: out } = verdict else { return Ok(verdict) };
-        // Only UDP from a host-facing port can become an INT source, and
-        // only UDP from one, routed to a group, is watched for large flows.
-        if h.udp().is_some() && h.int.is_none() {
-            let port = u128::from(h.meta.ingress_port);
-            if self.lookup(&self.ids.port_role, &[port], 0)?.hit {
-                self.watchlist(h)?;
-                if group != 0 {
-                    self.large_flows(h, out, now)?;
-                }
+        if edge {
+            self.watchlist(h)?;
+            if group != 0 {
+                self.large_flows(h, out, now)?;
             }
         }
         Ok(verdict)
@@ -104,7 +107,13 @@ impl Twin {
     }
 
     /// The verdict and the route's group (0: none).
-    fn routing(&mut self, h: &mut Headers, now: u64, timeout: u64) -> Result<(Verdict, u16), TwinError> {
+    fn routing(
+        &mut self,
+        h: &mut Headers,
+        now: u64,
+        timeout: u64,
+        edge: bool,
+    ) -> Result<(Verdict, u16), TwinError> {
         let Some(ip) = h.ipv4 else { return Ok((Verdict::Drop(DropReason::Ipv4Invalid), 0)) };
         if ip.ttl <= 1 {
             return Ok((Verdict::Drop(DropReason::TtlExpired), 0));
@@ -117,6 +126,11 @@ impl Twin {
         if group != 0 || h.int.is_some() {
             h.meta.flow_hash = flow_hash(h);
             h.meta.flow_slot = h.meta.flow_hash & (FLOW_SLOTS - 1);
+        }
+        // RoCEv2 data entering the fabric gets its mark; an ACK routed
+        // straight to its host (the sender's leaf) updates its data's slot.
+        if h.bth.is_some() && ((edge && group != 0) || (group == 0 && h.aeth.is_some())) {
+            self.drain(h, group, edge, now)?;
         }
         let mut flowlet = Flowlet::default();
         if group != 0 {
@@ -134,10 +148,12 @@ impl Twin {
         Ok((verdict, group))
     }
 
-    /// The packet's flowlet: the same flow (signature) within the timeout
-    /// keeps its pinned next hop, whatever happened to the group or the
-    /// steer tables since; a new one takes its flow's steer entry, else its
-    /// host pair's, else draws from the group. `port_down` is checked once,
+    /// The packet's flowlet: the same flow (signature) keeps its pinned
+    /// next hop, whatever happened to the group or the steer tables since,
+    /// until a packet marked fresh if the drain rule governs the flow (the
+    /// BTH mark), else until an idle gap past the timeout; a new one takes
+    /// its flow's steer entry, else its host pair's, else draws from the
+    /// group. `port_down` is checked once,
     /// on the port at stake (the pinned one, the steer entry's, or
     /// PORT_NONE): a hit makes the flowlet a new, drawn one.
     fn flowlet(&self, h: &Headers, group: u16, now: u64, timeout: u64) -> Result<Flowlet, TwinError> {
@@ -145,8 +161,11 @@ impl Twin {
         let slot = h.meta.flow_slot;
         let sig = u128::from(h.meta.flow_hash >> 16);
         let last = self.reg(ids.flowlet_last_seen, slot)? as u64;
-        let running =
-            self.reg(ids.flowlet_sig, slot)? == sig && now.wrapping_sub(last) & TIME_MASK <= timeout;
+        let mark = h.bth.map(|b| b.reserved0 & 3);
+        let governed = mark.is_some_and(|m| m & 2 != 0);
+        let running = self.reg(ids.flowlet_sig, slot)? == sig
+            && mark != Some(MARK_FRESH)
+            && (governed || now.wrapping_sub(last) & TIME_MASK <= timeout);
         let mut steer = None;
         let check = if running {
             self.reg(ids.flowlet_port, slot)?

@@ -51,6 +51,7 @@
 //! clock here.
 
 pub mod drain;
+mod drain_step;
 mod egress;
 mod hash;
 mod headers;
@@ -67,7 +68,7 @@ use metaroce_p4rt::P4Info;
 use metaroce_pipeline::Pipeline;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-pub use headers::{Bridged, Bth, Ethernet, Headers, Int, IntHop, IntMd, IntShim, Ipv4, Tcp, Udp, L4};
+pub use headers::{Aeth, Bridged, Bth, Ethernet, Headers, Int, IntHop, IntMd, IntShim, Ipv4, Tcp, Udp, L4};
 pub use process::Queue;
 
 use ids::{masked, Ids, RegisterId, TableId};

@@ -124,6 +124,7 @@ pub(super) fn roce(dst: [u8; 4], sport: u16) -> Headers {
         l4: Some(L4::Udp(Udp { src_port: sport, dst_port: 4791, len: 8 + 12 + 32, checksum: 0 })),
         int: None,
         bth: Some(Bth { head: 0x0400_ffff, reserved0: 0, dest_qp: 0x11, psn_word: 9 }),
+        aeth: None,
         payload,
         meta: Bridged::default(),
     }

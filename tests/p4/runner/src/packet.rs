@@ -71,6 +71,7 @@ const BTH: FieldDefs = &[
     ("resv7", 7, V(0)),
     ("psn", 24, V(0)),
 ];
+const AETH: FieldDefs = &[("syndrome", 8, V(0)), ("msn", 24, V(0))];
 const INT_SHIM: FieldDefs = &[
     ("type", 4, V(1)),
     ("npt", 2, V(0)),
@@ -146,6 +147,7 @@ const LAYERS: &[(&str, FieldDefs)] = &[
     ("udp", UDP),
     ("tcp", TCP),
     ("bth", BTH),
+    ("aeth", AETH),
     ("int_shim", INT_SHIM),
     ("int_md", INT_MD),
     ("int_hop", INT_HOP),
