@@ -27,7 +27,7 @@ export PROTOC
 PREFIX ?= /usr/local
 
 .PHONY: p4rt-deps build-deps help build release install test test-rust test-p4 test-p4-vectors test-alerts lint fmt bench p4 demo fuzz clean test-make
-.PHONY: deps-mininet test-e2e mininet-demo bench-ha p4-tna p4-tna-p4info test-p4-parity test-htsim crosscheck
+.PHONY: deps-mininet test-e2e mininet-demo bench-ha p4-tna test-p4-parity test-htsim crosscheck
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -64,14 +64,11 @@ test-alerts: ## Prometheus alert rules (ctrl/controller/prometheus) with promtoo
 test-p4: ## P4 contract freshness (needs p4c)
 	@tests/p4-fresh.sh
 
-test-p4-parity: ## Tofino contract: TNA P4Info parity (in test-rust) and freshness where p4test / bf-p4c exist; one skip line each without
+test-p4-parity: ## Tofino build freshness (p4src/build/tofino) where bf-p4c exists, one skip line without; the P4Info parity runs in test-rust
 	@tests/tna-fresh.sh
 
-p4-tna: ## Compile p4src/tna with the Tofino compiler into p4src/build/tofino (BF_P4C; one skip line without it)
+p4-tna: ## Compile p4src/tna with the Tofino compiler into p4src/build/tofino: P4Info, bf-rt.json, tofino.bin, context.json (BF_P4C; one skip line without it)
 	@p4src/compile-tna.sh
-
-p4-tna-p4info: ## Write p4src/build/tna/main.p4info.txtpb with p4test (P4TEST, TNA_INCLUDE; see p4src/README.md)
-	@p4src/tna-p4info.sh
 
 test-p4-vectors: build-deps ## L3: P4 packet vectors (tests/p4) on BMv2; one skip line without it
 	$(CARGO) run -q -p metaroce-p4-vectors

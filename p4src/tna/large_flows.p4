@@ -4,7 +4,8 @@
 // `threshold_bytes`, raises one large_flow_digest_t from the ingress
 // deparser. Each register is touched once, by one stateful ALU, in this
 // order: the start decides whether the window runs; the signature and the
-// bytes follow it; the collision flag last (it needs the signature).
+// bytes follow it; the collision flag last (it needs to know whether the
+// signature differs). Three stages after the caller's verdict.
 // Times are the low 32 bits of the ns clock: window_us holds ns here, at
 // most 4.29 s.
 #ifndef METAROCE_TNA_LARGE_FLOWS_P4
@@ -29,8 +30,9 @@ control LargeFlows(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
     // order a field against constants only.
     RegisterAction<bit<32>, bit<13>, bit<32>>(window_start) open_or_keep = {
         void apply(inout bit<32> value, out bit<32> old) {
-            // now - value >= window, as in routing.p4's stamp_time.
-            if (value == 0 || (int<32>)(meta.lf_cutoff - value) >= 0) {
+            // now - value >= window, written value + (window - now) <= 0
+            // (lf_cutoff is window - now), as routing.p4's stamp_time.
+            if (value == 0 || (int<32>)(value + meta.lf_cutoff) <= 0) {
                 old = value;
                 value = ig_prsr_md.global_tstamp[31:0] | 1;
             } else {
@@ -45,22 +47,39 @@ control LargeFlows(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
         }
     };
 
+    // The ended window's bytes when they reach the threshold, else 0 (the
+    // threshold is not 0): the test is made here, where the bytes are read,
+    // so that the digest decision needs no stage of its own.
     RegisterAction<bit<32>, bit<13>, bit<32>>(window_bytes) restart_bytes = {
-        void apply(inout bit<32> value, out bit<32> old) {
-            old = value;
+        void apply(inout bit<32> value, out bit<32> large) {
+            if (value >= meta.lf_threshold) {
+                large = value;
+            } else {
+                large = 0;
+            }
             value = (bit<32>)hdr.ipv4.total_len;
         }
     };
 
-    RegisterAction<bit<16>, bit<13>, bit<16>>(window_sig) read_sig = {
-        void apply(inout bit<16> value, out bit<16> old) {
-            old = value;
+    // 1: the slot's window belongs to another flow (its signature differs).
+    RegisterAction<bit<16>, bit<13>, bit<8>>(window_sig) compare_sig = {
+        void apply(inout bit<16> value, out bit<8> differs) {
+            if (value != meta.flow_sig) {
+                differs = 1;
+            } else {
+                differs = 0;
+            }
         }
     };
 
-    RegisterAction<bit<16>, bit<13>, bit<16>>(window_sig) restart_sig = {
-        void apply(inout bit<16> value, out bit<16> old) {
-            old = value;
+    // The same, and the slot's next window is this flow's.
+    RegisterAction<bit<16>, bit<13>, bit<8>>(window_sig) restart_sig = {
+        void apply(inout bit<16> value, out bit<8> differs) {
+            if (value != meta.flow_sig) {
+                differs = 1;
+            } else {
+                differs = 0;
+            }
             value = meta.flow_sig;
         }
     };
@@ -71,18 +90,59 @@ control LargeFlows(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
         }
     };
 
+    // The ended window's flag, or 1 if this packet is another flow's; the
+    // next window starts clean.
     RegisterAction<bit<8>, bit<13>, bit<8>>(window_collision) restart_collision = {
-        void apply(inout bit<8> value, out bit<8> old) {
-            old = value;
+        void apply(inout bit<8> value, out bit<8> collision) {
+            if (value != 0 || meta.lf_sig_differs != 0) {
+                collision = 1;
+            } else {
+                collision = 0;
+            }
             value = 0;
         }
     };
 
+    // LargeFlowsConfig ran beside routing; the registers wait for the
+    // caller's verdict (forwarded from a host-facing port to a group).
+    apply {
+        if (meta.lf_threshold != 0) {
+            meta.lf_start = open_or_keep.execute(meta.flow_slot);
+            if (meta.lf_start == LF_RUNS) {
+                // The window runs: count, and note another flow in the slot.
+                add_bytes.execute(meta.flow_slot);
+                meta.lf_sig_differs = compare_sig.execute(meta.flow_slot);
+                if (meta.lf_sig_differs != 0) {
+                    note_collision.execute(meta.flow_slot);
+                }
+            } else {
+                // The window ended: report it if it was large; the
+                // registers already hold the next one. (A slot never
+                // opened has 0 bytes: no digest.)
+                meta.lf_elapsed = ig_prsr_md.global_tstamp[31:0] - meta.lf_start;
+                meta.lf_bytes = restart_bytes.execute(meta.flow_slot);
+                meta.lf_sig_differs = restart_sig.execute(meta.flow_slot);
+                meta.lf_collision = restart_collision.execute(meta.flow_slot);
+                if (meta.lf_start != 0 && meta.lf_bytes != 0) {
+                    ig_dprsr_md.digest_type = DIGEST_TYPE_LARGE_FLOW;
+                }
+            }
+        }
+    }
+}
+
+// The detector's `config`, applied before routing so that it takes none of
+// its stages. Its names are LargeFlows' (the contract's).
+control LargeFlowsConfig(inout ingress_metadata_t meta,
+                         in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
+    @name(".MetaroceIngress.large_flows.configure")
     action configure(bit<32> window_us, bit<32> threshold_bytes) {
-        meta.lf_window = window_us;
         meta.lf_threshold = threshold_bytes;
+        // window - now, for open_or_keep.
+        meta.lf_cutoff = window_us - ig_prsr_md.global_tstamp[31:0];
     }
 
+    @name(".MetaroceIngress.large_flows.config")
     table config {
         key = {}
         actions = {
@@ -92,66 +152,8 @@ control LargeFlows(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
         size = 1;
     }
 
-    // bytes >= threshold, as a saturating difference in a table's action
-    // (a gateway cannot compute it, and the compiler would fold it back
-    // into the test).
-    @hidden
-    action compare_bytes() {
-        meta.lf_over = meta.lf_threshold |-| meta.lf_bytes;
-    }
-
-    @hidden
-    action set_cutoff() {
-        meta.lf_cutoff = ig_prsr_md.global_tstamp[31:0] - meta.lf_window;
-    }
-
-    // For open_or_keep (after `config`, which sets the window).
-    @hidden
-    table cutoff {
-        actions = {
-            set_cutoff;
-        }
-        const default_action = set_cutoff();
-    }
-
-    @hidden
-    table compare {
-        actions = {
-            compare_bytes;
-        }
-        const default_action = compare_bytes();
-    }
-
     apply {
         config.apply();
-        if (meta.lf_threshold != 0) {
-            cutoff.apply();
-            meta.lf_start = open_or_keep.execute(meta.flow_slot);
-            if (meta.lf_start == LF_RUNS) {
-                // The window runs: count, and note another flow in the slot.
-                add_bytes.execute(meta.flow_slot);
-                meta.lf_sig = read_sig.execute(meta.flow_slot);
-                if (meta.lf_sig != meta.flow_sig) {
-                    note_collision.execute(meta.flow_slot);
-                }
-            } else {
-                // The window ended: report it if it was large; the
-                // registers already hold the next one.
-                meta.lf_elapsed = ig_prsr_md.global_tstamp[31:0] - meta.lf_start;
-                meta.lf_bytes = restart_bytes.execute(meta.flow_slot);
-                meta.lf_sig = restart_sig.execute(meta.flow_slot);
-                meta.lf_collision = restart_collision.execute(meta.flow_slot);
-                if (meta.lf_sig != meta.flow_sig) {
-                    meta.lf_collision = 1;
-                }
-                compare.apply();
-                if (meta.lf_start != 0) {
-                    if (meta.lf_over == 0) {
-                        ig_dprsr_md.digest_type = DIGEST_TYPE_LARGE_FLOW;
-                    }
-                }
-            }
-        }
     }
 }
 

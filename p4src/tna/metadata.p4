@@ -7,12 +7,6 @@
 
 #include "../shared/headers.p4"
 
-// The table property naming an action selector. p4test's stand-in for
-// tna.p4 (p4test/tna.p4, used only to write the P4Info) renames it.
-#ifndef TABLE_IMPLEMENTATION
-#define TABLE_IMPLEMENTATION implementation
-#endif
-
 // The CPU (PCIe) port: 192 on a two-pipe Tofino 1, 320 on a four-pipe one.
 // Build with -DTNA_CPU_PORT=320 for the latter; the topology's
 // `fabric.cpu_port` must say the same.
@@ -26,9 +20,6 @@ const bit<9> CPU_PORT = TNA_CPU_PORT;
 // arrives there is a threshold digest handed back by egress.
 const bit<9> RECIRC_PORT_VALUE = 0x044;
 const bit<9> RECIRC_PORT_MASK = 0x07c;
-
-// A port_down key no port has (ports are 9 bits): nothing to check.
-const bit<16> PORT_NONE = 0xffff;
 
 // Mirror sessions the controller configures (P4Runtime clone sessions).
 const bit<10> REPORT_SESSION = 500;
@@ -157,8 +148,8 @@ struct ingress_metadata_t {
     // `config`.
     bit<32> switch_id;
     bit<32> flowlet_timeout;
-    // now - a configured interval: what a time register is compared with
-    // (see routing.p4's stamp_time).
+    // A configured interval - now: what a time register is added to (see
+    // routing.p4's stamp_time).
     bit<32> flowlet_cutoff;
     bit<32> report_cutoff;
     bit<32> lf_cutoff;
@@ -171,7 +162,9 @@ struct ingress_metadata_t {
     bit<32> flow_hash;
     bit<13> flow_slot;
     bit<16> flow_sig;
-    bit<16> port_to_check;
+    bit<16> egress_port;   // the port `forward` set (port_down's key, the large-flow digest's)
+    bit<1> flowlet_other;  // swap_sig: the slot held another flow
+    bit<1> flowlet_gap;    // stamp_time: the gap exceeds the timeout
     bool new_flowlet;
     bool steered;
     bool forwarded;
@@ -180,26 +173,20 @@ struct ingress_metadata_t {
     // a packet without INT (source, large flows), the egress port for one
     // with INT (is this its sink?).
     bit<9> role_port;
-    bool edge;
-    bit<8> int_source;
-    bit<8> int_max_hops;
     // `egress_config` (applied here: the sink's report decision is made in
     // ingress) and `large_flows.config`.
     bit<32> digest_interval;
-    bit<32> report_period;
     bit<8> latency_shift;
-    bit<32> latency_mask;
-    bit<32> lf_window;
     bit<32> lf_threshold;
     // Large-flow digest values.
-    bit<16> lf_egress_port;
     bit<32> lf_start;
-    bit<32> lf_over;       // threshold |-| bytes: 0 when bytes reach the threshold
     bit<32> lf_elapsed;
-    bit<32> lf_bytes;
-    bit<16> lf_sig;
+    bit<32> lf_bytes;      // an ended window's bytes when they reach the threshold, else 0
+    bit<8> lf_sig_differs; // 1: the slot's window is another flow's
     bit<8> lf_collision;
     // Telemetry Report decision at the sink.
+    bit<32> latency_01;    // hops 0 and 1
+    bit<32> latency_23;    // hops 2 and 3
     bit<32> path_latency;
     bit<16> int_minus_bytes;  // minus the INT bytes the sink strips
     bit<32> latency_bucket;

@@ -163,7 +163,7 @@ control MetaroceIngressDeparser(packet_out pkt, inout ingress_headers_t hdr, in 
         } else if (ig_dprsr_md.digest_type == DIGEST_TYPE_LARGE_FLOW) {
             large_flow_digest.pack({ meta.switch_id,
                                      hdr.ipv4.src_addr ++ hdr.ipv4.dst_addr ++ meta.l4_src_port ++ meta.dest_qp,
-                                     meta.lf_egress_port, meta.lf_bytes, meta.lf_elapsed,
+                                     meta.egress_port, meta.lf_bytes, meta.lf_elapsed,
                                      (bit<16>)meta.flow_slot, meta.lf_collision,
                                      meta.now });
         }

@@ -19,9 +19,6 @@
 
 #include "metadata.p4"
 
-#define ADD_HOP_LATENCY(i) if (hdr.int_hops[i].isValid()) { \
-    meta.path_latency = meta.path_latency + hdr.int_hops[i].hop_latency; }
-
 control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
                        in ingress_intrinsic_metadata_t ig_intr_md,
                        in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -32,8 +29,9 @@ control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t met
 
     RegisterAction<bit<32>, bit<13>, bit<1>>(report_last_time) period_check = {
         void apply(inout bit<32> value, out bit<1> due) {
-            // now - value >= period, as in routing.p4's stamp_time.
-            if (value == 0 || (int<32>)(meta.report_cutoff - value) >= 0) {
+            // now - value >= period, written value + (period - now) <= 0
+            // (report_cutoff is period - now), as routing.p4's stamp_time.
+            if (value == 0 || (int<32>)(value + meta.report_cutoff) <= 0) {
                 value = ig_prsr_md.global_tstamp[31:0];
                 due = 1;
             } else {
@@ -42,9 +40,12 @@ control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t met
         }
     };
 
+    // 1: the bucket changed. Beside period_check (same stage): on a
+    // periodic report with the bucket unchanged, v1model's write of the
+    // same bucket changes nothing.
     RegisterAction<bit<32>, bit<13>, bit<1>>(report_last_bucket) bucket_check = {
         void apply(inout bit<32> value, out bit<1> due) {
-            if (meta.period_due == 1 || value != meta.latency_bucket) {
+            if (value != meta.latency_bucket) {
                 value = meta.latency_bucket;
                 due = 1;
             } else {
@@ -53,9 +54,56 @@ control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t met
         }
     };
 
+    // The sink strips INT: the packet leaves with DSCP and lengths as the
+    // source received it. Here, not in egress as on v1model: Tofino 1's
+    // egress parser reaches 160 bytes, not the 4-hop stack. The report copy
+    // is the packet as it arrived, INT included.
+    action strip_int() {
+        hdr.ipv4.total_len = hdr.ipv4.total_len + meta.int_minus_bytes;
+        hdr.udp.len = hdr.udp.len + meta.int_minus_bytes;
+        hdr.udp.checksum = 0;
+        hdr.ipv4.dscp = hdr.int_hdr.original_dscp;
+        hdr.int_hdr.setInvalid();
+        hdr.int_hops[0].setInvalid();
+        hdr.int_hops[1].setInvalid();
+        hdr.int_hops[2].setInvalid();
+        hdr.int_hops[3].setInvalid();
+    }
+
+    // PathLatency ran beside routing; the registers, the mirror and the
+    // strip wait for the caller's verdict (the packet leaves through a
+    // host-facing port). Two stages after it.
+    apply {
+        // The copy's header is filled beside the registers (`forward` set
+        // its egress port); it is sent when valid.
+        meta.report_copy.kind = KIND_REPORT;
+        meta.report_copy.switch_id = meta.switch_id;
+        meta.report_copy.ingress_port = (bit<16>)ig_intr_md.ingress_port;
+        meta.report_copy.ingress_ts = ig_prsr_md.global_tstamp;
+        meta.period_due = period_check.execute(meta.flow_slot);
+        meta.report_due = bucket_check.execute(meta.flow_slot);
+        if (meta.period_due == 1 || meta.report_due == 1) {
+            // The copy is the packet as received (TTL and ECN included).
+            meta.report_copy.setValid();
+            ig_dprsr_md.mirror_type = MIRROR_TYPE_REPORT;
+            meta.mirror_session = REPORT_SESSION;
+        }
+        strip_int();
+    }
+}
+
+// What the sink's decision needs of the packet alone, computed before
+// routing so that it takes none of routing's stages: the path latency (the
+// received hops' latencies summed as a tree), its bucket and the strip
+// length.
+control PathLatency(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
+                    in ingress_intrinsic_metadata_t ig_intr_md,
+                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
+    // Named as before the move (it shows in the P4Info, outside the
+    // contract: its table is hidden).
+    @name(".MetaroceEgress.int_egress.set_mask")
     action set_mask(bit<32> mask) {
-        meta.latency_mask = mask;
-        meta.report_cutoff = ig_prsr_md.global_tstamp[31:0] - meta.report_period;  // for period_check
+        meta.latency_bucket = meta.path_latency & mask;
     }
 
     // latency >> shift compared for equality is latency & ~(2^shift - 1).
@@ -106,72 +154,77 @@ control ReportDecision(inout ingress_headers_t hdr, inout ingress_metadata_t met
         size = 32;
     }
 
-    // The sink strips INT: the packet leaves with DSCP and lengths as the
-    // source received it. Here, not in egress as on v1model: Tofino 1's
-    // egress parser reaches 160 bytes, not the 4-hop stack. The report copy
-    // is the packet as it arrived, INT included.
-    action strip_int() {
-        hdr.ipv4.total_len = hdr.ipv4.total_len + meta.int_minus_bytes;
-        hdr.udp.len = hdr.udp.len + meta.int_minus_bytes;
-        hdr.udp.checksum = 0;
-        hdr.ipv4.dscp = hdr.int_hdr.original_dscp;
-        hdr.int_hdr.setInvalid();
-        hdr.int_hops[0].setInvalid();
-        hdr.int_hops[1].setInvalid();
-        hdr.int_hops[2].setInvalid();
-        hdr.int_hops[3].setInvalid();
+    // Per stack depth: minus the bytes of the shim, INT-MD header and
+    // stack (mod 2^16: Tofino subtracts no action data, and an action that
+    // computed them would span two stages), and the hops' latencies summed
+    // in pairs (the first level of the sum's tree; invalid hops count 0).
+    @hidden
+    action hops_0() {
+        meta.int_minus_bytes = 0xfff0;  // 16 bytes
+        meta.latency_01 = 0;
+        meta.latency_23 = 0;
     }
 
-    // Minus the bytes of the shim, INT-MD header and stack (mod 2^16),
-    // from a table: an action that computed them would span two stages,
-    // and Tofino subtracts no action data.
     @hidden
-    action set_strip_bytes(bit<16> minus_bytes) {
-        meta.int_minus_bytes = minus_bytes;
+    action hops_1() {
+        meta.int_minus_bytes = 0xffd8;  // 40 bytes
+        meta.latency_01 = hdr.int_hops[0].hop_latency;
+        meta.latency_23 = 0;
+    }
+
+    @hidden
+    action hops_2() {
+        meta.int_minus_bytes = 0xffc0;  // 64 bytes
+        meta.latency_01 = hdr.int_hops[0].hop_latency + hdr.int_hops[1].hop_latency;
+        meta.latency_23 = 0;
+    }
+
+    @hidden
+    action hops_3() {
+        meta.int_minus_bytes = 0xffa8;  // 88 bytes
+        meta.latency_01 = hdr.int_hops[0].hop_latency + hdr.int_hops[1].hop_latency;
+        meta.latency_23 = hdr.int_hops[2].hop_latency;
+    }
+
+    @hidden
+    action hops_4() {
+        meta.int_minus_bytes = 0xff90;  // 112 bytes
+        meta.latency_01 = hdr.int_hops[0].hop_latency + hdr.int_hops[1].hop_latency;
+        meta.latency_23 = hdr.int_hops[2].hop_latency + hdr.int_hops[3].hop_latency;
     }
 
     // The shim's length (words after the shim) is one of the five the
     // parser accepts: 3 + 6 per hop.
     @hidden
-    table strip_bytes {
+    table int_stack {
         key = {
             hdr.int_hdr.len: exact @name("len");
         }
         actions = {
-            set_strip_bytes;
+            hops_0;
+            hops_1;
+            hops_2;
+            hops_3;
+            hops_4;
             @defaultonly NoAction;
         }
         const entries = {
-            3: set_strip_bytes(0xfff0);  // 16 bytes
-            9: set_strip_bytes(0xffd8);  // 40 bytes
-            15: set_strip_bytes(0xffc0);  // 64 bytes
-            21: set_strip_bytes(0xffa8);  // 88 bytes
-            27: set_strip_bytes(0xff90);  // 112 bytes
+            3: hops_0();
+            9: hops_1();
+            15: hops_2();
+            21: hops_3();
+            27: hops_4();
         }
         const default_action = NoAction();
         size = 8;
     }
 
+    // Tables and plain steps only, no branch: the compiler may then place
+    // them in any stage routing leaves room in.
     apply {
-        meta.path_latency = 0;
-        ADD_HOP_LATENCY(0) ADD_HOP_LATENCY(1) ADD_HOP_LATENCY(2) ADD_HOP_LATENCY(3)
+        int_stack.apply();
+        meta.path_latency = meta.latency_01 + meta.latency_23;
         latency_mask.apply();
-        meta.latency_bucket = meta.path_latency & meta.latency_mask;
-        meta.period_due = period_check.execute(meta.flow_slot);
-        meta.report_due = bucket_check.execute(meta.flow_slot);
-        if (meta.report_due == 1) {
-            // The copy is the packet as received (TTL and ECN included).
-            meta.report_copy.setValid();
-            meta.report_copy.kind = KIND_REPORT;
-            meta.report_copy.switch_id = meta.switch_id;
-            meta.report_copy.ingress_port = (bit<16>)ig_intr_md.ingress_port;
-            meta.report_copy.egress_port = (bit<16>)ig_tm_md.ucast_egress_port;
-            meta.report_copy.ingress_ts = ig_prsr_md.global_tstamp;
-            ig_dprsr_md.mirror_type = MIRROR_TYPE_REPORT;
-            meta.mirror_session = REPORT_SESSION;
-        }
-        strip_bytes.apply();
-        strip_int();
     }
 }
 

@@ -5,17 +5,19 @@
 //
 //  - the slot's signature and last-seen time are compared and stamped in
 //    one access each (flowlet_sig, flowlet_last_seen);
-//  - a new flowlet looks up its steer entries, or bumps its flowlet
-//    number (flowlet_id) and draws from the group; its next hop is pinned
-//    (flowlet_nhop written), a running flowlet's is read;
+//  - a new flowlet follows its steer entry, or bumps its flowlet number
+//    (flowlet_id) and draws from the group; its next hop is pinned
+//    (flowlet_nhop written), a running flowlet's is read. The steer
+//    tables are looked up for every packet, beside the LPM (a lookup
+//    changes nothing), so that a new flowlet does not wait for them;
 //  - port_down is checked on the port of the next hop the packet is about
 //    to use, after `nhop`: for a running flowlet that is its pinned port,
 //    for a steered new flowlet its steer entry's (the controller keeps
 //    `steer`'s port equal to the next hop's); a drawn new flowlet checks
-//    nothing, as on v1model (PORT_NONE). A hit resubmits the packet, which
-//    comes back as a new flowlet that draws and ignores its steer entries
-//    (what mark_port_down does on v1model). Ports are rarely down, so
-//    resubmits are rare;
+//    nothing, as on v1model (PORT_NONE): the table is not applied. A
+//    hit resubmits the packet, which comes back as a new flowlet that
+//    draws and ignores its steer entries (what mark_port_down does on
+//    v1model). Ports are rarely down, so resubmits are rare;
 //  - the new flowlet's port is pinned once it is forwarded (flowlet_port,
 //    written only: the check above reads the port from `nhop`).
 #ifndef METAROCE_TNA_ROUTING_P4
@@ -23,6 +25,14 @@
 
 #include "metadata.p4"
 
+// Fields written in the same stage by different tables (the steer tables
+// beside the LPM; the signature and time registers side by side) must not
+// share a PHV container: the compiler would put the second a stage later.
+@pa_solitary("ingress", "meta.steer_nhop")
+@pa_solitary("ingress", "meta.steer_port")
+@pa_solitary("ingress", "meta.steered")
+@pa_solitary("ingress", "meta.flowlet_other")
+@pa_solitary("ingress", "meta.flowlet_gap")
 control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
                 in ingress_intrinsic_metadata_t ig_intr_md,
                 in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -60,7 +70,11 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
             // stateful ALU's test takes one field besides the register.
             // Exact while the gap is under timeout + 2^31 ns (2.1 s). A
             // slot never used (0) has a gap whatever the clock's half.
-            if (value == 0 || (int<32>)(meta.flowlet_cutoff - value) > 0) {
+            // Here (now - timeout) - last > 0 is written
+            // last + (timeout - now) < 0: `config` gives timeout - now in
+            // stage 0 (Tofino subtracts a field from action data, not the
+            // other way).
+            if (value == 0 || (int<32>)(value + meta.flowlet_cutoff) < 0) {
                 gap = 1;
             } else {
                 gap = 0;
@@ -102,8 +116,6 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
 
     action set_group(bit<16> group_id) {
         meta.group_id = group_id;
-        // For stamp_time (see there).
-        meta.flowlet_cutoff = ig_prsr_md.global_tstamp[31:0] - meta.flowlet_timeout;
     }
 
     // Directly attached hosts: no group, no flowlet.
@@ -144,14 +156,16 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
             @defaultonly NoAction;
         }
         const default_action = NoAction();
-        TABLE_IMPLEMENTATION = nhop_selector;
+        implementation = nhop_selector;
         size = GROUP_SELECTOR_SIZE;
     }
 
     // The next hop, and its port, that a new flowlet of this flow
     // (steer_flow) or host pair (steer_pair) pins instead of drawing.
+    // Looked up for every packet, beside the LPM (a lookup changes
+    // nothing): only a new flowlet of a group route follows the entry.
     action steer(bit<16> nhop_id, bit<9> port) {
-        meta.nhop_id = nhop_id;
+        meta.steer_nhop = nhop_id;
         meta.steer_port = (bit<16>)port;
         meta.steered = true;
     }
@@ -194,7 +208,7 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
 
     table port_down {
         key = {
-            meta.port_to_check: exact @name("port");
+            meta.egress_port: exact @name("port");
         }
         actions = {
             mark_port_down;
@@ -210,6 +224,11 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
         meta.forwarded = true;
+        // port_down's key, the large-flow digest's egress port, and the
+        // sink's report copy: set here rather than by a step after this
+        // table's, which would cost a stage.
+        meta.egress_port = (bit<16>)port;
+        meta.report_copy.egress_port = (bit<16>)port;
     }
 
     table nhop {
@@ -224,49 +243,50 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
         size = NHOP_TABLE_SIZE;
     }
 
+    // The stages (Tofino 1 has 12): the LPM spans two, the steer tables
+    // sit beside it; then the slot's signature and time, the new
+    // flowlet's number, the selector, the pinned next hop, `nhop`, and
+    // `port_down` with what a forwarded new flowlet records. Conditions
+    // test tables' results and registers' outputs directly: a flag set
+    // by an action and tested after costs a stage.
     apply {
         meta.group_id = 0;
         meta.nhop_id = 0;
         meta.steered = false;
         meta.forwarded = false;
         meta.new_flowlet = false;
-        meta.port_to_check = PORT_NONE;
+        // A resubmitted flowlet (its port was down) draws.
+        if (!meta.redraw) {
+            if (!steer_flow.apply().hit) {
+                steer_pair.apply();
+            }
+        }
         switch (ipv4_lpm.apply().action_run) {
             set_group: {
-                bit<1> other = swap_sig.execute(meta.flow_slot);
-                bit<1> gap = stamp_time.execute(meta.flow_slot);
-                if (other == 1 || gap == 1 || meta.redraw) {
+                meta.flowlet_other = swap_sig.execute(meta.flow_slot);
+                meta.flowlet_gap = stamp_time.execute(meta.flow_slot);
+                if (meta.flowlet_other == 1 || meta.flowlet_gap == 1 || meta.redraw) {
                     meta.new_flowlet = true;
-                }
-                if (meta.new_flowlet) {
-                    // A resubmitted flowlet (its port was down) draws.
-                    if (!meta.redraw) {
-                        if (!steer_flow.apply().hit) {
-                            steer_pair.apply();
-                        }
-                    }
-                    if (!meta.steered) {
+                    if (meta.steered) {
+                        meta.nhop_id = meta.steer_nhop;
+                    } else {
                         meta.flowlet_id = next_flowlet_id.execute(meta.flow_slot);
                         nhop_group.apply();
                     }
                 }
                 meta.nhop_id = pin_or_read_nhop.execute(meta.flow_slot);
             }
-            drop: {
-                return;
-            }
         }
-        nhop.apply();
-        if (!meta.forwarded) {
-            return;
+        // A route's drop (no route) set drop_reason: the caller drops.
+        if (meta.drop_reason == 0) {
+            nhop.apply();
         }
-        if (meta.group_id != 0) {
+        if (meta.forwarded && meta.group_id != 0) {
+            // A drawn new flowlet checks nothing (PORT_NONE on v1model).
             if (!meta.new_flowlet || meta.steered) {
-                meta.port_to_check = (bit<16>)ig_tm_md.ucast_egress_port;
-            }
-            port_down.apply();
-            if (ig_dprsr_md.resubmit_type == RESUBMIT_PORT_DOWN) {
-                return;
+                if (port_down.apply().hit) {
+                    return;
+                }
             }
             if (meta.new_flowlet) {
                 pin_port.execute(meta.flow_slot);

@@ -1,8 +1,8 @@
 //! L2: `metaroce controller run --tofino` against in-process switches that
-//! play the SDE's P4Runtime server: the build is pushed in the SDE's
-//! device-config format and programmed in Tofino units; a truncated device
-//! config, or one for another program, is refused before any switch is
-//! touched.
+//! play the SDE's P4Runtime server: the committed bf-p4c build
+//! (`p4src/build/tofino/`) is pushed in the SDE's device-config format and
+//! programmed in Tofino units; a truncated device config, or one for
+//! another program, is refused before any switch is touched.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -47,31 +47,20 @@ async fn fabric() -> (Vec<Switch>, Vec<SocketAddr>, tokio::sync::watch::Sender<b
     .await
 }
 
-/// The committed TNA P4Info (`p4src/build/tna/`), or the v1model one given
-/// TNA's architecture and 32-bit time registers when there is none.
-fn tna_p4info() -> String {
-    let build = common::repo().join("p4src/build");
-    if let Ok(t) = std::fs::read_to_string(build.join("tna/main.p4info.txtpb")) {
-        return t;
-    }
-    let mut t = std::fs::read_to_string(build.join("main.p4info.txtpb")).unwrap();
-    t = t.replacen("arch: \"v1model\"", "arch: \"tna\"", 1);
-    for reg in ["flowlet_last_seen", "port_last_digest", "report_last_time", "window_start"] {
-        let at = t.find(&format!("{reg}\"")).unwrap();
-        let w = at + t[at..].find("bitwidth: 48").unwrap();
-        t.replace_range(w..w + "bitwidth: 48".len(), "bitwidth: 32");
-    }
-    t
+/// The committed bf-p4c build (`p4src/build/tofino/`).
+fn committed() -> PathBuf {
+    common::repo().join("p4src/build/tofino")
 }
 
-/// A scratch directory with the TNA P4Info and a bf-p4c-like build.
+/// A scratch directory with a copy of the committed build, to cut and
+/// rename.
 fn build(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("metaroce-tofino-cli-{tag}-{}", std::process::id()));
     let pipe = dir.join("tofino/pipe");
     std::fs::create_dir_all(&pipe).unwrap();
-    std::fs::write(dir.join("tofino/main.p4info.txtpb"), tna_p4info()).unwrap();
-    std::fs::write(pipe.join("tofino.bin"), b"\x01\x02 not a real binary").unwrap();
-    std::fs::write(pipe.join("context.json"), br#"{"program_name": "main.p4"}"#).unwrap();
+    for f in ["main.p4info.txtpb", "pipe/tofino.bin", "pipe/context.json"] {
+        std::fs::copy(committed().join(f), dir.join("tofino").join(f)).unwrap();
+    }
     dir
 }
 
@@ -134,13 +123,21 @@ async fn bad_device_configs_are_refused_before_any_switch_is_touched() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--tofino` alone loads the committed bf-p4c build from the repository:
+/// its P4Info and its `tofino.bin` and `context.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_programs_a_tofino_in_its_units() {
     let (switches, addrs, _stop) = fabric().await;
     let dir = build("run");
     std::fs::write(dir.join("topo.yaml"), topology(&addrs)).unwrap();
-    let tofino = dir.join("tofino").display().to_string();
-    let a = args(&dir, &["--device-config", &tofino, "--duration", "60"]);
+    let a: Vec<String> = vec![
+        "controller".into(),
+        "run".into(),
+        dir.join("topo.yaml").display().to_string(),
+        "--tofino".into(),
+        "--duration".into(),
+        "60".into(),
+    ];
     let child = Command::new(env!("CARGO_BIN_EXE_metaroce"))
         .args(&a)
         .current_dir(common::repo())
@@ -160,6 +157,12 @@ async fn the_controller_programs_a_tofino_in_its_units() {
     }
     assert!(switches.iter().all(|s| s.pipeline_pushes() == 1));
     assert_eq!(switches[0].clone_session_ports(500), Some(vec![192]), "reports to the CPU port");
+    // The P4Info pushed is bf-p4c's.
+    let text = std::fs::read_to_string(committed().join("main.p4info.txtpb")).unwrap();
+    let want = metaroce_p4rt::P4Info::from_text(&text).unwrap();
+    for s in &switches {
+        assert_eq!(s.p4info().unwrap().raw(), want.raw());
+    }
     drop(proc);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -49,6 +49,7 @@ pub mod session;
 pub mod status;
 pub mod thrift;
 pub mod tofino;
+mod tofino_bin;
 
 pub use backoff::{Backoff, Jitter};
 pub use codec::{Bits, ValueError};

@@ -61,6 +61,14 @@ pub enum TofinoConfigError {
     OtherContext { expected: String, found: String },
     #[error("its context.json is not JSON")]
     Context(#[source] serde_json::Error),
+    #[error("its tofino.bin is not a whole bfas binary: {what} at byte {offset}")]
+    Binary { offset: usize, what: String },
+    #[error("its tofino.bin is for program {found:?}, not {expected:?}")]
+    OtherBinary { expected: String, found: String },
+    #[error(
+        "its tofino.bin and context.json come from different compiles (run ids {bin:?} and {context:?})"
+    )]
+    RunIds { bin: String, context: String },
 }
 
 /// A Tofino program as the SDE loads it.
@@ -167,7 +175,10 @@ impl TofinoConfig {
     }
 
     /// The name is `program`'s, and so is context.json's `program_name`
-    /// when it has one (bf-p4c writes the source file's name, `main.p4`).
+    /// when it has one (bf-p4c writes the source file's name, `main.p4`);
+    /// `tofino.bin` is whole (every record complete, see `tofino_bin`), its
+    /// header names `program`, and its run id is context.json's (both from
+    /// one compile).
     pub fn check(&self, program: &str) -> Result<(), TofinoConfigError> {
         if self.program != program {
             return Err(TofinoConfigError::OtherProgram {
@@ -184,6 +195,17 @@ impl TofinoConfig {
             let stem = name.strip_suffix(".p4").unwrap_or(name);
             if stem != program {
                 return Err(TofinoConfigError::OtherContext { expected: program.into(), found: name.into() });
+            }
+        }
+        let header = crate::tofino_bin::scan(&self.tofino_bin)
+            .map_err(|e| TofinoConfigError::Binary { offset: e.offset, what: e.what })?;
+        if let Some(found) = header.program_name.filter(|n| n != program) {
+            return Err(TofinoConfigError::OtherBinary { expected: program.into(), found });
+        }
+        let context_run = context.get("run_id").and_then(|r| r.as_str());
+        if let (Some(bin), Some(ctx)) = (header.run_id, context_run) {
+            if bin != ctx {
+                return Err(TofinoConfigError::RunIds { bin, context: ctx.into() });
             }
         }
         Ok(())

@@ -13,14 +13,39 @@ use metaroce_p4rt::session::Bmv2Json;
 use metaroce_p4rt::tofino::{TofinoConfig, TofinoConfigError, TofinoDeviceConfig};
 use metaroce_p4rt::Session;
 
-/// The parts the fixture script packs.
+/// A BSON string element, as bfas writes its header.
+fn bson_string(key: &str, value: &str) -> Vec<u8> {
+    let mut out = vec![0x02];
+    out.extend_from_slice(key.as_bytes());
+    out.push(0);
+    out.extend_from_slice(&(value.len() as u32 + 1).to_le_bytes());
+    out.extend_from_slice(value.as_bytes());
+    out.push(0);
+    out
+}
+
+/// The parts the fixture script packs: a small, whole bfas binary (H, B
+/// and R records) and its context.
 fn sample() -> TofinoConfig {
-    let mut tofino_bin: Vec<u8> = (0..=255u8).cycle().take(768).collect();
-    tofino_bin.extend_from_slice(&[0x00, 0xff]);
+    let mut header = bson_string("program_name", "main");
+    header.extend(bson_string("run_id", "0123456789abcdef"));
+    let mut tofino_bin = vec![0, 0, 0, b'H'];
+    tofino_bin.extend_from_slice(&(header.len() as u32 + 5).to_le_bytes());
+    tofino_bin.extend(header);
+    tofino_bin.push(0);
+    tofino_bin.extend_from_slice(&[0, 0, 0, b'B']);
+    tofino_bin.extend_from_slice(&0x0200_0000u64.to_le_bytes());
+    tofino_bin.extend_from_slice(&32u32.to_le_bytes());
+    tofino_bin.extend_from_slice(&192u32.to_le_bytes());
+    tofino_bin.extend((0..=255u8).cycle().take(768));
+    tofino_bin.extend_from_slice(&[0, 0, 0, b'R']);
+    tofino_bin.extend_from_slice(&0x100u32.to_le_bytes());
+    tofino_bin.extend_from_slice(&0xffu32.to_le_bytes());
     TofinoConfig {
         program: "main".into(),
         tofino_bin,
-        context_json: br#"{"program_name": "main.p4", "schema_version": "1.0"}"#.to_vec(),
+        context_json:
+            br#"{"program_name": "main.p4", "run_id": "0123456789abcdef", "schema_version": "1.0"}"#.to_vec(),
     }
 }
 
@@ -37,9 +62,10 @@ fn encoding_matches_the_independently_built_fixture() {
 #[test]
 fn device_data_is_three_length_prefixed_parts() {
     let d = sample().device_data().unwrap();
+    let bin = sample().tofino_bin.len();
     assert_eq!(&d[..8], &[4, 0, 0, 0, b'm', b'a', b'i', b'n']);
-    assert_eq!(&d[8..12], &770u32.to_le_bytes());
-    let ctx = 12 + 770;
+    assert_eq!(&d[8..12], &(bin as u32).to_le_bytes());
+    let ctx = 12 + bin;
     assert_eq!(&d[ctx..ctx + 4], &(sample().context_json.len() as u32).to_le_bytes());
     assert_eq!(d.len(), ctx + 4 + sample().context_json.len());
 }

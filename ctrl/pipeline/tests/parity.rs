@@ -20,9 +20,10 @@ fn v1model_text() -> String {
     std::fs::read_to_string(build_dir().join("main.p4info.txtpb")).unwrap()
 }
 
-/// The TNA P4Info `p4src/build/tna/` holds (see `p4src/README.md`), if any.
+/// The TNA P4Info bf-p4c wrote into `p4src/build/tofino/` (committed; see
+/// `p4src/README.md`), if any.
 fn tna_text() -> Option<String> {
-    std::fs::read_to_string(build_dir().join("tna/main.p4info.txtpb")).ok()
+    std::fs::read_to_string(build_dir().join("tofino/main.p4info.txtpb")).ok()
 }
 
 /// A TNA P4Info: the committed one, or the v1model one given TNA's
@@ -59,7 +60,7 @@ fn set_width(r: &mut metaroce_p4rt::proto::p4::config::v1::Register, w: i32) {
 fn the_v1model_and_tna_p4infos_agree_on_every_name_the_controller_uses() {
     let Some(tna) = tna_text() else {
         println!(
-            "skip: P4Info parity (p4src/build/tna/main.p4info.txtpb is missing: see p4src/README.md, Tofino)"
+            "skip: P4Info parity (p4src/build/tofino/main.p4info.txtpb is missing: make p4-tna, see p4src/README.md)"
         );
         return;
     };
@@ -98,6 +99,31 @@ fn parity_names_a_difference() {
     }
     let problems = parity(&v1, &P4Info::new(raw).unwrap());
     assert!(problems.iter().any(|p| p.contains("steer_flow") && p.contains("udp_src_port")), "{problems:?}");
+}
+
+#[test]
+fn parity_covers_objects_the_contract_does_not_name() {
+    let v1 = P4Info::from_text(&v1model_text()).unwrap();
+    // A table only one side has, and a non-time register of another width.
+    let mut raw = tna_like().raw().clone();
+    let mut extra = raw.tables[0].clone();
+    if let Some(p) = extra.preamble.as_mut() {
+        p.name = "MetaroceIngress.routing.extra".into();
+        p.alias = "extra".into();
+        p.id += 1_000_000;
+    }
+    raw.tables.push(extra);
+    for r in &mut raw.registers {
+        if r.preamble.as_ref().is_some_and(|p| p.name.ends_with("routing.flowlet_id")) {
+            set_width(r, 32);
+        }
+    }
+    let problems = parity(&v1, &P4Info::new(raw).unwrap());
+    assert!(
+        problems.iter().any(|p| p.contains("MetaroceIngress.routing.extra is in the TNA P4Info only")),
+        "{problems:?}"
+    );
+    assert!(problems.iter().any(|p| p.contains("flowlet_id") && p.contains("bit<")), "{problems:?}");
 }
 
 #[test]
