@@ -87,6 +87,24 @@ fn learnt(p: &mut Pairing) -> BTreeMap<u32, u32> {
         .collect()
 }
 
+/// The reports of `conns` over 3 ms, in an arrival order drawn from
+/// `order` (each swapped with one it names), every `drop_every`-th lost,
+/// fed to a pairing.
+fn arrive(conns: &[Conn], order: &[u64], drop_every: usize) -> Pairing {
+    let mut rs = reports(conns, 3000);
+    for i in 0..rs.len() {
+        let j = (order[i % order.len()] as usize) % rs.len();
+        rs.swap(i, j);
+    }
+    let mut p = Pairing::new(PairConfig::default());
+    for (i, r) in rs.iter().enumerate() {
+        if i % drop_every != 0 || drop_every == usize::MAX {
+            p.on_report(i as u64 * 1000, r);
+        }
+    }
+    p
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -97,19 +115,8 @@ proptest! {
         drop_every in 2usize..6,
     ) {
         let truth: BTreeMap<u32, u32> = conns.iter().map(|c| (c.ack_qp, c.data_qp)).collect();
-        let mut rs = reports(&conns, 3000);
-        // Arrival order: swap each report with one drawn from `order`,
-        // and lose every `drop_every`-th.
-        for i in 0..rs.len() {
-            let j = (order[i % order.len()] as usize) % rs.len();
-            rs.swap(i, j);
-        }
-        let mut p = Pairing::new(PairConfig::default());
-        for (i, r) in rs.iter().enumerate() {
-            if i % drop_every != 0 {
-                p.on_report(i as u64 * 1000, r);
-            }
-        }
+        // Every `drop_every`-th report is lost.
+        let mut p = arrive(&conns, &order, drop_every);
         for (ack, data) in learnt(&mut p) {
             prop_assert_eq!(truth.get(&ack), Some(&data), "ACK QP {:#x} paired with {:#x}", ack, data);
         }
@@ -121,15 +128,7 @@ proptest! {
         order in prop::collection::vec(any::<u64>(), 64),
     ) {
         let truth: BTreeMap<u32, u32> = conns.iter().map(|c| (c.ack_qp, c.data_qp)).collect();
-        let mut rs = reports(&conns, 3000);
-        for i in 0..rs.len() {
-            let j = (order[i % order.len()] as usize) % rs.len();
-            rs.swap(i, j);
-        }
-        let mut p = Pairing::new(PairConfig::default());
-        for (i, r) in rs.iter().enumerate() {
-            p.on_report(i as u64 * 1000, r);
-        }
+        let mut p = arrive(&conns, &order, usize::MAX);
         prop_assert_eq!(learnt(&mut p), truth);
     }
 }

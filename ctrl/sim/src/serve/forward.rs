@@ -35,6 +35,15 @@ fn data_qp(src: u32, dst: u32) -> u32 {
     (mix64(u64::from(src) << 32 | u64::from(dst)) & 0xFF_FFFF) as u32
 }
 
+/// The IPv4 header a host puts on a UDP packet of `len` bytes (TTL 64,
+/// its checksum computed).
+fn udp_ipv4(src: u32, dst: u32, len: u16, ecn: u8) -> Ipv4 {
+    let mut ip =
+        Ipv4 { version: 4, ihl: 5, ecn, total_len: len, ttl: 64, protocol: 17, src, dst, ..Ipv4::default() };
+    ip.checksum = ip.computed_checksum();
+    ip
+}
+
 /// The requester's QP of that connection: what its ACKs carry.
 fn ack_qp(src: u32, dst: u32) -> u32 {
     (mix64(u64::from(dst) << 32 | u64::from(src) ^ 0xAC4_0000_0000) & 0xFF_FFFF) as u32
@@ -187,18 +196,7 @@ impl TwinFabric {
         let (src, dst) = (self.hosts[p.src_host as usize], self.hosts[p.dst_host as usize]);
         // Ethernet (14) and FCS (4) are not in the IP length.
         let ip_len = p.bytes.saturating_sub(18);
-        let mut ip = Ipv4 {
-            version: 4,
-            ihl: 5,
-            ecn: if p.ce { 3 } else { 2 },
-            total_len: ip_len,
-            ttl: 64,
-            protocol: 17,
-            src: src.ip,
-            dst: dst.ip,
-            ..Ipv4::default()
-        };
-        ip.checksum = ip.computed_checksum();
+        let ip = udp_ipv4(src.ip, dst.ip, ip_len, if p.ce { 3 } else { 2 });
         let qp = data_qp(p.src_host, p.dst_host);
         Headers {
             eth: Ethernet { dst: [0; 6], src: src.mac, ether_type: ETHERTYPE_IPV4 },
@@ -342,17 +340,7 @@ impl Forwarder for TwinFabric {
         // The ACK flows from the receiver to the sender. Its BTH PSN is the
         // last one it acknowledges; a NAK's is the one it asks for.
         let psn = if nak { wire_psn } else { wire_psn.wrapping_sub(1) } & 0xFF_FFFF;
-        let mut ip = Ipv4 {
-            version: 4,
-            ihl: 5,
-            total_len: 20 + 8 + 12 + 4,
-            ttl: 64,
-            protocol: 17,
-            src: dst.ip,
-            dst: src.ip,
-            ..Ipv4::default()
-        };
-        ip.checksum = ip.computed_checksum();
+        let ip = udp_ipv4(dst.ip, src.ip, 20 + 8 + 12 + 4, 0);
         let mut h = Headers {
             eth: Ethernet { dst: [0; 6], src: dst.mac, ether_type: ETHERTYPE_IPV4 },
             ipv4: Some(ip),
