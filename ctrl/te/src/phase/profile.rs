@@ -1,0 +1,206 @@
+//! The load profile of a phase plan: per link used by two jobs or more,
+//! its utilisation in every slot of the common period. A link one job
+//! uses alone needs no profile: that job's own utilisation there is all
+//! it ever carries.
+
+use std::collections::BTreeMap;
+
+use super::grid::Grid;
+use super::PhaseJob;
+
+/// One job on the grid.
+#[derive(Debug)]
+struct Slotted {
+    period: u64,
+    /// Communication slots per period (the whole period: always on).
+    comm: u64,
+    /// Its phase, in slots, within its period.
+    base: u64,
+    shiftable: bool,
+    /// `(shared link, utilisation)` while it communicates.
+    shared: Vec<(usize, f64)>,
+    /// Its highest utilisation on links no other job uses.
+    own_peak: f64,
+}
+
+#[derive(Debug)]
+pub(super) struct Profile {
+    slots: u64,
+    jobs: Vec<Slotted>,
+    /// `shared link * slots + slot`: utilisation.
+    load: Vec<f64>,
+    /// Scratch: a window's maxima over one link.
+    window: Vec<f64>,
+}
+
+impl Profile {
+    pub fn new(jobs: &[PhaseJob], capacity_bps: &[u64], g: &Grid) -> Self {
+        let cap = |l: usize| capacity_bps.get(l).copied().filter(|&c| c > 0);
+        let mut users: BTreeMap<usize, usize> = BTreeMap::new();
+        for j in jobs {
+            let mut seen: Vec<usize> = j.loads.iter().map(|&(l, _)| l).filter(|&l| cap(l).is_some()).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            for l in seen {
+                *users.entry(l).or_default() += 1;
+            }
+        }
+        let dense: BTreeMap<usize, usize> =
+            users.iter().filter(|(_, &n)| n > 1).enumerate().map(|(i, (&l, _))| (l, i)).collect();
+        let slotted = jobs
+            .iter()
+            .zip(&g.periods)
+            .map(|(j, &period)| {
+                let mut per_link: BTreeMap<usize, f64> = BTreeMap::new();
+                for &(l, r) in &j.loads {
+                    if let Some(c) = cap(l) {
+                        *per_link.entry(l).or_default() += r as f64 / c as f64;
+                    }
+                }
+                let mut shared = Vec::new();
+                let mut own_peak = 0.0f64;
+                for (l, u) in per_link {
+                    match dense.get(&l) {
+                        Some(&d) => shared.push((d, u)),
+                        None => own_peak = own_peak.max(u),
+                    }
+                }
+                // A phase between two slot edges covers the slot it starts in.
+                let comm = (j.phase_ns % g.slot_ns + j.comm_ns).div_ceil(g.slot_ns).clamp(1, period);
+                let base = (j.phase_ns / g.slot_ns) % period;
+                Slotted { period, comm, base, shiftable: j.shiftable, shared, own_peak }
+            })
+            .collect();
+        Profile {
+            slots: g.slots,
+            jobs: slotted,
+            load: vec![0.0; dense.len() * g.slots as usize],
+            window: vec![0.0; g.slots as usize],
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.load.iter_mut().for_each(|x| *x = 0.0);
+    }
+
+    /// Every job at its offset.
+    pub fn fill(&mut self, offsets: &[u64]) {
+        self.clear();
+        for (j, &o) in offsets.iter().enumerate() {
+            self.add(j, o, 1.0);
+        }
+    }
+
+    /// The first slot of each of job `j`'s communication phases in the
+    /// common period, at offset `o`.
+    fn starts(&self, j: usize, o: u64) -> impl Iterator<Item = u64> + '_ {
+        let s = &self.jobs[j];
+        let first = (s.base + o) % s.period;
+        (0..self.slots / s.period).map(move |k| first + k * s.period)
+    }
+
+    /// Adds (`sign` 1) or removes (-1) job `j` at offset `o`.
+    pub fn add(&mut self, j: usize, o: u64, sign: f64) {
+        let n = self.slots;
+        let starts: Vec<u64> = self.starts(j, o).collect();
+        let s = &self.jobs[j];
+        for &(d, u) in &s.shared {
+            let row = d * n as usize;
+            for &t0 in &starts {
+                for t in t0..t0 + s.comm {
+                    self.load[row + (t % n) as usize] += sign * u;
+                }
+            }
+        }
+    }
+
+    /// The highest utilisation job `j` meets at offset `o` (itself
+    /// counted if it is in the profile; not counted otherwise).
+    pub fn seen(&self, j: usize, o: u64) -> f64 {
+        let n = self.slots;
+        let s = &self.jobs[j];
+        let mut worst = s.own_peak;
+        for &(d, _) in &s.shared {
+            let row = &self.load[d * n as usize..(d + 1) * n as usize];
+            for t0 in self.starts(j, o) {
+                for t in t0..t0 + s.comm {
+                    worst = worst.max(row[(t % n) as usize]);
+                }
+            }
+        }
+        worst
+    }
+
+    /// Job `j`'s stretch at offset `o`, with every job in the profile.
+    pub fn stretch(&self, j: usize, o: u64) -> f64 {
+        self.seen(j, o).max(1.0)
+    }
+
+    /// The best offset for job `j` (not in the profile) and what it would
+    /// meet there, at least 1: the least, ties to the smallest offset.
+    /// A fixed job has only offset 0.
+    pub fn best(&mut self, j: usize) -> (u64, f64) {
+        let n = self.slots as usize;
+        let (period, comm, base, shiftable) = {
+            let s = &self.jobs[j];
+            (s.period, s.comm as usize, s.base, s.shiftable)
+        };
+        let choices = if shiftable { period } else { 1 };
+        // Per offset, the highest load over its windows, over the links.
+        let mut worst = vec![self.jobs[j].own_peak; choices as usize];
+        for k in 0..self.jobs[j].shared.len() {
+            let (d, u) = self.jobs[j].shared[k];
+            self.window_max(d, comm);
+            for (o, w) in worst.iter_mut().enumerate() {
+                let first = (base + o as u64) % period;
+                let mut m = 0.0f64;
+                let mut t = first as usize;
+                while t < n {
+                    m = m.max(self.window[t]);
+                    t += period as usize;
+                }
+                *w = w.max(m + u);
+            }
+        }
+        let mut best = (0u64, f64::INFINITY);
+        for (o, &w) in worst.iter().enumerate() {
+            let cost = w.max(1.0);
+            if cost + super::EPS < best.1 {
+                best = (o as u64, cost);
+            }
+        }
+        best
+    }
+
+    /// `window[t]` = the highest load of shared link `d` over slots
+    /// `t .. t + len` (wrapping), by a monotone deque.
+    fn window_max(&mut self, d: usize, len: usize) {
+        let n = self.slots as usize;
+        let row = &self.load[d * n..(d + 1) * n];
+        let len = len.clamp(1, n);
+        let at = |i: usize| row[i % n];
+        let mut q: std::collections::VecDeque<usize> = std::collections::VecDeque::with_capacity(len + 1);
+        // Slots n+len-1 ahead cover every window starting in 0..n.
+        for i in 0..n + len - 1 {
+            while q.back().is_some_and(|&b| at(b) <= at(i)) {
+                q.pop_back();
+            }
+            q.push_back(i);
+            if i + 1 >= len {
+                let start = i + 1 - len;
+                while q.front().is_some_and(|&f| f < start) {
+                    q.pop_front();
+                }
+                if let Some(&f) = q.front() {
+                    self.window[start] = at(f);
+                }
+            }
+        }
+    }
+
+    /// The highest utilisation over every link and slot.
+    pub fn peak(&self) -> f64 {
+        let shared = self.load.iter().copied().fold(0.0f64, f64::max);
+        self.jobs.iter().map(|s| s.own_peak).fold(shared, f64::max)
+    }
+}
