@@ -103,7 +103,8 @@ fn two_that_fit_only_staggered() -> impl Strategy<Value = (Vec<PhaseJob>, Vec<u6
         |(ms, ca, cb, links, ra, rb)| {
             let period = ms * 1_000_000;
             let loads = |r: u64| (0..links).map(|l| (l, CAP / 100 * r)).collect::<Vec<_>>();
-            let jobs = vec![job(period, period * ca / 100, loads(ra)), job(period, period * cb / 100, loads(rb))];
+            let jobs =
+                vec![job(period, period * ca / 100, loads(ra)), job(period, period * cb / 100, loads(rb))];
             (jobs, vec![CAP; links])
         },
     )
@@ -112,7 +113,13 @@ fn two_that_fit_only_staggered() -> impl Strategy<Value = (Vec<PhaseJob>, Vec<u6
 /// Random periodic jobs on a few links: periods from one harmonic family,
 /// any communication time, any rates, some fixed with a phase.
 fn random_jobs() -> impl Strategy<Value = (Vec<PhaseJob>, Vec<u64>)> {
-    let one = (0usize..3, 1u64..=95, proptest::collection::vec((0usize..4, 1u64..=100), 1..4), any::<bool>(), 0u64..100);
+    let one = (
+        0usize..3,
+        1u64..=95,
+        proptest::collection::vec((0usize..4, 1u64..=100), 1..4),
+        any::<bool>(),
+        0u64..100,
+    );
     proptest::collection::vec(one, 2..6).prop_map(|js| {
         let jobs = js
             .into_iter()

@@ -37,8 +37,7 @@ pub(crate) fn grid(periods_ns: &[u64], finest: u64, max_slots: u64) -> Option<Gr
 }
 
 fn try_grid(periods_ns: &[u64], slot_ns: u64, max_slots: u64) -> Option<Grid> {
-    let periods: Vec<u64> =
-        periods_ns.iter().map(|&p| ((p + slot_ns / 2) / slot_ns).max(1)).collect();
+    let periods: Vec<u64> = periods_ns.iter().map(|&p| ((p + slot_ns / 2) / slot_ns).max(1)).collect();
     let mut slots = 1u64;
     for &p in &periods {
         slots = (slots / gcd(slots, p)).checked_mul(p)?;

@@ -195,9 +195,15 @@ pub fn plan_phases(jobs: &[PhaseJob], capacity_bps: &[u64], cfg: &PhaseConfig) -
     let (verdict, why) = if jobs.len() < 2 || !jobs.iter().any(|j| j.shiftable) {
         (Verdict::NothingToShift, "fewer than two periodic jobs, or none the scheduler may shift".to_string())
     } else if worst(&without) <= 1.0 + EPS {
-        (Verdict::FitsWithout, format!("every link stays within capacity without offsets (peak {:.2})", plan.peak_without))
+        (
+            Verdict::FitsWithout,
+            format!("every link stays within capacity without offsets (peak {:.2})", plan.peak_without),
+        )
     } else if let Some(j) = slower {
-        (Verdict::WouldSlow, format!("the offsets found would lengthen job {j}'s iteration: none recommended"))
+        (
+            Verdict::WouldSlow,
+            format!("the offsets found would lengthen job {j}'s iteration: none recommended"),
+        )
     } else if worst(&with) + EPS >= worst(&without) {
         (
             Verdict::CannotHelp,

@@ -38,7 +38,8 @@ impl Profile {
         let cap = |l: usize| capacity_bps.get(l).copied().filter(|&c| c > 0);
         let mut users: BTreeMap<usize, usize> = BTreeMap::new();
         for j in jobs {
-            let mut seen: Vec<usize> = j.loads.iter().map(|&(l, _)| l).filter(|&l| cap(l).is_some()).collect();
+            let mut seen: Vec<usize> =
+                j.loads.iter().map(|&(l, _)| l).filter(|&l| cap(l).is_some()).collect();
             seen.sort_unstable();
             seen.dedup();
             for l in seen {
