@@ -138,8 +138,7 @@ impl Profile {
     }
 
     /// The best offset for job `j` (not in the profile) and what it would
-    /// meet there, at least 1: the least, ties to the smallest offset.
-    /// A fixed job has only offset 0.
+    /// meet there, at least 1 (see [`pick`]). A fixed job has only offset 0.
     pub fn best(&mut self, j: usize) -> (u64, f64) {
         let n = self.slots as usize;
         let (period, comm, base, shiftable) = {
@@ -163,14 +162,7 @@ impl Profile {
                 *w = w.max(m + u);
             }
         }
-        let mut best = (0u64, f64::INFINITY);
-        for (o, &w) in worst.iter().enumerate() {
-            let cost = w.max(1.0);
-            if cost + super::EPS < best.1 {
-                best = (o as u64, cost);
-            }
-        }
-        best
+        pick(&worst)
     }
 
     /// `window[t]` = the highest load of shared link `d` over slots
@@ -203,5 +195,36 @@ impl Profile {
     pub fn peak(&self) -> f64 {
         let shared = self.load.iter().copied().fold(0.0f64, f64::max);
         self.jobs.iter().map(|s| s.own_peak).fold(shared, f64::max)
+    }
+}
+
+/// The offset to take, given what each would meet: the least cost (at
+/// least 1: under capacity nothing slows), 0 if 0 is among the least (no
+/// delay where none helps), else the middle of the first run of offsets
+/// with the least cost. The middle leaves the most room on both sides,
+/// for communication that runs longer than planned (headers, a compute
+/// phase that varies) before the phases touch.
+fn pick(worst: &[f64]) -> (u64, f64) {
+    let cost = |o: usize| worst[o].max(1.0);
+    let least = (0..worst.len()).map(cost).fold(f64::INFINITY, f64::min);
+    let is_least = |o: usize| cost(o) <= least + super::EPS;
+    if worst.is_empty() || is_least(0) {
+        return (0, worst.first().map_or(1.0, |_| cost(0)));
+    }
+    let first = (0..worst.len()).find(|&o| is_least(o)).unwrap_or(0);
+    let last = (first..worst.len()).take_while(|&o| is_least(o)).last().unwrap_or(first);
+    let mid = first + (last - first) / 2;
+    (mid as u64, cost(mid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick;
+
+    #[test]
+    fn zero_when_it_is_among_the_least_else_the_middle_of_the_first_run() {
+        assert_eq!(pick(&[0.5, 0.2, 0.9]), (0, 1.0));
+        assert_eq!(pick(&[2.0, 2.0, 1.0, 1.0, 1.0, 2.0, 1.0]), (3, 1.0));
+        assert_eq!(pick(&[2.0, 1.5, 3.0]), (1, 1.5));
     }
 }
