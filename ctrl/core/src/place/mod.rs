@@ -28,6 +28,7 @@ use crate::plan::nhop_id;
 
 mod docs;
 mod keys;
+mod phase;
 mod trial;
 use docs::job_summary;
 pub use docs::{move_json, path_json, FlowsView};
@@ -164,6 +165,9 @@ pub struct PlaceStep {
     pub hottest: Option<metaroce_te::LinkUse>,
     pub budget_hit: bool,
     pub exact: bool,
+    /// The phase plan made again in this decision (a periodic job came
+    /// or went, or a phase drifted), as its event-log line.
+    pub phase: Option<crate::note::Note>,
 }
 
 /// The planner, the jobs, the reported flows and each switch's steer set.
@@ -204,6 +208,8 @@ pub struct Placement {
     new_flow: bool,
     /// Queue pairs seen under several source ports ([`keys`]).
     qp_keys: keys::QpKeys,
+    /// Periodic jobs in time: the phase plan and the phases seen ([`phase`]).
+    phases: phase::Phases,
 }
 
 /// Counts flows (keys) that hold an entry on at least one switch.
@@ -252,6 +258,7 @@ impl Placement {
             stays,
             new_flow: false,
             qp_keys: keys::QpKeys::default(),
+            phases: phase::Phases::default(),
         })
     }
 
@@ -275,6 +282,7 @@ impl Placement {
         let job = job::validate_job(body, topo, &self.jobs, &self.cfg.limits)?;
         let summary = job_summary(topo, &job, now_ns);
         let name = job.name.clone();
+        self.phases.stale |= job.periodic();
         let demands: Vec<(FlowKey, Demand)> = job.demands().collect();
         self.jobs.register(job)?;
         for (key, demand) in demands {
@@ -320,6 +328,8 @@ impl Placement {
     pub fn remove_job(&mut self, topo: &Topology, name: &str) -> Option<Value> {
         let job = self.jobs.remove(name)?;
         let registered = self.meta.remove(name).map_or(0, |m| m.registered_ns);
+        self.phases.stale |= job.periodic();
+        self.phases.seen.remove(name);
         for f in &job.flows {
             self.planner.remove(&f.key);
             self.seen.remove(&f.key);
@@ -375,6 +385,11 @@ impl Placement {
                 return Ok(());
             }
         };
+        if let Some(owner) = self.jobs.owner(&key).map(str::to_string) {
+            if self.jobs.get(&owner).is_some_and(|j| j.periodic()) {
+                self.job_flow_seen(&owner, now_ns);
+            }
+        }
         if let Some(k) = owner_key {
             let announced = self.announced.get(&k).copied().unwrap_or_default();
             let _ = self.planner.upsert(k, Demand { rate_bps: Some(bps), ..announced });
@@ -501,6 +516,7 @@ impl Placement {
         step.exact = plan.exact;
         step.moves = plan.moves;
         step.unplaced = plan.unplaced;
+        step.phase = self.replan_phases(topo);
         Some(step)
     }
 
