@@ -83,7 +83,7 @@ fn a_phase_that_drifts_gets_its_offset_reissued() {
     let late = period_ns + period_ns / 3;
     let topo = core.topology();
     let (src, dst) = (topo.hosts[0].ip, topo.hosts[4].ip);
-    let report = |t: u64| {
+    let report = || {
         Input::LargeFlow(LargeFlowReport {
             switch: 0,
             src,
@@ -96,7 +96,7 @@ fn a_phase_that_drifts_gets_its_offset_reissued() {
             collision: false,
         })
     };
-    let step = core.handle(late, &report(late));
+    let step = core.handle(late, &report());
     let notes: Vec<_> = step.notes.iter().filter(|n| n.kind == NoteKind::JobPhaseDrift).collect();
     assert_eq!(notes.len(), 1, "{:?}", step.notes);
     let t = core.placement().job_timing("a").unwrap();

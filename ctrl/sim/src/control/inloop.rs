@@ -41,11 +41,15 @@ use crate::control::{
 };
 use crate::scenario::config::{ControlConfig, ROCE_HEADER_BYTES};
 
-/// An announced job: its name and flows `(src host, dst host, bytes)`.
+/// An announced job: its name and flows `(src host, dst host, bytes)`,
+/// and for a periodic job (several iterations) its timing as the job API
+/// takes it: the compute phase, whether its offset is fixed, its start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Announced {
     pub name: String,
     pub flows: Vec<(u32, u32, u64)>,
+    /// `(compute_ps, fixed, start_ps)` of a periodic job.
+    pub timing: Option<(u64, bool, u64)>,
 }
 
 /// What a wake-up token stands for.
@@ -134,6 +138,8 @@ pub(crate) struct PolicyLoop<'a> {
     inbox: Vec<Input>,
     detector: Detector,
     fig: Figures,
+    /// The announced jobs' decisions, made before the run (see `new`).
+    first: Vec<Step>,
 }
 
 /// The core's settings for a run of the scenario.
@@ -164,7 +170,16 @@ fn job_body(topo: &Topology, job: &Announced) -> serde_json::Value {
         .iter()
         .map(|&(s, d, bytes)| json!({"src": name(s), "dst": name(d), "bytes": bytes}))
         .collect();
-    json!({"name": job.name, "flows": flows})
+    let mut body = json!({"name": job.name, "flows": flows});
+    // Its compute phase, not a period: the period follows from the
+    // placement, and a declared one would make the planner place the
+    // flows at their average rate instead of the line rate they burst at.
+    if let Some((compute_ps, fixed, start_ps)) = job.timing {
+        body["compute_ms"] = json!(compute_ps as f64 / 1e9);
+        body["start_ms"] = json!(start_ps as f64 / 1e9);
+        body["offset"] = json!(if fixed { "fixed" } else { "shiftable" });
+    }
+    body
 }
 
 impl<'a> PolicyLoop<'a> {
@@ -181,10 +196,21 @@ impl<'a> PolicyLoop<'a> {
         };
         let mut core = Core::new(topo.clone(), core_config(cfg), Mode::Act)?;
         // Announced jobs come through the job API's validation before
-        // their traffic starts: their placement is decided at the start.
+        // their traffic starts. As the daemon answers each POST after
+        // placing its job, each is placed before the next is registered:
+        // each job's flows spread over its own links, which is what
+        // jobs kept apart in time need. The last decision's phase plan
+        // is the advice the scheduler takes before the jobs start
+        // ([`PolicyLoop::recommended_offsets`]); the plans are written at
+        // `start`, with the baseline.
+        let mut first = Vec::with_capacity(announced.len());
         for job in &announced {
             core.register_job(0, &job_body(topo, job))
                 .map_err(|e| LoopError::Job { job: job.name.clone(), message: e.to_string() })?;
+            first.push(core.decide_placement(0));
+        }
+        for n in first.iter().flat_map(|s| &s.placement).flat_map(|p| &p.phase) {
+            tracing::info!(reason = %n.reason, details = %n.details, "phase plan before the run");
         }
         let apply = Applier::new(topo, routing, Groups::of(topo, routing).0);
         let fig = Figures {
@@ -206,7 +232,16 @@ impl<'a> PolicyLoop<'a> {
             inbox: Vec::new(),
             detector: Detector { window_ps: cfg.large_flow_window_ps, threshold_bytes: cfg.large_flow_bytes },
             fig,
+            first,
         })
+    }
+
+    /// The start offset the controller recommends for each announced
+    /// periodic job (picoseconds), by name: a scheduler that takes the
+    /// advice delays the job's start by it.
+    pub fn recommended_offsets(&self) -> BTreeMap<String, u64> {
+        let offsets = self.core.placement().recommended_offsets();
+        offsets.into_iter().map(|(k, ns)| (k, ns.saturating_mul(1_000))).collect()
     }
 
     fn token(&mut self) -> u64 {
@@ -437,8 +472,14 @@ impl Control for PolicyLoop<'_> {
         // The baseline, and the announced jobs' entries: in the switches
         // at the first packet.
         let step = self.core.decide(ctx.now_ps() / 1_000);
-        self.count(&step);
-        let writes = self.apply.diff(&step.plans);
+        // Each switch's latest plan, the jobs' decisions' first.
+        let mut plans = BTreeMap::new();
+        for s in std::mem::take(&mut self.first).iter().chain(std::iter::once(&step)) {
+            self.count(s);
+            plans.extend(s.plans.iter().cloned());
+        }
+        let plans: Vec<_> = plans.into_iter().collect();
+        let writes = self.apply.diff(&plans);
         let causes = vec![None; writes.groups.len()];
         self.land(ctx, writes, causes);
         self.schedule_tick(ctx);
