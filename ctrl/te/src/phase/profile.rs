@@ -31,6 +31,8 @@ pub(super) struct Profile {
     load: Vec<f64>,
     /// Scratch: a window's maxima over one link.
     window: Vec<f64>,
+    /// Scratch for [`Profile::window_max`]: three rows of up to twice the slots.
+    scratch: Vec<f64>,
 }
 
 impl Profile {
@@ -77,6 +79,7 @@ impl Profile {
             jobs: slotted,
             load: vec![0.0; dense.len() * g.slots as usize],
             window: vec![0.0; g.slots as usize],
+            scratch: vec![0.0; 6 * g.slots as usize],
         }
     }
 
@@ -102,31 +105,47 @@ impl Profile {
 
     /// Adds (`sign` 1) or removes (-1) job `j` at offset `o`.
     pub fn add(&mut self, j: usize, o: u64, sign: f64) {
-        let n = self.slots;
-        let starts: Vec<u64> = self.starts(j, o).collect();
+        let n = self.slots as usize;
+        let spans = self.spans(j, o);
         let s = &self.jobs[j];
         for &(d, u) in &s.shared {
-            let row = d * n as usize;
-            for &t0 in &starts {
-                for t in t0..t0 + s.comm {
-                    self.load[row + (t % n) as usize] += sign * u;
-                }
+            let row = &mut self.load[d * n..(d + 1) * n];
+            for &(a, b) in &spans {
+                row[a..b].iter_mut().for_each(|x| *x += sign * u);
             }
         }
+    }
+
+    /// The slot ranges job `j` communicates in at offset `o`, each
+    /// within `0..slots` (a phase over the end of the common period is
+    /// two).
+    fn spans(&self, j: usize, o: u64) -> Vec<(usize, usize)> {
+        let n = self.slots as usize;
+        let comm = self.jobs[j].comm as usize;
+        let mut out = Vec::new();
+        for t0 in self.starts(j, o) {
+            let (a, b) = (t0 as usize, t0 as usize + comm);
+            if b <= n {
+                out.push((a, b));
+            } else {
+                out.push((a, n));
+                out.push((0, b - n));
+            }
+        }
+        out
     }
 
     /// The highest utilisation job `j` meets at offset `o` (itself
     /// counted if it is in the profile; not counted otherwise).
     pub fn seen(&self, j: usize, o: u64) -> f64 {
-        let n = self.slots;
+        let n = self.slots as usize;
+        let spans = self.spans(j, o);
         let s = &self.jobs[j];
         let mut worst = s.own_peak;
         for &(d, _) in &s.shared {
-            let row = &self.load[d * n as usize..(d + 1) * n as usize];
-            for t0 in self.starts(j, o) {
-                for t in t0..t0 + s.comm {
-                    worst = worst.max(row[(t % n) as usize]);
-                }
+            let row = &self.load[d * n..(d + 1) * n];
+            for &(a, b) in &spans {
+                worst = row[a..b].iter().copied().fold(worst, f64::max);
             }
         }
         worst
@@ -140,54 +159,67 @@ impl Profile {
     /// The best offset for job `j` (not in the profile) and what it would
     /// meet there, at least 1 (see [`pick`]). A fixed job has only offset 0.
     pub fn best(&mut self, j: usize) -> (u64, f64) {
-        let n = self.slots as usize;
         let (period, comm, base, shiftable) = {
             let s = &self.jobs[j];
-            (s.period, s.comm as usize, s.base, s.shiftable)
+            (s.period as usize, s.comm as usize, s.base as usize, s.shiftable)
         };
         let choices = if shiftable { period } else { 1 };
         // Per offset, the highest load over its windows, over the links.
-        let mut worst = vec![self.jobs[j].own_peak; choices as usize];
+        let mut worst = vec![self.jobs[j].own_peak; choices];
+        let mut folded = vec![0.0f64; period];
         for k in 0..self.jobs[j].shared.len() {
             let (d, u) = self.jobs[j].shared[k];
             self.window_max(d, comm);
-            for (o, w) in worst.iter_mut().enumerate() {
-                let first = (base + o as u64) % period;
-                let mut m = 0.0f64;
-                let mut t = first as usize;
-                while t < n {
-                    m = m.max(self.window[t]);
-                    t += period as usize;
+            // A phase starting at slot r of the period starts at r, r +
+            // period, ... in the common period: its highest window.
+            folded.copy_from_slice(&self.window[..period]);
+            for chunk in self.window[period..].chunks_exact(period) {
+                for (f, &w) in folded.iter_mut().zip(chunk) {
+                    *f = if w > *f { w } else { *f };
                 }
-                *w = w.max(m + u);
+            }
+            for (o, w) in worst.iter_mut().enumerate() {
+                let m = folded[(base + o) % period] + u;
+                if m > *w {
+                    *w = m;
+                }
             }
         }
         pick(&worst)
     }
 
     /// `window[t]` = the highest load of shared link `d` over slots
-    /// `t .. t + len` (wrapping), by a monotone deque.
+    /// `t .. t + len` (wrapping), by blocks of `len` (van Herk / Gil and
+    /// Werman: a running maximum from each block's start and one to each
+    /// block's end; a window spans the end of one block and the start of
+    /// the next). Three passes, no branches that depend on the data.
     fn window_max(&mut self, d: usize, len: usize) {
         let n = self.slots as usize;
-        let row = &self.load[d * n..(d + 1) * n];
         let len = len.clamp(1, n);
-        let at = |i: usize| row[i % n];
-        let mut q: std::collections::VecDeque<usize> = std::collections::VecDeque::with_capacity(len + 1);
-        // Slots n+len-1 ahead cover every window starting in 0..n.
-        for i in 0..n + len - 1 {
-            while q.back().is_some_and(|&b| at(b) <= at(i)) {
-                q.pop_back();
+        let total = n + len - 1;
+        let (ext, rest) = self.scratch.split_at_mut(total);
+        let (from_start, rest) = rest.split_at_mut(total);
+        let to_end = &mut rest[..total];
+        let row = &self.load[d * n..(d + 1) * n];
+        for (i, e) in ext.iter_mut().enumerate() {
+            *e = row[if i < n { i } else { i - n }];
+        }
+        for b in (0..total).step_by(len) {
+            let end = (b + len).min(total);
+            let mut m = f64::NEG_INFINITY;
+            for i in b..end {
+                m = if ext[i] > m { ext[i] } else { m };
+                from_start[i] = m;
             }
-            q.push_back(i);
-            if i + 1 >= len {
-                let start = i + 1 - len;
-                while q.front().is_some_and(|&f| f < start) {
-                    q.pop_front();
-                }
-                if let Some(&f) = q.front() {
-                    self.window[start] = at(f);
-                }
+            let mut m = f64::NEG_INFINITY;
+            for i in (b..end).rev() {
+                m = if ext[i] > m { ext[i] } else { m };
+                to_end[i] = m;
             }
+        }
+        for (t, w) in self.window.iter_mut().enumerate() {
+            let (a, b) = (to_end[t], from_start[t + len - 1]);
+            *w = if a > b { a } else { b };
         }
     }
 
