@@ -161,7 +161,9 @@ impl Placement {
         };
         self.phases.plan = Some(plan);
         self.jobs_doc = None;
-        Some(note)
+        // One periodic job alone has nothing to be kept apart from: its
+        // recommendation is kept, with no event.
+        (reissue || self.phases.names.len() > 1).then_some(note)
     }
 
     /// The recommendation for job `name`: offset, expected iteration and
