@@ -191,6 +191,11 @@ impl Placement {
         }))
     }
 
+    /// The verdict of the phase plan, once one was made.
+    pub fn phase_verdict(&self) -> Option<metaroce_te::phase::Verdict> {
+        self.phases.plan.as_ref().map(|p| p.verdict)
+    }
+
     /// Every periodic job's recommended offset, by name (the simulator's
     /// scheduler takes them).
     pub fn recommended_offsets(&self) -> BTreeMap<String, u64> {

@@ -27,6 +27,7 @@ use metaroce_core::place::{LargeFlowReport, PlaceConfig, PlaceStep};
 use metaroce_core::plan::Settings;
 use metaroce_core::{Core, CoreConfig, Input, Mode, Step};
 use metaroce_policy::ChangeKind;
+use metaroce_te::phase::Verdict;
 use metaroce_te::{FlowKey, Reason};
 use metaroce_telemetry::view::{PortRegisters, RegisterSnapshot, ThresholdCrossing, ViewConfig};
 use metaroce_telemetry::PortKey;
@@ -182,6 +183,55 @@ fn job_body(topo: &Topology, job: &Announced) -> serde_json::Value {
     body
 }
 
+/// Registers the announced jobs before the run (the job API's
+/// validation; their placement is decided at the start, so their entries
+/// are in place at the first packet).
+///
+/// Together, as always: the placement sees every job's flows at once.
+/// With two periodic jobs or more, the first decision is made now, for
+/// its phase plan: the advice the scheduler takes before the jobs start
+/// ([`PolicyLoop::recommended_offsets`]; the plans are written at
+/// `start`, with the baseline). Where that plan does not stagger them,
+/// they are registered again on a fresh core one by one, each placed
+/// before the next (as the daemon places jobs whose `POST`s come one at
+/// a time): each job's flows then spread over its own links, which is
+/// what jobs kept apart in time need (the planner counts every job's
+/// flows as concurrent, so together it may put two of one job on a link
+/// the other job's flows avoid). That registration is kept when its plan
+/// staggers the jobs.
+fn register_announced(
+    topo: &Topology,
+    cfg: &ControlConfig,
+    announced: &[Announced],
+) -> Result<(Core, Vec<Step>), LoopError> {
+    let register = |core: &mut Core, job: &Announced| {
+        core.register_job(0, &job_body(topo, job))
+            .map(|_| ())
+            .map_err(|e| LoopError::Job { job: job.name.clone(), message: e.to_string() })
+    };
+    let mut core = Core::new(topo.clone(), core_config(cfg), Mode::Act)?;
+    for job in announced {
+        register(&mut core, job)?;
+    }
+    if announced.iter().filter(|j| j.timing.is_some()).count() < 2 {
+        return Ok((core, Vec::new()));
+    }
+    let first = vec![core.decide(0)];
+    if core.placement().phase_verdict() == Some(Verdict::Staggered) {
+        return Ok((core, first));
+    }
+    let mut one_by_one = Core::new(topo.clone(), core_config(cfg), Mode::Act)?;
+    let mut steps = Vec::with_capacity(announced.len());
+    for job in announced {
+        register(&mut one_by_one, job)?;
+        steps.push(one_by_one.decide_placement(0));
+    }
+    if one_by_one.placement().phase_verdict() == Some(Verdict::Staggered) {
+        return Ok((one_by_one, steps));
+    }
+    Ok((core, first))
+}
+
 impl<'a> PolicyLoop<'a> {
     pub fn new(
         topo: &'a Topology,
@@ -194,21 +244,7 @@ impl<'a> PolicyLoop<'a> {
             QueueDepth::Packets(_) => u64::from(mtu + ROCE_HEADER_BYTES),
             QueueDepth::Bytes(_) => 1,
         };
-        let mut core = Core::new(topo.clone(), core_config(cfg), Mode::Act)?;
-        // Announced jobs come through the job API's validation before
-        // their traffic starts. As the daemon answers each POST after
-        // placing its job, each is placed before the next is registered:
-        // each job's flows spread over its own links, which is what
-        // jobs kept apart in time need. The last decision's phase plan
-        // is the advice the scheduler takes before the jobs start
-        // ([`PolicyLoop::recommended_offsets`]); the plans are written at
-        // `start`, with the baseline.
-        let mut first = Vec::with_capacity(announced.len());
-        for job in &announced {
-            core.register_job(0, &job_body(topo, job))
-                .map_err(|e| LoopError::Job { job: job.name.clone(), message: e.to_string() })?;
-            first.push(core.decide_placement(0));
-        }
+        let (core, first) = register_announced(topo, cfg, &announced)?;
         for n in first.iter().flat_map(|s| &s.placement).flat_map(|p| &p.phase) {
             tracing::info!(reason = %n.reason, details = %n.details, "phase plan before the run");
         }
