@@ -6,17 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 
+use common::shipped as load;
 use metaroce_sim::{scenario, RoutingMode, Summary};
 use metaroce_topo::Routing;
-
-fn load(name: &str) -> (scenario::Loaded, Routing) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name);
-    let l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
-    let routing = Routing::compute(&l.topology);
-    (l, routing)
-}
 
 fn run(l: &scenario::Loaded, routing: &Routing, sc: &metaroce_sim::Scenario) -> Summary {
     let r = metaroce_sim::run_mode(&l.topology, routing, sc, RoutingMode::Metaroce, &mut |_| {}).unwrap();

@@ -245,14 +245,19 @@ fn offset(d: &mut Diags, n: &Node, path: &str) -> Option<bool> {
     }
 }
 
+/// A fraction written as `0.05` or `5%`; None if it is neither.
+fn fraction(n: &Node) -> Option<f64> {
+    let text = n.as_str().unwrap_or("");
+    match text.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().ok().map(|v| v / 100.0),
+        None => text.trim().parse::<f64>().ok(),
+    }
+}
+
 /// `compute_jitter`: how much each compute phase varies, a fraction in
 /// [0, 0.5] (like 5% or 0.05), as parts per million.
 fn jitter(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
-    let text = n.as_str().unwrap_or("");
-    let v = match text.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().ok().map(|v| v / 100.0),
-        None => text.trim().parse::<f64>().ok(),
-    };
+    let v = fraction(n);
     match v {
         Some(v) if v.is_finite() && (0.0..=0.5).contains(&v) => Some((v * 1e6).round() as u32),
         Some(v) => {
@@ -295,11 +300,7 @@ fn timing_fields(d: &mut Diags, path: &str, r: &RawJob) {
 
 /// `load`: a fraction of the sender's NIC rate in (0, 1], as parts per million.
 fn load(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
-    let text = n.as_str().unwrap_or("");
-    let v = match text.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().ok().map(|v| v / 100.0),
-        None => text.trim().parse::<f64>().ok(),
-    };
+    let v = fraction(n);
     match v {
         Some(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Some(((v * 1e6).round() as u32).max(1)),
         Some(v) => {
