@@ -25,15 +25,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use metaroce_core::place::{LargeFlowReport, PlaceConfig, PlaceStep};
 use metaroce_core::plan::Settings;
-use metaroce_core::{Core, CoreConfig, Input, Mode, Step};
+use metaroce_core::{Core, CoreConfig, Input, Step};
 use metaroce_policy::ChangeKind;
-use metaroce_te::phase::Verdict;
 use metaroce_te::{FlowKey, Reason};
 use metaroce_telemetry::view::{PortRegisters, RegisterSnapshot, ThresholdCrossing, ViewConfig};
 use metaroce_telemetry::PortKey;
 use metaroce_topo::units::QueueDepth;
 use metaroce_topo::{LinkId, Routing, SwitchId, Topology};
-use serde_json::json;
 
 use crate::control::apply::{Applier, GroupWrite, SteerWrite, Writes};
 use crate::control::converge::Groups;
@@ -42,16 +40,8 @@ use crate::control::{
 };
 use crate::scenario::config::{ControlConfig, ROCE_HEADER_BYTES};
 
-/// An announced job: its name and flows `(src host, dst host, bytes)`,
-/// and for a periodic job (several iterations) its timing as the job API
-/// takes it: the compute phase, whether its offset is fixed, its start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Announced {
-    pub name: String,
-    pub flows: Vec<(u32, u32, u64)>,
-    /// `(compute_ps, fixed, start_ps)` of a periodic job.
-    pub timing: Option<(u64, bool, u64)>,
-}
+use super::announce::register_announced;
+pub use super::announce::Announced;
 
 /// What a wake-up token stands for.
 #[derive(Debug, Clone)]
@@ -144,7 +134,7 @@ pub(crate) struct PolicyLoop<'a> {
 }
 
 /// The core's settings for a run of the scenario.
-fn core_config(cfg: &ControlConfig) -> CoreConfig {
+pub(super) fn core_config(cfg: &ControlConfig) -> CoreConfig {
     let window_ns = cfg.large_flow_window_ps / 1_000;
     // The flow idle time is the daemon's (`PlaceConfig::default`, 1 s):
     // a training job's queue pairs pause between iterations and come back
@@ -161,75 +151,6 @@ fn core_config(cfg: &ControlConfig) -> CoreConfig {
         place,
         ..CoreConfig::default()
     }
-}
-
-/// The job API's body for an announced job (`POST /api/v1/jobs`).
-fn job_body(topo: &Topology, job: &Announced) -> serde_json::Value {
-    let name = |h: u32| topo.hosts.get(h as usize).map_or("?", |x| x.name.as_str());
-    let flows: Vec<_> = job
-        .flows
-        .iter()
-        .map(|&(s, d, bytes)| json!({"src": name(s), "dst": name(d), "bytes": bytes}))
-        .collect();
-    let mut body = json!({"name": job.name, "flows": flows});
-    // Its compute phase, not a period: the period follows from the
-    // placement, and a declared one would make the planner place the
-    // flows at their average rate instead of the line rate they burst at.
-    if let Some((compute_ps, fixed, start_ps)) = job.timing {
-        body["compute_ms"] = json!(compute_ps as f64 / 1e9);
-        body["start_ms"] = json!(start_ps as f64 / 1e9);
-        body["offset"] = json!(if fixed { "fixed" } else { "shiftable" });
-    }
-    body
-}
-
-/// Registers the announced jobs before the run (the job API's
-/// validation; their placement is decided at the start, so their entries
-/// are in place at the first packet).
-///
-/// Together, as always: the placement sees every job's flows at once.
-/// With two periodic jobs or more, the first decision is made now, for
-/// its phase plan: the advice the scheduler takes before the jobs start
-/// ([`PolicyLoop::recommended_offsets`]; the plans are written at
-/// `start`, with the baseline). Where that plan does not stagger them,
-/// they are registered again on a fresh core one by one, each placed
-/// before the next (as the daemon places jobs whose `POST`s come one at
-/// a time): each job's flows then spread over its own links, which is
-/// what jobs kept apart in time need (the planner counts every job's
-/// flows as concurrent, so together it may put two of one job on a link
-/// the other job's flows avoid). That registration is kept when its plan
-/// staggers the jobs.
-fn register_announced(
-    topo: &Topology,
-    cfg: &ControlConfig,
-    announced: &[Announced],
-) -> Result<(Core, Vec<Step>), LoopError> {
-    let register = |core: &mut Core, job: &Announced| {
-        core.register_job(0, &job_body(topo, job))
-            .map(|_| ())
-            .map_err(|e| LoopError::Job { job: job.name.clone(), message: e.to_string() })
-    };
-    let mut core = Core::new(topo.clone(), core_config(cfg), Mode::Act)?;
-    for job in announced {
-        register(&mut core, job)?;
-    }
-    if announced.iter().filter(|j| j.timing.is_some()).count() < 2 {
-        return Ok((core, Vec::new()));
-    }
-    let first = vec![core.decide(0)];
-    if core.placement().phase_verdict() == Some(Verdict::Staggered) {
-        return Ok((core, first));
-    }
-    let mut one_by_one = Core::new(topo.clone(), core_config(cfg), Mode::Act)?;
-    let mut steps = Vec::with_capacity(announced.len());
-    for job in announced {
-        register(&mut one_by_one, job)?;
-        steps.push(one_by_one.decide_placement(0));
-    }
-    if one_by_one.placement().phase_verdict() == Some(Verdict::Staggered) {
-        return Ok((one_by_one, steps));
-    }
-    Ok((core, first))
 }
 
 impl<'a> PolicyLoop<'a> {
