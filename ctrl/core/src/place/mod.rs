@@ -21,7 +21,7 @@ use metaroce_te::job::{self, JobError, JobLimits, JobRegistry};
 use metaroce_te::stay::Stays;
 use metaroce_te::{Demand, FlowKey, Move, Path, Planner, Reason, TeConfig};
 use metaroce_topo::{Routing, SwitchId, Topology};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::plan::nhop_id;
@@ -29,9 +29,11 @@ use crate::plan::nhop_id;
 mod docs;
 mod keys;
 mod phase;
+mod report;
 mod trial;
 use docs::job_summary;
 pub use docs::{move_json, path_json, FlowsView};
+pub use report::{LargeFlowError, LargeFlowReport};
 pub use trial::Trial;
 
 /// The placement's tunables.
@@ -81,46 +83,6 @@ pub struct SteerHop {
 
 /// A switch's desired steer entries by flow.
 pub type Steer = BTreeMap<FlowKey, SteerHop>;
-
-/// A large flow as the data plane reported it, target-neutral (the agent
-/// decodes the switch's digest and converts its time unit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LargeFlowReport {
-    /// The reporting switch (the flow's first switch).
-    pub switch: usize,
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
-    pub sport: u16,
-    pub qp: u32,
-    /// The port the flow left by.
-    pub egress_port: u16,
-    pub bytes: u64,
-    pub window_ns: u64,
-    /// The flow slot was shared during the window: the bytes may be more
-    /// than this flow's. Such a report refreshes a known flow but never
-    /// adds one.
-    #[serde(default)]
-    pub collision: bool,
-}
-
-impl LargeFlowReport {
-    pub fn key(&self) -> FlowKey {
-        FlowKey::flow(self.src, self.dst, self.sport, self.qp)
-    }
-    pub fn bps(&self) -> u64 {
-        let bps = u128::from(self.bytes) * 8 * 1_000_000_000 / u128::from(self.window_ns.max(1));
-        u64::try_from(bps).unwrap_or(u64::MAX)
-    }
-}
-
-/// Why a large-flow report was not used.
-#[derive(Debug, thiserror::Error)]
-pub enum LargeFlowError {
-    #[error("flow {0}: the report flags a shared detector slot and names no known flow")]
-    SharedSlot(FlowKey),
-    #[error("flow {0}: the planner refused it")]
-    Planner(FlowKey, #[source] metaroce_te::FlowError),
-}
 
 /// A flow the data plane reported: when last, where, at what rate.
 #[derive(Debug, Clone, Copy)]
