@@ -111,6 +111,7 @@ bench: build-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-sim --bench twin
 	$(CARGO) bench -p metaroce-policy --bench decide
 	$(CARGO) bench -p metaroce-te --bench plan
+	$(CARGO) bench -p metaroce-te --bench phase
 	$(CARGO) bench -p metaroce-telemetry --bench ingest
 	$(CARGO) bench -p metaroce-controller --bench reaction
 	@$(MAKE) --no-print-directory bench-ha

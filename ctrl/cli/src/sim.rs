@@ -253,6 +253,9 @@ pub(crate) fn write_outputs(dir: &Path, sc: &metaroce_sim::Scenario, runs: &[Mod
     if let Some(svg) = plot::iterations(runs) {
         write("iterations.svg".into(), svg.as_bytes())?;
     }
+    if let Some(svg) = metaroce_sim::report::timeline::plot(runs) {
+        write("timeline.svg".into(), svg.as_bytes())?;
+    }
     for r in runs {
         write(format!("queue-{}.svg", r.summary.mode), plot::queue_depth(r).as_bytes())?;
         if let Some(p) = &r.pcap {

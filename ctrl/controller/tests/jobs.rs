@@ -21,8 +21,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-const MOE: &str =
-    r#"{"name": "moe-7", "pattern": "all-to-all", "hosts": ["h1", "h3"], "bytes": 1048576, "period_ms": 2}"#;
+const MOE: &str = r#"{"name": "moe-7", "pattern": "all-to-all", "hosts": ["h1", "h3"], "bytes": 1048576, "period_ms": 200}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registered_job_is_placed_listed_and_removed() {

@@ -32,10 +32,14 @@ pub enum NoteKind {
     JobRefused,
     /// An input that names an unknown switch or link.
     InputRejected,
+    /// The phase plan of the periodic jobs was made (a job came or went).
+    JobPhasePlan,
+    /// A periodic job's measured phase drifted from the plan: offsets re-issued.
+    JobPhaseDrift,
 }
 
 impl NoteKind {
-    pub const ALL: [NoteKind; 14] = [
+    pub const ALL: [NoteKind; 16] = [
         NoteKind::Derate,
         NoteKind::Restore,
         NoteKind::Failover,
@@ -50,6 +54,8 @@ impl NoteKind {
         NoteKind::LargeFlowIgnored,
         NoteKind::JobRefused,
         NoteKind::InputRejected,
+        NoteKind::JobPhasePlan,
+        NoteKind::JobPhaseDrift,
     ];
 
     /// The name in the event log (`kind` of a line) and on the page.
@@ -69,6 +75,8 @@ impl NoteKind {
             NoteKind::LargeFlowIgnored => "large_flow_ignored",
             NoteKind::JobRefused => "job_refused",
             NoteKind::InputRejected => "input_rejected",
+            NoteKind::JobPhasePlan => "job_phase_plan",
+            NoteKind::JobPhaseDrift => "job_phase_drift",
         }
     }
 

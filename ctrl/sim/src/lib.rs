@@ -41,6 +41,9 @@ pub use scenario::config::{
     Scenario, PS_PER_NS, ROCE_HEADER_BYTES,
 };
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use metaroce_topo::{Routing, Topology};
 
 /// Runs one routing mode: a baseline, or `metaroce` with the controller
@@ -74,7 +77,8 @@ pub fn run_mode(
                         message: e.to_string(),
                     }],
                 })?;
-            Some(Box::new(l))
+            let shifted = take_offsets(sc, &l.recommended_offsets());
+            return run_controlled(topo, routing, &shifted, mode.as_str(), fwd, Some(Box::new(l)), progress);
         }
         _ if !sc.events.is_empty() => {
             Some(Box::new(control::converge::Convergence::new(topo, routing, sc.control.convergence_ps)))
@@ -82,6 +86,24 @@ pub fn run_mode(
         _ => None,
     };
     run_controlled(topo, routing, sc, mode.as_str(), fwd, control, progress)
+}
+
+/// The scenario as a scheduler that takes the controller's advice runs
+/// it: each announced job not marked `offset: fixed` starts later by its
+/// recommended offset (recorded in `offset_ps` for the report).
+fn take_offsets<'s>(sc: &'s Scenario, offsets: &BTreeMap<String, u64>) -> Cow<'s, Scenario> {
+    let delayed = |j: &Job| j.announce && !j.offset_fixed && offsets.get(&j.name).is_some_and(|&o| o > 0);
+    if !sc.jobs.iter().any(delayed) {
+        return Cow::Borrowed(sc);
+    }
+    let mut out = sc.clone();
+    for j in out.jobs.iter_mut().filter(|j| delayed(j)) {
+        let o = offsets.get(&j.name).copied().unwrap_or(0);
+        tracing::info!(job = %j.name, offset_us = o / 1_000_000, "scheduler takes the recommended start offset");
+        j.start_ps = j.start_ps.saturating_add(o);
+        j.offset_ps = o;
+    }
+    Cow::Owned(out)
 }
 
 /// The jobs the scenario announces to the controller before they start,
@@ -100,9 +122,13 @@ fn announced_jobs(topo: &Topology, routing: &Routing, sc: &Scenario) -> Vec<cont
                 let qp = &w.qps[f.qp as usize];
                 *bytes.entry((qp.src, qp.dst)).or_insert(0) += f.bytes;
             }
+            let job = &sc.jobs[j];
+            // The job API takes bytes per iteration.
+            let iterations = u64::from(job.iterations.max(1));
             control::inloop::Announced {
-                name: sc.jobs[j].name.clone(),
-                flows: bytes.into_iter().map(|((s, d), b)| (s, d, b)).collect(),
+                name: job.name.clone(),
+                flows: bytes.into_iter().map(|((s, d), b)| (s, d, b.div_ceil(iterations))).collect(),
+                timing: (job.iterations > 1).then_some((job.compute_ps, job.offset_fixed, job.start_ps)),
             }
         })
         .collect()

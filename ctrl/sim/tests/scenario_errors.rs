@@ -116,3 +116,23 @@ fn iterations_ordering_and_announce_are_checked_where_they_are_written() {
     let sc = scenario::load_str(quiet, "ok.yaml", &topo).unwrap_or_else(|e| panic!("{}", e.report()));
     assert_eq!((sc.jobs[0].iterations, sc.net.ordering), (1, metaroce_sim::Ordering::GoBackN));
 }
+
+#[test]
+fn timing_fields_are_checked_with_their_positions() {
+    // offset: fixed on a job nobody announces, an unknown offset, a jitter
+    // out of range and one without compute phases: every problem at once.
+    let r = problems(
+        "modes: [ecmp, metaroce]\njobs:\n  - {name: a, pattern: all-to-all, hosts: all, size: 1MiB, iterations: 3, compute: 10us, offset: fixed}\n  - {name: b, pattern: all-to-all, hosts: all, size: 1MiB, iterations: 3, compute: 10us, announce: true, offset: fxed}\n  - {name: c, pattern: all-to-all, hosts: all, size: 1MiB, iterations: 3, compute: 10us, compute_jitter: 80%}\n  - {name: d, pattern: all-to-all, hosts: all, size: 1MiB, compute_jitter: 5%}\n",
+    );
+    assert!(
+        r.contains("bad.yaml:3:") && r.contains("jobs[0].offset") && r.contains("only an announced job"),
+        "{r}"
+    );
+    assert!(
+        r.contains("bad.yaml:4:") && r.contains("jobs[1].offset") && r.contains("unknown offset \"fxed\""),
+        "{r}"
+    );
+    assert!(r.contains("did you mean"), "{r}");
+    assert!(r.contains("jobs[2].compute_jitter") && r.contains("out of range"), "{r}");
+    assert!(r.contains("jobs[3].compute_jitter") && r.contains("give \"iterations\" above 1"), "{r}");
+}

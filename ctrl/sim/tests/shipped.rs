@@ -9,18 +9,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+mod common;
+
+use common::shipped as load;
 use metaroce_sim::{scenario, ModeRun, RoutingMode, Summary};
 use metaroce_topo::Routing;
 
 /// Runs a shipped scenario in all its modes; summaries by mode name.
-/// A shipped scenario, and its topology's routing.
-fn load(name: &str) -> (scenario::Loaded, Routing) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name);
-    let l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
-    let routing = Routing::compute(&l.topology);
-    (l, routing)
-}
-
 fn run(name: &str) -> BTreeMap<String, Summary> {
     let (l, routing) = load(name);
     let mut out = BTreeMap::new();

@@ -80,6 +80,7 @@ mod group;
 mod hot;
 pub mod job;
 mod net;
+pub mod phase;
 mod planner;
 mod rebatch;
 mod report;

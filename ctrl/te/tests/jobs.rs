@@ -261,3 +261,42 @@ fn a_1024_rank_all_to_all_fits_the_limits() {
     let job = parse(&t, &JobRegistry::default(), &body).unwrap();
     assert_eq!(job.flows.len(), 1024 * 1023);
 }
+
+#[test]
+fn timing_is_accepted_and_every_timing_problem_is_listed() {
+    let t = topology("leaf-spine-4x4.yaml");
+    let jobs = JobRegistry::default();
+    let ok = parse(
+        &t,
+        &jobs,
+        r#"{"name": "p", "pattern": "permutation", "hosts": ["h1-1", "h2-1"], "bytes": 2097152, "compute_ms": 0.4, "offset": "fixed", "start_ms": 1}"#,
+    )
+    .unwrap();
+    assert!(ok.periodic());
+    assert_eq!(ok.timing.compute_ns, Some(400_000));
+    assert_eq!(ok.timing.offset, metaroce_te::job::Offset::Fixed);
+    assert_eq!(ok.timing.start_ns, 1_000_000);
+    // 8 MiB a host at 100 Gb/s take 0.67 ms: a 0.1 ms period cannot hold
+    // them; a negative compute time, an unknown offset, and an offset on
+    // a job without a period are all named at once.
+    let ps = problems(
+        &t,
+        &jobs,
+        r#"{"name": "p", "pattern": "permutation", "hosts": ["h1-1", "h2-1"], "bytes": 8388608, "period_ms": 0.1, "compute_ms": -1, "offset": "later"}"#,
+    );
+    assert!(has(&ps, "period_ms", "shorter than the job's own communication"), "{ps:?}");
+    assert!(has(&ps, "compute_ms", "cannot be negative"), "{ps:?}");
+    assert!(has(&ps, "offset", "unknown offset"), "{ps:?}");
+    let ps = problems(
+        &t,
+        &jobs,
+        r#"{"name": "p", "pattern": "permutation", "hosts": ["h1-1", "h2-1"], "bytes": 1024, "offset": "fixed", "compute_ms": 1e12}"#,
+    );
+    assert!(has(&ps, "compute_ms", "out of range"), "{ps:?}");
+    let ps = problems(
+        &t,
+        &jobs,
+        r#"{"name": "p", "pattern": "permutation", "hosts": ["h1-1", "h2-1"], "bytes": 1024, "offset": "fixed"}"#,
+    );
+    assert!(has(&ps, "offset", "goes with a periodic job"), "{ps:?}");
+}

@@ -77,7 +77,11 @@ impl State {
                 self.obs.metrics.set_jobs(self.core.placement().jobs().len());
                 self.obs.reactions.placement_due(received, Instant::now());
                 let placement = self.decide_placement_and_publish(true).await;
-                let answer = json!({"ok": true, "job": summary, "placement": placement});
+                // A periodic job's recommended start offset, from the phase
+                // plan the decision made (null for other jobs).
+                let timing = self.core.placement().job_timing(&name);
+                let answer =
+                    json!({"ok": true, "job": summary, "placement": placement, "recommendation": timing});
                 self.keep_job(Keep::Put { name, body }, answer, reply);
             }
         }

@@ -92,7 +92,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/rollback", post(rollback))
         .route("/api/v1/links", post(set_link))
         .route("/api/v1/jobs", post(jobs::register).get(jobs_list))
-        .route("/api/v1/jobs/{name}", axum::routing::delete(jobs::remove))
+        .route("/api/v1/jobs/{name}", axum::routing::delete(jobs::remove).get(jobs::one))
         .route("/api/v1/flows", get(flows::flows))
         .merge(super::page::routes())
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such endpoint") })

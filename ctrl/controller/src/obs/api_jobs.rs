@@ -148,3 +148,28 @@ pub(super) async fn remove(
                    (a job_removed event follows, and GET /api/v1/jobs no longer lists it)";
     Ok(answer.respond(StatusCode::OK, &shown, pending))
 }
+
+/// `GET /api/v1/jobs/NAME`: the job's summary as `GET /api/v1/jobs` lists
+/// it, with its `recommendation` (start offset, expected iteration and
+/// first completion with and without it) when it is periodic; 404 if no
+/// job has that name.
+pub async fn one(State(state): State<ApiState>, headers: HeaderMap, Path(name): Path<String>) -> Response {
+    if let Err(e) = authorize(&state, &headers, Role::Viewer, "jobs") {
+        return e.into_response();
+    }
+    let snapshot = std::sync::Arc::clone(&state.snapshot.borrow());
+    let found = snapshot.jobs.get()["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|j| j["name"].as_str() == Some(name.as_str())).cloned());
+    match found {
+        Some(job) => json_response(StatusCode::OK, &job),
+        None => ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no job named {:?}; GET /api/v1/jobs lists them",
+                name.chars().take(64).collect::<String>()
+            ),
+        )
+        .into_response(),
+    }
+}

@@ -94,3 +94,14 @@ async fn obs_api_a_mode_change_is_either_withdrawn_or_answered() {
     let a = call(&f.state, "POST", "/api/v1/mode", Some(OPER), r#"{"mode":"act"}"#).await;
     assert_eq!((a.status, a.json()), (StatusCode::OK, json!({"ok": true, "mode": "act"})));
 }
+
+#[tokio::test]
+async fn obs_api_one_job_is_served_by_name_and_an_unknown_one_is_404() {
+    let f = fixture(true, Ok(()));
+    let a = call(&f.state, "GET", "/api/v1/jobs/moe-7", Some(VIEW), "").await;
+    assert_eq!((a.status, a.json()), (StatusCode::OK, json!({ "name": "moe-7" })));
+    let a = call(&f.state, "GET", "/api/v1/jobs/nope", Some(VIEW), "").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert!(a.error().contains("no job named \"nope\""), "{}", a.text);
+    assert_eq!(call(&f.state, "GET", "/api/v1/jobs/moe-7", None, "").await.status, StatusCode::UNAUTHORIZED);
+}

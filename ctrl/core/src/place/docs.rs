@@ -89,6 +89,7 @@ impl Placement {
             let reason = format!("no path for {}; previous placement kept: {}", u.flow, u.why);
             notes.push(Note { kind: NoteKind::FlowUnplaced, switch: None, reason, details });
         }
+        notes.extend(p.phase.clone());
         for r in &p.refused {
             notes.push(Note {
                 kind: NoteKind::SteerRefused,
@@ -112,7 +113,13 @@ impl Placement {
         let list: Vec<Value> = self
             .jobs
             .list()
-            .map(|j| job_summary(topo, j, self.meta.get(&j.name).map_or(0, |m| m.registered_ns)))
+            .map(|j| {
+                let mut v = job_summary(topo, j, self.meta.get(&j.name).map_or(0, |m| m.registered_ns));
+                if let Some(t) = self.job_timing(&j.name) {
+                    v["recommendation"] = t;
+                }
+                v
+            })
             .collect();
         json!({"jobs": list, "flows": self.jobs.flow_count()})
     }
@@ -197,6 +204,9 @@ pub(super) fn job_summary(topo: &Topology, job: &job::Job, registered_ns: u64) -
         "host_pair_flows": pairs,
         "bytes": if bytes.len() == 1 { bytes.first().copied() } else { None },
         "period_ms": job.period_ns.map(|p| p as f64 / 1e6),
+        "compute_ms": job.timing.compute_ns.map(|p| p as f64 / 1e6),
+        "offset": job.periodic().then_some(job.timing.offset.as_str()),
+        "start_ms": job.periodic().then_some(job.timing.start_ns as f64 / 1e6),
         "registered_t_ns": registered_ns,
     })
 }

@@ -21,16 +21,19 @@ use metaroce_te::job::{self, JobError, JobLimits, JobRegistry};
 use metaroce_te::stay::Stays;
 use metaroce_te::{Demand, FlowKey, Move, Path, Planner, Reason, TeConfig};
 use metaroce_topo::{Routing, SwitchId, Topology};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::plan::nhop_id;
 
 mod docs;
 mod keys;
+mod phase;
+mod report;
 mod trial;
 use docs::job_summary;
 pub use docs::{move_json, path_json, FlowsView};
+pub use report::{LargeFlowError, LargeFlowReport};
 pub use trial::Trial;
 
 /// The placement's tunables.
@@ -81,46 +84,6 @@ pub struct SteerHop {
 /// A switch's desired steer entries by flow.
 pub type Steer = BTreeMap<FlowKey, SteerHop>;
 
-/// A large flow as the data plane reported it, target-neutral (the agent
-/// decodes the switch's digest and converts its time unit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LargeFlowReport {
-    /// The reporting switch (the flow's first switch).
-    pub switch: usize,
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
-    pub sport: u16,
-    pub qp: u32,
-    /// The port the flow left by.
-    pub egress_port: u16,
-    pub bytes: u64,
-    pub window_ns: u64,
-    /// The flow slot was shared during the window: the bytes may be more
-    /// than this flow's. Such a report refreshes a known flow but never
-    /// adds one.
-    #[serde(default)]
-    pub collision: bool,
-}
-
-impl LargeFlowReport {
-    pub fn key(&self) -> FlowKey {
-        FlowKey::flow(self.src, self.dst, self.sport, self.qp)
-    }
-    pub fn bps(&self) -> u64 {
-        let bps = u128::from(self.bytes) * 8 * 1_000_000_000 / u128::from(self.window_ns.max(1));
-        u64::try_from(bps).unwrap_or(u64::MAX)
-    }
-}
-
-/// Why a large-flow report was not used.
-#[derive(Debug, thiserror::Error)]
-pub enum LargeFlowError {
-    #[error("flow {0}: the report flags a shared detector slot and names no known flow")]
-    SharedSlot(FlowKey),
-    #[error("flow {0}: the planner refused it")]
-    Planner(FlowKey, #[source] metaroce_te::FlowError),
-}
-
 /// A flow the data plane reported: when last, where, at what rate.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
@@ -164,6 +127,9 @@ pub struct PlaceStep {
     pub hottest: Option<metaroce_te::LinkUse>,
     pub budget_hit: bool,
     pub exact: bool,
+    /// The phase plan made again in this decision (a periodic job came
+    /// or went, or a phase drifted), as its event-log line.
+    pub phase: Option<crate::note::Note>,
 }
 
 /// The planner, the jobs, the reported flows and each switch's steer set.
@@ -204,6 +170,8 @@ pub struct Placement {
     new_flow: bool,
     /// Queue pairs seen under several source ports ([`keys`]).
     qp_keys: keys::QpKeys,
+    /// Periodic jobs in time: the phase plan and the phases seen ([`phase`]).
+    phases: phase::Phases,
 }
 
 /// Counts flows (keys) that hold an entry on at least one switch.
@@ -252,6 +220,7 @@ impl Placement {
             stays,
             new_flow: false,
             qp_keys: keys::QpKeys::default(),
+            phases: phase::Phases::default(),
         })
     }
 
@@ -275,6 +244,7 @@ impl Placement {
         let job = job::validate_job(body, topo, &self.jobs, &self.cfg.limits)?;
         let summary = job_summary(topo, &job, now_ns);
         let name = job.name.clone();
+        self.phases.stale |= job.periodic();
         let demands: Vec<(FlowKey, Demand)> = job.demands().collect();
         self.jobs.register(job)?;
         for (key, demand) in demands {
@@ -320,6 +290,8 @@ impl Placement {
     pub fn remove_job(&mut self, topo: &Topology, name: &str) -> Option<Value> {
         let job = self.jobs.remove(name)?;
         let registered = self.meta.remove(name).map_or(0, |m| m.registered_ns);
+        self.phases.stale |= job.periodic();
+        self.phases.seen.remove(name);
         for f in &job.flows {
             self.planner.remove(&f.key);
             self.seen.remove(&f.key);
@@ -375,6 +347,11 @@ impl Placement {
                 return Ok(());
             }
         };
+        if let Some(owner) = self.jobs.owner(&key).map(str::to_string) {
+            if self.jobs.get(&owner).is_some_and(|j| j.periodic()) {
+                self.job_flow_seen(&owner, now_ns);
+            }
+        }
         if let Some(k) = owner_key {
             let announced = self.announced.get(&k).copied().unwrap_or_default();
             let _ = self.planner.upsert(k, Demand { rate_bps: Some(bps), ..announced });
@@ -501,6 +478,7 @@ impl Placement {
         step.exact = plan.exact;
         step.moves = plan.moves;
         step.unplaced = plan.unplaced;
+        step.phase = self.replan_phases(topo);
         Some(step)
     }
 

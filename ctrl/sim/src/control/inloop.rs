@@ -25,14 +25,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use metaroce_core::place::{LargeFlowReport, PlaceConfig, PlaceStep};
 use metaroce_core::plan::Settings;
-use metaroce_core::{Core, CoreConfig, Input, Mode, Step};
+use metaroce_core::{Core, CoreConfig, Input, Step};
 use metaroce_policy::ChangeKind;
 use metaroce_te::{FlowKey, Reason};
 use metaroce_telemetry::view::{PortRegisters, RegisterSnapshot, ThresholdCrossing, ViewConfig};
 use metaroce_telemetry::PortKey;
 use metaroce_topo::units::QueueDepth;
 use metaroce_topo::{LinkId, Routing, SwitchId, Topology};
-use serde_json::json;
 
 use crate::control::apply::{Applier, GroupWrite, SteerWrite, Writes};
 use crate::control::converge::Groups;
@@ -41,12 +40,8 @@ use crate::control::{
 };
 use crate::scenario::config::{ControlConfig, ROCE_HEADER_BYTES};
 
-/// An announced job: its name and flows `(src host, dst host, bytes)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Announced {
-    pub name: String,
-    pub flows: Vec<(u32, u32, u64)>,
-}
+use super::announce::register_announced;
+pub use super::announce::Announced;
 
 /// What a wake-up token stands for.
 #[derive(Debug, Clone)]
@@ -134,10 +129,12 @@ pub(crate) struct PolicyLoop<'a> {
     inbox: Vec<Input>,
     detector: Detector,
     fig: Figures,
+    /// The announced jobs' decisions, made before the run (see `new`).
+    first: Vec<Step>,
 }
 
 /// The core's settings for a run of the scenario.
-fn core_config(cfg: &ControlConfig) -> CoreConfig {
+pub(super) fn core_config(cfg: &ControlConfig) -> CoreConfig {
     let window_ns = cfg.large_flow_window_ps / 1_000;
     // The flow idle time is the daemon's (`PlaceConfig::default`, 1 s):
     // a training job's queue pairs pause between iterations and come back
@@ -156,17 +153,6 @@ fn core_config(cfg: &ControlConfig) -> CoreConfig {
     }
 }
 
-/// The job API's body for an announced job (`POST /api/v1/jobs`).
-fn job_body(topo: &Topology, job: &Announced) -> serde_json::Value {
-    let name = |h: u32| topo.hosts.get(h as usize).map_or("?", |x| x.name.as_str());
-    let flows: Vec<_> = job
-        .flows
-        .iter()
-        .map(|&(s, d, bytes)| json!({"src": name(s), "dst": name(d), "bytes": bytes}))
-        .collect();
-    json!({"name": job.name, "flows": flows})
-}
-
 impl<'a> PolicyLoop<'a> {
     pub fn new(
         topo: &'a Topology,
@@ -179,12 +165,9 @@ impl<'a> PolicyLoop<'a> {
             QueueDepth::Packets(_) => u64::from(mtu + ROCE_HEADER_BYTES),
             QueueDepth::Bytes(_) => 1,
         };
-        let mut core = Core::new(topo.clone(), core_config(cfg), Mode::Act)?;
-        // Announced jobs come through the job API's validation before
-        // their traffic starts: their placement is decided at the start.
-        for job in &announced {
-            core.register_job(0, &job_body(topo, job))
-                .map_err(|e| LoopError::Job { job: job.name.clone(), message: e.to_string() })?;
+        let (core, first) = register_announced(topo, cfg, &announced)?;
+        for n in first.iter().flat_map(|s| &s.placement).flat_map(|p| &p.phase) {
+            tracing::info!(reason = %n.reason, details = %n.details, "phase plan before the run");
         }
         let apply = Applier::new(topo, routing, Groups::of(topo, routing).0);
         let fig = Figures {
@@ -206,7 +189,16 @@ impl<'a> PolicyLoop<'a> {
             inbox: Vec::new(),
             detector: Detector { window_ps: cfg.large_flow_window_ps, threshold_bytes: cfg.large_flow_bytes },
             fig,
+            first,
         })
+    }
+
+    /// The start offset the controller recommends for each announced
+    /// periodic job (picoseconds), by name: a scheduler that takes the
+    /// advice delays the job's start by it.
+    pub fn recommended_offsets(&self) -> BTreeMap<String, u64> {
+        let offsets = self.core.placement().recommended_offsets();
+        offsets.into_iter().map(|(k, ns)| (k, ns.saturating_mul(1_000))).collect()
     }
 
     fn token(&mut self) -> u64 {
@@ -437,8 +429,14 @@ impl Control for PolicyLoop<'_> {
         // The baseline, and the announced jobs' entries: in the switches
         // at the first packet.
         let step = self.core.decide(ctx.now_ps() / 1_000);
-        self.count(&step);
-        let writes = self.apply.diff(&step.plans);
+        // Each switch's latest plan, the jobs' decisions' first.
+        let mut plans = BTreeMap::new();
+        for s in std::mem::take(&mut self.first).iter().chain(std::iter::once(&step)) {
+            self.count(s);
+            plans.extend(s.plans.iter().cloned());
+        }
+        let plans: Vec<_> = plans.into_iter().collect();
+        let writes = self.apply.diff(&plans);
         let causes = vec![None; writes.groups.len()];
         self.land(ctx, writes, causes);
         self.schedule_tick(ctx);

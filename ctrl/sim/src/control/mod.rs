@@ -20,6 +20,7 @@
 //! (switch index, port number, destination leaf), never by engine indices,
 //! so a control needs nothing from the engine's insides.
 
+mod announce;
 pub mod apply;
 pub(crate) mod converge;
 pub mod drained;

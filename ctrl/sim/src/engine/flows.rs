@@ -145,9 +145,24 @@ pub struct JobRun {
     pub ranks: usize,
     pub start_ps: u64,
     pub flows: std::ops::Range<usize>,
-    /// Compute time between iterations.
-    pub compute_ps: u64,
+    /// Compute time after each iteration (the scenario's `compute`,
+    /// varied by its `compute_jitter` with the run's seed).
+    pub computes: Vec<u64>,
     pub iters: Vec<IterRun>,
+}
+
+/// The compute phase after each of `job`'s iterations: `compute_ps`,
+/// or with jitter a factor in 1 ± jitter drawn from a stream of its own
+/// (seed and job index), so the other draws of the run do not change.
+fn computes(job: &crate::scenario::config::Job, seed: u64, index: usize) -> Vec<u64> {
+    let n = job.iterations.max(1) as usize;
+    if job.compute_jitter_ppm == 0 {
+        return vec![job.compute_ps; n];
+    }
+    let mut rng =
+        crate::rng::Rng::new(crate::rng::mix64(seed ^ 0x7173_6a69_7474_6572 ^ (index as u64) << 32));
+    let j = f64::from(job.compute_jitter_ppm) / 1e6;
+    (0..n).map(|_| (job.compute_ps as f64 * (1.0 + j * (2.0 * rng.unit() - 1.0))).round() as u64).collect()
 }
 
 impl JobRun {
@@ -230,7 +245,7 @@ impl Workload {
                 ranks: job.ranks.len(),
                 start_ps: job.start_ps,
                 flows,
-                compute_ps: job.compute_ps,
+                computes: computes(job, sc.seed, j),
                 iters,
             });
         }

@@ -446,7 +446,7 @@ impl Sim<'_> {
             it.done_ps = self.now;
             // The next step starts when every rank is done, after the compute phase.
             if k + 1 < run.iters.len() {
-                let at = self.now + run.compute_ps;
+                let at = self.now + run.computes.get(k).copied().unwrap_or(0);
                 self.q.push(at, Ev::Iteration { job: job as u32, iter: (k + 1) as u32 });
             }
             self.mark_tree_span();

@@ -165,6 +165,7 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
         );
     }
     iterations(&mut out, runs);
+    crate::report::timeline::markdown(&mut out, runs);
     slowdowns(&mut out, runs);
     out.push_str("\n## Flows, PFC, ECN, reordering\n\n");
     header(&mut out, "metric", runs);

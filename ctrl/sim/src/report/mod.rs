@@ -12,6 +12,7 @@ pub mod slowdown;
 pub mod stats;
 pub mod suite;
 pub mod sweep;
+pub mod timeline;
 
 use metaroce_topo::{Routing, Topology};
 use serde::Serialize;
@@ -47,6 +48,11 @@ pub struct JobSummary {
     pub vs_floor: Option<f64>,
     /// Compute time between iterations.
     pub compute_us: f64,
+    /// The start offset the scheduler took from the controller (already
+    /// in `start_us`): what staggering cost the job's completion, counted
+    /// from the start it asked for. Absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub offset_us: f64,
     /// Each iteration's collective, in order.
     pub iterations: Vec<IterSummary>,
     /// (sender, receiver) host names of a permutation or incast job, in
@@ -56,10 +62,18 @@ pub struct JobSummary {
     pub pairs: Vec<[String; 2]>,
 }
 
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
 /// One iteration's collective: from its start (every rank done with the
 /// previous one, plus the compute time) to its last message's arrival.
 #[derive(Debug, Clone, Serialize)]
 pub struct IterSummary {
+    /// When it started (every rank done with the previous one, plus the
+    /// compute phase), µs into the run; None if it never started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_us: Option<f64>,
     /// None if it did not finish (or start).
     pub completion_us: Option<f64>,
     /// The ideal bound of one collective.
@@ -269,7 +283,8 @@ pub(crate) fn summarize(
         let end = flows.iter().map(|f| f.done_ps).max().unwrap_or(run.start_ps);
         let bound = ideal::job_bound(topo, routing, &sc.net, job);
         let n = run.iters.len().max(1) as u64;
-        let ideal_total = us(bound.ps * n + run.compute_ps * (n - 1));
+        let compute: u64 = run.computes.iter().take(n as usize - 1).sum();
+        let ideal_total = us(bound.ps * n + compute);
         let completion = done.then(|| us(end - run.start_ps));
         let iterations = run
             .iters
@@ -284,6 +299,7 @@ pub(crate) fn summarize(
                     (o.stats.largest_tree_within(it.start_ps, end), o.stats.pauses_within(it.start_ps, end))
                 };
                 IterSummary {
+                    start_us: (it.start_ps != u64::MAX).then(|| us(it.start_ps)),
                     completion_us: c,
                     ideal_us: us(bound.ps),
                     slowdown: c.map(|c| c / us(bound.ps).max(1e-9)),
@@ -306,7 +322,8 @@ pub(crate) fn summarize(
             slowdown: completion.map(|c| c / ideal_total.max(1e-9)),
             floor_us: None,
             vs_floor: None,
-            compute_us: us(run.compute_ps),
+            compute_us: us(job.compute_ps),
+            offset_us: us(job.offset_ps),
             iterations,
             pairs: job_pairs(topo, job),
         }

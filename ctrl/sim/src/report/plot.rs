@@ -12,14 +12,14 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 170.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
-const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
+pub(super) const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// A "nice" step for about `n` ticks over `0..max`.
-fn tick_step(max: f64, n: f64) -> f64 {
+pub(super) fn tick_step(max: f64, n: f64) -> f64 {
     let raw = (max / n).max(f64::MIN_POSITIVE);
     let mag = 10f64.powf(raw.log10().floor());
     [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag)

@@ -149,6 +149,17 @@ pub struct Job {
     /// The job is announced to the controller before it starts (the job
     /// API); only meaningful in a mode with a controller.
     pub announce: bool,
+    /// `offset: fixed`: the scheduler does not take the controller's
+    /// recommended start offset for this (announced) job.
+    pub offset_fixed: bool,
+    /// Each compute phase lasts `compute_ps` times a factor drawn
+    /// uniformly in 1 ± this many parts per million (from the run's seed).
+    pub compute_jitter_ppm: u32,
+    /// The start offset the scheduler took from the controller (mode
+    /// `metaroce`, announced periodic jobs not `offset: fixed`), already
+    /// added to `start_ps`. 0 in the scenario file.
+    #[serde(skip)]
+    pub offset_ps: u64,
     /// What the seed draws for this job (see [`Scenario::reseed`]).
     #[serde(skip)]
     pub draw: Draw,

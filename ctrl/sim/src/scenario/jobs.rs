@@ -27,6 +27,8 @@ const JOB: &[&str] = &[
     "iterations",
     "compute",
     "announce",
+    "offset",
+    "compute_jitter",
     "load",
     "sizes",
     "duration",
@@ -89,6 +91,8 @@ struct RawJob<'n> {
     iterations: Option<u32>,
     compute_ps: u64,
     announce: Option<(bool, &'n Node)>,
+    offset: Option<(bool, &'n Node)>,
+    jitter_ppm: Option<(u32, &'n Node)>,
     load_ppm: Option<u32>,
     sizes: Option<SizeCdf>,
     duration_ps: Option<u64>,
@@ -120,6 +124,8 @@ fn job(d: &mut Diags, v: &Node, path: &str, env: &JobEnv) -> Option<Job> {
             "iterations" => r.iterations = iterations(d, n, &p),
             "compute" => r.compute_ps = compute(d, n, &p),
             "announce" => r.announce = d.bool(n, &p).map(|b| (b, n)),
+            "offset" => r.offset = offset(d, n, &p).map(|b| (b, n)),
+            "compute_jitter" => r.jitter_ppm = jitter(d, n, &p).map(|j| (j, n)),
             "load" => r.load_ppm = load(d, n, &p),
             "sizes" => r.sizes = sizes::decode(d, n, &p, env.base),
             "duration" => r.duration_ps = duration(d, n, &p),
@@ -154,6 +160,7 @@ fn job(d: &mut Diags, v: &Node, path: &str, env: &JobEnv) -> Option<Job> {
             None
         })?
     };
+    timing_fields(d, path, &r);
     let pattern = build_pattern(d, path, pattern_name, pattern_node, &mut r, &ranks)?;
     if d.0.len() != errors_before {
         return None;
@@ -182,6 +189,9 @@ fn job(d: &mut Diags, v: &Node, path: &str, env: &JobEnv) -> Option<Job> {
         iterations: r.iterations.unwrap_or(1),
         compute_ps: r.compute_ps,
         announce: r.announce.is_some_and(|(b, _)| b),
+        offset_fixed: r.offset.is_some_and(|(b, _)| b),
+        compute_jitter_ppm: r.jitter_ppm.map_or(0, |(j, _)| j),
+        offset_ps: 0,
         draw,
     })
 }
@@ -220,13 +230,77 @@ fn poisson_fields(d: &mut Diags, v: &Node, path: &str, r: &RawJob) {
     }
 }
 
-/// `load`: a fraction of the sender's NIC rate in (0, 1], as parts per million.
-fn load(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
+/// `offset: shiftable|fixed`: true when fixed.
+fn offset(d: &mut Diags, n: &Node, path: &str) -> Option<bool> {
+    match d.str(n, path)? {
+        "shiftable" => Some(false),
+        "fixed" => Some(true),
+        other => {
+            let hint = did_you_mean(other, ["shiftable", "fixed"])
+                .map(|k| format!("did you mean \"{k}\"? "))
+                .unwrap_or_default();
+            d.err(path, n.pos, format!("unknown offset \"{other}\"; {hint}use shiftable or fixed"));
+            None
+        }
+    }
+}
+
+/// A fraction written as `0.05` or `5%`; None if it is neither.
+fn fraction(n: &Node) -> Option<f64> {
     let text = n.as_str().unwrap_or("");
-    let v = match text.strip_suffix('%') {
+    match text.strip_suffix('%') {
         Some(p) => p.trim().parse::<f64>().ok().map(|v| v / 100.0),
         None => text.trim().parse::<f64>().ok(),
-    };
+    }
+}
+
+/// `compute_jitter`: how much each compute phase varies, a fraction in
+/// [0, 0.5] (like 5% or 0.05), as parts per million.
+fn jitter(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
+    let v = fraction(n);
+    match v {
+        Some(v) if v.is_finite() && (0.0..=0.5).contains(&v) => Some((v * 1e6).round() as u32),
+        Some(v) => {
+            let msg =
+                format!("compute jitter {v} is out of range: each compute phase varies by 0 to 50% (0.5)");
+            d.err(path, n.pos, msg);
+            None
+        }
+        None => {
+            d.err(path, n.pos, "expected a compute jitter like 5% or 0.05");
+            None
+        }
+    }
+}
+
+/// `offset` and `compute_jitter` go with a periodic job: `offset: fixed`
+/// with an announced one (only an announced job gets a recommendation to
+/// refuse), `compute_jitter` with compute phases.
+fn timing_fields(d: &mut Diags, path: &str, r: &RawJob) {
+    let announced = r.announce.is_some_and(|(b, _)| b);
+    let periodic = r.iterations.is_some_and(|i| i > 1);
+    if let Some((fixed, n)) = r.offset {
+        if fixed && !announced {
+            let msg = "offset: fixed refuses the controller's recommended start offset, which only an \
+                       announced job gets; add announce: true or leave \"offset\" out";
+            d.err(&format!("{path}.offset"), n.pos, msg);
+        } else if !periodic {
+            let msg = "\"offset\" goes with a periodic job: give it \"iterations\" above 1";
+            d.err(&format!("{path}.offset"), n.pos, msg);
+        }
+    }
+    if let Some((j, n)) = r.jitter_ppm {
+        if j > 0 && (!periodic || r.compute_ps == 0) {
+            let msg = "\"compute_jitter\" varies the compute phases between iterations: give \"iterations\" \
+                       above 1 and \"compute\" above 0";
+            d.err(&format!("{path}.compute_jitter"), n.pos, msg);
+        }
+    }
+}
+
+/// `load`: a fraction of the sender's NIC rate in (0, 1], as parts per million.
+fn load(d: &mut Diags, n: &Node, path: &str) -> Option<u32> {
+    let v = fraction(n);
     match v {
         Some(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Some(((v * 1e6).round() as u32).max(1)),
         Some(v) => {

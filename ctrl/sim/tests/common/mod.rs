@@ -12,6 +12,14 @@ pub fn leaf_spine(leaves: usize, spines: usize, hosts: usize, gbps: u64) -> Topo
     gen::leaf_spine(&Common::new("test", Bandwidth::gbps(gbps)), leaves, spines, hosts, 1).unwrap()
 }
 
+/// A shipped scenario (`scenarios/NAME`), and its topology's routing.
+pub fn shipped(name: &str) -> (scenario::Loaded, Routing) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(name);
+    let l = scenario::load_file(&path).unwrap_or_else(|e| panic!("{}", e.report()));
+    let routing = Routing::compute(&l.topology);
+    (l, routing)
+}
+
 pub fn scenario(topo: &Topology, yaml: &str) -> Scenario {
     match scenario::load_str(yaml, "test.yaml", topo) {
         Ok(s) => s,

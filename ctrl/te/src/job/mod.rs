@@ -10,13 +10,17 @@
 //! ```
 //!
 //! `bytes` is per flow per iteration; `period_ms` (optional) is the
-//! iteration period. `pattern` is `all-to-all`, `ring-allreduce`,
+//! iteration period. A periodic job may give `compute_ms` (its compute
+//! phase) instead or beside, `offset` (`shiftable`, the default, or
+//! `fixed`) and `start_ms` (see [`Timing`]): the controller then
+//! recommends a start offset ([`crate::phase`]). `pattern` is `all-to-all`, `ring-allreduce`,
 //! `permutation` (optional `shift`, default half the ranks) or `incast`
 //! (with `target`). Flows without `sport`/`qp` are host-pair flows.
 
 mod expand;
 mod parse;
 mod registry;
+mod timing;
 
 use std::fmt;
 
@@ -28,6 +32,7 @@ use crate::flow::{Demand, FlowKey};
 pub use expand::Pattern;
 pub use parse::{parse_job, validate_job};
 pub use registry::JobRegistry;
+pub use timing::{comm_floor_ns, Offset, Timing};
 
 /// Most problems listed for one body; past this the list says how many more.
 pub const MAX_PROBLEMS: usize = 100;
@@ -123,10 +128,18 @@ pub struct Job {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<HostId>,
     pub period_ns: Option<u64>,
+    /// Compute phase, offset and start (all defaults without a period).
+    pub timing: Timing,
     pub flows: Vec<JobFlow>,
 }
 
 impl Job {
+    /// The job declared a period or a compute phase: the phase planner
+    /// takes it.
+    pub fn periodic(&self) -> bool {
+        self.period_ns.is_some() || self.timing.compute_ns.is_some()
+    }
+
     /// The planner's input for each flow.
     pub fn demands(&self) -> impl Iterator<Item = (FlowKey, Demand)> + '_ {
         self.flows.iter().map(|f| (f.key, Demand::announced(f.bytes, self.period_ns)))

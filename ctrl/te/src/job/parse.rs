@@ -11,7 +11,19 @@ use serde_json::{Map, Value};
 use super::{Job, JobError, JobFlow, JobLimits, JobRegistry, Pattern, Problem, MAX_PROBLEMS};
 use crate::flow::FlowKey;
 
-const FIELDS: &[&str] = &["name", "pattern", "hosts", "bytes", "period_ms", "shift", "target", "flows"];
+const FIELDS: &[&str] = &[
+    "name",
+    "pattern",
+    "hosts",
+    "bytes",
+    "period_ms",
+    "compute_ms",
+    "offset",
+    "start_ms",
+    "shift",
+    "target",
+    "flows",
+];
 const FLOW_FIELDS: &[&str] = &["src", "dst", "sport", "qp", "bytes"];
 const PATTERNS: &[&str] = &["all-to-all", "ring-allreduce", "permutation", "incast"];
 /// RoCE queue pair numbers are 24 bits.
@@ -72,24 +84,25 @@ pub fn validate_job(
         let name = name.as_deref().unwrap_or("");
         c.owned(flows, jobs, name);
     }
+    let timing = c.timing(obj, period_ns, built.as_ref().map(|(_, _, f)| f.as_slice()));
     match (name, built) {
         (Some(name), Some((pattern, ranks, flows))) if c.problems.is_empty() => {
-            Ok(Job { name, pattern, ranks, period_ns, flows })
+            Ok(Job { name, pattern, ranks, period_ns, timing, flows })
         }
         _ => Err(c.done()),
     }
 }
 
-struct Ctx<'a> {
-    topo: &'a Topology,
-    limits: &'a JobLimits,
+pub(super) struct Ctx<'a> {
+    pub(super) topo: &'a Topology,
+    pub(super) limits: &'a JobLimits,
     problems: Vec<Problem>,
 }
 
 type Built = (Option<Pattern>, Vec<HostId>, Vec<JobFlow>);
 
 impl Ctx<'_> {
-    fn err(&mut self, path: &str, message: impl Into<String>) {
+    pub(super) fn err(&mut self, path: &str, message: impl Into<String>) {
         self.problems.push(Problem::new(path, message));
     }
 
