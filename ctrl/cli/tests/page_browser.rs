@@ -22,6 +22,7 @@ use serde_json::json;
 
 const VIEWER: &str = "viewer-token-of-the-page-test-0001";
 const OPERATOR: &str = "operator-token-of-the-page-test-0001";
+const SCHEDULER: &str = "scheduler-token-of-the-page-test-001";
 
 /// Links drawn, and the indices of those whose colour or marks differ from
 /// the quiet fabric.
@@ -57,7 +58,8 @@ fn the_page_shows_the_served_fabric_live() {
     let dir = tempfile::tempdir().unwrap();
     let (topo, sc, _) = fabric(dir.path(), "serve-hotspot.yaml");
     let tokens = dir.path().join("tokens.txt");
-    std::fs::write(&tokens, format!("viewer {VIEWER}\noperator {OPERATOR}\n")).unwrap();
+    std::fs::write(&tokens, format!("viewer {VIEWER}\noperator {OPERATOR}\nscheduler {SCHEDULER}\n"))
+        .unwrap();
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -237,4 +239,23 @@ fn the_page_shows_the_served_fabric_live() {
     b.screenshot(&target.join("page-operator.png"));
     let events = std::fs::read_to_string(&ctl.events).unwrap();
     assert!(events.contains("\"kind\":\"mode\""), "the mode change is in the event log\n{events}");
+
+    // Two periodic jobs that share the uplinks: the page draws each one's
+    // communication phases on one time axis, from its recommended offset.
+    for (name, a, b2) in [("timeline-a", "h1", "h3"), ("timeline-b", "h2", "h4")] {
+        let body = format!(
+            r#"{{"name": "{name}", "pattern": "all-to-all", "hosts": ["{a}", "{b2}"], "bytes": 1048576, "period_ms": 400}}"#
+        );
+        let answer = common::serve::request(ctl.api, "POST", "/api/v1/jobs", Some(SCHEDULER), &body);
+        assert!(answer.contains("recommendation"), "job {name} registered with advice: {answer}");
+    }
+    b.wait_for(
+        "the jobs' phases on one axis",
+        Duration::from_secs(15),
+        "return document.querySelectorAll('#phases rect.phase-comm').length >= 2 \
+             && document.querySelectorAll('#phases .phase-name').length === 2",
+    );
+    b.screenshot(&target.join("page-phases.png"));
+    let errors = b.js("return document.body.dataset.errors || ''", json!([]));
+    assert_eq!(errors, "", "no script errors with the timeline");
 }

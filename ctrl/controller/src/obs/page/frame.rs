@@ -234,6 +234,7 @@ pub fn build(fab: &Fabric, snap: &Snapshot, recent: &Recent, seq: u64) -> Value 
         })
         .collect();
     let jobs: Vec<&Value> = items(snap.jobs.get(), "jobs").map(|j| &j["name"]).collect();
+    let phases = job_phases(snap.jobs.get());
     json!({
         "seq": seq,
         "mode": snap.status["mode"],
@@ -247,9 +248,33 @@ pub fn build(fab: &Fabric, snap: &Snapshot, recent: &Recent, seq: u64) -> Value 
         "recommended": recommended,
         "recommendations": recommendations,
         "jobs": jobs,
+        "job_phases": phases,
         "events": slim_events(recent),
         "last_event": recent.last_id,
     })
+}
+
+/// The periodic jobs' phases on one time axis, for the page's timeline:
+/// per job its period, communication time and recommended start offset
+/// (ms), and the plan's common period and verdict. Jobs without a
+/// recommendation (no period announced) are left out.
+fn job_phases(doc: &Value) -> Value {
+    let mut common = 0.0f64;
+    let mut verdict = Value::Null;
+    let rows: Vec<Value> = items(doc, "jobs")
+        .filter_map(|j| {
+            let r = j.get("recommendation")?;
+            common = common.max(r["common_period_ms"].as_f64().unwrap_or(0.0));
+            verdict = r["verdict"].clone();
+            Some(json!({
+                "name": j["name"],
+                "offset_ms": r["recommended_offset_ms"],
+                "period_ms": r["period_ms"],
+                "communication_ms": r["communication_ms"],
+            }))
+        })
+        .collect();
+    json!({"jobs": rows, "common_period_ms": common, "verdict": verdict})
 }
 
 #[cfg(test)]

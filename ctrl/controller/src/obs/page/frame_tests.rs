@@ -88,6 +88,34 @@ fn page_frame_marks_hot_derated_failed_tree_and_steered_links() {
 }
 
 #[test]
+fn page_frame_puts_periodic_jobs_on_one_time_axis() {
+    let t = two_by_two();
+    let fab = Fabric::new(Arc::clone(&t));
+    let rec = |offset: f64| {
+        json!({"recommended_offset_ms": offset, "period_ms": 2.0, "communication_ms": 0.5,
+               "common_period_ms": 2.0, "verdict": "staggered"})
+    };
+    let snap = Snapshot {
+        jobs: LazyJson::ready(json!({"jobs": [
+            {"name": "a", "recommendation": rec(0.0)},
+            {"name": "b", "recommendation": rec(1.0)},
+            {"name": "no-period"},
+        ]})),
+        ..Snapshot::default()
+    };
+    let f = build(&fab, &snap, &EventLog::new(4).recent(0, 10), 1);
+    let p = &f["job_phases"];
+    assert_eq!(p["common_period_ms"], 2.0);
+    assert_eq!(p["verdict"], "staggered");
+    assert_eq!(p["jobs"].as_array().unwrap().len(), 2, "a job without a period has no phase: {p}");
+    assert_eq!(
+        p["jobs"][1],
+        json!({"name": "b", "offset_ms": 1.0, "period_ms": 2.0, "communication_ms": 0.5})
+    );
+    assert_eq!(f["jobs"], json!(["a", "b", "no-period"]));
+}
+
+#[test]
 fn page_frame_of_an_empty_snapshot_is_quiet() {
     let fab = Fabric::new(two_by_two());
     let f = build(&fab, &Snapshot::default(), &EventLog::new(4).recent(0, 10), 1);

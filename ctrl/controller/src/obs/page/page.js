@@ -176,6 +176,7 @@
     for (const r of f.recommendations) {
       recs.appendChild(text("div", `${r.switch} → ${r.toward}: ` + r.weights.map((w) => `port ${w.port}×${w.weight}`).join(", "), "rec"));
     }
+    phases(f.job_phases);
     const ev = $("events");
     ev.textContent = "";
     for (const e of f.events) {
@@ -192,6 +193,45 @@
     const sel = $("flows");
     for (const o of Array.from(sel.options)) if (o.value.startsWith("job:") && !jobs.has(o.value.slice(4)) && !o.selected) o.remove();
     for (const j of jobs) if (!sel.querySelector(`option[value="job:${CSS.escape(j)}"]`)) sel.appendChild(new Option("job " + j, "job:" + j));
+  }
+
+  // ---- jobs in time ----
+  // Each periodic job's communication phases over the plan's common
+  // period, from its recommended start offset: one row per job on a
+  // shared time axis, so the operator sees which jobs are kept apart.
+  function phases(p) {
+    const box = $("phases");
+    if (!p || !p.jobs || !p.jobs.length || !(p.common_period_ms > 0)) {
+      if (box.dataset.jobs !== "0") { box.textContent = "No periodic job announced."; box.className = "muted"; box.dataset.jobs = "0"; }
+      return;
+    }
+    const key = JSON.stringify(p);
+    if (box.dataset.key === key) return;
+    box.dataset.key = key; box.dataset.jobs = String(p.jobs.length); box.className = "";
+    box.textContent = "";
+    const ns = "http://www.w3.org/2000/svg", T = p.common_period_ms, row = 16, left = 70, width = 230;
+    const svg = document.createElementNS(ns, "svg");
+    const h = p.jobs.length * row + 22;
+    svg.setAttribute("viewBox", `0 0 ${left + width + 6} ${h}`);
+    svg.setAttribute("class", "phases");
+    const el = (tag, attrs, txt) => { const e = document.createElementNS(ns, tag); for (const k in attrs) e.setAttribute(k, attrs[k]); if (txt !== undefined) e.textContent = txt; svg.appendChild(e); return e; };
+    const x = (ms) => left + (ms / T) * width;
+    p.jobs.forEach((j, i) => {
+      const y = i * row + 2;
+      el("text", { x: left - 4, y: y + 11, "text-anchor": "end", class: "phase-name" }, j.name);
+      el("rect", { x: left, y: y + 2, width, height: row - 5, class: "phase-idle" });
+      for (let t = j.offset_ms % j.period_ms; t < T && j.period_ms > 0; t += j.period_ms) {
+        const w = Math.max(1, x(Math.min(t + j.communication_ms, T)) - x(t));
+        el("rect", { x: x(t), y: y + 2, width: w, height: row - 5, class: "phase-comm" }).appendChild(
+          Object.assign(document.createElementNS(ns, "title"), { textContent: `${j.name}: communication ${j.communication_ms.toFixed(3)} ms from ${t.toFixed(3)} ms (offset ${j.offset_ms.toFixed(3)} ms)` }));
+      }
+    });
+    const axis = p.jobs.length * row + 4;
+    el("line", { x1: left, y1: axis, x2: left + width, y2: axis, class: "phase-axis" });
+    el("text", { x: left, y: axis + 12, class: "phase-tick" }, "0");
+    el("text", { x: left + width, y: axis + 12, "text-anchor": "end", class: "phase-tick" }, `${T.toFixed(3)} ms (common period)`);
+    box.appendChild(svg);
+    box.appendChild(text("div", "dark: communication, from each job's recommended start offset" + (p.verdict ? ` — plan: ${p.verdict}` : ""), "muted"));
   }
 
   // ---- link details ----
