@@ -19,13 +19,12 @@ use crate::mode::Mode;
 pub use crate::note::{Note, NoteKind};
 use crate::pair::{PairConfig, PairReport, Pairing};
 use crate::place::{LargeFlowReport, PlaceConfig, PlaceStep, Placement};
-use crate::plan::{self, Overrides, Settings, SwitchPlan};
+use crate::plan::{Overrides, Settings, SwitchPlan};
 
 use crate::reach;
 
 mod failures;
 mod replan;
-use replan::update_in_place;
 mod rule;
 pub use rule::Due;
 
@@ -510,76 +509,6 @@ impl Core {
         let mut step = Step { decision: None, plans: Vec::new(), notes: Vec::new(), placement, ran: true };
         step.plans = self.replan(touched, &BTreeSet::new());
         step
-    }
-
-    /// Re-plans the switches `touched` (every switch when a re-plan of
-    /// everything is due); `changed` holds the (switch, leaf) routes whose
-    /// weights the policy changed. Returns the plans that moved.
-    fn replan(
-        &mut self,
-        touched: BTreeSet<SwitchId>,
-        changed: &BTreeSet<(SwitchId, SwitchId)>,
-    ) -> Vec<(SwitchId, SwitchPlan)> {
-        let mut out = Vec::new();
-        if self.pinned {
-            return out;
-        }
-        let all = std::mem::take(&mut self.replan_all);
-        // Learnt pairs are written in every mode, like the fixed entries.
-        let paired = self.pairs.take_dirty();
-        let switches: Vec<SwitchId> = if all {
-            (0..self.topo.switches.len()).collect()
-        } else if self.mode.writes() {
-            touched.union(&paired).copied().collect()
-        } else {
-            paired.into_iter().collect()
-        };
-        if switches.is_empty() {
-            return out;
-        }
-        if all {
-            self.fixed = vec![None; self.topo.switches.len()];
-        }
-        let writes = self.mode.writes();
-        let state = &self.state;
-        // The weights in force: the policy's overrides in `act` mode, none otherwise.
-        let overrides = |s: SwitchId, leaf: SwitchId| {
-            let w = state.desired(s, leaf).filter(|_| writes)?;
-            Some(w.iter().map(|pw| (pw.port, pw.weight)).collect())
-        };
-        for s in switches {
-            // The placement's entries in force: in `act` mode only.
-            let steer = if writes { self.place.steer(s) } else { Arc::default() };
-            let pairs = self.pairs.entries(s);
-            let fixed = self.fixed[s]
-                .get_or_insert_with(|| {
-                    Arc::new(plan::fixed_entries(&self.topo, &self.routing, &self.settings, s))
-                })
-                .clone();
-            let moved = match self.plans[s].as_mut().filter(|_| !all) {
-                Some(old) => {
-                    let leaves = |leaf| changed.contains(&(s, leaf));
-                    let steer_moved = !Arc::ptr_eq(&old.steer, &steer) && old.steer != steer;
-                    let pairs_moved = !Arc::ptr_eq(&old.pairs, &pairs) && old.pairs != pairs;
-                    old.steer = steer;
-                    old.pairs = pairs;
-                    update_in_place(&self.routing, overrides, s, leaves, fixed, old)
-                        | steer_moved
-                        | pairs_moved
-                }
-                None => {
-                    let routes = plan::routes(&self.routing, overrides, s);
-                    let p = SwitchPlan { fixed, routes, steer, pairs };
-                    let moved = self.plans[s].as_ref() != Some(&p);
-                    self.plans[s] = Some(p);
-                    moved
-                }
-            };
-            if let Some(p) = self.plans[s].as_ref().filter(|_| moved) {
-                out.push((s, p.clone()));
-            }
-        }
-        out
     }
 
     /// What the policy wants, whatever the mode (the `advise` output).
