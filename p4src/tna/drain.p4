@@ -13,10 +13,11 @@
 //    covers everything the queue pair sent before.
 //  - slot_psn (the next stage): {fwd_next << 8, acked << 8 | NAK} as a
 //    pair of 32-bit halves, so that 24-bit serial arithmetic is the ALU's
-//    32-bit signed arithmetic and drained is lo == hi. One access updates
-//    both and outputs the mark (BTH_MARK_FRESH when the owner's slot was
-//    drained).
-//  - pair_asked (the stage after): the last report's time with its low
+//    32-bit signed arithmetic. A compare takes one half, so the owner's
+//    data is fresh when acked == its PSN and fwd_next is at or before it
+//    (the next packet after everything acknowledged); one access updates
+//    both halves and outputs that.
+//  - pair_asked (three stages on): the last report's time with its low
 //    bit set, or 0 once a paired ACK confirmed the slot (v1model's
 //    confirmed bit of slot_owner).
 //
@@ -49,10 +50,9 @@ control Drain(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
     Hash<bit<32>>(HashAlgorithm_t.CRC32) data_hash;
 
     // The rule on (1) or off (0, the default), and the least time between
-    // two reports of one slot (ns on Tofino; low 32 bits used).
-    // Its action also computes what the slot needs of the packet alone
-    // (a table of its own would take one of stage 0's logical tables,
-    // which the LPM and the steer tables fill).
+    // two reports of one slot (ns on Tofino; low 32 bits used). Its action
+    // also computes the PSN and the time the slot needs (a table of their
+    // own would take one of stage 0's logical tables, which are all used).
     action configure(bit<1> enabled, bit<32> pair_interval_us) {
         meta.drain_on = enabled;
         // interval - now: pair_asked adds it to the last report's time.
