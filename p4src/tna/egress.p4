@@ -21,6 +21,11 @@ control MetaroceEgress(inout egress_headers_t hdr, inout egress_metadata_t meta,
         if (hdr.bridged.isValid()) {
             if (eg_intr_md.egress_port != CPU_PORT && hdr.ipv4.isValid()) {
                 queue_sensing.apply(hdr, meta, eg_intr_md, eg_prsr_md, eg_dprsr_md);  // and INT
+                // The drain rule's mark ends where the packet leaves for a
+                // host (receivers ignore reserved bits; the ICRC masks them).
+                if (hdr.bth_mark.isValid() && meta.edge == 1) {
+                    hdr.bth_mark.mark = BTH_MARK_NONE;
+                }
             }
         } else if (hdr.report_copy.isValid()) {
             report_builder.apply(hdr, meta, eg_intr_md, eg_dprsr_md);

@@ -36,6 +36,7 @@ const MirrorType_t MIRROR_TYPE_REPORT = 2;
 // Digest types of the ingress deparser: the digest receivers of v1model.
 const DigestType_t DIGEST_TYPE_QUEUE = (DigestType_t)DIGEST_QUEUE;
 const DigestType_t DIGEST_TYPE_LARGE_FLOW = (DigestType_t)DIGEST_LARGE_FLOW;
+const DigestType_t DIGEST_TYPE_DRAIN_PAIR = (DigestType_t)DIGEST_DRAIN_PAIR;
 // Resubmit type: a running flowlet whose pinned port is down.
 const ResubmitType_t RESUBMIT_PORT_DOWN = 1;
 
@@ -60,6 +61,22 @@ struct large_flow_digest_t {
     bit<16> slot;
     bit<8> collision;
     bit<48> timestamp;
+}
+
+// The drain rule's pairing report (see drain.p4). Same members as on
+// v1model: hosts = the data's source ++ destination ++ protocol; report =
+// kind 8 (0 data, 1 unpaired ACK) ++ QP 24 ++ PSN 24 ++ the switch's time 48.
+struct drain_pair_digest_t {
+    bit<72> hosts;
+    bit<104> report;
+}
+
+// The first 5 bytes of the BTH, which egress parses to clear the drain
+// rule's mark on host-facing ports (the rest passes as payload).
+header bth_mark_t {
+    bit<32> head;
+    bit<6> reserved;
+    bit<2> mark;
 }
 
 // What egress needs of ingress, in front of every packet ingress sends on
@@ -118,6 +135,7 @@ struct ingress_headers_t {
     int_t int_hdr;
     int_hop_t[INT_MAX_STACK_HOPS] int_hops;
     bth_t bth;
+    aeth_t aeth;
 }
 
 // Egress parses no further than the INT-MD header (see the egress
@@ -133,6 +151,7 @@ struct egress_headers_t {
     udp_t udp;
     int_t int_hdr;
     int_hop_t int_local;
+    bth_mark_t bth_mark;
 }
 
 struct ingress_metadata_t {
@@ -195,8 +214,27 @@ struct ingress_metadata_t {
     bit<6> pad1;
     report_copy_t report_copy;
     MirrorId_t mirror_session;  // REPORT_SESSION (Tofino takes the session from a field)
-    // Ingress time (large-flow digests).
+    // Ingress time (large-flow and drain digests).
     bit<48> now;
+    // The drain rule (drain.p4).
+    bit<1> drain_on;
+    bit<1> drain_rc;        // an RC request that arrived unmarked
+    bit<1> drain_unpaired;  // an ACK no qp_pair entry pairs
+    bit<1> drain_report;
+    bit<2> drain_kind;
+    bit<2> drain_arrived;   // the mark the packet arrived with
+    bit<1> drain_owner;     // slot_owner: 1 the queue pair owns the slot
+    bit<1> drain_fresh;     // slot_psn: the owner's data found it drained
+    bit<1> drain_flag;      // slot_psn: an ACK or NAK moved it
+    bit<5> pad2;
+    bit<24> drain_qp;       // the data's QP
+    bit<32> drain_hash;     // the slot (low 12 bits) and the owner's signature
+    bit<32> drain_cutoff;   // pair_interval - now
+    bit<32> drain_psn;      // PSN << 8
+    bit<32> drain_next;     // (PSN + 1) << 8
+    bit<32> drain_now;      // now, low bit set
+    bit<32> drain_src;      // the data's source and destination
+    bit<32> drain_dst;
 }
 
 struct egress_metadata_t {

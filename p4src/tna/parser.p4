@@ -19,6 +19,14 @@ parser MetaroceIngressParser(packet_in pkt, out ingress_headers_t hdr, out ingre
         meta.l4_dst_port = 0;
         meta.dest_qp = 0;
         meta.redraw = false;
+        meta.drain_rc = 0;
+        meta.drain_unpaired = 0;
+        meta.drain_arrived = 0;
+        meta.drain_kind = 0;
+        meta.drain_owner = 0;
+        meta.drain_fresh = 0;
+        meta.drain_flag = 0;
+        meta.drain_report = 0;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
             0: parse_port_metadata;
@@ -61,6 +69,10 @@ parser MetaroceIngressParser(packet_in pkt, out ingress_headers_t hdr, out ingre
 
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
+        // The drain rule's report names the data's hosts (an ACK's are
+        // turned around in ingress).
+        meta.drain_src = hdr.ipv4.src_addr;
+        meta.drain_dst = hdr.ipv4.dst_addr;
         ipv4_checksum.add(hdr.ipv4);
         meta.checksum_error = ipv4_checksum.verify();
         transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.protocol) {
@@ -140,9 +152,31 @@ parser MetaroceIngressParser(packet_in pkt, out ingress_headers_t hdr, out ingre
         }
     }
 
+    // What the drain rule needs of the BTH is copied here, where it costs
+    // no stage: the data's QP (an ACK's is paired in ingress) and the
+    // arriving mark.
     state parse_bth {
         pkt.extract(hdr.bth);
         meta.dest_qp = hdr.bth.dest_qp;
+        meta.drain_qp = hdr.bth.dest_qp;
+        meta.drain_arrived = hdr.bth.reserved0[1:0];
+        transition select(hdr.bth.head[31:24], hdr.bth.reserved0[1:0]) {
+            (BTH_OPCODE_RC_ACK, _): parse_aeth;
+            (BTH_OPCODE_RC_ATOMIC_ACK, _): accept;
+            (0x00 &&& 0xe0, BTH_MARK_NONE): parse_rc_request;
+            default: accept;
+        }
+    }
+
+    // An RC request that arrived unmarked: data entering the fabric, if it
+    // is routed to a group (drain.p4).
+    state parse_rc_request {
+        meta.drain_rc = 1;
+        transition accept;
+    }
+
+    state parse_aeth {
+        pkt.extract(hdr.aeth);
         transition accept;
     }
 }
@@ -153,6 +187,7 @@ control MetaroceIngressDeparser(packet_out pkt, inout ingress_headers_t hdr, in 
     // struct.
     @name(".queue_digest_t") Digest<queue_digest_t>() queue_digest;
     @name(".large_flow_digest_t") Digest<large_flow_digest_t>() large_flow_digest;
+    @name(".drain_pair_digest_t") Digest<drain_pair_digest_t>() drain_pair_digest;
     Mirror() mirror;
     Resubmit() resubmit;
 
@@ -166,6 +201,10 @@ control MetaroceIngressDeparser(packet_out pkt, inout ingress_headers_t hdr, in 
                                      meta.egress_port, meta.lf_bytes, meta.lf_elapsed,
                                      (bit<16>)meta.flow_slot, meta.lf_collision,
                                      meta.now });
+        } else if (ig_dprsr_md.digest_type == DIGEST_TYPE_DRAIN_PAIR) {
+            drain_pair_digest.pack({ meta.drain_src ++ meta.drain_dst ++ hdr.ipv4.protocol,
+                                     7w0 ++ meta.drain_unpaired ++ meta.drain_qp ++ hdr.bth.psn_word[23:0]
+                                     ++ meta.now });
         }
         if (ig_dprsr_md.mirror_type == MIRROR_TYPE_REPORT) {
             mirror.emit<report_copy_t>(meta.mirror_session, meta.report_copy);
@@ -182,6 +221,7 @@ control MetaroceIngressDeparser(packet_out pkt, inout ingress_headers_t hdr, in 
         pkt.emit(hdr.int_hdr);
         pkt.emit(hdr.int_hops);
         pkt.emit(hdr.bth);
+        pkt.emit(hdr.aeth);
     }
 }
 
@@ -247,10 +287,18 @@ parser MetaroceEgressParser(packet_in pkt, out egress_headers_t hdr, out egress_
 
     state parse_udp {
         pkt.extract(hdr.udp);
-        transition select(hdr.ipv4.dscp) {
-            INT_DSCP_BIT &&& INT_DSCP_BIT: parse_int;
+        transition select(hdr.ipv4.dscp, hdr.udp.dst_port) {
+            (INT_DSCP_BIT &&& INT_DSCP_BIT, _): parse_int;
+            (_, UDP_PORT_ROCEV2): parse_bth_mark;
             default: accept;
         }
+    }
+
+    // RoCEv2 without INT (what leaves for a host: the sink stripped INT):
+    // the drain rule's mark is cleared on host-facing ports.
+    state parse_bth_mark {
+        pkt.extract(hdr.bth_mark);
+        transition accept;
     }
 
     state parse_int {
@@ -292,6 +340,7 @@ control MetaroceEgressDeparser(packet_out pkt, inout egress_headers_t hdr, in eg
         pkt.emit(hdr.udp);
         pkt.emit(hdr.int_hdr);
         pkt.emit(hdr.int_local);  // on top of the received stack (payload)
+        pkt.emit(hdr.bth_mark);
     }
 }
 

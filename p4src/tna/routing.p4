@@ -24,6 +24,7 @@
 #define METAROCE_TNA_ROUTING_P4
 
 #include "metadata.p4"
+#include "drain.p4"
 
 // Fields written in the same stage by different tables (the steer tables
 // beside the LPM; the signature and time registers side by side) must not
@@ -50,6 +51,7 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
     // The selector's action profile takes the selector's name in P4Info
     // (bf-p4c names the profile after a selector declared with a size).
     ActionSelector(GROUP_SELECTOR_SIZE, selector_hash, SelectorMode_t.FAIR) nhop_selector;
+    Drain() drain;
 
     // 1: the slot held another flow. The slot takes this flow either way.
     RegisterAction<bit<16>, bit<13>, bit<1>>(flowlet_sig) swap_sig = {
@@ -265,17 +267,28 @@ control Routing(inout ingress_headers_t hdr, inout ingress_metadata_t meta,
             set_group: {
                 meta.flowlet_other = swap_sig.execute(meta.flow_slot);
                 meta.flowlet_gap = stamp_time.execute(meta.flow_slot);
-                if (meta.flowlet_other == 1 || meta.flowlet_gap == 1 || meta.redraw) {
-                    meta.new_flowlet = true;
-                    if (meta.steered) {
-                        meta.nhop_id = meta.steer_nhop;
-                    } else {
-                        meta.flowlet_id = next_flowlet_id.execute(meta.flow_slot);
-                        nhop_group.apply();
-                    }
-                }
-                meta.nhop_id = pin_or_read_nhop.execute(meta.flow_slot);
             }
+        }
+        // RoCEv2 data entering the fabric gets its mark (drain_fresh);
+        // an ACK routed straight to its host updates its data's slot.
+        drain.apply(hdr, meta, ig_prsr_md, ig_dprsr_md);
+        if (meta.group_id != 0) {
+            // A governed flow (mark bit 1) starts a new flowlet exactly
+            // on a fresh packet (bit 0), any other after an idle gap;
+            // a slot another flow took, or a redraw, starts one too.
+            if (meta.flowlet_other == 1 || meta.redraw
+                    || meta.drain_arrived == BTH_MARK_FRESH || meta.drain_fresh == 1
+                    || (meta.drain_arrived[1:1] == 0 && meta.drain_kind != DRAIN_KIND_DATA
+                        && meta.flowlet_gap == 1)) {
+                meta.new_flowlet = true;
+                if (meta.steered) {
+                    meta.nhop_id = meta.steer_nhop;
+                } else {
+                    meta.flowlet_id = next_flowlet_id.execute(meta.flow_slot);
+                    nhop_group.apply();
+                }
+            }
+            meta.nhop_id = pin_or_read_nhop.execute(meta.flow_slot);
         }
         // A route's drop (no route) set drop_reason: the caller drops.
         if (meta.drop_reason == 0) {

@@ -146,9 +146,9 @@ pub(crate) const LARGE_FLOW_DIGEST_FIELDS: &[(&str, i32)] = &[
 
 /// The drain rule (`p4src/README.md`, "Moves that never reorder"): its
 /// tables, actions, counter and pairing digest. Required of the v1model
-/// program; the TNA program does not carry the rule yet, so on Tofino the
-/// part is checked only when the P4Info has it, and the controller writes
-/// no drain entries where it is missing ([`has_drain`]).
+/// program; on Tofino (whose program carries it too) the part is checked
+/// only when the P4Info has it, and the controller writes no drain entries
+/// where it is missing ([`has_drain`]).
 pub(crate) const DRAIN_TABLES: &[TableSpec] = &[
     TableSpec { name: n::DRAIN_CONFIG, fields: &[], actions: &[n::CONFIGURE_DRAIN] },
     TableSpec {

@@ -401,8 +401,8 @@ impl Pipeline {
         out
     }
 
-    /// Whether the program carries the drain rule (the v1model one does;
-    /// the TNA one not yet): the controller writes its entries only then.
+    /// Whether the program carries the drain rule (the v1model and TNA
+    /// ones do): the controller writes its entries only then.
     pub fn has_drain(&self) -> bool {
         self.ids.drain_pair_digest.is_some()
     }

@@ -66,29 +66,16 @@ fn the_v1model_and_tna_p4infos_agree_on_every_name_the_controller_uses() {
     };
     let v1 = P4Info::from_text(&v1model_text()).unwrap();
     let tna = P4Info::from_text(&tna).unwrap();
-    let mut problems = parity(&v1, &tna);
-    // The one difference allowed until the TNA program carries the drain
-    // rule (p4src/README.md, Tofino): remove this once it does (the test
-    // then fails here, as the gap is gone).
-    let gap = problems.iter().position(|p| p.starts_with("the drain rule is in v1model only"));
-    assert!(gap.is_some(), "the TNA program carries the drain rule now: drop the allowance");
-    if let Some(i) = gap {
-        println!("known gap: {}", problems.remove(i));
-    }
+    // Both carry the drain rule (p4src/README.md, Moves that never
+    // reorder): no difference is allowed.
+    let problems = parity(&v1, &tna);
     assert!(problems.is_empty(), "the two P4Infos disagree:\n  {}", problems.join("\n  "));
-}
-
-/// The problems but the drain rule's absence from the TNA program (see
-/// the test above).
-fn without_drain_gap(mut problems: Vec<String>) -> Vec<String> {
-    problems.retain(|p| !p.starts_with("the drain rule is in v1model only"));
-    problems
 }
 
 #[test]
 fn parity_names_a_difference() {
     let v1 = P4Info::from_text(&v1model_text()).unwrap();
-    let same = without_drain_gap(parity(&v1, &tna_like()));
+    let same = parity(&v1, &tna_like());
     assert!(same.is_empty(), "{same:?}");
     // A match field renamed on one side only.
     let mut raw = tna_like().raw().clone();
@@ -223,7 +210,7 @@ fn typed_entries_resolve_against_the_tna_p4info_too() {
         // The same entry is the same entity on both targets, up to ids.
         assert!(v1.entity(&e).is_ok(), "{e:?}");
     }
-    // The drain rule's two tables, until the TNA program carries it.
-    let gap = if tna.has_drain() { 0 } else { 2 };
-    assert_eq!(tna.read_requests().len() + gap, v1.read_requests().len());
+    // Both carry the drain rule: the same tables to read back.
+    assert!(tna.has_drain() && v1.has_drain());
+    assert_eq!(tna.read_requests().len(), v1.read_requests().len());
 }
