@@ -48,7 +48,7 @@ const OUR_TABLES: &[&str] = &[
 const KEYLESS: &[&str] = &[n::CONFIG, n::LARGE_FLOW_CONFIG, n::EGRESS_CONFIG, n::REPORT_CONFIG];
 
 /// The drain rule's tables: read and written where the program has them
-/// (the v1model program does; see `contract::NOT_YET_ON_TNA`).
+/// (both programs do; a program without the rule is read without them).
 const DRAIN_TABLES: &[&str] = &[n::DRAIN_CONFIG, n::QP_PAIR];
 
 impl Ids {

@@ -105,8 +105,8 @@ pub(super) struct Ids {
     pub packet_in: Vec<(u32, i32)>,
     /// `packet_out` field `egress_port`.
     pub packet_out_port: (u32, i32),
-    /// The drain rule's objects, when the program has them (v1model does;
-    /// the TNA program does not carry the rule yet: see p4src/README.md).
+    /// The drain rule's objects, when the program has them (the v1model
+    /// program, which the twin runs, does).
     pub drain: Option<DrainIds>,
 }
 
