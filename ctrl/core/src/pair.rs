@@ -180,9 +180,11 @@ impl Pairing {
                 self.counters.data_reports += 1;
                 remember(self.data.entry(key).or_default().entry(qp).or_default(), seen);
                 // The pair of this data queue pair, if any, is alive.
+                // (Only this host pair's keys: an ACK's are the data's turned
+                // around.)
                 if let Some(pairs) = self.pairs.get_mut(&r.switch) {
-                    for ((s, d, _), p) in pairs.iter_mut() {
-                        if (*s, *d) == (r.dst, r.src) && p.data_qp == qp {
+                    for (_, p) in pairs.range_mut((r.dst, r.src, 0)..=(r.dst, r.src, u32::MAX)) {
+                        if p.data_qp == qp {
                             p.seen_ns = now_ns;
                         }
                     }

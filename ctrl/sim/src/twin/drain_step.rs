@@ -82,77 +82,92 @@ impl Twin {
         edge: bool,
         now: u64,
     ) -> Result<Option<PairReport>, TwinError> {
-        let Some(ip) = h.ipv4 else { return Ok(None) };
-        let Some(bth) = h.bth.as_mut() else { return Ok(None) };
         let (on, interval) = match self.lookup(&ids.config, &[], 0)?.params(&ids.configure).as_deref() {
             Some([on, interval]) => (*on == 1, *interval as u64),
             _ => (false, DEFAULT_PAIR_INTERVAL_US),
         };
-        let psn = bth.psn_word & PSN_MASK;
         if group != 0 {
-            if !edge {
-                return Ok(None);
-            }
-            bth.reserved0 &= !3;
-            let op = (bth.head >> 24) as u8;
-            if !on || op >> 5 != 0 || op == OPCODE_RC_ACK || op == OPCODE_RC_ATOMIC_ACK {
-                return Ok(None);
-            }
-            bth.reserved0 |= MARK_GOVERNED;
-            let (idx, sig) = locate(ip.src, ip.dst, ip.protocol, bth.dest_qp);
-            let mut slot = self.drain_slot(ids, idx)?;
-            let (verdict, event, took) = slot.data(sig, psn);
-            if verdict == Drain::Fresh {
-                bth.reserved0 |= MARK_FRESH;
-            }
-            self.set_drain_slot(ids, idx, &slot)?;
-            self.count_drain(ids, event.into_iter());
-            // A slot taken tells the controller the queue pair's PSN; a
-            // fresh packet tells it again, once per interval per slot.
-            let report = || PairReport {
-                src: ip.src,
-                dst: ip.dst,
-                protocol: ip.protocol,
-                qp: bth.dest_qp,
-                psn,
-                kind: PAIR_DATA,
-            };
-            if took {
-                self.set_reg(ids.pair_asked, idx, u128::from(now))?;
-                return Ok(Some(report()));
-            }
-            // Fresh, or not yet confirmed by a paired ACK: once per interval.
-            let unconfirmed = slot.sig == sig && !slot.confirmed;
-            if (verdict == Drain::Fresh || unconfirmed) && self.ask(ids, idx, now, interval)? {
-                return Ok(Some(report()));
-            }
-            return Ok(None);
+            return if edge { self.drain_data(ids, h, on, interval, now) } else { Ok(None) };
         }
         if h.aeth.is_none() || !on {
             return Ok(None);
         }
+        self.drain_ack(ids, h, interval, now)
+    }
+
+    /// RoCEv2 data entering the fabric: its mark, its slot, and a pairing
+    /// report when the slot is taken, or fresh or unconfirmed data once per
+    /// interval.
+    fn drain_data(
+        &self,
+        ids: &DrainIds,
+        h: &mut Headers,
+        on: bool,
+        interval: u64,
+        now: u64,
+    ) -> Result<Option<PairReport>, TwinError> {
+        let (Some(ip), Some(bth)) = (h.ipv4, h.bth.as_mut()) else { return Ok(None) };
+        bth.reserved0 &= !3;
+        let op = (bth.head >> 24) as u8;
+        if !on || op >> 5 != 0 || op == OPCODE_RC_ACK || op == OPCODE_RC_ATOMIC_ACK {
+            return Ok(None);
+        }
+        bth.reserved0 |= MARK_GOVERNED;
+        let psn = bth.psn_word & PSN_MASK;
+        let (idx, sig) = locate(ip.src, ip.dst, ip.protocol, bth.dest_qp);
+        let mut slot = self.drain_slot(ids, idx)?;
+        let (verdict, event, took) = slot.data(sig, psn);
+        if verdict == Drain::Fresh {
+            bth.reserved0 |= MARK_FRESH;
+        }
+        self.set_drain_slot(ids, idx, &slot)?;
+        self.count_drain(ids, event.into_iter());
+        let report = PairReport {
+            src: ip.src,
+            dst: ip.dst,
+            protocol: ip.protocol,
+            qp: bth.dest_qp,
+            psn,
+            kind: PAIR_DATA,
+        };
+        if took {
+            self.set_reg(ids.pair_asked, idx, u128::from(now))?;
+            return Ok(Some(report));
+        }
+        let unconfirmed = slot.sig == sig && !slot.confirmed;
+        Ok(((verdict == Drain::Fresh || unconfirmed) && self.ask(ids, idx, now, interval)?).then_some(report))
+    }
+
+    /// An ACK or NAK at its sender's leaf: its data's slot through
+    /// `qp_pair`, or, unpaired, a report once per interval per slot its own
+    /// key hashes to.
+    fn drain_ack(
+        &self,
+        ids: &DrainIds,
+        h: &Headers,
+        interval: u64,
+        now: u64,
+    ) -> Result<Option<PairReport>, TwinError> {
+        let (Some(ip), Some(bth), Some(aeth)) = (h.ipv4, h.bth, h.aeth) else { return Ok(None) };
+        let psn = bth.psn_word & PSN_MASK;
         let key = [u128::from(ip.src), u128::from(ip.dst), u128::from(bth.dest_qp)];
         let hit = self.lookup(&ids.qp_pair, &key, 0)?;
         let Some(data_qp) = hit.params(&ids.pair).as_deref().and_then(|p| p.first().copied()) else {
-            // Unpaired: counted, and reported at most once per interval
-            // per slot its own key hashes to.
             self.count_drain(ids, [Event::UnknownAck].into_iter());
             let (idx, _) = locate(ip.dst, ip.src, ip.protocol, bth.dest_qp);
-            if !self.ask(ids, idx, now, interval)? {
-                return Ok(None);
-            }
-            return Ok(Some(PairReport {
+            let report = PairReport {
                 src: ip.dst,
                 dst: ip.src,
                 protocol: ip.protocol,
                 qp: bth.dest_qp,
                 psn,
                 kind: PAIR_ACK,
-            }));
+            };
+            return Ok(self.ask(ids, idx, now, interval)?.then_some(report));
         };
         let (idx, sig) = locate(ip.dst, ip.src, ip.protocol, data_qp as u32);
         let mut slot = self.drain_slot(ids, idx)?;
-        let events = if h.aeth.is_some_and(|a| a.syndrome >> 5 & 3 != 0) {
+        let events = if aeth.syndrome >> 5 & 3 != 0 {
             slot.nak(sig, psn)
         } else {
             slot.ack(sig, psn.wrapping_add(1)).into_iter().collect()
