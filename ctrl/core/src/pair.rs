@@ -34,8 +34,15 @@
 //!
 //! What it cannot rule out: two queue pairs of one host pair whose PSNs
 //! cross (each sweeps the 24-bit space every few seconds at line rate)
-//! while the right one's reports around an ACK are all lost. The job API
-//! announcing both QPs of a flow would make the pairing exact.
+//! while the right one's reports around an ACK are all lost.
+//!
+//! **Announced pairs are exact.** A job flow that gives its sender's QP
+//! (`src_qp` in the job API) names its pair outright: [`Pairing::set_announced`]
+//! takes every registered job's, they never expire while the job is
+//! registered, and they take the place of a learnt pair under the same
+//! key. Two jobs announcing one ACK queue pair for different data queue
+//! pairs is a doubt: neither is written (the flow then never moves on a
+//! drained point), and the conflict is counted.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::Ipv4Addr;
@@ -147,6 +154,22 @@ pub struct PairCounters {
     pub ambiguous: u64,
     pub expired: u64,
     pub evicted: u64,
+    /// ACK queue pairs two announced connections claimed for different
+    /// data queue pairs (none of them written), at the last announcement.
+    pub announced_conflicts: u64,
+}
+
+/// The key of a `qp_pair` entry at a switch: the ACK's source, its
+/// destination (the data's sender) and its QP.
+pub type AckKey = (Ipv4Addr, Ipv4Addr, u32);
+
+/// One announced connection: at `switch` (the sender's leaf), ACKs of
+/// `ack` drain data queue pair `data_qp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Announced {
+    pub switch: SwitchId,
+    pub ack: AckKey,
+    pub data_qp: u32,
 }
 
 /// See the module documentation.
@@ -159,6 +182,8 @@ pub struct Pairing {
     pending: BTreeMap<HostPair, BTreeMap<u32, VecDeque<Seen>>>,
     /// Per switch, `(ack source, ack destination, ack QP)` → pair.
     pairs: BTreeMap<SwitchId, BTreeMap<(Ipv4Addr, Ipv4Addr, u32), Pair>>,
+    /// Per switch, the pairs the job API announced (exact; no expiry).
+    announced: BTreeMap<SwitchId, BTreeMap<AckKey, u32>>,
     /// Each switch's entries as last built, shared with its plans.
     built: BTreeMap<SwitchId, Arc<Vec<Entry>>>,
     dirty: BTreeSet<SwitchId>,
@@ -323,6 +348,47 @@ impl Pairing {
         changed
     }
 
+    /// Replaces the announced pairs with `all` (every registered job's).
+    /// True when a switch's pairs changed.
+    pub fn set_announced(&mut self, all: impl IntoIterator<Item = Announced>) -> bool {
+        let mut want: BTreeMap<SwitchId, BTreeMap<AckKey, u32>> = BTreeMap::new();
+        let mut doubtful: BTreeSet<(SwitchId, AckKey)> = BTreeSet::new();
+        for a in all {
+            let ack = (a.ack.0, a.ack.1, a.ack.2 & PSN_MASK);
+            let at = want.entry(a.switch).or_default();
+            match at.get(&ack) {
+                Some(&q) if q != a.data_qp & PSN_MASK => {
+                    doubtful.insert((a.switch, ack));
+                }
+                _ => {
+                    at.insert(ack, a.data_qp & PSN_MASK);
+                }
+            }
+        }
+        for (s, ack) in &doubtful {
+            if let Some(at) = want.get_mut(s) {
+                at.remove(ack);
+            }
+        }
+        want.retain(|_, at| !at.is_empty());
+        self.counters.announced_conflicts = doubtful.len() as u64;
+        let switches: BTreeSet<SwitchId> = want.keys().chain(self.announced.keys()).copied().collect();
+        let mut changed = false;
+        for s in switches {
+            if want.get(&s) != self.announced.get(&s) {
+                self.dirty.insert(s);
+                changed = true;
+            }
+        }
+        self.announced = want;
+        changed
+    }
+
+    /// Announced pairs held, over all switches.
+    pub fn announced_len(&self) -> usize {
+        self.announced.values().map(BTreeMap::len).sum()
+    }
+
     /// The switches whose pairs changed since the last call.
     pub fn take_dirty(&mut self) -> BTreeSet<SwitchId> {
         std::mem::take(&mut self.dirty)
@@ -330,12 +396,13 @@ impl Pairing {
 
     /// Switch `s`'s `qp_pair` entries, shared until they change.
     pub fn entries(&mut self, s: SwitchId) -> Arc<Vec<Entry>> {
-        let want: Vec<Entry> = self
-            .pairs
-            .get(&s)
+        let mut merged: BTreeMap<AckKey, u32> =
+            self.pairs.get(&s).into_iter().flatten().map(|(k, p)| (*k, p.data_qp)).collect();
+        // An announced pair is exact: it takes the place of a learnt one.
+        merged.extend(self.announced.get(&s).into_iter().flatten().map(|(k, q)| (*k, *q)));
+        let want: Vec<Entry> = merged
             .into_iter()
-            .flatten()
-            .map(|(&(src, dst, ack_qp), p)| Entry::QpPair { src, dst, ack_qp, data_qp: p.data_qp })
+            .map(|((src, dst, ack_qp), data_qp)| Entry::QpPair { src, dst, ack_qp, data_qp })
             .collect();
         match self.built.get(&s) {
             Some(b) if **b == want => b.clone(),
@@ -355,9 +422,15 @@ impl Pairing {
         pairs.chain(data.map(|d| d.at_ns + ttl)).min()
     }
 
-    /// Pairs held, over all switches.
+    /// Pairs held (learnt or announced, each key once), over all switches.
     pub fn len(&self) -> usize {
-        self.pairs.values().map(|p| p.len()).sum()
+        let learnt: usize = self.pairs.values().map(|p| p.len()).sum();
+        let shadowed: usize = self
+            .announced
+            .iter()
+            .map(|(s, at)| self.pairs.get(s).map_or(0, |p| at.keys().filter(|k| p.contains_key(k)).count()))
+            .sum();
+        learnt + self.announced_len() - shadowed
     }
 
     pub fn is_empty(&self) -> bool {
@@ -459,5 +532,42 @@ mod tests {
             .collect();
         assert_eq!(qps, vec![0x12, 0x13]);
         assert_eq!(p.counters.evicted, 1);
+    }
+
+    #[test]
+    fn announced_pairs_are_exact_win_over_learnt_ones_and_doubt_writes_none() {
+        let cfg = PairConfig { pair_ttl_ns: 100 * MS, data_ttl_ns: 100 * MS, ..PairConfig::default() };
+        let mut p = Pairing::new(cfg);
+        // Learnt: ACK QP 0x22 drains data QP 0x11.
+        p.on_report(0, &data(0x11, 10, 0));
+        p.on_report(0, &ack(0x22, 12, 10 * US));
+        p.on_report(0, &data(0x11, 20, 20 * US));
+        p.take_dirty();
+        // Announced: the same ACK QP for another data QP, and one more.
+        let a = |ack_qp, data_qp| Announced { switch: 3, ack: (D, S, ack_qp), data_qp };
+        assert!(p.set_announced([a(0x22, 0x15), a(0x23, 0x16)]));
+        assert_eq!(p.take_dirty(), BTreeSet::from([3]));
+        assert_eq!(
+            pairs_of(&mut p),
+            vec![
+                Entry::QpPair { src: D, dst: S, ack_qp: 0x22, data_qp: 0x15 },
+                Entry::QpPair { src: D, dst: S, ack_qp: 0x23, data_qp: 0x16 },
+            ],
+            "the announcement takes the learnt key's place"
+        );
+        assert_eq!(p.len(), 2);
+        // The same set again changes nothing; announced pairs never expire.
+        assert!(!p.set_announced([a(0x23, 0x16), a(0x22, 0x15)]));
+        p.expire(500 * MS);
+        assert_eq!(p.announced_len(), 2);
+        assert_eq!(p.len(), 2, "the learnt pair expired, the announced ones stay");
+        // Two announcements of one ACK QP for different data: neither.
+        assert!(p.set_announced([a(0x22, 0x15), a(0x22, 0x17), a(0x23, 0x16)]));
+        assert_eq!(pairs_of(&mut p), vec![Entry::QpPair { src: D, dst: S, ack_qp: 0x23, data_qp: 0x16 }]);
+        assert_eq!(p.counters.announced_conflicts, 1);
+        // The jobs go: so do their pairs.
+        assert!(p.set_announced([]));
+        assert!(p.is_empty());
+        assert_eq!(p.take_dirty(), BTreeSet::from([3]));
     }
 }

@@ -136,6 +136,39 @@ fn bad_flows_lists_are_reported_flow_by_flow() {
 }
 
 #[test]
+fn a_sender_qp_is_taken_for_one_connection_only() {
+    let t = topology("leaf-spine-4x4.yaml");
+    let jobs = JobRegistry::default();
+    let job = parse(
+        &t,
+        &jobs,
+        r#"{"name": "s", "bytes": 1, "flows": [
+            {"src": "h1-1", "dst": "h2-1", "sport": 49152, "qp": 17, "src_qp": 33},
+            {"src": "h1-1", "dst": "h2-1", "sport": 49153, "qp": 18},
+            {"src": "h1-2", "dst": "h2-1", "sport": 49152, "qp": 17, "src_qp": 33}
+        ]}"#,
+    )
+    .unwrap();
+    let qps: Vec<Option<u32>> = job.flows.iter().map(|f| f.src_qp).collect();
+    assert_eq!(qps, [Some(33), None, Some(33)], "one sender QP per sender host and receiver");
+    let ps = problems(
+        &t,
+        &jobs,
+        r#"{"name": "s", "bytes": 1, "flows": [
+            {"src": "h1-1", "dst": "h2-1", "sport": 49152, "qp": 17, "src_qp": 33},
+            {"src": "h1-1", "dst": "h2-1", "sport": 49153, "qp": 18, "src_qp": 33},
+            {"src": "h1-2", "dst": "h2-2", "src_qp": 5},
+            {"src": "h1-3", "dst": "h2-3", "sport": 1, "qp": 2, "src_qp": 16777216},
+            {"src": "h1-4", "dst": "h2-4", "sport": 1, "qp": 2, "src_qp": "x"}
+        ]}"#,
+    );
+    assert!(has(&ps, "flows[1].src_qp", "same src_qp 33"), "{ps:?}");
+    assert!(has(&ps, "flows[2].src_qp", "needs \"sport\" and \"qp\""), "{ps:?}");
+    assert!(has(&ps, "flows[3].src_qp", "out of range"), "{ps:?}");
+    assert!(has(&ps, "flows[4].src_qp", ""), "{ps:?}");
+}
+
+#[test]
 fn shape_and_size_limits() {
     let t = topology("leaf-spine-4x4.yaml");
     let jobs = JobRegistry::default();

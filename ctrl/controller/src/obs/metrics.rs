@@ -237,7 +237,7 @@ static SPECS: [Spec; 38] = [
         "metaroce_drain_pairs",
         Kind::Gauge,
         &[],
-        "qp_pair entries learnt for the drain rule, over all switches: a flow is moved only once its ACKs are paired with its data.",
+        "qp_pair entries for the drain rule (learnt from pairing digests, or announced by jobs with src_qp), over all switches: a flow is moved only once its ACKs are paired with its data.",
     ),
     family(
         "metaroce_drain_pair_reports",

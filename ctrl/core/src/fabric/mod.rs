@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use crate::mode::Mode;
 pub use crate::note::{Note, NoteKind};
-use crate::pair::{PairConfig, PairReport, Pairing};
+use crate::pair::{Announced, PairConfig, PairReport, Pairing};
 use crate::place::{LargeFlowReport, PlaceConfig, PlaceStep, Placement};
 use crate::plan::{Overrides, Settings, SwitchPlan};
 
@@ -361,12 +361,39 @@ impl Core {
     /// decision, which the caller runs at once, before the job's traffic
     /// starts. The summary on success; every problem otherwise.
     pub fn register_job(&mut self, now_ns: u64, body: &Value) -> Result<Value, metaroce_te::job::JobError> {
-        self.place.register(now_ns, &self.topo, body)
+        let summary = self.place.register(now_ns, &self.topo, body)?;
+        self.announce_pairs();
+        Ok(summary)
     }
 
     /// Removes a job; its entries go with the next decision.
     pub fn remove_job(&mut self, name: &str) -> Option<Value> {
-        self.place.remove_job(&self.topo, name)
+        let gone = self.place.remove_job(&self.topo, name)?;
+        self.announce_pairs();
+        Some(gone)
+    }
+
+    /// The `qp_pair` entries the registered jobs announce (flows with
+    /// `src_qp`), at each sender's leaf: the ACKs come from the receiver
+    /// to the sender carrying the sender's QP and drain the data's.
+    fn announce_pairs(&mut self) {
+        let hosts = &self.topo.hosts;
+        let all: Vec<Announced> = self
+            .place
+            .jobs()
+            .list()
+            .flat_map(|j| j.flows.iter())
+            .filter_map(|f| {
+                let ack_qp = f.src_qp?;
+                let data_qp = match f.key {
+                    metaroce_te::FlowKey::Flow { qp, .. } => qp,
+                    metaroce_te::FlowKey::Pair { .. } => return None,
+                };
+                let (src, dst) = (hosts.get(f.src)?, hosts.get(f.dst)?);
+                Some(Announced { switch: src.leaf, ack: (dst.ip, src.ip, ack_qp), data_qp })
+            })
+            .collect();
+        self.dirty |= self.pairs.set_announced(all);
     }
 
     pub fn placement(&self) -> &Placement {

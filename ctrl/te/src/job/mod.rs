@@ -6,7 +6,7 @@
 //!
 //! ```json
 //! {"name": "moe-7", "pattern": "all-to-all", "hosts": ["h1-1", "h2-1"], "bytes": 1048576}
-//! {"name": "ring-3", "flows": [{"src": "h1-1", "dst": "h2-1", "sport": 49152, "qp": 17, "bytes": 8388608}]}
+//! {"name": "ring-3", "flows": [{"src": "h1-1", "dst": "h2-1", "sport": 49152, "qp": 17, "src_qp": 33, "bytes": 8388608}]}
 //! ```
 //!
 //! `bytes` is per flow per iteration; `period_ms` (optional) is the
@@ -15,7 +15,10 @@
 //! `fixed`) and `start_ms` (see [`Timing`]): the controller then
 //! recommends a start offset ([`crate::phase`]). `pattern` is `all-to-all`, `ring-allreduce`,
 //! `permutation` (optional `shift`, default half the ranks) or `incast`
-//! (with `target`). Flows without `sport`/`qp` are host-pair flows.
+//! (with `target`). Flows without `sport`/`qp` are host-pair flows. A
+//! flow keyed by `sport`/`qp` (the receiver's QP, which its data carries)
+//! may give `src_qp`, the sender's own QP, which its ACKs carry: the drain
+//! rule then knows which ACKs drain it without learning it.
 
 mod expand;
 mod parse;
@@ -106,6 +109,11 @@ pub struct JobFlow {
     /// Index in the body's `flows`, or None if the pattern made it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index: Option<usize>,
+    /// The sender's own queue pair, if the body gave it (`src_qp`): the
+    /// QP its ACKs carry, so the drain rule's `qp_pair` entry for this
+    /// connection is known, not learnt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub src_qp: Option<u32>,
 }
 
 impl JobFlow {

@@ -24,7 +24,7 @@ const FIELDS: &[&str] = &[
     "target",
     "flows",
 ];
-const FLOW_FIELDS: &[&str] = &["src", "dst", "sport", "qp", "bytes"];
+const FLOW_FIELDS: &[&str] = &["src", "dst", "sport", "qp", "src_qp", "bytes"];
 const PATTERNS: &[&str] = &["all-to-all", "ring-allreduce", "permutation", "incast"];
 /// RoCE queue pair numbers are 24 bits.
 const MAX_QP: u64 = (1 << 24) - 1;
@@ -272,7 +272,14 @@ impl Ctx<'_> {
         let flows = pattern
             .pairs(&ranks)
             .into_iter()
-            .map(|(src, dst)| JobFlow { key: self.pair_key(src, dst), src, dst, bytes, index: None })
+            .map(|(src, dst)| JobFlow {
+                key: self.pair_key(src, dst),
+                src,
+                dst,
+                bytes,
+                index: None,
+                src_qp: None,
+            })
             .collect();
         Some((Some(pattern), ranks, flows))
     }
@@ -365,7 +372,10 @@ impl Ctx<'_> {
 
     fn flows(&mut self, v: &Value, bytes: Option<u64>, jobs: &JobRegistry) -> Option<Vec<JobFlow>> {
         let Some(items) = v.as_array() else {
-            self.err("flows", "\"flows\" is a list of {\"src\", \"dst\", \"sport\", \"qp\", \"bytes\"}");
+            self.err(
+                "flows",
+                "\"flows\" is a list of {\"src\", \"dst\", \"sport\", \"qp\", \"src_qp\", \"bytes\"}",
+            );
             return None;
         };
         if items.is_empty() {
@@ -384,6 +394,7 @@ impl Ctx<'_> {
         let mut out = Vec::with_capacity(items.len());
         let mut seen: HashMap<FlowKey, usize> = HashMap::new();
         let mut pairs: HashMap<(HostId, HostId), (usize, bool)> = HashMap::new();
+        let mut senders: HashMap<(HostId, HostId, u32), usize> = HashMap::new();
         for (i, item) in items.iter().enumerate() {
             let Some(f) = self.flow(item, i, bytes) else { continue };
             let path = format!("flows[{i}]");
@@ -391,6 +402,15 @@ impl Ctx<'_> {
             if let Some(j) = seen.insert(f.key, i) {
                 self.err(&path, format!("duplicate flow: the same as flows[{j}]"));
                 continue;
+            }
+            if let Some(q) = f.src_qp {
+                if let Some(j) = senders.insert((f.src, f.dst, q), i) {
+                    self.err(
+                        &format!("{path}.src_qp"),
+                        format!("flows[{j}] has the same src_qp {q} between these hosts: one sender QP is one connection"),
+                    );
+                    continue;
+                }
             }
             match pairs.get(&(f.src, f.dst)) {
                 Some(&(j, other_pair)) if is_pair || other_pair => {
@@ -444,6 +464,19 @@ impl Ctx<'_> {
             ),
             _ => {}
         }
+        // The sender's own queue pair (the requester's: its ACKs carry
+        // it): the drain rule then pairs them exactly (`qp_pair`).
+        let src_qp = obj.get("src_qp").and_then(|q| {
+            let q = self.uint(q, &format!("{at}.src_qp"), 0, MAX_QP, "queue pair")?;
+            if !obj.contains_key("qp") {
+                self.err(
+                    &format!("{at}.src_qp"),
+                    "\"src_qp\" (the sender's queue pair) needs \"sport\" and \"qp\" (the receiver's): it pairs one connection",
+                );
+                return None;
+            }
+            Some(q as u32)
+        });
         let bytes = match obj.get("bytes") {
             Some(b) => self.bytes(b, &format!("{at}.bytes")),
             None if default_bytes.is_some() => default_bytes,
@@ -463,7 +496,7 @@ impl Ctx<'_> {
             (_, _, true) => return None,
             _ => FlowKey::pair(a, b),
         };
-        Some(JobFlow { key, src, dst, bytes, index: Some(i) })
+        Some(JobFlow { key, src, dst, bytes, index: Some(i), src_qp })
     }
 
     /// Every flow another job already owns.
