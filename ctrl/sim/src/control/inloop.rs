@@ -301,7 +301,7 @@ impl<'a> PolicyLoop<'a> {
             }
         }
         for n in &step.notes {
-            tracing::debug!(t_us = now / 1_000_000, kind = %n.kind, switch = ?n.switch, reason = %n.reason, "note");
+            tracing::debug!(t_us = now / 1_000_000, kind = %n.kind, switch = ?n.switch, reason = %n.reason, details = %n.details, "note");
         }
         self.schedule_tick(ctx);
     }
