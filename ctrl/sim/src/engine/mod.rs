@@ -148,6 +148,8 @@ pub struct Outcome {
     /// From each steer write to the first packet that took it, and the
     /// writes no packet took before the run ended.
     pub steer_landed_ps: Vec<u64>,
+    /// Per landed write, the packets forwarded for it before it landed.
+    pub steer_landed_after_pkts: Vec<u64>,
     pub steer_unlanded: usize,
     /// The drain rule's counters, when the forwarder moves drained flows only.
     pub drain: Option<crate::twin::drain::DrainCounters>,
@@ -401,6 +403,7 @@ impl<'a> Sim<'a> {
             control: self.ctl.control.as_ref().map(|c| c.summary()),
             steered_flowlets: self.steer.steered_flowlets,
             steer_landed_ps: std::mem::take(&mut self.steer.landed_ps),
+            steer_landed_after_pkts: std::mem::take(&mut self.steer.landed_after_pkts),
             steer_unlanded: self.steer.unlanded(),
             drain: self.drain.as_ref().map(|d| d.counters),
         }

@@ -79,12 +79,16 @@ pub const SLOTS: usize = 4096;
 pub struct Steering {
     flows: HashMap<(u32, u32, u32, u16), PortId>,
     pairs: HashMap<(u32, u32, u32), PortId>,
-    /// Entries written and not yet used by a new flowlet: their tag and
-    /// when they were written.
-    pending: HashMap<(u32, SteerKey), (u64, u64)>,
+    /// Entries written and not yet used by a new flowlet: their tag, when
+    /// they were written, and the packets they matched meanwhile that kept
+    /// their flowlet's port (not drained yet).
+    pending: HashMap<(u32, SteerKey), (u64, u64, u64)>,
     /// From a steer write to the first packet that took it, per write
     /// that landed.
     pub landed_ps: Vec<u64>,
+    /// Per write that landed, the packets its switch forwarded for it
+    /// after the write and before the one that took it.
+    pub landed_after_pkts: Vec<u64>,
     detector: Option<Detector>,
     slots: Vec<Window>,
     /// Flowlets that started on a steer entry.
@@ -107,7 +111,7 @@ impl Steering {
             (None, None) => _ = self.pairs.remove(&(switch, key.src, key.dst)),
         }
         if port.is_some() {
-            self.pending.insert((switch, key), (tag, now_ps));
+            self.pending.insert((switch, key), (tag, now_ps, 0));
         } else {
             self.pending.remove(&(switch, key));
         }
@@ -125,9 +129,28 @@ impl Steering {
     /// write it was the first to use, if any.
     pub(crate) fn used(&mut self, now_ps: u64, switch: u32, key: SteerKey) -> Option<u64> {
         self.steered_flowlets += 1;
-        let (tag, at) = self.pending.remove(&(switch, key))?;
+        let (tag, at, before) = self.pending.remove(&(switch, key))?;
         self.landed_ps.push(now_ps.saturating_sub(at));
+        self.landed_after_pkts.push(before);
         Some(tag)
+    }
+
+    /// A packet at `switch` kept its flowlet's port: if an entry written
+    /// for it waits to be taken, the packet counts against it (the flow
+    /// had not drained). Free while nothing waits.
+    pub(crate) fn passed(&mut self, switch: u32, src: u32, dst: u32, sport: u16) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let flow = SteerKey { src, dst, sport: Some(sport) };
+        let key = if self.pending.contains_key(&(switch, flow)) {
+            flow
+        } else {
+            SteerKey { src, dst, sport: None }
+        };
+        if let Some(p) = self.pending.get_mut(&(switch, key)) {
+            p.2 += 1;
+        }
     }
 
     /// Entries written and never taken by a packet (yet).
@@ -210,6 +233,24 @@ mod tests {
         assert_eq!(s.used(40, 1, SteerKey { src: 1, dst: 2, sport: None }), None, "only the first use");
         assert_eq!(s.landed_ps, vec![30], "written at 0, taken at 30");
         assert_eq!(s.unlanded(), 0);
+    }
+
+    #[test]
+    fn packets_that_keep_their_port_count_against_the_waiting_entry() {
+        let mut s = Steering::default();
+        s.passed(1, 1, 2, 9);
+        s.set(0, 1, SteerKey { src: 1, dst: 2, sport: None }, Some(7), 0);
+        s.set(0, 1, SteerKey { src: 1, dst: 3, sport: Some(9) }, Some(7), 1);
+        for _ in 0..3 {
+            s.passed(1, 1, 2, 9); // the pair entry's
+        }
+        s.passed(1, 1, 3, 9); // the flow entry's
+        s.passed(2, 1, 2, 9); // another switch: none of theirs
+        assert_eq!(s.used(10, 1, SteerKey { src: 1, dst: 2, sport: None }), Some(0));
+        assert_eq!(s.used(10, 1, SteerKey { src: 1, dst: 3, sport: Some(9) }), Some(1));
+        assert_eq!(s.landed_after_pkts, vec![3, 1]);
+        s.passed(1, 1, 2, 9);
+        assert_eq!(s.landed_after_pkts, vec![3, 1], "a landed entry counts nothing more");
     }
 
     #[test]

@@ -48,6 +48,8 @@ impl Sim<'_> {
             }
             if let Some(key) = self.fwd.steered() {
                 self.steer_used(s, key);
+            } else {
+                self.steer.passed(s, p.src_host, p.dst_host, p.sport);
             }
             // The detector counts what enters the fabric from a host and is
             // routed to a group, as the P4 program does.

@@ -322,6 +322,9 @@ fn control(out: &mut String, sc: &Scenario, runs: &[ModeRun]) {
         row(out, "steer entries written", runs, |r| place(r).steer_writes.to_string());
         row(out, "flowlets started on a steer entry", runs, |r| r.summary.steered_flowlets.to_string());
         row(out, "steer write → first packet on it", runs, |r| dist(&r.summary.moves.landed));
+        row(out, "packets forwarded before a write landed (min / p50 / max)", runs, |r| {
+            r.summary.moves.packets_before_landing.map_or("-".into(), |[a, b, c]| format!("{a} / {b} / {c}"))
+        });
         row(out, "steer writes never taken", runs, |r| r.summary.moves.never_landed.to_string());
         if runs.iter().any(|r| r.summary.moves.drain.is_some()) {
             row(out, "drained packets / slot collisions", runs, |r| {

@@ -114,6 +114,11 @@ pub struct OutOfOrder {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MovesLanded {
     pub landed: Option<crate::control::Dist>,
+    /// Per write that landed, the packets its switch forwarded for the
+    /// flow after the write and before the one that took it (on in-order
+    /// NICs: what was still to send of the message in flight when the
+    /// entry arrived). Min / p50 / max.
+    pub packets_before_landing: Option<[u64; 3]>,
     /// Steer writes no packet took before the run ended (the flow ended,
     /// or never drained).
     pub never_landed: usize,
@@ -396,6 +401,7 @@ pub(crate) fn summarize(
         steered_flowlets: o.steered_flowlets,
         moves: MovesLanded {
             landed: crate::control::Dist::of(o.steer_landed_ps.clone()),
+            packets_before_landing: spread(&o.steer_landed_after_pkts),
             never_landed: o.steer_unlanded,
             drain: o.drain,
         },
@@ -478,4 +484,11 @@ pub fn json(runs: &[ModeRun]) -> serde_json::Value {
 /// The markdown report of runs side by side.
 pub fn markdown(sc: &Scenario, runs: &[ModeRun]) -> String {
     crate::report::markdown::render(sc, runs)
+}
+
+/// Min, median and max of `v`, if it has any.
+fn spread(v: &[u64]) -> Option<[u64; 3]> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    Some([*v.first()?, v[(v.len() - 1) / 2], *v.last()?])
 }
