@@ -16,8 +16,9 @@
 
 mod common;
 
+use common::etcd::{etcd, until};
 use common::repo;
-use common::serve::{fabric, free_port, get, request, spawn_program as spawn, Proc};
+use common::serve::{fabric, free_port, request, spawn_program as spawn, Proc};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -37,63 +38,6 @@ fn signal(c: &Child, sig: &str) -> bool {
 /// The JSON body of an answer (Null when there is none).
 fn body_json(answer: &str) -> Value {
     answer.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null)
-}
-
-/// Polls `f` every 10 ms until it gives a value, up to `limit`.
-fn until<T>(limit: Duration, what: &str, logs: &dyn Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}\n{}", logs());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// etcd on free ports with its data in `dir`; `None` (and one skip line)
-/// when it is not installed.
-fn etcd(dir: &Path) -> Option<(Proc, String)> {
-    if Command::new("etcd").arg("--version").output().is_err() {
-        println!(
-            "skip: L2 controller high availability (etcd not installed; Debian: apt-get install etcd-server)"
-        );
-        return None;
-    }
-    let (client, peer) = (free_port(), free_port());
-    let (c, p) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
-    let data = dir.join("etcd-data");
-    let cluster = format!("t={p}");
-    // A 50 ms heartbeat and 500 ms election timeout make etcd's least
-    // lease 1 s (1.5 election timeouts, rounded up), the controller's default.
-    let args = [
-        "--name",
-        "t",
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--listen-client-urls",
-        &c,
-        "--advertise-client-urls",
-        &c,
-        "--listen-peer-urls",
-        &p,
-        "--initial-advertise-peer-urls",
-        &p,
-        "--initial-cluster",
-        &cluster,
-        "--heartbeat-interval",
-        "50",
-        "--election-timeout",
-        "500",
-    ];
-    let log = dir.join("etcd.log");
-    let proc = spawn("etcd", &args, &log);
-    let addr = SocketAddr::from(([127, 0, 0, 1], client));
-    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
-    until(Duration::from_secs(30), "etcd healthy", &logs, || {
-        get(addr, "/health").contains("true").then_some(())
-    });
-    Some((proc, format!("etcd://127.0.0.1:{client}")))
 }
 
 /// A controller of the HA group: its process, API, event log and stderr.
@@ -287,7 +231,7 @@ fn takeover_writes(ctl: &Ctl) -> (u64, u64, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((etcd_proc, url)) = etcd(dir.path()) else { return };
+    let Some((etcd_proc, url)) = etcd(dir.path(), "L2 controller high availability") else { return };
     let (topo, sc, addrs) = fabric(dir.path(), "serve-hotspot.yaml");
     let serve_log = dir.path().join("serve.log");
     let out = dir.path().join("report");
@@ -493,7 +437,7 @@ fn job_names(ctl: &Ctl) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jobs_survive_a_takeover() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((_etcd, url)) = etcd(dir.path()) else { return };
+    let Some((_etcd, url)) = etcd(dir.path(), "L2 controller high availability") else { return };
     let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
     let (_switches, addrs, _stop) = common::in_process_switches(4, options).await;
     let mut topo = std::fs::read_to_string(repo().join("topologies/mininet-2x2.yaml")).unwrap();
@@ -592,7 +536,7 @@ async fn steer_until(
 #[ignore = "a benchmark: make bench-ha"]
 async fn takeover_time_over_ten_kills() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((_etcd, url)) = etcd(dir.path()) else { return };
+    let Some((_etcd, url)) = etcd(dir.path(), "L2 controller high availability") else { return };
     let (topo, _, _) = fabric(dir.path(), "serve-hotspot.yaml");
     let _serve = spawn(
         env!("CARGO_BIN_EXE_metaroce"),

@@ -2,6 +2,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod etcd;
 pub mod serve;
 pub mod webdriver;
 

@@ -1,0 +1,325 @@
+//! L2 sharding: three `metaroce controller run --shard` instances split the
+//! switches of a fabric of in-process P4Runtime switches through a real
+//! etcd (started here on free ports). The elected instance plans; a job
+//! posted to it is written by the owners of the switches on its paths.
+//! One owner is SIGKILLed: its switches are adopted by the others (the
+//! time is printed), with no entry lost and no pipeline pushed again.
+//! Another is SIGSTOPped: the survivor adopts its switches, and once
+//! resumed it writes nothing (the switches refuse its election id) and
+//! stands down. An instance with another topology is refused, naming it.
+//!
+//! Without etcd (Debian: etcd-server) the test prints one skip line.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::etcd::{etcd, until};
+use common::repo;
+use common::serve::{request, spawn_program as spawn, Proc};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use metaroce_p4rt::{Session, SessionConfig};
+use metaroce_pipeline::{Entry, Key, Pipeline};
+use serde_json::Value;
+
+const SCHED: &str = "scheduler-token-of-the-shard-test";
+
+struct Ctl {
+    name: &'static str,
+    proc: Proc,
+    api: SocketAddr,
+    events: PathBuf,
+    log: PathBuf,
+}
+
+fn controller(dir: &Path, topo: &Path, etcd: &str, name: &'static str, tokens: &Path) -> Ctl {
+    let events = dir.join(format!("{name}.events.jsonl"));
+    let log = dir.join(format!("{name}.log"));
+    let args = [
+        "-v",
+        "controller",
+        "run",
+        topo.to_str().unwrap(),
+        "--mode",
+        "act",
+        "--listen",
+        "127.0.0.1:0",
+        "--events",
+        events.to_str().unwrap(),
+        "--tokens",
+        tokens.to_str().unwrap(),
+        "--ha",
+        etcd,
+        "--ha-name",
+        name,
+        "--shard",
+        // No traffic here: a slow register poll keeps three debug-built
+        // instances from crowding a small machine.
+        "--poll-ms",
+        "1000",
+    ];
+    let mut proc = spawn(env!("CARGO_BIN_EXE_metaroce"), &args, &log);
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let api = until(Duration::from_secs(60), "the controller's API listens", &text, || {
+        if let Ok(Some(st)) = proc.0.try_wait() {
+            panic!("controller {name} exited ({st}):\n{}", text());
+        }
+        text()
+            .lines()
+            .filter(|l| l.contains("status API listening"))
+            .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse().ok())
+    });
+    Ctl { name, proc, api, events, log }
+}
+
+impl Ctl {
+    fn status(&self) -> Value {
+        let answer = request(self.api, "GET", "/api/v1/status", Some(SCHED), "");
+        answer.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null)
+    }
+
+    /// The switches this instance is the writing primary of.
+    fn owns(&self) -> BTreeSet<usize> {
+        let s = self.status();
+        let sw = s["switches"].as_array().cloned().unwrap_or_default();
+        sw.iter().enumerate().filter(|(_, x)| x["primary"] == true).map(|(i, _)| i).collect()
+    }
+
+    fn plans(&self) -> bool {
+        self.status()["ha"]["role"] == "leader"
+    }
+
+    fn events(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(&self.events).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn pipeline() -> Pipeline {
+    let dir = repo().join("p4src/build");
+    Pipeline::load(&dir.join("main.p4info.txtpb"), &dir.join("main.json")).unwrap()
+}
+
+/// What a switch holds, and whose election id is primary there.
+async fn read_switch(addr: SocketAddr, device_id: u64, p: &Pipeline) -> (BTreeMap<Key, Entry>, Option<u128>) {
+    let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
+    cfg.election_id = 1;
+    let Ok(s) = Session::connect(cfg).await else { return (BTreeMap::new(), None) };
+    let entries = p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default();
+    (entries, s.role().election_id)
+}
+
+async fn tables(addrs: &[SocketAddr], p: &Pipeline) -> Vec<(BTreeMap<Key, Entry>, Option<u128>)> {
+    let mut out = vec![];
+    for (i, addr) in addrs.iter().enumerate() {
+        out.push(read_switch(*addr, i as u64 + 1, p).await);
+    }
+    out
+}
+
+fn tails(dir: &Path) -> impl Fn() -> String {
+    let dir = dir.to_path_buf();
+    move || {
+        let mut out = String::new();
+        for name in ["a", "b", "c"] {
+            let text = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out += &format!("--- {name}\n{}\n", lines[lines.len().saturating_sub(120)..].join("\n"));
+        }
+        out
+    }
+}
+
+/// Every switch has exactly one owner among `ctls`; each of them owns one.
+fn split(ctls: &[&Ctl], n: usize) -> Option<Vec<BTreeSet<usize>>> {
+    let owned: Vec<BTreeSet<usize>> = ctls.iter().map(|c| c.owns()).collect();
+    let all: Vec<usize> = owned.iter().flatten().copied().collect();
+    let distinct: BTreeSet<usize> = all.iter().copied().collect();
+    (all.len() == n && distinct.len() == n && owned.iter().all(|o| !o.is_empty())).then_some(owned)
+}
+
+fn signal(pid: u32, sig: &str) -> bool {
+    Command::new("kill").args([&format!("-{sig}"), &pid.to_string()]).status().is_ok_and(|s| s.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_etcd, url)) = etcd(dir.path(), "L2 controller sharding") else { return };
+    let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
+    let (_switches, addrs, _stop) = common::in_process_switches(8, options).await;
+    let mut topo = std::fs::read_to_string(repo().join("topologies/leaf-spine-4x4.yaml")).unwrap();
+    for (n, addr) in addrs.iter().enumerate() {
+        topo = topo.replace(&format!("127.0.0.1:5010{}", n + 1), &addr.to_string());
+    }
+    let topo_path = dir.path().join("fabric.yaml");
+    std::fs::write(&topo_path, &topo).unwrap();
+    let tokens = dir.path().join("tokens.txt");
+    std::fs::write(&tokens, format!("scheduler {SCHED}\n")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let logs = tails(dir.path());
+    let p = pipeline();
+    let a = controller(dir.path(), &topo_path, &url, "a", &tokens);
+    until(Duration::from_secs(60), "a plans and owns every switch", &logs, || {
+        (a.plans() && a.owns().len() == 8).then_some(())
+    });
+    let b = controller(dir.path(), &topo_path, &url, "b", &tokens);
+    let c = controller(dir.path(), &topo_path, &url, "c", &tokens);
+    let owned = until(Duration::from_secs(30), "the switches split over a, b and c", &logs, || {
+        split(&[&a, &b, &c], 8)
+    });
+    println!("shard: owners a {:?}, b {:?}, c {:?}", owned[0], owned[1], owned[2]);
+    assert!(!b.plans() && !c.plans(), "one planner");
+    // Every switch programmed, each by its owner.
+    until(Duration::from_secs(30), "every switch programmed by its owner", &logs, || {
+        [&a, &b, &c]
+            .iter()
+            .all(|x| {
+                x.status()["switches"]
+                    .as_array()
+                    .is_some_and(|v| v.iter().all(|s| s["primary"] != true || s["programmed"] == true))
+            })
+            .then_some(())
+    });
+    // A job posted to the planner is written by the owners on its paths.
+    let job = r#"{"name": "perm", "pattern": "permutation", "hosts": ["h1-1", "h2-1", "h3-1", "h4-1"], "shift": 2, "bytes": 262144}"#;
+    let answer = request(a.api, "POST", "/api/v1/jobs", Some(SCHED), job);
+    assert!(answer.split_whitespace().nth(1) == Some("201"), "{answer}\n{}", logs());
+    let steered = until(Duration::from_secs(20), "the job's steer entries on the switches", &logs, || {
+        let t = futures_lite(tables(&addrs, &p));
+        let with: BTreeSet<usize> = t
+            .iter()
+            .enumerate()
+            .filter(|(_, (e, _))| e.keys().any(|k| matches!(k, Key::SteerFlow(_) | Key::SteerPair(..))))
+            .map(|(i, _)| i)
+            .collect();
+        let shards =
+            [&owned[0], &owned[1], &owned[2]].iter().filter(|o| o.iter().any(|s| with.contains(s))).count();
+        (shards >= 2).then_some(with)
+    });
+    println!("shard: the job's steer entries are on switches {steered:?}, written by their owners");
+
+    // SIGKILL an owner that does not plan: its switches move to a and c.
+    let before = tables(&addrs, &p).await;
+    let pushes = |x: &Ctl| x.log_text().matches("pipeline pushed").count();
+    let pushed_before = [pushes(&a), pushes(&c)];
+    let lost: BTreeSet<usize> = b.owns();
+    let mut b = b;
+    b.proc.0.kill().unwrap();
+    let killed = Instant::now();
+    let after_kill = until(Duration::from_secs(30), "b's switches adopted", &logs, || split(&[&a, &c], 8));
+    let took = killed.elapsed();
+    let after = tables(&addrs, &p).await;
+    let mut missing = 0;
+    for ((bt, _), (at, _)) in before.iter().zip(&after) {
+        missing += bt.keys().filter(|k| !at.contains_key(k)).count();
+    }
+    println!(
+        "shard: b (switches {lost:?}) SIGKILLed; adopted in {:.0} ms (a {:?}, c {:?}); entries before {}, after {}, lost {missing}",
+        took.as_secs_f64() * 1e3,
+        after_kill[0],
+        after_kill[1],
+        before.iter().map(|t| t.0.len()).sum::<usize>(),
+        after.iter().map(|t| t.0.len()).sum::<usize>(),
+    );
+    assert_eq!(missing, 0, "no entry lost\n{}", logs());
+    for s in &lost {
+        let (old, new) = (before[*s].1.unwrap_or(0), after[*s].1.unwrap_or(0));
+        assert!(new > old, "switch {s}: the adopter's election id {new} is above b's {old}");
+    }
+    assert_eq!(
+        [pushes(&a), pushes(&c)],
+        pushed_before,
+        "no pipeline pushed again (it wipes the tables)\n{}",
+        logs()
+    );
+    drop(b);
+
+    // Fencing: c is paused; a adopts its switches; c, resumed, writes
+    // nothing with its old ownership, stands down, and then joins again
+    // as a new member (new owner keys, higher election ids).
+    let c_had = c.owns();
+    let ids_before: Vec<Option<u128>> = tables(&addrs, &p).await.into_iter().map(|t| t.1).collect();
+    let stopped_unix_us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+    assert!(signal(c.proc.0.id(), "STOP"));
+    let stopped = Instant::now();
+    until(Duration::from_secs(30), "a owns every switch", &logs, || (a.owns().len() == 8).then_some(()));
+    println!(
+        "shard: c (switches {c_had:?}) SIGSTOPped; a adopted them in {:.0} ms",
+        stopped.elapsed().as_secs_f64() * 1e3
+    );
+    let ids_a: Vec<Option<u128>> = tables(&addrs, &p).await.into_iter().map(|t| t.1).collect();
+    for s in &c_had {
+        assert!(
+            ids_a[*s] > ids_before[*s],
+            "switch {s}: a's id {:?} above paused c's {:?}",
+            ids_a[*s],
+            ids_before[*s]
+        );
+    }
+    assert!(signal(c.proc.0.id(), "CONT"));
+    until(Duration::from_secs(20), "c stands down by itself", &logs, || {
+        c.log_text().contains("shard: standing down").then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    // Writes c began after the pause and before it owned a switch again
+    // (its next switch_up) would be writes of the fenced ownership.
+    let ev = c.events();
+    let stop_ns = stopped_unix_us * 1000;
+    let rejoined_ns = ev
+        .iter()
+        .filter(|e| e["kind"] == "switch_up" && e["ts_unix_ns"].as_u64().is_some_and(|t| t >= stop_ns))
+        .filter_map(|e| e["ts_unix_ns"].as_u64())
+        .min()
+        .unwrap_or(u64::MAX);
+    let late: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["kind"] == "write")
+        .filter(|e| {
+            e["details"]["started_unix_us"]
+                .as_u64()
+                .is_some_and(|t| t * 1000 >= stop_ns && t * 1000 < rejoined_ns)
+        })
+        .collect();
+    assert!(late.is_empty(), "the paused owner wrote after resuming: {late:?}\n{}", logs());
+    let refused = ev
+        .iter()
+        .filter(|e| e["kind"] == "write_failed" && e["ts_unix_ns"].as_u64().is_some_and(|t| t >= stop_ns))
+        .count();
+    println!("shard: c resumed, stood down and joined again; its writes refused by the switches meanwhile: {refused}");
+
+    // An instance with another topology is refused, naming the difference.
+    let other = dir.path().join("other.yaml");
+    std::fs::write(&other, topo.replacen("thrift_port: 9201", "thrift_port: 9299", 1)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_metaroce"))
+        .args(["controller", "run", other.to_str().unwrap(), "--ha", &url, "--ha-name", "d", "--shard"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("topology differs"), "{text}");
+    println!(
+        "shard: another topology refused: {}",
+        text.lines().find(|l| l.contains("refused")).unwrap_or("")
+    );
+}
+
+/// Runs a future to completion from inside a synchronous poll closure.
+fn futures_lite<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
