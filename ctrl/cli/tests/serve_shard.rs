@@ -31,7 +31,6 @@ use serde_json::Value;
 const SCHED: &str = "scheduler-token-of-the-shard-test";
 
 struct Ctl {
-    name: &'static str,
     proc: Proc,
     api: SocketAddr,
     events: PathBuf,
@@ -75,7 +74,7 @@ fn controller(dir: &Path, topo: &Path, etcd: &str, name: &'static str, tokens: &
             .filter(|l| l.contains("status API listening"))
             .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse().ok())
     });
-    Ctl { name, proc, api, events, log }
+    Ctl { proc, api, events, log }
 }
 
 impl Ctl {

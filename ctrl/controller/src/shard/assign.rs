@@ -43,13 +43,7 @@ pub fn decide(n: usize, seen: &Seen, me: &str) -> Moves {
     let count = |who: &str| seen.owners.values().filter(|(o, _)| o == who).count();
     let mine = count(me);
     let other_needy = live.iter().any(|&o| o != me && count(o) < low);
-    let wanted = if mine < low {
-        high - mine
-    } else if mine < high && !other_needy {
-        high - mine
-    } else {
-        0
-    };
+    let wanted = if mine < low || (mine < high && !other_needy) { high - mine } else { 0 };
     let free: Vec<usize> = (0..n).filter(|s| !seen.owners.contains_key(s)).collect();
     let take = spread(&free, me).into_iter().take(wanted).collect();
     let release = if mine > high || (mine > low && other_needy) {

@@ -18,16 +18,19 @@ use crate::agent::{Goal, Wanted};
 use crate::place::SteerHop;
 use crate::plan::SwitchPlan;
 
+/// A route: prefix and members `(nhop id, weight)`.
+pub type WireRoute = ((Ipv4Addr, u8), Vec<(u16, u32)>);
+/// A steer entry: flow, port, next hop id, downstream `(switch, port)`s.
+pub type WireSteer = (TeFlowKey, u16, u16, Vec<(SwitchId, u16)>);
+/// A large-flow digest: `(switch_id, flow, egress_port, bytes, window_us,
+/// slot, collision, timestamp)`.
+pub type WireLargeFlow = (u32, FlowKey, u16, u32, u32, u16, bool, u64);
+
 /// A switch's desired state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WireGoal {
-    Plan {
-        fixed: Vec<Entry>,
-        routes: Vec<((Ipv4Addr, u8), Vec<(u16, u32)>)>,
-        steer: Vec<(TeFlowKey, u16, u16, Vec<(SwitchId, u16)>)>,
-        pairs: Vec<Entry>,
-    },
+    Plan { fixed: Vec<Entry>, routes: Vec<WireRoute>, steer: Vec<WireSteer>, pairs: Vec<Entry> },
     Exact(Vec<Entry>),
 }
 
@@ -69,8 +72,7 @@ impl WireGoal {
 pub enum Pushed {
     /// `(switch_id, port, depth, timestamp, seq, congested)`.
     Digests(Vec<(u32, u16, u32, u64, u32, bool)>),
-    /// `(switch_id, flow, egress_port, bytes, window_us, slot, collision, timestamp)`.
-    LargeFlows(Vec<(u32, FlowKey, u16, u32, u32, u16, bool, u64)>),
+    LargeFlows(Vec<WireLargeFlow>),
     /// `(src, dst, qp, psn, timestamp, ack)`.
     DrainPairs(Vec<(Ipv4Addr, Ipv4Addr, u32, u32, u64, bool)>),
     Report(Vec<u8>),
