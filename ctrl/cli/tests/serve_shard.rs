@@ -302,6 +302,52 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
         .count();
     println!("shard: c resumed, stood down and joined again; its writes refused by the switches meanwhile: {refused}");
 
+    // The planner dies: c is elected, restores the job from etcd and
+    // plans; the job's steer entries stay on the switches throughout.
+    let steer_of = |t: &[(BTreeMap<Key, Entry>, Option<u128>)]| -> BTreeSet<(usize, Key)> {
+        let mut out = BTreeSet::new();
+        for (i, (e, _)) in t.iter().enumerate() {
+            out.extend(
+                e.keys().filter(|k| matches!(k, Key::SteerFlow(_) | Key::SteerPair(..))).map(|k| (i, *k)),
+            );
+        }
+        out
+    };
+    until(Duration::from_secs(30), "c owns its share again", &logs, || split(&[&a, &c], 8));
+    let steer_before = steer_of(&tables(&addrs, &p).await);
+    let mut a = a;
+    a.proc.0.kill().unwrap();
+    let killed = Instant::now();
+    let mut fewest = steer_before.len();
+    let mut settled: Option<Instant> = None;
+    loop {
+        let now = steer_of(&tables(&addrs, &p).await);
+        fewest = fewest.min(now.intersection(&steer_before).count());
+        if settled.is_none() && c.plans() && c.owns().len() == 8 {
+            settled = Some(Instant::now());
+            println!(
+                "shard: planner a SIGKILLed; c plans and owns every switch after {:.0} ms",
+                killed.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        // Past the new planner's steer grace (--flow-idle-ms, 1 s).
+        if settled.is_some_and(|t| t.elapsed() > Duration::from_secs(2)) {
+            break;
+        }
+        assert!(killed.elapsed() < Duration::from_secs(40), "c takes over from a\n{}", logs());
+    }
+    let restored = c.events().into_iter().find(|e| e["kind"] == "jobs_restored");
+    assert!(restored.is_some_and(|e| e["details"]["restored"] == serde_json::json!(["perm"])), "{}", logs());
+    let steer_after = steer_of(&tables(&addrs, &p).await);
+    println!(
+        "shard: the job's steer entries: {} before, fewest {fewest} during the planner's takeover, {} after",
+        steer_before.len(),
+        steer_after.len()
+    );
+    assert_eq!(fewest, steer_before.len(), "no steer entry of the job removed meanwhile\n{}", logs());
+    assert_eq!(steer_after, steer_before, "the new planner places the job as a did");
+    drop(a);
+
     // An instance with another topology is refused, naming the difference.
     let other = dir.path().join("other.yaml");
     std::fs::write(&other, topo.replacen("thrift_port: 9201", "thrift_port: 9299", 1)).unwrap();

@@ -114,6 +114,11 @@ pub struct Publisher {
     prefix: String,
     core: Vec<watch::Receiver<Desired>>,
     ha: watch::Receiver<HaState>,
+    /// What every instance follows: the predecessor's last desired state
+    /// when this instance is elected ([`super::grace`]).
+    previous: Vec<watch::Receiver<Desired>>,
+    grace: Duration,
+    held: Option<super::grace::Held>,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -123,13 +128,17 @@ impl std::fmt::Debug for Publisher {
 }
 
 impl Publisher {
+    /// Publishes `core` (the state task's desired state) while `ha` says
+    /// this instance leads; `previous` and `grace` as in [`super::grace`].
     pub fn new(
         client: Client,
         fabric: &str,
         core: Vec<watch::Receiver<Desired>>,
         ha: watch::Receiver<HaState>,
+        previous: Vec<watch::Receiver<Desired>>,
+        grace: Duration,
     ) -> Self {
-        Publisher { client, prefix: super::desired_prefix(fabric), core, ha }
+        Publisher { client, prefix: super::desired_prefix(fabric), core, ha, previous, grace, held: None }
     }
 
     /// Runs until `stop`.
@@ -166,9 +175,14 @@ impl Publisher {
                     fence = self.fence();
                     if fence.is_some() && !was {
                         // Elected: publish every switch's desired state.
-                        info!("shard: planning for every shard; publishing desired state to etcd");
+                        self.held = super::grace::Held::at_election(&self.previous, self.grace);
+                        info!(held_steer = self.held.is_some(), "shard: planning for every shard; publishing desired state to etcd");
                         dirty.extend(0..self.core.len());
                     }
+                }
+                _ = grace_end(self.held.as_ref().map(|h| h.until)) => {
+                    self.held = None;
+                    dirty.extend(0..self.core.len());
                 }
                 _ = tokio::time::sleep(retry.min(Duration::from_secs(3600))) => {}
                 _ = stop.wait_for(|s| *s) => return,
@@ -207,7 +221,11 @@ impl Publisher {
         for &s in batch {
             dirty.remove(&s);
             let Some(w) = self.core.get(s).and_then(|rx| rx.borrow().clone()) else { continue };
-            let value = match serde_json::to_string(&WireGoal::of(&w)) {
+            let goal = match &self.held {
+                Some(h) => WireGoal::of(&h.merge(s, &w)),
+                None => WireGoal::of(&w),
+            };
+            let value = match serde_json::to_string(&goal) {
                 Ok(v) => v,
                 Err(e) => {
                     warn!(switch = s, error = %e, "shard: desired state cannot be written as JSON");
@@ -239,5 +257,13 @@ impl Publisher {
         }
         dirty.extend(sent);
         false
+    }
+}
+
+/// Fires when the held steer entries' grace ends; never without one.
+async fn grace_end(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
     }
 }

@@ -46,6 +46,7 @@ pub mod assign;
 pub mod contract;
 pub mod desired;
 pub mod forward;
+pub mod grace;
 pub mod owner;
 pub mod wire;
 
@@ -149,6 +150,7 @@ pub async fn start(
         tasks.push(tokio::spawn(fut.instrument(span)));
     }
     drop(fwd_tx);
+    let previous: Vec<_> = agent_desired.iter().map(|tx| tx.subscribe()).collect();
     tasks.push(tokio::spawn(desired::watch(client.clone(), fabric.clone(), agent_desired, stop.clone())));
     let mut core_desired = Vec::with_capacity(n);
     let mut core_rx = Vec::with_capacity(n);
@@ -157,7 +159,8 @@ pub async fn start(
         core_desired.push(tx);
         core_rx.push(rx);
     }
-    let publisher = desired::Publisher::new(client.clone(), &fabric, core_rx, ha.clone());
+    let grace = Duration::from_nanos(cfg.core.place.flow_idle_ns);
+    let publisher = desired::Publisher::new(client.clone(), &fabric, core_rx, ha.clone(), previous, grace);
     tasks.push(tokio::spawn(publisher.run(stop.clone())));
     // Our agents' events reach our state task; while we do not plan, the
     // pushed ones of the switches we own also go to the planner.
