@@ -118,10 +118,22 @@ impl Owner {
         let mut tick = tokio::time::interval(self.timing.every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut registered = false;
+        // The shard keys' changes wake a round at once (a lapsed owner's
+        // keys vanish, a newcomer registers); the tick is the fallback.
+        let mut changes: Option<etcd_client::WatchStream> = None;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
+                got = next_change(changes.as_mut()) => if !got { changes = None },
                 _ = stop.wait_for(|s| *s) => return None,
+            }
+            if changes.is_none() {
+                let opts = etcd_client::WatchOptions::new().with_prefix();
+                let prefix = format!("metaroce/{}/shard/", self.fabric);
+                changes = tokio::time::timeout(RPC_TIMEOUT, self.client.watch(prefix, Some(opts)))
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
             }
             let sent = Instant::now();
             match tokio::time::timeout(self.timing.every, self.el.keep_alive(lease)).await {
@@ -296,4 +308,13 @@ async fn pause(d: std::time::Duration, stop: &mut watch::Receiver<bool>) -> bool
         _ = stop.wait_for(|s| *s) => return true,
     }
     *stop.borrow()
+}
+
+/// Waits for the next change on the shard keys: false when the watch
+/// ended (it is opened again); never returns without a watch.
+async fn next_change(w: Option<&mut etcd_client::WatchStream>) -> bool {
+    match w {
+        Some(w) => matches!(w.message().await, Ok(Some(r)) if !r.canceled()),
+        None => std::future::pending().await,
+    }
 }
