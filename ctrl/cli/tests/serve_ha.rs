@@ -16,9 +16,9 @@
 
 mod common;
 
-use common::etcd::{etcd, until};
-use common::repo;
+use common::etcd::{etcd, ha_controller, until};
 use common::serve::{fabric, free_port, request, spawn_program as spawn, Proc};
+use common::{pipeline, read_switch, repo};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -27,7 +27,6 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use metaroce_p4rt::{Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key, Pipeline};
 use serde_json::Value;
 
@@ -62,43 +61,11 @@ fn controller_with(
     name: &str,
     tokens: Option<(&Path, &'static str)>,
 ) -> Ctl {
-    let events = dir.join(format!("{name}.events.jsonl"));
-    let log = dir.join(format!("{name}.log"));
-    let args = [
-        "-v",
-        "controller",
-        "run",
-        topo.to_str().unwrap(),
-        "--mode",
-        "act",
-        "--listen",
-        "127.0.0.1:0",
-        "--events",
-        events.to_str().unwrap(),
-        "--hold-down-ms",
-        "3000",
-        "--hold-up-ms",
-        "0.5",
-        "--ha",
-        etcd,
-        "--ha-name",
-        name,
-    ];
-    let mut args: Vec<&str> = args.to_vec();
+    let mut extra = vec!["--hold-down-ms", "3000", "--hold-up-ms", "0.5"];
     if let Some((file, _)) = tokens {
-        args.extend(["--tokens", file.to_str().unwrap()]);
+        extra.extend(["--tokens", file.to_str().unwrap()]);
     }
-    let mut proc = spawn(env!("CARGO_BIN_EXE_metaroce"), &args, &log);
-    let text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let api = until(Duration::from_secs(60), "the controller's API listens", &text, || {
-        if let Ok(Some(st)) = proc.0.try_wait() {
-            panic!("controller {name} exited ({st}):\n{}", text());
-        }
-        text()
-            .lines()
-            .filter(|l| l.contains("status API listening"))
-            .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse().ok())
-    });
+    let (proc, api, events, log) = ha_controller(dir, topo, etcd, name, &extra);
     Ctl { proc, api, events, log, token: tokens.map(|t| t.1) }
 }
 
@@ -129,40 +96,11 @@ impl Ctl {
     }
 
     fn events(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.events).unwrap_or_default();
-        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+        common::json_lines(&self.events)
     }
 
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-fn pipeline() -> Pipeline {
-    let dir = repo().join("p4src/build");
-    Pipeline::load(&dir.join("main.p4info.txtpb"), &dir.join("main.json")).unwrap()
-}
-
-/// What a served switch holds, and whose election id is primary there.
-async fn read_switch(addr: SocketAddr, device_id: u64, p: &Pipeline) -> (BTreeMap<Key, Entry>, Option<u128>) {
-    let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
-    cfg.election_id = 1;
-    let Ok(s) = Session::connect(cfg).await else { return (BTreeMap::new(), None) };
-    let entries = p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default();
-    (entries, s.role().election_id)
-}
-
-/// The last lines of every log in `dir`, for a failing assertion.
-fn tails(dir: &Path) -> impl Fn() -> String {
-    let dir = dir.to_path_buf();
-    move || {
-        let mut out = String::new();
-        for name in ["serve", "a", "b", "c"] {
-            let text = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out += &format!("--- {name}\n{}\n", lines[lines.len().saturating_sub(150)..].join("\n"));
-        }
-        out
     }
 }
 
@@ -250,7 +188,7 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
         "10",
     ];
     let _serve = spawn(env!("CARGO_BIN_EXE_metaroce"), &serve_args, &serve_log);
-    let logs = tails(dir.path());
+    let logs = common::log_tails(dir.path(), &["serve", "a", "b", "c"], 150);
     let mut a = controller(dir.path(), &topo, &url, "a");
     let p = pipeline();
     until(Duration::from_secs(60), "a leads", &logs, || a.leads().then_some(()));
@@ -454,7 +392,7 @@ async fn jobs_survive_a_takeover() {
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     let with = Some((tokens.as_path(), SCHED));
-    let logs = tails(dir.path());
+    let logs = common::log_tails(dir.path(), &["serve", "a", "b", "c"], 150);
     let p = pipeline();
     let mut a = controller_with(dir.path(), &topo_path, &url, "a", with);
     until(Duration::from_secs(60), "a leads", &logs, || a.leads().then_some(()));
@@ -543,7 +481,7 @@ async fn takeover_time_over_ten_kills() {
         &["sim", "serve", topo.to_str().unwrap()],
         &dir.path().join("serve.log"),
     );
-    let logs = tails(dir.path());
+    let logs = common::log_tails(dir.path(), &["serve", "a", "b", "c"], 150);
     let mut leader = controller(dir.path(), &topo, &url, "k0");
     until(Duration::from_secs(60), "k0 leads", &logs, || leader.leads().then_some(()));
     let mut times = vec![];

@@ -14,9 +14,9 @@
 
 mod common;
 
-use common::etcd::{etcd, until};
-use common::repo;
-use common::serve::{request, spawn_program as spawn, Proc};
+use common::etcd::{etcd, ha_controller, until};
+use common::serve::{request, Proc};
+use common::{pipeline, read_switch, repo};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use metaroce_p4rt::{Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key, Pipeline};
 use serde_json::Value;
 
@@ -38,42 +37,10 @@ struct Ctl {
 }
 
 fn controller(dir: &Path, topo: &Path, etcd: &str, name: &'static str, tokens: &Path) -> Ctl {
-    let events = dir.join(format!("{name}.events.jsonl"));
-    let log = dir.join(format!("{name}.log"));
-    let args = [
-        "-v",
-        "controller",
-        "run",
-        topo.to_str().unwrap(),
-        "--mode",
-        "act",
-        "--listen",
-        "127.0.0.1:0",
-        "--events",
-        events.to_str().unwrap(),
-        "--tokens",
-        tokens.to_str().unwrap(),
-        "--ha",
-        etcd,
-        "--ha-name",
-        name,
-        "--shard",
-        // No traffic here: a slow register poll keeps three debug-built
-        // instances from crowding a small machine.
-        "--poll-ms",
-        "1000",
-    ];
-    let mut proc = spawn(env!("CARGO_BIN_EXE_metaroce"), &args, &log);
-    let text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let api = until(Duration::from_secs(60), "the controller's API listens", &text, || {
-        if let Ok(Some(st)) = proc.0.try_wait() {
-            panic!("controller {name} exited ({st}):\n{}", text());
-        }
-        text()
-            .lines()
-            .filter(|l| l.contains("status API listening"))
-            .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse().ok())
-    });
+    // No traffic here: a slow register poll keeps three debug-built
+    // instances from crowding a small machine.
+    let extra = ["--tokens", tokens.to_str().unwrap(), "--shard", "--poll-ms", "1000"];
+    let (proc, api, events, log) = ha_controller(dir, topo, etcd, name, &extra);
     Ctl { proc, api, events, log }
 }
 
@@ -95,27 +62,12 @@ impl Ctl {
     }
 
     fn events(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.events).unwrap_or_default();
-        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+        common::json_lines(&self.events)
     }
 
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-}
-
-fn pipeline() -> Pipeline {
-    let dir = repo().join("p4src/build");
-    Pipeline::load(&dir.join("main.p4info.txtpb"), &dir.join("main.json")).unwrap()
-}
-
-/// What a switch holds, and whose election id is primary there.
-async fn read_switch(addr: SocketAddr, device_id: u64, p: &Pipeline) -> (BTreeMap<Key, Entry>, Option<u128>) {
-    let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
-    cfg.election_id = 1;
-    let Ok(s) = Session::connect(cfg).await else { return (BTreeMap::new(), None) };
-    let entries = p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default();
-    (entries, s.role().election_id)
 }
 
 async fn tables(addrs: &[SocketAddr], p: &Pipeline) -> Vec<(BTreeMap<Key, Entry>, Option<u128>)> {
@@ -124,19 +76,6 @@ async fn tables(addrs: &[SocketAddr], p: &Pipeline) -> Vec<(BTreeMap<Key, Entry>
         out.push(read_switch(*addr, i as u64 + 1, p).await);
     }
     out
-}
-
-fn tails(dir: &Path) -> impl Fn() -> String {
-    let dir = dir.to_path_buf();
-    move || {
-        let mut out = String::new();
-        for name in ["a", "b", "c"] {
-            let text = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out += &format!("--- {name}\n{}\n", lines[lines.len().saturating_sub(120)..].join("\n"));
-        }
-        out
-    }
 }
 
 /// Every switch has exactly one owner among `ctls`; each of them owns one.
@@ -170,7 +109,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let logs = tails(dir.path());
+    let logs = common::log_tails(dir.path(), &["a", "b", "c"], 120);
     let p = pipeline();
     let a = controller(dir.path(), &topo_path, &url, "a", &tokens);
     until(Duration::from_secs(60), "a plans and owns every switch", &logs, || {

@@ -2,7 +2,7 @@
 //! in a temporary directory, or one skip line when it is not installed.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -66,4 +66,47 @@ pub fn etcd(dir: &Path, what: &str) -> Option<(Proc, String)> {
         get(addr, "/health").contains("true").then_some(())
     });
     Some((proc, format!("etcd://127.0.0.1:{client}")))
+}
+
+/// A controller of an HA group (`--mode act`, API on a free port, events
+/// and stderr in `dir/NAME.events.jsonl` and `dir/NAME.log`), with `extra`
+/// arguments; returns once its API listens: (process, API, events, log).
+pub fn ha_controller(
+    dir: &Path,
+    topo: &Path,
+    etcd: &str,
+    name: &str,
+    extra: &[&str],
+) -> (Proc, SocketAddr, PathBuf, PathBuf) {
+    let events = dir.join(format!("{name}.events.jsonl"));
+    let log = dir.join(format!("{name}.log"));
+    let mut args = vec![
+        "-v",
+        "controller",
+        "run",
+        topo.to_str().unwrap(),
+        "--mode",
+        "act",
+        "--listen",
+        "127.0.0.1:0",
+        "--events",
+        events.to_str().unwrap(),
+        "--ha",
+        etcd,
+        "--ha-name",
+        name,
+    ];
+    args.extend(extra);
+    let mut proc = spawn(env!("CARGO_BIN_EXE_metaroce"), &args, &log);
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let api = until(Duration::from_secs(60), "the controller's API listens", &text, || {
+        if let Ok(Some(st)) = proc.0.try_wait() {
+            panic!("controller {name} exited ({st}):\n{}", text());
+        }
+        text()
+            .lines()
+            .filter(|l| l.contains("status API listening"))
+            .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse().ok())
+    });
+    (proc, api, events, log)
 }
