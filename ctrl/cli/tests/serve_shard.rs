@@ -93,7 +93,7 @@ fn signal(pid: u32, sig: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((_etcd, url)) = etcd(dir.path(), "L2 controller sharding") else { return };
+    let Some((etcd_proc, url)) = etcd(dir.path(), "L2 controller sharding") else { return };
     let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
     let (_switches, addrs, _stop) = common::in_process_switches(8, options).await;
     let mut topo = std::fs::read_to_string(repo().join("topologies/leaf-spine-4x4.yaml")).unwrap();
@@ -303,6 +303,25 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
         "shard: another topology refused: {}",
         text.lines().find(|l| l.contains("refused")).unwrap_or("")
     );
+
+    // etcd lost: c stands down when its lease would lapse and the switches
+    // keep what they hold; once etcd is back, c owns them again.
+    let held = tables(&addrs, &p).await;
+    assert!(signal(etcd_proc.0.id(), "STOP"));
+    let lost = Instant::now();
+    until(Duration::from_secs(20), "c stands down without etcd", &logs, || c.owns().is_empty().then_some(()));
+    println!(
+        "shard: etcd paused: c stood down on every switch after {:.0} ms",
+        lost.elapsed().as_secs_f64() * 1e3
+    );
+    let kept = tables(&addrs, &p).await;
+    for (s, (h, k)) in held.iter().zip(&kept).enumerate() {
+        assert_eq!(h.0, k.0, "switch {s} keeps its tables without etcd");
+    }
+    assert!(signal(etcd_proc.0.id(), "CONT"));
+    until(Duration::from_secs(30), "c owns every switch again once etcd is back", &logs, || {
+        (c.owns().len() == 8).then_some(())
+    });
 }
 
 /// How long after `since` each of `switches` has a primary whose election
