@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_pipeline::{Entry, Key, Pipeline};
 use serde_json::Value;
 
@@ -95,7 +96,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     let dir = tempfile::tempdir().unwrap();
     let Some((etcd_proc, url)) = etcd(dir.path(), "L2 controller sharding") else { return };
     let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
-    let (_switches, addrs, _stop) = common::in_process_switches(8, options).await;
+    let (switches, addrs, _stop) = common::in_process_switches(8, options).await;
     let mut topo = std::fs::read_to_string(repo().join("topologies/leaf-spine-4x4.yaml")).unwrap();
     for (n, addr) in addrs.iter().enumerate() {
         topo = topo.replace(&format!("127.0.0.1:5010{}", n + 1), &addr.to_string());
@@ -133,6 +134,23 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
             })
             .then_some(())
     });
+    // A digest goes to its switch's primary, an owner that does not plan:
+    // the planner sees it, forwarded through etcd.
+    let s = *owned[1].iter().next().unwrap();
+    let name = ["leaf1", "leaf2", "leaf3", "leaf4", "spine1", "spine2", "spine3", "spine4"][s];
+    let bits = |v: u64, bytes: usize| p4::P4Data {
+        data: Some(p4::p4_data::Data::Bitstring(v.to_be_bytes()[8 - bytes..].to_vec())),
+    };
+    let members = vec![bits(s as u64 + 1, 4), bits(1, 2), bits(45, 4), bits(123, 6), bits(1, 4), bits(1, 1)];
+    let digest = p4::P4Data { data: Some(p4::p4_data::Data::Struct(p4::P4StructLike { members })) };
+    let id = p.info().digests.id_of(metaroce_pipeline::names::QUEUE_DIGEST).unwrap();
+    assert!(switches[s].emit_digest(id, digest), "the switch queues the digest for its primary");
+    let counted = format!("metaroce_digests_total{{switch=\"{name}\"}} 1");
+    until(Duration::from_secs(10), "the planner counts b's switch's digest", &logs, || {
+        request(a.api, "GET", "/metrics", Some(SCHED), "").contains(&counted).then_some(())
+    });
+    println!("shard: a digest of {name} (owned by b) reached the planner a, forwarded through etcd");
+
     // A job posted to the planner is written by the owners on its paths.
     let job = r#"{"name": "perm", "pattern": "permutation", "hosts": ["h1-1", "h2-1", "h3-1", "h4-1"], "shift": 2, "bytes": 262144}"#;
     let answer = request(a.api, "POST", "/api/v1/jobs", Some(SCHED), job);
