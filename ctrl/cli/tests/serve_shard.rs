@@ -37,7 +37,7 @@ struct Ctl {
     log: PathBuf,
 }
 
-fn controller(dir: &Path, topo: &Path, etcd: &str, name: &'static str, tokens: &Path) -> Ctl {
+fn controller(dir: &Path, topo: &Path, etcd: &str, name: &str, tokens: &Path) -> Ctl {
     // No traffic here: a slow register poll keeps three debug-built
     // instances from crowding a small machine.
     let extra = ["--tokens", tokens.to_str().unwrap(), "--shard", "--poll-ms", "1000"];
@@ -91,25 +91,32 @@ fn signal(pid: u32, sig: &str) -> bool {
     Command::new("kill").args([&format!("-{sig}"), &pid.to_string()]).status().is_ok_and(|s| s.success())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some((etcd_proc, url)) = etcd(dir.path(), "L2 controller sharding") else { return };
-    let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
-    let (switches, addrs, _stop) = common::in_process_switches(8, options).await;
+/// The 4x4 leaf-spine fabric on `addrs` and a scheduler token, in `dir`:
+/// (topology text, its file, the token file).
+fn fabric_files(dir: &Path, addrs: &[SocketAddr]) -> (String, PathBuf, PathBuf) {
     let mut topo = std::fs::read_to_string(repo().join("topologies/leaf-spine-4x4.yaml")).unwrap();
     for (n, addr) in addrs.iter().enumerate() {
         topo = topo.replace(&format!("127.0.0.1:5010{}", n + 1), &addr.to_string());
     }
-    let topo_path = dir.path().join("fabric.yaml");
+    let topo_path = dir.join("fabric.yaml");
     std::fs::write(&topo_path, &topo).unwrap();
-    let tokens = dir.path().join("tokens.txt");
+    let tokens = dir.join("tokens.txt");
     std::fs::write(&tokens, format!("scheduler {SCHED}\n")).unwrap();
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
+    (topo, topo_path, tokens)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((etcd_proc, url)) = etcd(dir.path(), "L2 controller sharding") else { return };
+    let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
+    let (switches, addrs, _stop) = common::in_process_switches(8, options).await;
+    let (topo, topo_path, tokens) = fabric_files(dir.path(), &addrs);
     let logs = common::log_tails(dir.path(), &["a", "b", "c"], 120);
     let p = pipeline();
     let a = controller(dir.path(), &topo_path, &url, "a", &tokens);
@@ -340,6 +347,47 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     until(Duration::from_secs(30), "c owns every switch again once etcd is back", &logs, || {
         (c.owns().len() == 8).then_some(())
     });
+}
+
+/// `make bench-shard`: the time until a SIGKILLed owner's switches have a
+/// new primary, over 8 kills, three instances on 8 idle in-process switches
+/// (p50 / max printed; the bound asserted is only that it happens).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: make bench-shard"]
+async fn shard_takeover_time_over_eight_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_etcd, url)) = etcd(dir.path(), "L2 controller sharding benchmark") else { return };
+    let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
+    let (_switches, addrs, _stop) = common::in_process_switches(8, options).await;
+    let (_, topo, tokens) = fabric_files(dir.path(), &addrs);
+    let logs = common::log_tails(dir.path(), &["a", "b", "c"], 60);
+    let p = pipeline();
+    let planner = controller(dir.path(), &topo, &url, "a", &tokens);
+    until(Duration::from_secs(60), "a plans", &logs, || planner.plans().then_some(()));
+    let mut other = controller(dir.path(), &topo, &url, "b", &tokens);
+    let mut times = vec![];
+    for i in 1..=8 {
+        let next = controller(dir.path(), &topo, &url, &format!("k{i}"), &tokens);
+        let owned =
+            until(Duration::from_secs(60), "three shards", &logs, || split(&[&planner, &other, &next], 8));
+        let ids: Vec<Option<u128>> = tables(&addrs, &p).await.into_iter().map(|t| t.1).collect();
+        other.proc.0.kill().unwrap();
+        let took = new_primaries(&addrs, &p, &owned[1], &ids, Instant::now(), &logs).await;
+        println!(
+            "shard bench: kill {i}: {} switches, new primaries after {:.0} ms",
+            owned[1].len(),
+            took.as_secs_f64() * 1e3
+        );
+        times.push(took.as_secs_f64() * 1e3);
+        other = next;
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "shard bench: takeover of a SIGKILLed owner's switches over {} kills (lease 1 s): p50 {:.0} ms, max {:.0} ms",
+        times.len(),
+        times[times.len() / 2],
+        times[times.len() - 1]
+    );
 }
 
 /// How long after `since` each of `switches` has a primary whose election
