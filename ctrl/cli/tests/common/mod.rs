@@ -70,6 +70,14 @@ pub async fn read_switch(
     (entries, s.role().election_id)
 }
 
+/// Whose election id is primary on a served switch, without reading its
+/// entries (a backup session with election id 1 learns it on arbitration).
+pub async fn primary_of(addr: std::net::SocketAddr, device_id: u64) -> Option<u128> {
+    let mut cfg = metaroce_p4rt::SessionConfig::new(format!("http://{addr}"), device_id);
+    cfg.election_id = 1;
+    metaroce_p4rt::Session::connect(cfg).await.ok()?.role().election_id
+}
+
 /// The JSON lines of a file (an event log); lines that do not parse are skipped.
 pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
