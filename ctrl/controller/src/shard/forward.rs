@@ -63,14 +63,27 @@ impl Forwarder {
     }
 }
 
+/// Puts the forwarded events in order. A failure is said once until a put
+/// works again (etcd down: every event would fail).
 async fn put_all(mut client: Client, prefix: String, mut rx: mpsc::Receiver<(usize, String)>) {
+    let mut failing = 0u64;
     while let Some((s, value)) = rx.recv().await {
         let put = client.put(format!("{prefix}{s}"), value, None);
-        match tokio::time::timeout(crate::ha::elector::RPC_TIMEOUT, put).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => warn!(switch = s, error = %e, "shard: cannot forward a pushed event"),
-            Err(_) => warn!(switch = s, "shard: forwarding a pushed event unanswered"),
+        let why = match tokio::time::timeout(crate::ha::elector::RPC_TIMEOUT, put).await {
+            Ok(Ok(_)) => {
+                if failing > 0 {
+                    info!(lost = failing, "shard: forwarding to the planner works again");
+                }
+                failing = 0;
+                continue;
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer".to_string(),
+        };
+        if failing == 0 {
+            warn!(switch = s, error = %why, "shard: cannot forward pushed events to the planner; dropping them until etcd answers");
         }
+        failing += 1;
     }
 }
 
