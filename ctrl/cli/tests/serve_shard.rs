@@ -91,40 +91,61 @@ fn signal(pid: u32, sig: &str) -> bool {
     Command::new("kill").args([&format!("-{sig}"), &pid.to_string()]).status().is_ok_and(|s| s.success())
 }
 
-/// The 4x4 leaf-spine fabric on `addrs` and a scheduler token, in `dir`:
-/// (topology text, its file, the token file).
-fn fabric_files(dir: &Path, addrs: &[SocketAddr]) -> (String, PathBuf, PathBuf) {
+/// etcd, 8 in-process switches, the 4x4 leaf-spine fabric on them and a
+/// scheduler token, in a temporary directory.
+struct Rig {
+    dir: tempfile::TempDir,
+    etcd: Proc,
+    url: String,
+    switches: Vec<metaroce_p4rt::server::Switch>,
+    addrs: Vec<SocketAddr>,
+    _stop: tokio::sync::watch::Sender<bool>,
+    /// The topology's text, and its file.
+    topo: String,
+    topo_path: PathBuf,
+    tokens: PathBuf,
+}
+
+/// `None` (and one skip line naming `what`) without etcd.
+async fn rig(what: &str) -> Option<Rig> {
+    let dir = tempfile::tempdir().unwrap();
+    let (etcd, url) = etcd(dir.path(), what)?;
+    let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
+    let (switches, addrs, _stop) = common::in_process_switches(8, options).await;
     let mut topo = std::fs::read_to_string(repo().join("topologies/leaf-spine-4x4.yaml")).unwrap();
     for (n, addr) in addrs.iter().enumerate() {
         topo = topo.replace(&format!("127.0.0.1:5010{}", n + 1), &addr.to_string());
     }
-    let topo_path = dir.join("fabric.yaml");
+    let topo_path = dir.path().join("fabric.yaml");
     std::fs::write(&topo_path, &topo).unwrap();
-    let tokens = dir.join("tokens.txt");
+    let tokens = dir.path().join("tokens.txt");
     std::fs::write(&tokens, format!("scheduler {SCHED}\n")).unwrap();
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    (topo, topo_path, tokens)
+    Some(Rig { dir, etcd, url, switches, addrs, _stop, topo, topo_path, tokens })
+}
+
+impl Rig {
+    fn controller(&self, name: &str) -> Ctl {
+        controller(self.dir.path(), &self.topo_path, &self.url, name, &self.tokens)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some((etcd_proc, url)) = etcd(dir.path(), "L2 controller sharding") else { return };
-    let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
-    let (switches, addrs, _stop) = common::in_process_switches(8, options).await;
-    let (topo, topo_path, tokens) = fabric_files(dir.path(), &addrs);
-    let logs = common::log_tails(dir.path(), &["a", "b", "c"], 120);
+    let Some(r) = rig("L2 controller sharding").await else { return };
+    let (addrs, url, topo) = (&r.addrs, &r.url, &r.topo);
+    let logs = common::log_tails(r.dir.path(), &["a", "b", "c"], 120);
     let p = pipeline();
-    let a = controller(dir.path(), &topo_path, &url, "a", &tokens);
+    let a = r.controller("a");
     until(Duration::from_secs(60), "a plans and owns every switch", &logs, || {
         (a.plans() && a.owns().len() == 8).then_some(())
     });
-    let b = controller(dir.path(), &topo_path, &url, "b", &tokens);
-    let c = controller(dir.path(), &topo_path, &url, "c", &tokens);
+    let b = r.controller("b");
+    let c = r.controller("c");
     let owned = until(Duration::from_secs(30), "the switches split over a, b and c", &logs, || {
         split(&[&a, &b, &c], 8)
     });
@@ -151,7 +172,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     let members = vec![bits(s as u64 + 1, 4), bits(1, 2), bits(45, 4), bits(123, 6), bits(1, 4), bits(1, 1)];
     let digest = p4::P4Data { data: Some(p4::p4_data::Data::Struct(p4::P4StructLike { members })) };
     let id = p.info().digests.id_of(metaroce_pipeline::names::QUEUE_DIGEST).unwrap();
-    assert!(switches[s].emit_digest(id, digest), "the switch queues the digest for its primary");
+    assert!(r.switches[s].emit_digest(id, digest), "the switch queues the digest for its primary");
     let counted = format!("metaroce_digests_total{{switch=\"{name}\"}} 1");
     until(Duration::from_secs(10), "the planner counts b's switch's digest", &logs, || {
         request(a.api, "GET", "/metrics", Some(SCHED), "").contains(&counted).then_some(())
@@ -163,7 +184,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     let answer = request(a.api, "POST", "/api/v1/jobs", Some(SCHED), job);
     assert!(answer.split_whitespace().nth(1) == Some("201"), "{answer}\n{}", logs());
     let steered = until(Duration::from_secs(20), "the job's steer entries on the switches", &logs, || {
-        let t = futures_lite(tables(&addrs, &p));
+        let t = futures_lite(tables(addrs, &p));
         let with: BTreeSet<usize> = t
             .iter()
             .enumerate()
@@ -177,7 +198,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     println!("shard: the job's steer entries are on switches {steered:?}, written by their owners");
 
     // SIGKILL an owner that does not plan: its switches move to a and c.
-    let before = tables(&addrs, &p).await;
+    let before = tables(addrs, &p).await;
     let pushes = |x: &Ctl| x.log_text().matches("pipeline pushed").count();
     let pushed_before = [pushes(&a), pushes(&c)];
     let lost: BTreeSet<usize> = b.owns();
@@ -185,9 +206,9 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     b.proc.0.kill().unwrap();
     let killed = Instant::now();
     let ids: Vec<Option<u128>> = before.iter().map(|t| t.1).collect();
-    let took = new_primaries(&addrs, &lost, &ids, killed, &logs).await;
+    let took = new_primaries(addrs, &lost, &ids, killed, &logs).await;
     let after_kill = until(Duration::from_secs(30), "b's switches adopted", &logs, || split(&[&a, &c], 8));
-    let after = tables(&addrs, &p).await;
+    let after = tables(addrs, &p).await;
     let mut missing = 0;
     for ((bt, _), (at, _)) in before.iter().zip(&after) {
         missing += bt.keys().filter(|k| !at.contains_key(k)).count();
@@ -217,18 +238,18 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     // nothing with its old ownership, stands down, and then joins again
     // as a new member (new owner keys, higher election ids).
     let c_had = c.owns();
-    let ids_before: Vec<Option<u128>> = tables(&addrs, &p).await.into_iter().map(|t| t.1).collect();
+    let ids_before: Vec<Option<u128>> = tables(addrs, &p).await.into_iter().map(|t| t.1).collect();
     let stopped_unix_us =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
     assert!(signal(c.proc.0.id(), "STOP"));
     let stopped = Instant::now();
-    let took = new_primaries(&addrs, &c_had, &ids_before, stopped, &logs).await;
+    let took = new_primaries(addrs, &c_had, &ids_before, stopped, &logs).await;
     until(Duration::from_secs(30), "a owns every switch", &logs, || (a.owns().len() == 8).then_some(()));
     println!(
         "shard: c (switches {c_had:?}) SIGSTOPped; a new primary on each of them after {:.0} ms",
         took.as_secs_f64() * 1e3
     );
-    let ids_a: Vec<Option<u128>> = tables(&addrs, &p).await.into_iter().map(|t| t.1).collect();
+    let ids_a: Vec<Option<u128>> = tables(addrs, &p).await.into_iter().map(|t| t.1).collect();
     for s in &c_had {
         assert!(
             ids_a[*s] > ids_before[*s],
@@ -280,14 +301,14 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
         out
     };
     until(Duration::from_secs(30), "c owns its share again", &logs, || split(&[&a, &c], 8));
-    let steer_before = steer_of(&tables(&addrs, &p).await);
+    let steer_before = steer_of(&tables(addrs, &p).await);
     let mut a = a;
     a.proc.0.kill().unwrap();
     let killed = Instant::now();
     let mut fewest = steer_before.len();
     let mut settled: Option<Instant> = None;
     loop {
-        let now = steer_of(&tables(&addrs, &p).await);
+        let now = steer_of(&tables(addrs, &p).await);
         fewest = fewest.min(now.intersection(&steer_before).count());
         if settled.is_none() && c.plans() && c.owns().len() == 8 {
             settled = Some(Instant::now());
@@ -304,7 +325,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     }
     let restored = c.events().into_iter().find(|e| e["kind"] == "jobs_restored");
     assert!(restored.is_some_and(|e| e["details"]["restored"] == serde_json::json!(["perm"])), "{}", logs());
-    let steer_after = steer_of(&tables(&addrs, &p).await);
+    let steer_after = steer_of(&tables(addrs, &p).await);
     println!(
         "shard: the job's steer entries: {} before, fewest {fewest} during the planner's takeover, {} after",
         steer_before.len(),
@@ -315,10 +336,10 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     drop(a);
 
     // An instance with another topology is refused, naming the difference.
-    let other = dir.path().join("other.yaml");
+    let other = r.dir.path().join("other.yaml");
     std::fs::write(&other, topo.replacen("thrift_port: 9201", "thrift_port: 9299", 1)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_metaroce"))
-        .args(["controller", "run", other.to_str().unwrap(), "--ha", &url, "--ha-name", "d", "--shard"])
+        .args(["controller", "run", other.to_str().unwrap(), "--ha", url, "--ha-name", "d", "--shard"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
@@ -331,19 +352,19 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
 
     // etcd lost: c stands down when its lease would lapse and the switches
     // keep what they hold; once etcd is back, c owns them again.
-    let held = tables(&addrs, &p).await;
-    assert!(signal(etcd_proc.0.id(), "STOP"));
+    let held = tables(addrs, &p).await;
+    assert!(signal(r.etcd.0.id(), "STOP"));
     let lost = Instant::now();
     until(Duration::from_secs(20), "c stands down without etcd", &logs, || c.owns().is_empty().then_some(()));
     println!(
         "shard: etcd paused: c stood down on every switch after {:.0} ms",
         lost.elapsed().as_secs_f64() * 1e3
     );
-    let kept = tables(&addrs, &p).await;
+    let kept = tables(addrs, &p).await;
     for (s, (h, k)) in held.iter().zip(&kept).enumerate() {
         assert_eq!(h.0, k.0, "switch {s} keeps its tables without etcd");
     }
-    assert!(signal(etcd_proc.0.id(), "CONT"));
+    assert!(signal(r.etcd.0.id(), "CONT"));
     until(Duration::from_secs(30), "c owns every switch again once etcd is back", &logs, || {
         (c.owns().len() == 8).then_some(())
     });
@@ -355,24 +376,21 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "a benchmark: make bench-shard"]
 async fn shard_takeover_time_over_eight_kills() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some((_etcd, url)) = etcd(dir.path(), "L2 controller sharding benchmark") else { return };
-    let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
-    let (_switches, addrs, _stop) = common::in_process_switches(8, options).await;
-    let (_, topo, tokens) = fabric_files(dir.path(), &addrs);
-    let logs = common::log_tails(dir.path(), &["a", "b", "c"], 60);
+    let Some(r) = rig("L2 controller sharding benchmark").await else { return };
+    let addrs = &r.addrs;
+    let logs = common::log_tails(r.dir.path(), &["a", "b"], 60);
     let p = pipeline();
-    let planner = controller(dir.path(), &topo, &url, "a", &tokens);
+    let planner = r.controller("a");
     until(Duration::from_secs(60), "a plans", &logs, || planner.plans().then_some(()));
-    let mut other = controller(dir.path(), &topo, &url, "b", &tokens);
+    let mut other = r.controller("b");
     let mut times = vec![];
     for i in 1..=8 {
-        let next = controller(dir.path(), &topo, &url, &format!("k{i}"), &tokens);
+        let next = r.controller(&format!("k{i}"));
         let owned =
             until(Duration::from_secs(60), "three shards", &logs, || split(&[&planner, &other, &next], 8));
-        let ids: Vec<Option<u128>> = tables(&addrs, &p).await.into_iter().map(|t| t.1).collect();
+        let ids: Vec<Option<u128>> = tables(addrs, &p).await.into_iter().map(|t| t.1).collect();
         other.proc.0.kill().unwrap();
-        let took = new_primaries(&addrs, &owned[1], &ids, Instant::now(), &logs).await;
+        let took = new_primaries(addrs, &owned[1], &ids, Instant::now(), &logs).await;
         println!(
             "shard bench: kill {i}: {} switches, new primaries after {:.0} ms",
             owned[1].len(),
