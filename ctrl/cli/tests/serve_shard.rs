@@ -79,12 +79,15 @@ async fn tables(addrs: &[SocketAddr], p: &Pipeline) -> Vec<(BTreeMap<Key, Entry>
     out
 }
 
-/// Every switch has exactly one owner among `ctls`; each of them owns one.
+/// Every switch has exactly one owner among `ctls`, and they hold their
+/// fair shares (counts that differ by one at most).
 fn split(ctls: &[&Ctl], n: usize) -> Option<Vec<BTreeSet<usize>>> {
     let owned: Vec<BTreeSet<usize>> = ctls.iter().map(|c| c.owns()).collect();
     let all: Vec<usize> = owned.iter().flatten().copied().collect();
     let distinct: BTreeSet<usize> = all.iter().copied().collect();
-    (all.len() == n && distinct.len() == n && owned.iter().all(|o| !o.is_empty())).then_some(owned)
+    let sizes: Vec<usize> = owned.iter().map(BTreeSet::len).collect();
+    let balanced = sizes.iter().max().unwrap_or(&0) - sizes.iter().min().unwrap_or(&0) <= 1;
+    (all.len() == n && distinct.len() == n && balanced).then_some(owned)
 }
 
 fn signal(pid: u32, sig: &str) -> bool {
@@ -137,9 +140,7 @@ impl Rig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     let Some(r) = rig("L2 controller sharding").await else { return };
-    let (addrs, url, topo) = (&r.addrs, &r.url, &r.topo);
     let logs = common::log_tails(r.dir.path(), &["a", "b", "c"], 120);
-    let p = pipeline();
     let a = r.controller("a");
     until(Duration::from_secs(60), "a plans and owns every switch", &logs, || {
         (a.plans() && a.owns().len() == 8).then_some(())
@@ -162,9 +163,20 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
             })
             .then_some(())
     });
-    // A digest goes to its switch's primary, an owner that does not plan:
-    // the planner sees it, forwarded through etcd.
-    let s = *owned[1].iter().next().unwrap();
+    digest_reaches_the_planner(&r, &a, &owned[1], &logs);
+    job_across_shards(&r, [&a, &b, &c], &logs).await;
+    owner_killed(&r, b, [&a, &c], &logs).await;
+    owner_paused(&r, &c, &a, &logs).await;
+    planner_killed(&r, a, &c, &logs).await;
+    another_topology_refused(&r);
+    etcd_lost(&r, &c, &logs).await;
+}
+
+/// A digest goes to its switch's primary, an owner that does not plan:
+/// the planner sees it, forwarded through etcd.
+fn digest_reaches_the_planner(r: &Rig, a: &Ctl, owned_by_b: &BTreeSet<usize>, logs: &dyn Fn() -> String) {
+    let p = pipeline();
+    let s = *owned_by_b.iter().next().unwrap();
     let name = ["leaf1", "leaf2", "leaf3", "leaf4", "spine1", "spine2", "spine3", "spine4"][s];
     let bits = |v: u64, bytes: usize| p4::P4Data {
         data: Some(p4::p4_data::Data::Bitstring(v.to_be_bytes()[8 - bytes..].to_vec())),
@@ -174,41 +186,46 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     let id = p.info().digests.id_of(metaroce_pipeline::names::QUEUE_DIGEST).unwrap();
     assert!(r.switches[s].emit_digest(id, digest), "the switch queues the digest for its primary");
     let counted = format!("metaroce_digests_total{{switch=\"{name}\"}} 1");
-    until(Duration::from_secs(10), "the planner counts b's switch's digest", &logs, || {
+    until(Duration::from_secs(10), "the planner counts b's switch's digest", logs, || {
         request(a.api, "GET", "/metrics", Some(SCHED), "").contains(&counted).then_some(())
     });
     println!("shard: a digest of {name} (owned by b) reached the planner a, forwarded through etcd");
+}
 
-    // A job posted to the planner is written by the owners on its paths.
+/// A job posted to the planner is written by the owners on its paths.
+async fn job_across_shards(r: &Rig, ctls: [&Ctl; 3], logs: &dyn Fn() -> String) {
+    let a = ctls[0];
+    let p = pipeline();
     let job = r#"{"name": "perm", "pattern": "permutation", "hosts": ["h1-1", "h2-1", "h3-1", "h4-1"], "shift": 2, "bytes": 262144}"#;
     let answer = request(a.api, "POST", "/api/v1/jobs", Some(SCHED), job);
     assert!(answer.split_whitespace().nth(1) == Some("201"), "{answer}\n{}", logs());
-    let steered = until(Duration::from_secs(20), "the job's steer entries on the switches", &logs, || {
-        let t = futures_lite(tables(addrs, &p));
+    let steered = until(Duration::from_secs(20), "the job's steer entries on the switches", logs, || {
+        let t = futures_lite(tables(&r.addrs, &p));
         let with: BTreeSet<usize> = t
             .iter()
             .enumerate()
             .filter(|(_, (e, _))| e.keys().any(|k| matches!(k, Key::SteerFlow(_) | Key::SteerPair(..))))
             .map(|(i, _)| i)
             .collect();
-        let shards =
-            [&owned[0], &owned[1], &owned[2]].iter().filter(|o| o.iter().any(|s| with.contains(s))).count();
+        let shards = ctls.iter().filter(|x| x.owns().iter().any(|s| with.contains(s))).count();
         (shards >= 2).then_some(with)
     });
     println!("shard: the job's steer entries are on switches {steered:?}, written by their owners");
+}
 
-    // SIGKILL an owner that does not plan: its switches move to a and c.
-    let before = tables(addrs, &p).await;
+/// SIGKILL an owner that does not plan: its switches move to the others.
+async fn owner_killed(r: &Rig, mut b: Ctl, [a, c]: [&Ctl; 2], logs: &dyn Fn() -> String) {
+    let p = pipeline();
+    let before = tables(&r.addrs, &p).await;
     let pushes = |x: &Ctl| x.log_text().matches("pipeline pushed").count();
-    let pushed_before = [pushes(&a), pushes(&c)];
+    let pushed_before = [pushes(a), pushes(c)];
     let lost: BTreeSet<usize> = b.owns();
-    let mut b = b;
     b.proc.0.kill().unwrap();
     let killed = Instant::now();
     let ids: Vec<Option<u128>> = before.iter().map(|t| t.1).collect();
-    let took = new_primaries(addrs, &lost, &ids, killed, &logs).await;
-    let after_kill = until(Duration::from_secs(30), "b's switches adopted", &logs, || split(&[&a, &c], 8));
-    let after = tables(addrs, &p).await;
+    let took = new_primaries(&r.addrs, &lost, &ids, killed, logs).await;
+    let after_kill = until(Duration::from_secs(30), "b's switches adopted", logs, || split(&[a, c], 8));
+    let after = tables(&r.addrs, &p).await;
     let mut missing = 0;
     for ((bt, _), (at, _)) in before.iter().zip(&after) {
         missing += bt.keys().filter(|k| !at.contains_key(k)).count();
@@ -227,29 +244,31 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
         assert!(new > old, "switch {s}: the adopter's election id {new} is above b's {old}");
     }
     assert_eq!(
-        [pushes(&a), pushes(&c)],
+        [pushes(a), pushes(c)],
         pushed_before,
         "no pipeline pushed again (it wipes the tables)\n{}",
         logs()
     );
-    drop(b);
+}
 
-    // Fencing: c is paused; a adopts its switches; c, resumed, writes
-    // nothing with its old ownership, stands down, and then joins again
-    // as a new member (new owner keys, higher election ids).
+/// Fencing: c is paused; a adopts its switches; c, resumed, writes
+/// nothing with its old ownership, stands down, and then joins again as a
+/// new member (new owner keys, higher election ids).
+async fn owner_paused(r: &Rig, c: &Ctl, a: &Ctl, logs: &dyn Fn() -> String) {
+    let p = pipeline();
     let c_had = c.owns();
-    let ids_before: Vec<Option<u128>> = tables(addrs, &p).await.into_iter().map(|t| t.1).collect();
+    let ids_before: Vec<Option<u128>> = tables(&r.addrs, &p).await.into_iter().map(|t| t.1).collect();
     let stopped_unix_us =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
     assert!(signal(c.proc.0.id(), "STOP"));
     let stopped = Instant::now();
-    let took = new_primaries(addrs, &c_had, &ids_before, stopped, &logs).await;
-    until(Duration::from_secs(30), "a owns every switch", &logs, || (a.owns().len() == 8).then_some(()));
+    let took = new_primaries(&r.addrs, &c_had, &ids_before, stopped, logs).await;
+    until(Duration::from_secs(30), "a owns every switch", logs, || (a.owns().len() == 8).then_some(()));
     println!(
         "shard: c (switches {c_had:?}) SIGSTOPped; a new primary on each of them after {:.0} ms",
         took.as_secs_f64() * 1e3
     );
-    let ids_a: Vec<Option<u128>> = tables(addrs, &p).await.into_iter().map(|t| t.1).collect();
+    let ids_a: Vec<Option<u128>> = tables(&r.addrs, &p).await.into_iter().map(|t| t.1).collect();
     for s in &c_had {
         assert!(
             ids_a[*s] > ids_before[*s],
@@ -259,7 +278,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
         );
     }
     assert!(signal(c.proc.0.id(), "CONT"));
-    until(Duration::from_secs(20), "c stands down by itself", &logs, || {
+    until(Duration::from_secs(20), "c stands down by itself", logs, || {
         c.log_text().contains("shard: standing down").then_some(())
     });
     std::thread::sleep(Duration::from_millis(1000));
@@ -288,9 +307,12 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
         .filter(|e| e["kind"] == "write_failed" && e["ts_unix_ns"].as_u64().is_some_and(|t| t >= stop_ns))
         .count();
     println!("shard: c resumed, stood down and joined again; its writes refused by the switches meanwhile: {refused}");
+}
 
-    // The planner dies: c is elected, restores the job from etcd and
-    // plans; the job's steer entries stay on the switches throughout.
+/// The planner dies: c is elected, restores the job from etcd and plans;
+/// the job's steer entries stay on the switches throughout.
+async fn planner_killed(r: &Rig, mut a: Ctl, c: &Ctl, logs: &dyn Fn() -> String) {
+    let p = pipeline();
     let steer_of = |t: &[(BTreeMap<Key, Entry>, Option<u128>)]| -> BTreeSet<(usize, Key)> {
         let mut out = BTreeSet::new();
         for (i, (e, _)) in t.iter().enumerate() {
@@ -300,15 +322,14 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
         }
         out
     };
-    until(Duration::from_secs(30), "c owns its share again", &logs, || split(&[&a, &c], 8));
-    let steer_before = steer_of(&tables(addrs, &p).await);
-    let mut a = a;
+    until(Duration::from_secs(30), "c owns its share again", logs, || split(&[&a, c], 8));
+    let steer_before = steer_of(&tables(&r.addrs, &p).await);
     a.proc.0.kill().unwrap();
     let killed = Instant::now();
     let mut fewest = steer_before.len();
     let mut settled: Option<Instant> = None;
     loop {
-        let now = steer_of(&tables(addrs, &p).await);
+        let now = steer_of(&tables(&r.addrs, &p).await);
         fewest = fewest.min(now.intersection(&steer_before).count());
         if settled.is_none() && c.plans() && c.owns().len() == 8 {
             settled = Some(Instant::now());
@@ -325,7 +346,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     }
     let restored = c.events().into_iter().find(|e| e["kind"] == "jobs_restored");
     assert!(restored.is_some_and(|e| e["details"]["restored"] == serde_json::json!(["perm"])), "{}", logs());
-    let steer_after = steer_of(&tables(addrs, &p).await);
+    let steer_after = steer_of(&tables(&r.addrs, &p).await);
     println!(
         "shard: the job's steer entries: {} before, fewest {fewest} during the planner's takeover, {} after",
         steer_before.len(),
@@ -333,13 +354,14 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     );
     assert_eq!(fewest, steer_before.len(), "no steer entry of the job removed meanwhile\n{}", logs());
     assert_eq!(steer_after, steer_before, "the new planner places the job as a did");
-    drop(a);
+}
 
-    // An instance with another topology is refused, naming the difference.
+/// An instance with another topology is refused, naming the difference.
+fn another_topology_refused(r: &Rig) {
     let other = r.dir.path().join("other.yaml");
-    std::fs::write(&other, topo.replacen("thrift_port: 9201", "thrift_port: 9299", 1)).unwrap();
+    std::fs::write(&other, r.topo.replacen("thrift_port: 9201", "thrift_port: 9299", 1)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_metaroce"))
-        .args(["controller", "run", other.to_str().unwrap(), "--ha", url, "--ha-name", "d", "--shard"])
+        .args(["controller", "run", other.to_str().unwrap(), "--ha", &r.url, "--ha-name", "d", "--shard"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
@@ -349,23 +371,26 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
         "shard: another topology refused: {}",
         text.lines().find(|l| l.contains("refused")).unwrap_or("")
     );
+}
 
-    // etcd lost: c stands down when its lease would lapse and the switches
-    // keep what they hold; once etcd is back, c owns them again.
-    let held = tables(addrs, &p).await;
+/// etcd lost: c stands down when its lease would lapse and the switches
+/// keep what they hold; once etcd is back, c owns them again.
+async fn etcd_lost(r: &Rig, c: &Ctl, logs: &dyn Fn() -> String) {
+    let p = pipeline();
+    let held = tables(&r.addrs, &p).await;
     assert!(signal(r.etcd.0.id(), "STOP"));
     let lost = Instant::now();
-    until(Duration::from_secs(20), "c stands down without etcd", &logs, || c.owns().is_empty().then_some(()));
+    until(Duration::from_secs(20), "c stands down without etcd", logs, || c.owns().is_empty().then_some(()));
     println!(
         "shard: etcd paused: c stood down on every switch after {:.0} ms",
         lost.elapsed().as_secs_f64() * 1e3
     );
-    let kept = tables(addrs, &p).await;
+    let kept = tables(&r.addrs, &p).await;
     for (s, (h, k)) in held.iter().zip(&kept).enumerate() {
         assert_eq!(h.0, k.0, "switch {s} keeps its tables without etcd");
     }
     assert!(signal(r.etcd.0.id(), "CONT"));
-    until(Duration::from_secs(30), "c owns every switch again once etcd is back", &logs, || {
+    until(Duration::from_secs(30), "c owns every switch again once etcd is back", logs, || {
         (c.owns().len() == 8).then_some(())
     });
 }
