@@ -152,6 +152,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     });
     println!("shard: owners a {:?}, b {:?}, c {:?}", owned[0], owned[1], owned[2]);
     assert!(!b.plans() && !c.plans(), "one planner");
+    assert_eq!(a.status()["ha"]["taking_over"], false, "no whole-fabric takeover awaited under sharding");
     // Every switch programmed, each by its owner.
     until(Duration::from_secs(30), "every switch programmed by its owner", &logs, || {
         [&a, &b, &c]

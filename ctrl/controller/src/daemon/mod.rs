@@ -234,7 +234,7 @@ pub async fn run(
     let udp_rx = tasks::collector(cfg.collector, stop_rx.clone(), &mut tasks).await?;
     let host_rx = tasks::host_scraper(&cfg, stop_rx.clone(), &mut tasks);
     drop(ev_tx);
-    let ha = crate::ha::Follower::new(ha_rx, &metrics);
+    let ha = crate::ha::Follower::new(ha_rx, &metrics).sharded(cfg.shard);
     let n = cfg.topology.switches.len();
     let state = State {
         core,
