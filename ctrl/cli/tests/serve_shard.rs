@@ -171,6 +171,21 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
     planner_killed(&r, a, &c, &logs).await;
     another_topology_refused(&r);
     etcd_lost(&r, &c, &logs).await;
+    same_name_owns_nothing(&r, &c, &logs);
+}
+
+/// A second instance with a running one's name owns nothing, and says so.
+fn same_name_owns_nothing(r: &Rig, c: &Ctl, logs: &dyn Fn() -> String) {
+    let dir = r.dir.path().join("twin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let twin = controller(&dir, &r.topo_path, &r.url, "c", &r.tokens);
+    until(Duration::from_secs(20), "the twin says its name is taken", logs, || {
+        twin.log_text().contains("another lease holds this instance's name").then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(twin.owns().is_empty(), "the twin owns nothing");
+    assert_eq!(c.owns().len(), 8, "c keeps every switch");
+    println!("shard: a second instance named c owns nothing and says so");
 }
 
 /// A digest goes to its switch's primary, an owner that does not plan:

@@ -46,6 +46,8 @@ pub struct Owner {
     owned: BTreeMap<usize, i64>,
     /// Switches another instance won when we tried: said once per owner.
     told: BTreeMap<usize, String>,
+    /// Another lease holds our name: said once.
+    name_taken: bool,
 }
 
 impl std::fmt::Debug for Owner {
@@ -70,6 +72,7 @@ impl Owner {
             timing,
             owned: BTreeMap::new(),
             told: BTreeMap::new(),
+            name_taken: false,
         }
     }
 
@@ -158,15 +161,27 @@ impl Owner {
         }
     }
 
-    /// Our member key, with our contract, on `lease`.
+    /// Our member key, with our contract, on `lease`: created only if no
+    /// other lease holds our name (a second instance started with the same
+    /// name, or our previous run, whose lease has not lapsed yet). Until
+    /// then we own nothing, and say so once.
     async fn register(&mut self, lease: i64) -> bool {
         let key = format!("{}{}", super::members_prefix(&self.fabric), self.name());
         let value = serde_json::to_string(&self.contract).unwrap_or_default();
-        let put = self.client.put(key, value, Some(PutOptions::new().with_lease(lease)));
-        match tokio::time::timeout(RPC_TIMEOUT, put).await {
-            Ok(Ok(_)) => {
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, value, Some(PutOptions::new().with_lease(lease)))]);
+        match tokio::time::timeout(RPC_TIMEOUT, self.client.txn(txn)).await {
+            Ok(Ok(r)) if r.succeeded() => {
                 info!(name = %self.name(), switches = self.n, "shard: member of the fabric's instances");
+                self.name_taken = false;
                 true
+            }
+            Ok(Ok(_)) => {
+                if !std::mem::replace(&mut self.name_taken, true) {
+                    warn!(name = %self.name(), "shard: another lease holds this instance's name (another instance with the same --ha-name, or this one's previous run until its lease lapses): owning nothing meanwhile");
+                }
+                false
             }
             Ok(Err(e)) => {
                 warn!(error = %e, "shard: cannot register");
