@@ -27,7 +27,7 @@ export PROTOC
 PREFIX ?= /usr/local
 
 .PHONY: p4rt-deps build-deps help build release install test test-rust test-p4 test-p4-vectors test-alerts lint fmt bench p4 demo fuzz clean test-make
-.PHONY: deps-mininet test-e2e mininet-demo bench-ha p4-tna test-p4-parity test-htsim crosscheck
+.PHONY: deps-mininet test-e2e mininet-demo bench-ha bench-shard p4-tna test-p4-parity test-htsim crosscheck
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -90,6 +90,9 @@ test-e2e: ## L4: Mininet + BMv2 end-to-end (tests/e2e); one skip line without ro
 bench-ha: build-deps ## Controller takeover time over 10 leader kills, p50 / max (needs etcd: Debian etcd-server)
 	$(CARGO) test --workspace --test serve_ha -- --ignored --nocapture takeover_time
 
+bench-shard: build-deps ## Takeover of a killed shard owner's switches over 8 kills, p50 / max (needs etcd: Debian etcd-server)
+	$(CARGO) test --workspace --test serve_shard -- --ignored --nocapture takeover_time
+
 deps-mininet: ## Debian packages for the Mininet testbed (Mininet, iperf3, scapy, ...; run as root)
 	apt-get update -qq
 	apt-get install -y --no-install-recommends mininet iperf3 iputils-ping ethtool iproute2 python3-yaml python3-scapy python3-matplotlib
@@ -115,6 +118,7 @@ bench: build-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-telemetry --bench ingest
 	$(CARGO) bench -p metaroce-controller --bench reaction
 	@$(MAKE) --no-print-directory bench-ha
+	@$(MAKE) --no-print-directory bench-shard
 	@tests/p4/throughput/run.sh
 
 p4: ## Compile p4src/ into p4src/build/ (needs p4c)

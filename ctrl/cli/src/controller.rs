@@ -163,6 +163,12 @@ pub struct HaArgs {
     /// a standby takes over within about this long of the leader's death.
     #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub ha_lease_ms: u64,
+    /// With --ha: split the switches with the other instances of the fabric instead of one leader
+    /// writing to all of them. Each switch is owned by one instance at a time (an etcd lease; a dead
+    /// instance's switches move to the others); the elected instance plans for every switch and the
+    /// owners write its decisions. Every instance runs --shard with the same topology and program.
+    #[arg(long, requires = "ha")]
+    pub shard: bool,
 }
 
 fn parse_ha_name(s: &str) -> Result<String, String> {
@@ -291,6 +297,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
         ha.lease_ttl = Duration::from_millis(a.ha.ha_lease_ms);
         ha.url = a.ha.ha_advertise.clone();
         cfg.ha = Some(ha);
+        cfg.shard = a.ha.shard;
     }
     cfg.core.settings.latency_shift = a.report_latency_shift;
     let ms = |v: f64| (v.max(0.0) * 1e6) as u64;
@@ -333,6 +340,11 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
         Ok(()) => Ok(Exit::Ok),
         // A token file that was read but is wrong is bad input (exit 1).
         Err(daemon::DaemonError::Tokens(e)) if !matches!(e, TokenError::Read { .. }) => {
+            eprintln!("error: {e}");
+            Ok(Exit::Invalid)
+        }
+        // Another topology or program than the fabric's other instances: bad input (exit 1).
+        Err(daemon::DaemonError::Shard(e @ metaroce_controller::shard::ShardError::Contract(_))) => {
             eprintln!("error: {e}");
             Ok(Exit::Invalid)
         }

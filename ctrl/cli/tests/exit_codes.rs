@@ -161,6 +161,7 @@ const CASES: &[Case] = &[
     (&["controller", "run", M22, "--mode", "yolo"], 2, "invalid value"),
     (&["controller", "run", M22, "--ha", "etcd://e:2379", "--ha-name", "ctl a"], 2, "one word"),
     (&["controller", "run", M22, "--ha", "etcd://e:2379", "--ha-name", "a", "--ha-advertise", "ctl-a:9100"], 2, "http://HOST:PORT"),
+    (&["controller", "run", M22, "--shard"], 2, "--ha"),
     (&["controller", "run", M22, "--derate-step-permille", "0", "--duration", "5"], 1, "error"),
     // controller snapshot (127.0.0.1:5000N: nothing listens there in tests)
     (&["controller", "snapshot", M22, "-o", "@snap.json", "--timeout", "1"], 3, "cannot read 4 of 4 switches"),

@@ -16,8 +16,9 @@
 
 mod common;
 
-use common::repo;
-use common::serve::{fabric, free_port, get, request, spawn_program as spawn, Proc};
+use common::etcd::{etcd, ha_controller, until};
+use common::serve::{fabric, free_port, request, spawn_program as spawn, Proc};
+use common::{pipeline, read_switch, repo};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -26,7 +27,6 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use metaroce_p4rt::{Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key, Pipeline};
 use serde_json::Value;
 
@@ -37,63 +37,6 @@ fn signal(c: &Child, sig: &str) -> bool {
 /// The JSON body of an answer (Null when there is none).
 fn body_json(answer: &str) -> Value {
     answer.split_once("\r\n\r\n").and_then(|(_, b)| serde_json::from_str(b).ok()).unwrap_or(Value::Null)
-}
-
-/// Polls `f` every 10 ms until it gives a value, up to `limit`.
-fn until<T>(limit: Duration, what: &str, logs: &dyn Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}\n{}", logs());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// etcd on free ports with its data in `dir`; `None` (and one skip line)
-/// when it is not installed.
-fn etcd(dir: &Path) -> Option<(Proc, String)> {
-    if Command::new("etcd").arg("--version").output().is_err() {
-        println!(
-            "skip: L2 controller high availability (etcd not installed; Debian: apt-get install etcd-server)"
-        );
-        return None;
-    }
-    let (client, peer) = (free_port(), free_port());
-    let (c, p) = (format!("http://127.0.0.1:{client}"), format!("http://127.0.0.1:{peer}"));
-    let data = dir.join("etcd-data");
-    let cluster = format!("t={p}");
-    // A 50 ms heartbeat and 500 ms election timeout make etcd's least
-    // lease 1 s (1.5 election timeouts, rounded up), the controller's default.
-    let args = [
-        "--name",
-        "t",
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--listen-client-urls",
-        &c,
-        "--advertise-client-urls",
-        &c,
-        "--listen-peer-urls",
-        &p,
-        "--initial-advertise-peer-urls",
-        &p,
-        "--initial-cluster",
-        &cluster,
-        "--heartbeat-interval",
-        "50",
-        "--election-timeout",
-        "500",
-    ];
-    let log = dir.join("etcd.log");
-    let proc = spawn("etcd", &args, &log);
-    let addr = SocketAddr::from(([127, 0, 0, 1], client));
-    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
-    until(Duration::from_secs(30), "etcd healthy", &logs, || {
-        get(addr, "/health").contains("true").then_some(())
-    });
-    Some((proc, format!("etcd://127.0.0.1:{client}")))
 }
 
 /// A controller of the HA group: its process, API, event log and stderr.
@@ -118,43 +61,11 @@ fn controller_with(
     name: &str,
     tokens: Option<(&Path, &'static str)>,
 ) -> Ctl {
-    let events = dir.join(format!("{name}.events.jsonl"));
-    let log = dir.join(format!("{name}.log"));
-    let args = [
-        "-v",
-        "controller",
-        "run",
-        topo.to_str().unwrap(),
-        "--mode",
-        "act",
-        "--listen",
-        "127.0.0.1:0",
-        "--events",
-        events.to_str().unwrap(),
-        "--hold-down-ms",
-        "3000",
-        "--hold-up-ms",
-        "0.5",
-        "--ha",
-        etcd,
-        "--ha-name",
-        name,
-    ];
-    let mut args: Vec<&str> = args.to_vec();
+    let mut extra = vec!["--hold-down-ms", "3000", "--hold-up-ms", "0.5"];
     if let Some((file, _)) = tokens {
-        args.extend(["--tokens", file.to_str().unwrap()]);
+        extra.extend(["--tokens", file.to_str().unwrap()]);
     }
-    let mut proc = spawn(env!("CARGO_BIN_EXE_metaroce"), &args, &log);
-    let text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let api = until(Duration::from_secs(60), "the controller's API listens", &text, || {
-        if let Ok(Some(st)) = proc.0.try_wait() {
-            panic!("controller {name} exited ({st}):\n{}", text());
-        }
-        text()
-            .lines()
-            .filter(|l| l.contains("status API listening"))
-            .find_map(|l| l.split("addr=").nth(1)?.split_whitespace().next()?.parse().ok())
-    });
+    let (proc, api, events, log) = ha_controller(dir, topo, etcd, name, &extra);
     Ctl { proc, api, events, log, token: tokens.map(|t| t.1) }
 }
 
@@ -185,40 +96,11 @@ impl Ctl {
     }
 
     fn events(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.events).unwrap_or_default();
-        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+        common::json_lines(&self.events)
     }
 
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-fn pipeline() -> Pipeline {
-    let dir = repo().join("p4src/build");
-    Pipeline::load(&dir.join("main.p4info.txtpb"), &dir.join("main.json")).unwrap()
-}
-
-/// What a served switch holds, and whose election id is primary there.
-async fn read_switch(addr: SocketAddr, device_id: u64, p: &Pipeline) -> (BTreeMap<Key, Entry>, Option<u128>) {
-    let mut cfg = SessionConfig::new(format!("http://{addr}"), device_id);
-    cfg.election_id = 1;
-    let Ok(s) = Session::connect(cfg).await else { return (BTreeMap::new(), None) };
-    let entries = p.read_installed(&s).await.map(|i| i.entries).unwrap_or_default();
-    (entries, s.role().election_id)
-}
-
-/// The last lines of every log in `dir`, for a failing assertion.
-fn tails(dir: &Path) -> impl Fn() -> String {
-    let dir = dir.to_path_buf();
-    move || {
-        let mut out = String::new();
-        for name in ["serve", "a", "b", "c"] {
-            let text = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out += &format!("--- {name}\n{}\n", lines[lines.len().saturating_sub(150)..].join("\n"));
-        }
-        out
     }
 }
 
@@ -287,7 +169,7 @@ fn takeover_writes(ctl: &Ctl) -> (u64, u64, u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((etcd_proc, url)) = etcd(dir.path()) else { return };
+    let Some((etcd_proc, url)) = etcd(dir.path(), "L2 controller high availability") else { return };
     let (topo, sc, addrs) = fabric(dir.path(), "serve-hotspot.yaml");
     let serve_log = dir.path().join("serve.log");
     let out = dir.path().join("report");
@@ -306,7 +188,7 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
         "10",
     ];
     let _serve = spawn(env!("CARGO_BIN_EXE_metaroce"), &serve_args, &serve_log);
-    let logs = tails(dir.path());
+    let logs = common::log_tails(dir.path(), &["serve", "a", "b", "c"], 150);
     let mut a = controller(dir.path(), &topo, &url, "a");
     let p = pipeline();
     until(Duration::from_secs(60), "a leads", &logs, || a.leads().then_some(()));
@@ -493,7 +375,7 @@ fn job_names(ctl: &Ctl) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jobs_survive_a_takeover() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((_etcd, url)) = etcd(dir.path()) else { return };
+    let Some((_etcd, url)) = etcd(dir.path(), "L2 controller high availability") else { return };
     let options = |id| metaroce_p4rt::server::SwitchOptions { device_id: id, ..Default::default() };
     let (_switches, addrs, _stop) = common::in_process_switches(4, options).await;
     let mut topo = std::fs::read_to_string(repo().join("topologies/mininet-2x2.yaml")).unwrap();
@@ -510,7 +392,7 @@ async fn jobs_survive_a_takeover() {
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     let with = Some((tokens.as_path(), SCHED));
-    let logs = tails(dir.path());
+    let logs = common::log_tails(dir.path(), &["serve", "a", "b", "c"], 150);
     let p = pipeline();
     let mut a = controller_with(dir.path(), &topo_path, &url, "a", with);
     until(Duration::from_secs(60), "a leads", &logs, || a.leads().then_some(()));
@@ -592,14 +474,14 @@ async fn steer_until(
 #[ignore = "a benchmark: make bench-ha"]
 async fn takeover_time_over_ten_kills() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((_etcd, url)) = etcd(dir.path()) else { return };
+    let Some((_etcd, url)) = etcd(dir.path(), "L2 controller high availability") else { return };
     let (topo, _, _) = fabric(dir.path(), "serve-hotspot.yaml");
     let _serve = spawn(
         env!("CARGO_BIN_EXE_metaroce"),
         &["sim", "serve", topo.to_str().unwrap()],
         &dir.path().join("serve.log"),
     );
-    let logs = tails(dir.path());
+    let logs = common::log_tails(dir.path(), &["serve", "a", "b", "c"], 150);
     let mut leader = controller(dir.path(), &topo, &url, "k0");
     until(Duration::from_secs(60), "k0 leads", &logs, || leader.leads().then_some(()));
     let mut times = vec![];

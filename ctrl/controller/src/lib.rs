@@ -12,6 +12,7 @@ pub mod obs;
 pub mod reaction;
 pub mod reconcile;
 pub mod runtime;
+pub mod shard;
 pub mod snapshot;
 pub mod stage;
 pub mod status;

@@ -68,6 +68,9 @@ pub struct Config {
     pub core: CoreConfig,
     /// High availability: campaign for leadership in etcd ([`crate::ha`]).
     pub ha: Option<crate::ha::HaConfig>,
+    /// With `ha`: split the switches with the other instances through etcd
+    /// ([`crate::shard`]); the elected instance plans for all of them.
+    pub shard: bool,
 }
 
 impl Config {
@@ -100,6 +103,7 @@ impl Config {
             digest: DigestConfig { max_timeout_ns: 0, max_list_size: 1, ack_timeout_ns: 1_000_000_000 },
             core,
             ha: None,
+            shard: false,
         }
     }
 }
@@ -128,6 +132,8 @@ pub enum DaemonError {
     Ha(#[from] crate::ha::HaError),
     #[error("switch {switch}: P4Runtime address {addr:?} is not host:port")]
     Address { switch: String, addr: String },
+    #[error("sharding")]
+    Shard(#[from] crate::shard::ShardError),
     #[error("the pipeline's steer tables (for job admission)")]
     SteerTables(#[from] crate::admission::AdmissionError),
 }
@@ -220,11 +226,15 @@ pub async fn run(
     }
     let (ha_rx, job_ops, restored_rx) = tasks::ha(&cfg, api_addr, stop_rx.clone(), &mut tasks).await?;
     let (ev_tx, ev_rx) = mpsc::channel::<AgentEvent>(8192);
-    let desired_tx = tasks::agents(&cfg, ha_rx.clone(), &ev_tx, &stop_rx, &mut tasks)?;
+    let desired_tx = match (cfg.shard, ha_rx.clone()) {
+        (true, Some(ha)) => crate::shard::start(&cfg, ha, &ev_tx, &stop_rx, &mut tasks).await?,
+        (true, None) if cfg.ha.is_none() => return Err(crate::shard::ShardError::NoElection.into()),
+        _ => tasks::agents(&cfg, ha_rx.clone(), &ev_tx, &stop_rx, &mut tasks)?,
+    };
     let udp_rx = tasks::collector(cfg.collector, stop_rx.clone(), &mut tasks).await?;
     let host_rx = tasks::host_scraper(&cfg, stop_rx.clone(), &mut tasks);
     drop(ev_tx);
-    let ha = crate::ha::Follower::new(ha_rx, &metrics);
+    let ha = crate::ha::Follower::new(ha_rx, &metrics).sharded(cfg.shard);
     let n = cfg.topology.switches.len();
     let state = State {
         core,

@@ -21,6 +21,10 @@ pub struct Follower {
     taking_over: Option<Instant>,
     /// The last takeover's duration, seconds.
     last_takeover: Option<f64>,
+    /// Sharded ([`crate::shard`]): the leader plans but is the primary of
+    /// its own switches only, so no takeover is measured here (the shard
+    /// owners' takeovers are per switch, in their logs and `bench-shard`).
+    sharded: bool,
 }
 
 impl Follower {
@@ -28,7 +32,13 @@ impl Follower {
     pub fn new(rx: Option<watch::Receiver<HaState>>, metrics: &Metrics) -> Self {
         let seen = rx.as_ref().map(|r| r.borrow().clone());
         metrics.set_ha_role(seen.as_ref().map_or(Role::Alone, |s| s.role).as_str());
-        Follower { rx, seen, taking_over: None, last_takeover: None }
+        Follower { rx, seen, taking_over: None, last_takeover: None, sharded: false }
+    }
+
+    /// Under sharding: no "primary on every switch" takeover to wait for.
+    pub fn sharded(mut self, sharded: bool) -> Self {
+        self.sharded = sharded;
+        self
     }
 
     pub fn role(&self) -> Role {
@@ -70,7 +80,7 @@ impl Follower {
             "revision": new.revision, "election_id": new.term.election_id.to_string()});
         events.record("ha_role", None, &new.reason, details);
         self.taking_over = match new.role {
-            Role::Leader => new.elected_at.or_else(|| Some(Instant::now())),
+            Role::Leader if !self.sharded => new.elected_at.or_else(|| Some(Instant::now())),
             _ => None,
         };
     }
