@@ -12,6 +12,7 @@ pub mod flows;
 mod host;
 pub mod net;
 mod pfc;
+mod queue;
 pub mod steer;
 mod switch;
 
