@@ -183,6 +183,8 @@ pub struct Sim<'a> {
     q: Queue,
     now: u64,
     fwd: Box<dyn Forwarder>,
+    /// `fwd.is_pipeline()`, asked once (it is asked at every hop).
+    pipeline: bool,
     rng: Rng,
     stats: Stats,
     pcap: Option<(Pcap, Vec<bool>)>,
@@ -283,6 +285,7 @@ impl<'a> Sim<'a> {
             nics: vec![Nic { wake_at: u64::MAX, ..Nic::default() }; topo.hosts.len()],
             q: Queue::default(),
             now: 0,
+            pipeline: fwd.is_pipeline(),
             fwd,
             rng: Rng::new(sc.seed ^ 0xEC4),
             stats,
