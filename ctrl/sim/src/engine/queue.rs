@@ -113,20 +113,33 @@ impl Queue {
     pub fn push(&mut self, time: u64, ev: Ev) {
         self.len += 1;
         let time = time.max(self.last);
-        let s = time >> self.shift;
-        if s == self.slot {
-            // The slot being served: after every event up to this time.
-            let pos = self.head + self.cur[self.head..].partition_point(|e| e.0 <= time);
-            self.cur.insert(pos, (time, ev));
-        } else if s - self.slot < SLOTS as u64 {
-            let i = (s & MASK) as usize;
+        let d = (time >> self.shift) - self.slot;
+        // Nearly every push lands on the wheel; the rest go out of line.
+        if d.wrapping_sub(1) < SLOTS as u64 - 1 {
+            let i = ((time >> self.shift) & MASK) as usize;
             self.wheel[i].push((time, ev));
             self.occupied[i / 64] |= 1 << (i % 64);
             self.in_wheel += 1;
+        } else if d == 0 {
+            self.push_now(time, ev);
         } else {
-            self.pushes += 1;
-            self.far.push(Reverse(Far { time, seq: self.pushes, ev }));
+            self.push_far(time, ev);
         }
+    }
+
+    /// Into the slot being served: after every event up to `time`.
+    #[cold]
+    #[inline(never)]
+    fn push_now(&mut self, time: u64, ev: Ev) {
+        let pos = self.head + self.cur[self.head..].partition_point(|e| e.0 <= time);
+        self.cur.insert(pos, (time, ev));
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_far(&mut self, time: u64, ev: Ev) {
+        self.pushes += 1;
+        self.far.push(Reverse(Far { time, seq: self.pushes, ev }));
     }
 
     #[inline]
@@ -143,11 +156,8 @@ impl Queue {
 
     /// Moves to the next slot with events and sorts its list into `cur`.
     fn advance(&mut self) -> Option<()> {
-        self.slot = if self.in_wheel > 0 {
-            self.next_occupied()
-        } else {
-            self.far.peek()?.0.time >> self.shift
-        };
+        self.slot =
+            if self.in_wheel > 0 { self.next_occupied() } else { self.far.peek()?.0.time >> self.shift };
         // The horizon moved: what it now covers leaves the heap, in order.
         while let Some(Reverse(f)) = self.far.peek() {
             let s = f.time >> self.shift;
