@@ -9,6 +9,10 @@ use metaroce_topo::gen::{self, Common};
 use metaroce_topo::units::Bandwidth;
 use metaroce_topo::{Routing, Topology};
 
+/// Every host sends 64 KiB to every other, all at once.
+const A2A_64K: &str = "network: {dcqcn: true}\nlimits: {events: 2000000000}\n\
+                       jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 64KiB}]";
+
 fn fabric(leaves: usize, spines: usize, hosts: usize) -> Option<Topology> {
     let c = Common::new("bench", Bandwidth::gbps(400));
     match gen::leaf_spine(&c, leaves, spines, hosts, 1) {
@@ -76,6 +80,15 @@ fn main() {
         println!("sim engine bench: not run under `cargo test`; `make bench` runs it");
         return;
     }
+    // A smaller All-to-All of the same shape as the 1,024-host one (k
+    // leaves, k spines, k hosts per leaf), alone: what a profiler runs
+    // (`SIM_BENCH_A2A_K=16 valgrind --tool=callgrind ...`).
+    if let Some(k) = std::env::var("SIM_BENCH_A2A_K").ok().and_then(|v| v.parse::<usize>().ok()) {
+        if let Some(t) = fabric(k, k, k) {
+            bench(&format!("all-to-all {} hosts, 64 KiB per pair", k * k), &t, A2A_64K, RoutingMode::Ecmp);
+        }
+        return;
+    }
     println!(
         "sim: state per packet in flight: {} bytes (on a link: a wire FIFO slot plus its Arrive event and the link's TxDone, {} bytes each; \
          a queued packet is one {}-byte FIFO slot)",
@@ -127,8 +140,6 @@ fn main() {
         return;
     }
     if let Some(t) = fabric(32, 32, 32) {
-        let yaml = "network: {dcqcn: true}\nlimits: {events: 2000000000}\n\
-                    jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 64KiB}]";
-        bench("all-to-all 1,024 hosts, 64 KiB per pair", &t, yaml, RoutingMode::Ecmp);
+        bench("all-to-all 1,024 hosts, 64 KiB per pair", &t, A2A_64K, RoutingMode::Ecmp);
     }
 }

@@ -31,7 +31,7 @@ impl Sim<'_> {
     /// (or, `nak`, asks for `psn` again).
     pub(super) fn send_ctl(&mut self, flow: FlowId, psn: u32, nak: bool) {
         let qp = self.w.flows[flow as usize].qp;
-        if self.fwd.is_pipeline() {
+        if self.pipeline {
             let delay = self.w.qps[qp as usize].ctrl_delay_ps;
             let ev = if nak { Ev::Nack { flow, psn } } else { Ev::Ack { flow, psn } };
             self.q.push(self.now + delay, ev);
@@ -96,7 +96,7 @@ impl Sim<'_> {
     /// serve mode: the twin of the sender's leaf sees it as it would have
     /// passed ([`crate::control::forward::Forwarder::leaf_sees_ack`]).
     pub(super) fn pipeline_leaf_sees_ctl(&mut self, flow: FlowId, psn: u32, nak: bool) {
-        if !self.fwd.is_pipeline() {
+        if !self.pipeline {
             return;
         }
         let Some(qp) = self.w.flows.get(flow as usize).map(|f| f.qp) else { return };

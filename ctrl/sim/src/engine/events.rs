@@ -1,7 +1,7 @@
-//! The event queue: a radix heap (buckets by the highest bit in which an
-//! event's time differs from the last popped time), earliest first, then
-//! in insertion order, so that simultaneous events run in a reproducible
-//! order.
+//! What the engine schedules: events, and the packets they move. The
+//! queue that orders them is in `queue.rs`.
+
+pub use super::queue::Queue;
 
 /// Index of a directed port (an egress queue and the link it feeds).
 pub type PortId = u32;
@@ -83,113 +83,6 @@ pub enum Ev {
     Iteration { job: u32, iter: u32 },
 }
 
-/// Pending events, earliest first: a radix heap over time. Simulated time
-/// never goes back, which is all a radix heap needs: an event waits in
-/// bucket `b`, the highest bit in which its time differs from the last
-/// popped time; each pop of a new time spreads the lowest bucket into lower
-/// ones, so an event moves at most 64 times (a few, in practice) and a push
-/// is O(1).
-///
-/// Simultaneous events run in the order they were scheduled, with no
-/// sequence number: events of one time always sit in one bucket, in the
-/// order they were pushed (a push goes where events of its time are; a
-/// spread moves them in order), and once their time is the current one
-/// they wait in the FIFO `now`.
-#[derive(Debug)]
-pub struct Queue {
-    last: u64,
-    /// Events at time `last`, in order, from `head` on.
-    now: Vec<Ev>,
-    head: usize,
-    /// Bucket `b` (1..=64) at index `b - 1`.
-    buckets: Vec<Vec<(u64, Ev)>>,
-    /// Bit `b - 1` set when bucket `b` is not empty.
-    occupied: u64,
-    len: usize,
-}
-
-impl Default for Queue {
-    fn default() -> Self {
-        Queue {
-            last: 0,
-            now: Vec::new(),
-            head: 0,
-            buckets: (0..64).map(|_| Vec::new()).collect(),
-            occupied: 0,
-            len: 0,
-        }
-    }
-}
-
-impl Queue {
-    /// Schedules `ev` at `time`, which must not be before the last popped
-    /// event (an earlier time is taken as the current one, so a bug cannot
-    /// corrupt the order).
-    #[inline]
-    pub fn push(&mut self, time: u64, ev: Ev) {
-        self.len += 1;
-        let x = time ^ self.last;
-        if time <= self.last {
-            self.now.push(ev);
-            return;
-        }
-        let i = 63 - x.leading_zeros() as usize;
-        self.buckets[i].push((time, ev));
-        self.occupied |= 1 << i;
-    }
-
-    #[inline]
-    pub fn pop(&mut self) -> Option<(u64, Ev)> {
-        if self.head == self.now.len() {
-            self.advance()?;
-        }
-        let ev = self.now[self.head];
-        self.head += 1;
-        self.len -= 1;
-        Some((self.last, ev))
-    }
-
-    /// Moves to the next time with events: spreads the lowest non-empty
-    /// bucket, its earliest events into `now`.
-    fn advance(&mut self) -> Option<()> {
-        if self.occupied == 0 {
-            return None;
-        }
-        self.now.clear();
-        self.head = 0;
-        let i = self.occupied.trailing_zeros() as usize;
-        let mut moved = std::mem::take(&mut self.buckets[i]);
-        self.occupied &= !(1 << i);
-        self.last = moved.iter().map(|e| e.0).min()?;
-        for &(t, ev) in &moved {
-            if t == self.last {
-                self.now.push(ev);
-            } else {
-                let b = 63 - (t ^ self.last).leading_zeros() as usize;
-                self.buckets[b].push((t, ev));
-                self.occupied |= 1 << b;
-            }
-        }
-        // Give the emptied bucket its allocation back.
-        moved.clear();
-        if self.buckets[i].is_empty() {
-            self.buckets[i] = moved;
-        }
-        Some(())
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Bytes one pending event takes.
-    pub const ENTRY_BYTES: usize = std::mem::size_of::<(u64, Ev)>();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,54 +90,5 @@ mod tests {
     #[test]
     fn a_packet_stays_within_40_bytes() {
         assert!(std::mem::size_of::<Packet>() <= 40, "{}", std::mem::size_of::<Packet>());
-    }
-
-    #[test]
-    fn earliest_first_then_fifo() {
-        let mut q = Queue::default();
-        q.push(5, Ev::NicWake { host: 1 });
-        q.push(3, Ev::NicWake { host: 2 });
-        q.push(5, Ev::NicWake { host: 3 });
-        q.push(3, Ev::NicWake { host: 4 });
-        let order: Vec<u32> = std::iter::from_fn(|| q.pop())
-            .map(|(_, e)| match e {
-                Ev::NicWake { host } => host,
-                _ => 0,
-            })
-            .collect();
-        assert_eq!(order, vec![2, 4, 1, 3]);
-    }
-
-    #[test]
-    fn matches_a_sorted_order_under_interleaving() {
-        // Deltas within one slot, across the wheel, and beyond its horizon.
-        for max_delta in [4u64, 1_000, 1 << 20, 1 << 28, 1 << 40, 1 << 49] {
-            interleave(max_delta);
-        }
-    }
-
-    fn interleave(max_delta: u64) {
-        let mut q = Queue::default();
-        let mut rng = crate::rng::Rng::new(1);
-        let mut now = 0u64;
-        let mut popped = Vec::new();
-        let mut expect = std::collections::BTreeSet::new();
-        let mut seq = 0u64;
-        for _ in 0..20_000 {
-            if rng.below(3) > 0 {
-                let t = now + rng.below(max_delta);
-                seq += 1;
-                q.push(t, Ev::NicWake { host: seq as u32 });
-                expect.insert((t, seq));
-            } else if let Some((t, Ev::NicWake { host })) = q.pop() {
-                let first = *expect.iter().next().unwrap();
-                assert_eq!((t, u64::from(host)), first);
-                expect.remove(&first);
-                now = t;
-                popped.push(t);
-            }
-        }
-        assert!(popped.windows(2).all(|w| w[0] <= w[1]));
-        assert_eq!(q.len(), expect.len());
     }
 }

@@ -12,6 +12,7 @@ pub mod flows;
 mod host;
 pub mod net;
 mod pfc;
+mod queue;
 pub mod steer;
 mod switch;
 
@@ -184,6 +185,8 @@ pub struct Sim<'a> {
     q: Queue,
     now: u64,
     fwd: Box<dyn Forwarder>,
+    /// `fwd.is_pipeline()`, asked once (it is asked at every hop).
+    pipeline: bool,
     rng: Rng,
     stats: Stats,
     pcap: Option<(Pcap, Vec<bool>)>,
@@ -284,6 +287,7 @@ impl<'a> Sim<'a> {
             nics: vec![Nic { wake_at: u64::MAX, ..Nic::default() }; topo.hosts.len()],
             q: Queue::default(),
             now: 0,
+            pipeline: fwd.is_pipeline(),
             fwd,
             rng: Rng::new(sc.seed ^ 0xEC4),
             stats,

@@ -9,7 +9,7 @@ use crate::engine::net::Node;
 
 impl Sim<'_> {
     pub(super) fn switch_arrive(&mut self, s: u32, in_port: PortId, mut p: Packet) {
-        if self.fwd.is_pipeline() {
+        if self.pipeline {
             self.pipeline_arrive(s, in_port, p);
             return;
         }
@@ -171,7 +171,7 @@ impl Sim<'_> {
         if emptied {
             st.backlog &= !(1 << c);
         }
-        if self.fwd.is_pipeline() {
+        if self.pipeline {
             if let Node::Switch(s) = self.ports.specs[port as usize].from {
                 let (left, was_ce) = (self.queued_packets(port), p.ce);
                 self.fwd.egress(self.now, s, self.ports.number[port as usize], left, &mut p);

@@ -30,6 +30,7 @@ impl LogHist {
         (16 + ((i - 16) % 16) as u64) << (e - 4)
     }
 
+    #[inline]
     pub fn add(&mut self, v: u64) {
         let i = Self::index(v);
         if i >= self.counts.len() {
@@ -104,6 +105,7 @@ impl Series {
         }
     }
 
+    #[inline]
     fn record(&mut self, port: usize, now: u64, bytes: u64) {
         if now >= self.bucket_end || now < self.bucket_end - self.interval_ps {
             let mut b = (now / self.interval_ps) as usize;
@@ -376,6 +378,7 @@ impl Stats {
     }
 
     /// A packet joins a queue that holds `depth` bytes before it.
+    #[inline]
     pub fn enqueued(&mut self, port: usize, class: usize, now: u64, depth: u64, after: u64) {
         self.queue_hist[class].add(depth);
         if after > self.max_queue[port] {
