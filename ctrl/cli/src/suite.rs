@@ -77,15 +77,17 @@ fn write_case(
     }
 }
 
-pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
-    let fam = match metaroce_sim::suite::load_file(&a.family) {
-        Ok(f) => f,
-        Err(e @ SimError::Invalid { .. }) => return Ok(invalid(&e)),
-        Err(e) => return Err(e).with_context(|| format!("reading family {}", a.family.display())),
-    };
-    let n = a.cases.map_or(fam.cases, |c| c as usize);
-    let seeds = a.seeds.as_ref().map_or_else(|| fam.seeds.clone(), |s| s.0.clone());
-    let modes = if a.pool.modes.is_empty() { fam.modes.clone() } else { a.pool.modes.clone() };
+/// The cases a family drew, and each loaded back as a scenario.
+type Drawn = (Vec<Case>, Vec<scenario::Loaded>);
+
+/// Draws cases 1 to `n` of the family, writes each out and loads it back
+/// to run in `modes`.
+fn draw_cases(
+    a: &SuiteArgs,
+    fam: &Family,
+    modes: &[metaroce_sim::RoutingMode],
+    n: usize,
+) -> anyhow::Result<Result<Drawn, Exit>> {
     let mut cases = Vec::with_capacity(n);
     let mut loaded = Vec::with_capacity(n);
     for i in 1..=n {
@@ -97,20 +99,36 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
                     "error: family {} draws a fabric that cannot be built; narrow its shapes",
                     fam.name
                 );
-                return Ok(Exit::Invalid);
+                return Ok(Err(Exit::Invalid));
             }
         };
-        let mut l = match write_case(&a.out.join("cases").join(format!("{i:03}")), &fam, &a.family, &c)? {
+        let mut l = match write_case(&a.out.join("cases").join(format!("{i:03}")), fam, &a.family, &c)? {
             Ok(l) => l,
-            Err(code) => return Ok(code),
+            Err(code) => return Ok(Err(code)),
         };
-        l.scenario.modes.clone_from(&modes);
+        l.scenario.modes = modes.to_vec();
         if let Some(o) = a.pool.ordering {
             l.scenario.net.ordering = o;
         }
         cases.push(c);
         loaded.push(l);
     }
+    Ok(Ok((cases, loaded)))
+}
+
+pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
+    let fam = match metaroce_sim::suite::load_file(&a.family) {
+        Ok(f) => f,
+        Err(e @ SimError::Invalid { .. }) => return Ok(invalid(&e)),
+        Err(e) => return Err(e).with_context(|| format!("reading family {}", a.family.display())),
+    };
+    let n = a.cases.map_or(fam.cases, |c| c as usize);
+    let seeds = a.seeds.as_ref().map_or_else(|| fam.seeds.clone(), |s| s.0.clone());
+    let modes = if a.pool.modes.is_empty() { fam.modes.clone() } else { a.pool.modes.clone() };
+    let (cases, loaded) = match draw_cases(a, &fam, &modes, n)? {
+        Ok(drawn) => drawn,
+        Err(code) => return Ok(code),
+    };
     let routings: Vec<Routing> = loaded.iter().map(|l| Routing::compute(&l.topology)).collect();
     let floors: Vec<Floors> = (0..n * seeds.len()).map(|_| Floors::new()).collect();
     let mut tasks = Vec::with_capacity(n * seeds.len() * modes.len());

@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metaroce_p4rt::entity::DigestConfig;
-use metaroce_p4rt::session::PipelineOutcome;
-use metaroce_p4rt::thrift::ThriftConfig;
-use metaroce_p4rt::{Backoff, Event as SessionEvent, Jitter, Session, SessionConfig, SessionError};
+use metaroce_p4rt::{Backoff, Event as SessionEvent, Jitter, Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key, LargeFlowDigest, PacketInReason, Pipeline, QueueDigest};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -26,6 +24,7 @@ use crate::plan::SwitchPlan;
 mod assigned;
 mod episode;
 pub mod identity;
+mod open;
 mod pass;
 mod poll;
 mod refused;
@@ -33,6 +32,8 @@ mod term;
 
 pub use episode::{Failure, Recovered};
 pub use refused::Refused;
+
+use open::{open, our_cookie, read_installed, AgentError};
 
 /// What a switch should hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,101 +259,6 @@ pub async fn run(
 /// The span of a switch's task: every log line of it names the switch.
 pub fn span(cfg: &AgentConfig) -> tracing::Span {
     tracing::info_span!("switch", switch = %cfg.name, device_id = cfg.session.device_id)
-}
-
-/// Why a connected session ended.
-#[derive(Debug, thiserror::Error)]
-enum AgentError {
-    #[error(transparent)]
-    Session(#[from] SessionError),
-    #[error("{0}")]
-    Pipeline(#[from] metaroce_pipeline::PipelineError),
-    #[error("the session's event stream ended")]
-    StreamEnded,
-    #[error("the session is still held by the register poll")]
-    SessionShared,
-    #[error(
-        "the switch runs a pipeline of another fabric or switch (cookie {installed:#018x}, this one's would be \
-         {ours:#018x}): nothing is changed on it; check its p4rt address, or start with --adopt to take it over"
-    )]
-    Foreign { installed: u64, ours: u64 },
-}
-
-async fn open(
-    cfg: &AgentConfig,
-    pipeline: &Pipeline,
-    term: Term,
-) -> Result<(Session, mpsc::UnboundedReceiver<SessionEvent>, &'static str), AgentError> {
-    let mut sc = cfg.session.clone();
-    sc.election_id = term.election_id;
-    let mut session = Session::connect(sc).await?;
-    if let Some(addr) = cfg.thrift {
-        session = session.with_thrift(ThriftConfig::new(addr));
-    }
-    let rx = session.subscribe()?;
-    let ours = ours_or_refused(cfg, &session, pipeline).await?;
-    if !term.writes {
-        // A standby: a backup that reads, until it is elected.
-        session.use_p4info(pipeline.info())?;
-        return Ok((session, rx, "not pushed (standby)"));
-    }
-    session.wait_primary().await?;
-    let program = if !cfg.dry_run {
-        let outcome = session.set_pipeline(pipeline.info(), pipeline.device().as_ref(), Some(ours)).await?;
-        debug!(?outcome, "pipeline");
-        session.configure_digest(pipeline.digest_entry(cfg.digest)?).await?;
-        session.configure_digest(pipeline.large_flow_digest_entry(cfg.digest)?).await?;
-        if let Some(entry) = pipeline.drain_pair_digest_entry(cfg.digest) {
-            session.configure_digest(entry?).await?;
-        }
-        match outcome {
-            PipelineOutcome::Pushed => "pushed",
-            PipelineOutcome::AlreadyInstalled => "already running",
-        }
-    } else {
-        session.use_p4info(pipeline.info())?;
-        "not pushed (dry run)"
-    };
-    Ok((session, rx, program))
-}
-
-/// The cookie this controller pushes to the switch ([`identity::cookie`]).
-fn our_cookie(cfg: &AgentConfig, pipeline: &Pipeline) -> u64 {
-    let program = metaroce_p4rt::session::pipeline_cookie(pipeline.info(), pipeline.device_config());
-    identity::cookie(program, &cfg.fabric, &cfg.name)
-}
-
-/// This fabric's cookie for the switch, once the switch has shown it is
-/// ours (or fresh, or adopted); [`AgentError::Foreign`] otherwise, before
-/// anything is written or read back.
-async fn ours_or_refused(
-    cfg: &AgentConfig,
-    session: &Session,
-    pipeline: &Pipeline,
-) -> Result<u64, AgentError> {
-    let ours = our_cookie(cfg, pipeline);
-    let installed = session.installed_cookie().await?;
-    match identity::Verdict::of(installed, ours, cfg.adopt) {
-        identity::Verdict::Foreign => Err(AgentError::Foreign { installed: installed.unwrap_or(0), ours }),
-        identity::Verdict::Adopted => {
-            warn!(
-                installed = installed.unwrap_or(0),
-                ours, "taking over a switch whose pipeline cookie names another fabric or switch (--adopt)"
-            );
-            Ok(ours)
-        }
-        _ => Ok(ours),
-    }
-}
-
-/// Reads back every entry of ours the switch holds; entries it cannot
-/// parse are reported and left alone.
-async fn read_installed(session: &Session, pipeline: &Pipeline) -> Result<BTreeMap<Key, Entry>, AgentError> {
-    let got = pipeline.read_installed(session).await?;
-    for err in &got.unreadable {
-        warn!(error = %err, "entry on the switch that the controller cannot read; it will be left alone");
-    }
-    Ok(got.entries)
 }
 
 struct Live<'a> {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use metaroce_host::{Counter, HostCongestion};
+use metaroce_host::{Counter, HostCongestion, ScrapeError};
 use serde_json::{json, Value};
 
 use crate::obs::Metrics;
@@ -37,6 +37,18 @@ pub struct Hosts {
     hosts: BTreeMap<String, HostState>,
 }
 
+/// An error and its sources, `: `-separated (what failed, then why).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 fn rate(c: &Option<Counter>) -> f64 {
     c.as_ref().and_then(|c| c.rate).unwrap_or(0.0)
 }
@@ -47,7 +59,7 @@ impl Hosts {
     pub fn update(
         &mut self,
         metrics: &Metrics,
-        got: Vec<(String, Result<HostCongestion, String>)>,
+        got: Vec<(String, Result<HostCongestion, ScrapeError>)>,
         acting: bool,
     ) -> Vec<HostNote> {
         let mut notes = Vec::new();
@@ -100,6 +112,7 @@ impl Hosts {
                 }
                 Err(e) => {
                     metrics.set_host_up(&host, false);
+                    let e = error_chain(&e);
                     if st.error.is_none() {
                         notes.push(HostNote {
                             kind: "host_exporter",
@@ -146,7 +159,7 @@ mod tests {
     use super::*;
     use metaroce_host::DeviceCongestion;
 
-    fn scrape(pfc: f64) -> Vec<(String, Result<HostCongestion, String>)> {
+    fn scrape(pfc: f64) -> Vec<(String, Result<HostCongestion, ScrapeError>)> {
         let dev =
             DeviceCongestion { pfc_tx: Some(Counter { total: 10, rate: Some(pfc) }), ..Default::default() };
         let h = HostCongestion {
@@ -178,10 +191,15 @@ mod tests {
         for _ in 0..10 {
             assert!(h.update(&m, scrape(50.0), false).is_empty());
         }
-        let down = || vec![("h1".to_string(), Err("connection refused".to_string()))];
+        let refused = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let down = || {
+            let e = ScrapeError::Connect { addr: "h1:9101".into(), source: refused() };
+            vec![("h1".to_string(), Err(e))]
+        };
         assert_eq!(h.update(&m, down(), true).len(), 1);
         assert!(h.update(&m, down(), true).is_empty());
-        assert!(h.status().to_string().contains("connection refused"));
+        let status = h.status().to_string();
+        assert!(status.contains("cannot connect to exporter h1:9101: connection refused"), "{status}");
         assert_eq!(h.update(&m, scrape(0.0), true)[0].reason, "h1: exporter answers again");
     }
 }

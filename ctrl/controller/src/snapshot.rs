@@ -21,7 +21,7 @@ pub struct SnapshotDoc {
     pub switches: BTreeMap<String, Vec<Entry>>,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SnapshotError {
     #[error("the snapshot is not a valid document: {0}")]
     Format(String),

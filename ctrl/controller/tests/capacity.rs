@@ -200,7 +200,11 @@ async fn an_unreachable_switch_is_one_outage_named_by_what_failed() {
     let (switches, mut addrs, stop) = common::fabric().await;
     let dead = common::free_addr();
     addrs[3] = dead;
-    let r = start_on((switches, addrs, stop), Mode::Act, "outage", |_| {}).await;
+    // The outage must not last long enough for the core to route around
+    // spine2 (3 s by default), which adds a second `switch_up` when it
+    // returns: on a loaded machine the three attempts alone can take that.
+    let long = |c: &mut metaroce_controller::daemon::Config| c.core.switch_down_after_ns = 120_000_000_000;
+    let r = start_on((switches, addrs, stop), Mode::Act, "outage", long).await;
     let spine2 = || async {
         let (_, st) = http(r.listen, "GET", "/api/v1/status", VIEW, "").await;
         st["switches"][3].clone()

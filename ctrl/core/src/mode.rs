@@ -41,13 +41,17 @@ impl fmt::Display for Mode {
     }
 }
 
+/// A mode name that is none of [`Mode::ALL`]'s.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode \"{given}\"; expected one of observe, advise, act")]
+pub struct UnknownMode {
+    pub given: String,
+}
+
 impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| format!("unknown mode \"{s}\"; expected one of observe, advise, act"))
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> Result<Self, UnknownMode> {
+        Mode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| UnknownMode { given: s.to_owned() })
     }
 }
 
@@ -60,7 +64,9 @@ mod tests {
         for m in Mode::ALL {
             assert_eq!(m.as_str().parse::<Mode>(), Ok(m));
         }
-        assert!("acting".parse::<Mode>().unwrap_err().contains("observe, advise, act"));
+        let e = "acting".parse::<Mode>().unwrap_err();
+        assert_eq!(e, UnknownMode { given: "acting".into() });
+        assert!(e.to_string().contains("\"acting\"; expected one of observe, advise, act"), "{e}");
         assert!(Mode::Act.writes() && !Mode::Advise.writes());
     }
 }

@@ -92,6 +92,6 @@ pub enum ScrapeError {
     TooLarge { addr: String, limit: usize },
     #[error("exporter {addr} answered {status:?}, not 200")]
     Status { addr: String, status: String },
-    #[error("exporter {addr}, line {line}: {message}")]
-    Parse { addr: String, line: usize, message: String },
+    #[error("exporter {addr}, line {line}: {problem}")]
+    Parse { addr: String, line: usize, problem: crate::openmetrics::LineError },
 }

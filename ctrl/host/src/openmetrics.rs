@@ -105,9 +105,31 @@ pub struct Line {
     pub text: String,
 }
 
+/// A line of exposition text that is not a sample: its 1-based number and
+/// what was wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
+pub struct ParseError {
+    pub line: usize,
+    pub problem: LineError,
+}
+
+/// What was wrong with a sample line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("a sample needs a value after its name and labels")]
+    NoValue,
+    #[error("the value {text:?} is not a number")]
+    NotANumber { text: String },
+    #[error("a label needs key=\"value\", found {found:?}")]
+    Label { found: String },
+    #[error("the value of label {key:?} has no closing quote")]
+    Unterminated { key: String },
+}
+
 /// Parses exposition text into sample lines; the error gives the 1-based
 /// line number and what was wrong.
-pub fn parse(text: &str) -> Result<Vec<Line>, (usize, String)> {
+pub fn parse(text: &str) -> Result<Vec<Line>, ParseError> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim_end();
@@ -117,13 +139,13 @@ pub fn parse(text: &str) -> Result<Vec<Line>, (usize, String)> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        out.push(parse_line(line).map_err(|m| (i + 1, m))?);
+        out.push(parse_line(line).map_err(|problem| ParseError { line: i + 1, problem })?);
     }
     Ok(out)
 }
 
-fn parse_line(line: &str) -> Result<Line, String> {
-    let name_end = line.find(['{', ' ']).ok_or("a sample needs a value")?;
+fn parse_line(line: &str) -> Result<Line, LineError> {
+    let name_end = line.find(['{', ' ']).ok_or(LineError::NoValue)?;
     let name = line[..name_end].to_string();
     let mut labels = BTreeMap::new();
     let mut rest = &line[name_end..];
@@ -132,20 +154,22 @@ fn parse_line(line: &str) -> Result<Line, String> {
         labels = parsed;
         rest = after;
     }
-    let text = rest.split_whitespace().next().ok_or("a sample needs a value")?.to_string();
-    let value: f64 = text.parse().map_err(|_| format!("{text:?} is not a number"))?;
+    let text = rest.split_whitespace().next().ok_or(LineError::NoValue)?.to_string();
+    let value: f64 = text.parse().map_err(|_| LineError::NotANumber { text: text.clone() })?;
     Ok(Line { name, labels, value, text })
 }
 
 /// Parses `k="v",...}` and returns the labels and the text after `}`.
-fn parse_labels(mut s: &str) -> Result<(BTreeMap<String, String>, &str), String> {
+fn parse_labels(mut s: &str) -> Result<(BTreeMap<String, String>, &str), LineError> {
     let mut labels = BTreeMap::new();
     loop {
         s = s.trim_start_matches(',');
         if let Some(after) = s.strip_prefix('}') {
             return Ok((labels, after));
         }
-        let (key, after) = s.split_once("=\"").ok_or("a label needs key=\"value\"")?;
+        let found = || s.chars().take(40).collect();
+        let (key, after) = s.split_once("=\"").ok_or_else(|| LineError::Label { found: found() })?;
+        let unterminated = || LineError::Unterminated { key: key.trim().to_string() };
         let mut value = String::new();
         let mut chars = after.char_indices();
         let end = loop {
@@ -154,10 +178,10 @@ fn parse_labels(mut s: &str) -> Result<(BTreeMap<String, String>, &str), String>
                 Some((_, '\\')) => match chars.next() {
                     Some((_, 'n')) => value.push('\n'),
                     Some((_, c)) => value.push(c),
-                    None => return Err("unterminated label value".into()),
+                    None => return Err(unterminated()),
                 },
                 Some((_, c)) => value.push(c),
-                None => return Err("unterminated label value".into()),
+                None => return Err(unterminated()),
             }
         };
         labels.insert(key.trim().to_string(), value);
@@ -219,7 +243,13 @@ mod tests {
         assert_eq!(lines.len(), 1);
         assert_eq!(lines[0].labels.get("a").map(String::as_str), Some("q\"u\\o\nte"));
         assert_eq!(lines[0].value, 3.0);
-        assert_eq!(parse("x{a=\"1\"} notanumber").map_err(|e| e.0), Err(1));
-        assert!(parse("x{a=\"1} 2").is_err());
+        let nan = LineError::NotANumber { text: "notanumber".into() };
+        assert_eq!(parse("x{a=\"1\"} notanumber"), Err(ParseError { line: 1, problem: nan }));
+        let open = parse("# HELP x\nx{a=\"1} 2").unwrap_err();
+        assert_eq!(open, ParseError { line: 2, problem: LineError::Unterminated { key: "a".into() } });
+        assert_eq!(open.to_string(), "line 2: the value of label \"a\" has no closing quote");
+        let bare = parse("x{a} 2").unwrap_err();
+        assert_eq!(bare.problem, LineError::Label { found: "a} 2".into() });
+        assert_eq!(parse("x_total").unwrap_err().problem, LineError::NoValue);
     }
 }

@@ -71,10 +71,10 @@ pub async fn scrape_all(
 /// Parses exporter text into [`HostCongestion`]; `addr` only names the
 /// source in errors.
 pub fn parse_congestion(addr: &str, text: &str) -> Result<HostCongestion, ScrapeError> {
-    let lines = openmetrics::parse(text).map_err(|(line, message)| ScrapeError::Parse {
+    let lines = openmetrics::parse(text).map_err(|e| ScrapeError::Parse {
         addr: addr.to_string(),
-        line,
-        message,
+        line: e.line,
+        problem: e.problem,
     })?;
     let (host, ports, counters, rates) = openmetrics::decode(&lines);
     Ok(summarize(&host, &ports, &counters, &rates))

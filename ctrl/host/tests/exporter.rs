@@ -145,6 +145,7 @@ async fn scrape_is_bounded_in_time_and_size() {
     let garbage = fake_server(Some(b"HTTP/1.0 200 OK\r\n\r\nmetric{a=\"1\"} twelve\n".to_vec())).await;
     let err = scrape(&garbage, &opts).await.unwrap_err();
     assert!(matches!(err, ScrapeError::Parse { line: 1, .. }), "{err:?}");
+    assert!(err.to_string().contains("line 1: the value \"twelve\" is not a number"), "{err}");
 }
 
 #[tokio::test]

@@ -71,10 +71,11 @@ async fn pipeline_cookie_skips_reinstall() {
 
 #[tokio::test]
 async fn a_device_refuses_a_program_it_cannot_run() {
-    use metaroce_p4rt::server::PipelineCheck;
-    let check = PipelineCheck(std::sync::Arc::new(|info: &metaroce_p4rt::P4Info| {
-        info.table("no_such_table").map(|_| ()).map_err(|_| "table no_such_table is missing".to_owned())
-    }));
+    use metaroce_p4rt::server::{CheckError, PipelineCheck};
+    let check =
+        PipelineCheck(std::sync::Arc::new(|info: &metaroce_p4rt::P4Info| -> Result<(), CheckError> {
+            info.table("no_such_table").map(|_| ()).map_err(|_| "table no_such_table is missing".into())
+        }));
     let r = common::rig(SwitchOptions { accepts: Some(check), ..Default::default() }).await;
     let s = Session::connect(common::config(&r.addr, 10)).await.unwrap();
     s.wait_primary().await.unwrap();

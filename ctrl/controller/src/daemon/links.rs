@@ -7,7 +7,7 @@ use tracing::warn;
 
 use super::State;
 use crate::core::Input;
-use crate::obs::ValueReply;
+use crate::obs::{CommandError, ValueReply};
 use crate::reach;
 
 impl State {
@@ -17,15 +17,15 @@ impl State {
         let topo = self.core.topology();
         let name = topo.links.get(link).map(|l| topo.endpoint_name(l.a)).unwrap_or_default();
         if !cut.is_empty() && !force {
-            let message = format!(
-                "taking link {name} down would cut off {}: {}; nothing was changed. \
-                 Send \"force\": true to take it down anyway (a link monitor reporting a failure it saw should)",
-                reach::count_text(cut.len()),
-                reach::describe(topo, &cut)
-            );
+            let refused = CommandError::WouldPartition {
+                link: name.clone(),
+                pairs: cut.len(),
+                which: reach::describe(topo, &cut),
+            };
+            let message = refused.to_string();
             let details = json!({"link": name, "cut_off": reach::pairs_json(topo, &cut)});
             self.obs.events.record("link_down_refused", None, &message, details);
-            let _ = reply.send(Err(message));
+            let _ = reply.send(Err(refused));
             return false;
         }
         let cut_off = reach::pairs_json(topo, &cut);

@@ -345,7 +345,7 @@ struct Publication {
 }
 
 /// One scrape of every host exporter: host name → counters or error.
-type HostScrape = Vec<(String, Result<metaroce_host::HostCongestion, String>)>;
+type HostScrape = Vec<(String, Result<metaroce_host::HostCongestion, metaroce_host::ScrapeError>)>;
 
 /// The state task's input channels.
 struct Inputs {
@@ -534,7 +534,7 @@ impl State {
                         let _ = reply.send(Ok(()));
                     }
                     Err(e) => {
-                        let _ = reply.send(Err(e.to_string()));
+                        let _ = reply.send(Err(e.into()));
                     }
                 }
             }

@@ -168,7 +168,6 @@ pub(super) fn host_scraper(
             tokio::select! {
                 _ = tick.tick() => {
                     let got = metaroce_host::scrape_all(&targets, &opts).await;
-                    let got = got.into_iter().map(|(h, r)| (h, r.map_err(|e| format!("{e:#}")))).collect();
                     if host_tx.send(got).await.is_err() { return }
                 }
                 _ = stop.changed() => return,

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tracing::info;
 
 use super::{HaState, Role};
-use crate::obs::{Command, EventLog, Metrics, Refusal};
+use crate::obs::{Command, CommandError, EventLog, Metrics, Refusal};
 use crate::status::SwitchStatus;
 
 /// What the state task knows of the election.
@@ -135,20 +135,14 @@ impl Follower {
         }
         let leader = self.seen.as_ref().and_then(|s| s.leader.clone());
         let url = self.seen.as_ref().and_then(|s| s.leader_url.clone());
-        let msg = match (&leader, &url) {
-            (Some(l), Some(u)) => format!("this controller is a standby; the leader is {l} at {u}: send changes there"),
-            (Some(l), None) => format!(
-                "this controller is a standby; the leader is {l} (it advertises no URL: give it --ha-advertise): send changes there"
-            ),
-            (None, _) => {
-                "this controller is a standby and no leader is elected yet: try again shortly".to_string()
-            }
+        let refused = CommandError::Standby { leader: leader.clone(), leader_url: url.clone() };
+        let refusal = || Refusal {
+            status: refused.status(),
+            body: json!({"error": refused.to_string(), "leader": leader, "leader_url": url}),
         };
-        let refusal =
-            || Refusal { status: 409, body: json!({"error": msg, "leader": leader, "leader_url": url}) };
         match cmd {
             Command::SetMode { reply, .. } | Command::Rollback { reply, .. } => {
-                let _ = reply.send(Err(msg.clone()));
+                let _ = reply.send(Err(refused.clone()));
             }
             Command::SetLink { .. } => {}
             Command::RegisterJob { reply, .. } | Command::RemoveJob { reply, .. } => {

@@ -175,7 +175,10 @@ async fn a_standby_refuses_commands_naming_the_leader() {
     let (reply, answer) = tokio::sync::oneshot::channel();
     let (claim, _claimed) = tokio::sync::oneshot::channel();
     assert!(f.gate(Command::SetMode { mode: crate::mode::Mode::Act, claim, reply }).is_none());
-    let msg = answer.await.unwrap().unwrap_err();
+    let refused = answer.await.unwrap().unwrap_err();
+    assert_eq!(refused, crate::obs::CommandError::Standby { leader: Some("a".into()), leader_url: None });
+    assert_eq!(refused.status(), 409);
+    let msg = refused.to_string();
     assert!(msg.contains("standby") && msg.contains("the leader is a"), "{msg}");
     assert_eq!(f.status()["role"], "standby");
 }

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::{authorize, json_response, ApiError, ApiState};
 use crate::mode::Mode;
-use crate::obs::{Claim, Command, Role};
+use crate::obs::{Claim, Command, CommandError, Role};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,7 +129,7 @@ fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection
 /// so its reply is waited for.
 async fn ask<T>(
     state: &ApiState,
-    make: impl FnOnce(Claim, oneshot::Sender<Result<T, String>>) -> Command,
+    make: impl FnOnce(Claim, oneshot::Sender<Result<T, CommandError>>) -> Command,
 ) -> Result<T, ApiError> {
     let unavailable = |msg: &str| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, msg);
     let (claim, mut claimed) = oneshot::channel();
@@ -158,7 +158,10 @@ async fn ask<T>(
     };
     match answer {
         Err(e) => Err(e),
-        Ok(Err(refusal)) => Err(ApiError::new(StatusCode::CONFLICT, refusal)),
+        Ok(Err(refused)) => {
+            let status = StatusCode::from_u16(refused.status()).unwrap_or(StatusCode::CONFLICT);
+            Err(ApiError::new(status, refused.to_string()))
+        }
         Ok(Ok(v)) => Ok(v),
     }
 }

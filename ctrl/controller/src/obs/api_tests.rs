@@ -12,7 +12,7 @@ use tower::ServiceExt;
 use super::*;
 use crate::obs::metrics::tests::check_openmetrics;
 use crate::obs::testutil::capture_logs;
-use crate::obs::{LazyJson, Refusal};
+use crate::obs::{CommandError, LazyJson, Refusal};
 
 const VIEW: &str = "viewer-secret-0123456789";
 const OPER: &str = "operator-secret-0123456789";
@@ -29,7 +29,7 @@ struct Fixture {
 }
 
 /// A state whose fake state task answers `answer` to every command.
-fn fixture(with_tokens: bool, answer: Result<(), String>) -> Fixture {
+fn fixture(with_tokens: bool, answer: Result<(), CommandError>) -> Fixture {
     let tokens = with_tokens.then(|| {
         let text = format!("viewer {VIEW}\noperator {OPER}\nadmin {ADMIN}\nscheduler {SCHED}\n");
         Arc::new(Tokens::parse(Path::new("tokens"), &text).unwrap())
@@ -276,10 +276,13 @@ async fn obs_api_rollback_and_controller_answers() {
     }
     assert_eq!(f.seen.lock().unwrap().len(), 1);
 
-    let refused = fixture(true, Err("not primary for leaf1".into()));
+    let standby =
+        CommandError::Standby { leader: Some("c1".into()), leader_url: Some("http://c1:9000".into()) };
+    let text = "this controller is a standby; the leader is c1 at http://c1:9000: send changes there";
+    let refused = fixture(true, Err(standby));
     let a = call(&refused.state, "POST", "/api/v1/mode", Some(OPER), r#"{"mode":"act"}"#).await;
-    assert_eq!((a.status, a.error()), (StatusCode::CONFLICT, "not primary for leaf1".to_string()));
-    assert_eq!(refused.state.events.recent(2, 1).events[0].details["outcome"], "not primary for leaf1");
+    assert_eq!((a.status, a.error()), (StatusCode::CONFLICT, text.to_string()));
+    assert_eq!(refused.state.events.recent(2, 1).events[0].details["outcome"], text);
 
     // Nobody answers: the receiver is alive but never read.
     let mut silent = fixture(true, Ok(()));

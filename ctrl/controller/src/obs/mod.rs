@@ -101,12 +101,65 @@ impl std::fmt::Debug for LazyJson {
     }
 }
 
-/// The controller's answer to a command: `Err` carries a message for the
-/// API client (served with 409 Conflict).
-pub type Reply = oneshot::Sender<Result<(), String>>;
+/// The controller's answer to a command: `Err` says why it refused, and
+/// the HTTP status the API serves that with ([`CommandError::status`]).
+pub type Reply = oneshot::Sender<Result<(), CommandError>>;
 
 /// Like [`Reply`], with what the change did (merged into the API's answer).
-pub type ValueReply = oneshot::Sender<Result<Value, String>>;
+pub type ValueReply = oneshot::Sender<Result<Value, CommandError>>;
+
+/// Why the state task (or a standby's gate) refused a mode, rollback or
+/// link command. Every variant is a conflict with the controller's state
+/// (409): the request itself was well formed (the API checks that first,
+/// with 400).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CommandError {
+    /// This controller is a standby: changes go to the leader.
+    #[error("{}", standby_text(.leader.as_deref(), .leader_url.as_deref()))]
+    Standby { leader: Option<String>, leader_url: Option<String> },
+    /// An unforced link-down would leave leaf pairs without a path.
+    #[error(
+        "taking link {link} down would cut off {}: {which}; nothing was changed. \
+         Send \"force\": true to take it down anyway (a link monitor reporting a failure it saw should)",
+        crate::reach::count_text(*.pairs)
+    )]
+    WouldPartition {
+        link: String,
+        /// How many leaf pairs it would cut off.
+        pairs: usize,
+        /// Which ones, named.
+        which: String,
+    },
+    /// The snapshot does not fit this fabric (any more).
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
+}
+
+impl CommandError {
+    /// The HTTP status the API answers this refusal with.
+    pub fn status(&self) -> u16 {
+        match self {
+            CommandError::Standby { .. }
+            | CommandError::WouldPartition { .. }
+            | CommandError::Snapshot(_) => 409,
+        }
+    }
+}
+
+fn standby_text(leader: Option<&str>, url: Option<&str>) -> String {
+    match (leader, url) {
+        (Some(l), Some(u)) => {
+            format!("this controller is a standby; the leader is {l} at {u}: send changes there")
+        }
+        (Some(l), None) => format!(
+            "this controller is a standby; the leader is {l} (it advertises no URL: give it --ha-advertise): \
+             send changes there"
+        ),
+        (None, _) => {
+            "this controller is a standby and no leader is elected yet: try again shortly".to_string()
+        }
+    }
+}
 
 /// A refusal with its HTTP status and JSON body (a job with problems: 400
 /// and every problem; an unknown job: 404).

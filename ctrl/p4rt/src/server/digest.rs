@@ -12,6 +12,18 @@ use tonic::Status;
 use crate::proto::p4::v1 as p4;
 use p4::update::Type as Up;
 
+/// A digest list ack the switch cannot match (served as `NotFound`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AckError {
+    #[error("ack for digest {digest_id:#x}, which is not configured: configure it before acking its lists")]
+    NotConfigured { digest_id: u32 },
+    #[error(
+        "ack for list {list_id} of digest {digest_id:#x}, which is not outstanding (never sent, already acked, \
+         or past its ack timeout and sent again under a new id)"
+    )]
+    NotOutstanding { digest_id: u32, list_id: u64 },
+}
+
 #[derive(Debug)]
 struct DigestState {
     config: p4::digest_entry::Config,
@@ -108,15 +120,13 @@ impl Digests {
         self.by_id.values().filter_map(|s| Some(s.pending_since? + ns(s.config.max_timeout_ns))).min()
     }
 
-    pub fn ack(&mut self, ack: &p4::DigestListAck) -> Result<(), String> {
-        let s = self
-            .by_id
-            .get_mut(&ack.digest_id)
-            .ok_or_else(|| format!("digest {:#x} is not configured", ack.digest_id))?;
+    pub fn ack(&mut self, ack: &p4::DigestListAck) -> Result<(), AckError> {
+        let digest_id = ack.digest_id;
+        let s = self.by_id.get_mut(&digest_id).ok_or(AckError::NotConfigured { digest_id })?;
         s.outstanding
             .remove(&ack.list_id)
             .map(|_| ())
-            .ok_or_else(|| format!("no outstanding list {}", ack.list_id))
+            .ok_or(AckError::NotOutstanding { digest_id, list_id: ack.list_id })
     }
 
     /// Lists sent and not yet acked, for tests and the simulator.

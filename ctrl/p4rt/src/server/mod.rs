@@ -67,8 +67,13 @@ impl Default for SwitchOptions {
     }
 }
 
-/// The test of a [`PipelineCheck`]: `Err` says why the device cannot run it.
-pub type CheckFn = dyn Fn(&P4Info) -> Result<(), String> + Send + Sync;
+/// The test of a [`PipelineCheck`]: `Err` says why the device cannot run
+/// it (the device's own error type: the server serves its text in the
+/// `InvalidArgument` answer to the push).
+pub type CheckFn = dyn Fn(&P4Info) -> Result<(), CheckError> + Send + Sync;
+
+/// Why a device cannot run a program: whatever error its check returns.
+pub type CheckError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Decides whether a device can run a P4Info.
 #[derive(Clone)]

@@ -85,7 +85,7 @@ impl Switch {
                 };
                 match p.state.digests.ack(&ack) {
                     Ok(()) => Ok(()),
-                    Err(m) => stream_error(tx, Status::not_found(m)),
+                    Err(e) => stream_error(tx, Status::not_found(e.to_string())),
                 }
             }
             Some(In::Other(_)) | None => {

@@ -15,8 +15,9 @@
 //!
 //! A new flow picks the same way at its first packet. The one exception to
 //! the rule is a failover: a flow whose port left the group (the link
-//! died) moves at once, and a reordering that causes is counted as a
-//! failover's.
+//! died) moves at once, to a member drawn by weight (not to its steer
+//! entry, which the P4 program looks up for new flowlets only), and a
+//! reordering that causes is counted as a failover's.
 
 use std::collections::HashMap;
 
@@ -83,7 +84,11 @@ impl Forwarder for Drained {
         let failover = prev.is_some() && member.is_none();
         self.started = true;
         self.picks += 1;
-        let i = match (steer_member(net, switch, group, pkt), member, self.repick) {
+        // A running flowlet (not fresh) whose port left the group fails
+        // over by a draw, as the P4 program does: steer entries are looked
+        // up for new flowlets only.
+        let steer = if failover && !pkt.fresh { None } else { steer_member(net, switch, group, pkt) };
+        let i = match (steer, member, self.repick) {
             (Some((i, key)), _, _) => {
                 self.steered = Some(key);
                 i
@@ -164,6 +169,18 @@ mod tests {
         let i = d.choose(1, 3, &survivors, 3, &pkt(false), &Steer(None));
         assert_ne!(survivors[i].port, g[first].port);
         assert_eq!(d.moved(), Some(Reorder::Failover));
+        // A failover in flight draws even when a live steer entry exists
+        // (the P4 program looks entries up for new flowlets only); a
+        // drained packet whose port left takes the entry.
+        let (a, b) = (g[first].port, survivors[0].port);
+        let mut d = Drained::new(1, Repick::Never);
+        assert_eq!(g[d.choose(0, 3, &g, 4, &pkt(true), &Steer(Some(a)))].port, a);
+        d.choose(1, 3, &survivors, 3, &pkt(false), &Steer(Some(b)));
+        assert!(d.started_flowlet() && d.steered().is_none(), "in flight: drawn");
+        let mut d = Drained::new(1, Repick::Never);
+        d.choose(0, 3, &g, 4, &pkt(true), &Steer(Some(a)));
+        assert_eq!(survivors[d.choose(1, 3, &survivors, 3, &pkt(true), &Steer(Some(b)))].port, b);
+        assert!(d.steered().is_some(), "drained: the entry");
     }
 
     #[test]

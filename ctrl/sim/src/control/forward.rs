@@ -239,9 +239,12 @@ impl Forwarder for Ecmp {
 pub const FLOWLET_SLOTS: usize = 4096;
 
 /// LetFlow: a packet arriving more than the flowlet timeout after the last
-/// one of its slot starts a new flowlet on a member drawn by weight (random
-/// among equals). A running flowlet keeps its port whatever happens to the
-/// weights; only a port that left the group (a failure) moves it.
+/// one of its slot starts a new flowlet on its steer entry's port, if it has
+/// one in the group, else on a member drawn by weight (random among
+/// equals). A running flowlet keeps its port whatever happens to the
+/// weights; only a port that left the group (a failure) moves it, to a
+/// drawn member. The rule is the P4 program's, held to the twin by
+/// `twin/tests_parity.rs`.
 #[derive(Debug, Clone)]
 pub struct Flowlet {
     seed: u64,
@@ -298,8 +301,12 @@ impl Forwarder for Flowlet {
         let failover = !idle && e.1 != PortId::MAX && before.is_none();
         self.new_flowlets += 1;
         // A new flowlet takes its steer entry, if it has one whose port is
-        // still a member of the group (failover beats steering).
-        let i = match steer_member(net, switch, group, pkt) {
+        // still a member of the group (failover beats steering). A running
+        // flowlet that fails over draws from the group, as the P4 program
+        // does (it looks steer entries up for new flowlets only): the entry
+        // takes the flow at its next gap (`twin/tests_parity.rs`).
+        let steer = if failover { None } else { steer_member(net, switch, group, pkt) };
+        let i = match steer {
             Some((i, key)) => {
                 self.steered = Some(key);
                 i
@@ -449,6 +456,37 @@ mod tests {
         assert_eq!(f.new_flowlets, 1);
         f.choose(10_000 + 49 * 900 + 5_000, 3, &group(), 4, &pkt, &NoView);
         assert_eq!(f.new_flowlets, 2, "a gap over the timeout starts a new flowlet");
+    }
+
+    /// Steers every packet to the port it holds.
+    struct SteerTo(PortId);
+    impl NetView for SteerTo {
+        fn queue_bytes(&self, _: PortId) -> u64 {
+            0
+        }
+        fn steer(&self, _: u32, p: &PacketInfo) -> Option<(PortId, SteerKey)> {
+            Some((self.0, SteerKey { src: p.src as u32, dst: p.dst as u32, sport: Some(p.sport) }))
+        }
+    }
+
+    #[test]
+    fn a_failover_draws_and_the_steer_entry_waits_for_the_next_gap() {
+        let pkt = PacketInfo { tuple_hash: 99, src: 0, dst: 1, sport: 1, bytes: 100, fresh: false };
+        let all = vec![FibMember { port: 10, weight: 1 }, FibMember { port: 11, weight: 1 }];
+        let mut f = Flowlet::new(4, 8, 1_000);
+        // The flow runs on 11 (steered); then 11 leaves the group and the
+        // entry moves to 10, a live member: the failover draws all the
+        // same, as the P4 program does, and is no steered flowlet.
+        assert_eq!(all[f.choose(10_000, 3, &all, 2, &pkt, &SteerTo(11))].port, 11);
+        assert!(f.steered().is_some());
+        let left = vec![FibMember { port: 10, weight: 1 }, FibMember { port: 12, weight: 1 }];
+        let i = f.choose(10_500, 3, &left, 2, &pkt, &SteerTo(10));
+        assert!(f.started_flowlet() && f.steered().is_none(), "a failover is drawn");
+        assert_eq!(f.moved(), Some(Reorder::Failover));
+        let drawn = left[i].port;
+        assert_eq!(left[f.choose(11_000, 3, &left, 2, &pkt, &SteerTo(10))].port, drawn, "it runs on");
+        let after_gap = f.choose(13_000, 3, &left, 2, &pkt, &SteerTo(10));
+        assert_eq!((left[after_gap].port, f.steered().is_some()), (10, true), "the entry at the next gap");
     }
 
     fn uplinks() -> Vec<FibMember> {

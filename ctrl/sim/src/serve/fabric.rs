@@ -33,17 +33,33 @@ pub fn serves(info: &P4Info) -> PipelineCheck {
             return Ok(());
         }
         check_program(pushed)?;
-        Err("it is another build of the program than the one served: push the P4Info given to \
-             `sim serve --p4info` (the controller's --p4info must be the same file)"
-            .to_owned())
+        Err(ProgramError::OtherBuild.into())
     }))
+}
+
+/// Why the twin cannot run a program.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    /// It does not meet our pipeline contract (a name, a width).
+    #[error(transparent)]
+    Contract(#[from] metaroce_pipeline::PipelineError),
+    /// The twin does not find a table, register, counter or digest it uses.
+    #[error(transparent)]
+    Twin(#[from] crate::twin::TwinError),
+    /// A served switch runs only the program it serves.
+    #[error(
+        "it is another build of the program than the one served: push the P4Info given to \
+         `sim serve --p4info` (the controller's --p4info must be the same file)"
+    )]
+    OtherBuild,
 }
 
 /// Whether the twin can run `info`: our pipeline contract, and every
 /// table, register, counter and digest the twin itself resolves.
-pub fn check_program(info: &P4Info) -> Result<(), String> {
-    let p = metaroce_pipeline::Pipeline::new(info.clone(), Vec::new()).map_err(|e| e.to_string())?;
-    crate::twin::Twin::new(&p, Switch::new(SwitchOptions::default())).map(|_| ()).map_err(|e| e.to_string())
+pub fn check_program(info: &P4Info) -> Result<(), ProgramError> {
+    let p = metaroce_pipeline::Pipeline::new(info.clone(), Vec::new())?;
+    crate::twin::Twin::new(&p, Switch::new(SwitchOptions::default()))?;
+    Ok(())
 }
 
 /// The port of a `host:port` address.

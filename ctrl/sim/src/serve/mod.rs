@@ -31,7 +31,7 @@ use crate::report::ModeRun;
 use crate::twin::{Twin, TwinError};
 use crate::{Progress, Scenario, SimError};
 
-pub use fabric::{check_program, serves, ServedSwitch};
+pub use fabric::{check_program, serves, ProgramError, ServedSwitch};
 pub use forward::{Counters, Pace, TwinFabric};
 
 /// Why serving failed.
@@ -57,8 +57,8 @@ pub enum ServeError {
         link_events(*.count)
     )]
     LinkEvents { count: usize },
-    #[error("the program to serve is not what the pipeline twin models: {reason}")]
-    Program { reason: String },
+    #[error("the program to serve is not what the pipeline twin models: {0}")]
+    Program(fabric::ProgramError),
     #[error("switch {switch}: the pipeline twin cannot run")]
     Twin {
         switch: String,
@@ -146,7 +146,7 @@ impl Fabric {
         opts: &Options,
         shutdown: &watch::Receiver<bool>,
     ) -> Result<Fabric, ServeError> {
-        fabric::check_program(pipeline.info()).map_err(|reason| ServeError::Program { reason })?;
+        fabric::check_program(pipeline.info()).map_err(ServeError::Program)?;
         let switches = fabric::bind_all(topo, opts.ip, &serves(pipeline.info()), shutdown).await?;
         Ok(Fabric {
             switches,

@@ -350,4 +350,6 @@ impl Twin {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_parity;
+#[cfg(test)]
 mod tests_steer;
