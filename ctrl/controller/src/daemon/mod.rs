@@ -59,7 +59,12 @@ pub struct Config {
     pub record: Option<PathBuf>,
     /// UDP address that receives Telemetry Reports from a collector port.
     pub collector: Option<SocketAddr>,
+    /// Register polls of hot ports, and of every port of a switch whose
+    /// digests were lost ([`crate::agent::AgentConfig::poll_interval`]).
     pub poll_interval: Duration,
+    /// The slow audit of every port's registers (push first: the digests
+    /// carry congestion; [`crate::agent::AgentConfig::audit_interval`]).
+    pub audit_interval: Duration,
     /// How often host exporters (`hosts[].exporter` in the topology) are scraped.
     pub host_scrape_interval: Duration,
     pub tick: Duration,
@@ -93,6 +98,7 @@ impl Config {
             record: None,
             collector: None,
             poll_interval: Duration::from_millis(100),
+            audit_interval: Duration::from_secs(1),
             host_scrape_interval: Duration::from_secs(5),
             tick: Duration::from_millis(5),
             election_id: 10,
@@ -168,6 +174,7 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         thrift: sw.thrift_port.map(|p| SocketAddr::new(host, p)),
         ports,
         poll_interval: cfg.poll_interval,
+        audit_interval: cfg.audit_interval,
         digest: cfg.digest,
         dry_run: cfg.dry_run,
         retry_initial: Duration::from_millis(100),

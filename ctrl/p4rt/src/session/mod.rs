@@ -2,6 +2,7 @@
 //! pipeline push with cookie, batched writes, streamed reads, and the
 //! StreamChannel (run by [`stream`]) that survives drops.
 
+mod register_batch;
 mod registers;
 mod stream;
 
@@ -17,6 +18,7 @@ use crate::proto::p4::v1 as p4;
 use crate::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
 use crate::status::WriteFailure;
 
+pub use register_batch::{RegisterCell, RegisterValues};
 pub use stream::Event;
 
 /// Where and who: the device, our election id and role, and the timing.
