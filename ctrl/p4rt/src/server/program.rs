@@ -8,7 +8,9 @@
 //! - a register's cells are allocated when one is first written non-zero
 //!   ([`Register`]): an idle switch holds none.
 
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::Arc;
+
+use crate::intern::Interner;
 
 use crate::p4info::P4Info;
 use crate::proto::p4::v1 as p4;
@@ -23,10 +25,7 @@ pub(crate) struct Program {
 }
 
 /// The programs the process's switches run, each once.
-fn programs() -> &'static Mutex<Vec<Weak<Program>>> {
-    static PROGRAMS: OnceLock<Mutex<Vec<Weak<Program>>>> = OnceLock::new();
-    PROGRAMS.get_or_init(|| Mutex::new(Vec::new()))
-}
+static PROGRAMS: Interner<Program> = Interner::new();
 
 impl Program {
     /// The shared program equal to `config` (cookie aside), or a new one
@@ -36,15 +35,10 @@ impl Program {
         info: P4Info,
     ) -> (Arc<Program>, Option<p4::forwarding_pipeline_config::Cookie>) {
         let cookie = config.cookie.take();
-        let Ok(mut all) = programs().lock() else {
-            return (Arc::new(Program { config, info: Arc::new(info) }), cookie);
-        };
-        all.retain(|w| w.strong_count() > 0);
-        if let Some(p) = all.iter().filter_map(Weak::upgrade).find(|p| p.config == config) {
-            return (p, cookie);
-        }
-        let p = Arc::new(Program { config, info: Arc::new(info) });
-        all.push(Arc::downgrade(&p));
+        let p = PROGRAMS.get_or_insert(
+            |p| p.config == config,
+            || Program { config: config.clone(), info: Arc::new(info) },
+        );
         (p, cookie)
     }
 
