@@ -64,7 +64,7 @@ fn opts() -> Opts {
         .map(|s| {
             let k: usize =
                 s.trim().parse().unwrap_or_else(|_| panic!("SCALE_K / --k: {s:?} is not a number"));
-            assert!(k >= 4 && k % 2 == 0, "SCALE_K / --k: k = {k} must be even and at least 4");
+            assert!(k >= 4 && k.is_multiple_of(2), "SCALE_K / --k: k = {k} must be even and at least 4");
             k
         })
         .collect();
