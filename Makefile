@@ -27,7 +27,7 @@ export PROTOC
 PREFIX ?= /usr/local
 
 .PHONY: p4rt-deps build-deps help build release install test test-rust test-p4 test-p4-vectors test-alerts lint fmt bench p4 demo fuzz clean test-make
-.PHONY: deps-mininet test-e2e mininet-demo bench-ha bench-shard p4-tna test-p4-parity test-htsim crosscheck
+.PHONY: deps-mininet test-e2e mininet-demo bench-ha bench-shard bench-scale p4-tna test-p4-parity test-htsim crosscheck
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -87,6 +87,13 @@ TOPO ?= topologies/mininet-2x2.yaml
 test-e2e: ## L4: Mininet + BMv2 end-to-end (tests/e2e); one skip line without root/Mininet/BMv2
 	@if [ -x $(MN_PY) ]; then $(MN_PY) tests/e2e/run.py; else echo "skip: L4 Mininet end-to-end ($(MN_PY) not installed)"; fi
 
+# Fabric sizes of the scale bench, as fat-tree k: 8, 16, 32 are 80, 320 and
+# 1,280 switches (SCALE_K=8,16 for the two smaller on a small machine).
+SCALE_K ?= 8,16,32
+
+bench-scale: build-deps ## sim serve of fat-trees (SCALE_K=8,16,32) + controller run: programming time, idle CPU and memory per switch, a 10,000-flow job
+	SCALE_K=$(SCALE_K) $(CARGO) bench -p metaroce-cli --bench scale
+
 bench-ha: build-deps ## Controller takeover time over 10 leader kills, p50 / max (needs etcd: Debian etcd-server)
 	$(CARGO) test --workspace --test serve_ha -- --ignored --nocapture takeover_time
 
@@ -117,6 +124,7 @@ bench: build-deps ## Benchmarks; prints the figures
 	$(CARGO) bench -p metaroce-te --bench phase
 	$(CARGO) bench -p metaroce-telemetry --bench ingest
 	$(CARGO) bench -p metaroce-controller --bench reaction
+	@$(MAKE) --no-print-directory bench-scale
 	@$(MAKE) --no-print-directory bench-ha
 	@$(MAKE) --no-print-directory bench-shard
 	@tests/p4/throughput/run.sh

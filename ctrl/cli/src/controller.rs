@@ -69,9 +69,15 @@ pub struct RunArgs {
     /// Receive Telemetry Reports on this UDP address too (collector port mode).
     #[arg(long)]
     pub collector: Option<SocketAddr>,
-    /// Register poll interval in milliseconds.
+    /// Register poll interval in milliseconds for the ports that are hot, and for every port of a
+    /// switch whose digests were lost (push first: the switches' digests carry congestion).
     #[arg(long, default_value_t = 100)]
     pub poll_ms: u64,
+    /// Audit interval in milliseconds: every port's registers (and ECN counters) are read this
+    /// often whatever the digests say; after a gap in a switch's digests its ports are polled
+    /// every --poll-ms for this long.
+    #[arg(long, default_value_t = 1000)]
+    pub audit_ms: u64,
     /// Policy: how long a port must stay congested before its first derate step (ms).
     #[arg(long, default_value_t = 2.0)]
     pub hold_up_ms: f64,
@@ -287,6 +293,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.record = a.record;
     cfg.collector = a.collector;
     cfg.poll_interval = Duration::from_millis(a.poll_ms.max(1));
+    cfg.audit_interval = Duration::from_millis(a.audit_ms.max(a.poll_ms).max(1));
     cfg.host_scrape_interval = Duration::from_millis(a.host_scrape_ms.max(100));
     cfg.election_id = u128::from(a.election_id);
     if let (Some(EtcdEndpoints(endpoints)), Some(name)) = (a.ha.ha.clone(), a.ha.ha_name.clone()) {

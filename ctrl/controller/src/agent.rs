@@ -26,7 +26,7 @@ mod episode;
 pub mod identity;
 mod open;
 mod pass;
-mod poll;
+pub mod poll;
 mod refused;
 mod term;
 
@@ -106,11 +106,13 @@ pub enum AgentEvent {
         switch: usize,
         reports: Vec<metaroce_pipeline::DrainPairDigest>,
     },
-    /// Per port: (max depth since the last read, congested).
+    /// Per port: (max depth since the last read, congested); and why the
+    /// poll read them ([`poll`]).
     Registers {
         switch: usize,
         ports: Vec<(u16, u32, bool)>,
         received: Instant,
+        reason: poll::PollReason,
     },
     /// The switch's own count of ECN-marked packets per polled port.
     EcnMarks {
@@ -180,9 +182,14 @@ pub struct AgentConfig {
     pub thrift: Option<SocketAddr>,
     /// Ports whose registers are polled.
     pub ports: Vec<u16>,
-    /// How often the registers are polled, beside the agent's loop
+    /// How often the registers of hot ports (or of every port, while the
+    /// switch's digests are lost) are polled, beside the agent's loop
     /// ([`poll`]); a standby reads the switch's entries back every ten.
     pub poll_interval: Duration,
+    /// How often every port's registers are read as an audit of what the
+    /// digests say (and the ECN counters for /metrics); also how long
+    /// every port is polled fast after a gap in the digests.
+    pub audit_interval: Duration,
     pub digest: DigestConfig,
     /// Write nothing (dry run): compute and log the changes only.
     pub dry_run: bool,
@@ -269,6 +276,8 @@ struct Live<'a> {
     session: Arc<Session>,
     /// The register poll on this session, once the first pass is done.
     poller: Option<poll::Poller>,
+    /// The ports the poll reads fast, which the digests update.
+    focus: Arc<poll::Focus>,
     installed: BTreeMap<Key, Entry>,
     events: &'a mpsc::Sender<AgentEvent>,
     retry_at: Option<Instant>,
@@ -333,6 +342,7 @@ async fn connected(
         pipeline,
         session: Arc::new(session),
         poller: None,
+        focus: Default::default(),
         installed,
         events,
         retry_at: None,
@@ -419,7 +429,8 @@ impl Live<'_> {
     /// Starts the register poll on this session with the current term.
     fn start_polling(&mut self) {
         let (pipeline, session, events) = (self.pipeline.clone(), self.session.clone(), self.events.clone());
-        self.poller = Some(poll::Poller::start(self.cfg, pipeline, session, events, self.term.writes));
+        let focus = self.focus.clone();
+        self.poller = Some(poll::Poller::start(self.cfg, pipeline, session, events, focus, self.term.writes));
     }
 
     /// The one line per switch an operator sees at the default log level:
@@ -458,6 +469,7 @@ impl Live<'_> {
             SessionEvent::Digest(list) if self.pipeline.is_queue_digest(&list) => {
                 match self.pipeline.decode_digests(&list) {
                     Ok(digests) => {
+                        self.focus.on_digests(&digests, Instant::now(), self.cfg.audit_interval);
                         let _ = self
                             .events
                             .send(AgentEvent::Digests { switch, digests, received: Instant::now() })

@@ -43,6 +43,7 @@
 pub mod backoff;
 pub mod codec;
 pub mod entity;
+mod intern;
 pub mod p4info;
 pub mod server;
 pub mod session;

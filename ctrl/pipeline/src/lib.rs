@@ -479,6 +479,16 @@ impl Pipeline {
 
     /// A read of every cell of a counter.
     pub fn counter_read(&self, c: Counter) -> Result<p4::Entity, PipelineError> {
+        self.counter_cell_read(c, None)
+    }
+
+    /// Reads of the cells `indexes` of a counter (a poll of a few ports
+    /// reads those, not the whole array).
+    pub fn counter_cell_reads(&self, c: Counter, indexes: &[i64]) -> Result<Vec<p4::Entity>, PipelineError> {
+        indexes.iter().map(|&i| self.counter_cell_read(c, Some(i))).collect()
+    }
+
+    fn counter_cell_read(&self, c: Counter, index: Option<i64>) -> Result<p4::Entity, PipelineError> {
         let name = match c {
             Counter::DropReasons => names::DROP_REASONS,
             Counter::NewFlowlets => names::NEW_FLOWLETS,
@@ -487,7 +497,7 @@ impl Pipeline {
             Counter::Steered => names::STEERED,
         };
         self.info
-            .counter_entry(name, None)
+            .counter_entry(name, index)
             .map(Into::into)
             .map_err(|source| PipelineError::Build { what: format!("counter read {name}"), source })
     }

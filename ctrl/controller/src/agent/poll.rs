@@ -3,20 +3,31 @@
 //! registered) never waits for a poll's reads and resets, which on BMv2 go
 //! over Thrift at milliseconds each.
 //!
-//! Every `poll_interval` the poll reads the per-port registers, resets the
-//! max-depth cells it found non-zero (only as the writing primary, never on
-//! a dry run) and reports [`AgentEvent::Registers`]; every
-//! [`ECN_POLL_EVERY`]th poll also reads the ECN-mark counters. It runs as a
-//! task of its own on the agent's session, and ends when its [`Poller`] is
-//! dropped (with the session) or stopped (for a term change; the agent
-//! starts it again with the new term), so it never outlives its session.
+//! Push first: a port's congestion reaches the controller as the switch's
+//! threshold digests (and INT reports); the registers are an audit. Every
+//! `audit_interval` the poll reads every polled port; every `poll_interval`
+//! it reads only the ports in [`Focus`]: those hot (by a digest or the
+//! last read), and every port for a while after a gap in the digests'
+//! sequence numbers (digests lost). A round is one batched Read (the max
+//! depth and congested cells of its ports) and one batched Write that
+//! resets the max-depth cells it found non-zero (only as the writing
+//! primary, never on a dry run); it reports [`AgentEvent::Registers`]. The
+//! ECN-mark counters of every port are read in one more Read with the
+//! audit, at most once per `audit_interval` ([`AgentEvent::EcnMarks`]).
+//! A session that gets no digests (a standby, a dry run) reads every port
+//! at every `poll_interval` instead. It runs as a task of its own on the
+//! agent's session, and ends when its
+//! [`Poller`] is dropped (with the session) or stopped (for a term change;
+//! the agent starts it again with the new term), so it never outlives its
+//! session.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use metaroce_p4rt::session::RegisterCell;
 use metaroce_p4rt::Session;
-use metaroce_pipeline::{Pipeline, PortRegister};
+use metaroce_pipeline::{Pipeline, PortRegister, QueueDigest};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -24,9 +35,96 @@ use tracing::{debug, Instrument};
 
 use super::{AgentConfig, AgentEvent};
 
-/// The ECN counters are read with every this many register polls (once a
-/// second at the default 100 ms): they feed /metrics only, not decisions.
-const ECN_POLL_EVERY: u64 = 10;
+/// Why a round of the poll read the registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollReason {
+    /// The slow audit of every polled port.
+    Audit,
+    /// Ports that are hot, at the fast interval.
+    Hot,
+    /// Every port at the fast interval: the switch's digests were lost.
+    Lost,
+}
+
+impl PollReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PollReason::Audit => "audit",
+            PollReason::Hot => "hot",
+            PollReason::Lost => "lost",
+        }
+    }
+}
+
+/// Which ports the poll reads at the fast interval, shared by the agent
+/// (which sees the digests) and its poll (which sees the registers).
+#[derive(Debug, Default)]
+pub struct Focus {
+    state: Mutex<FocusState>,
+}
+
+#[derive(Debug, Default)]
+struct FocusState {
+    hot: BTreeSet<u16>,
+    /// The sequence number of the last threshold digest.
+    last_seq: Option<u32>,
+    /// Digests were lost: every port is read fast until then.
+    lost_until: Option<Instant>,
+}
+
+impl Focus {
+    /// Takes a digest list in: its ports' states, and whether its sequence
+    /// numbers skip (digests lost, or the switch restarted), in which case
+    /// every port is read fast for `window`. Returns how many were skipped.
+    pub fn on_digests(&self, digests: &[QueueDigest], now: Instant, window: Duration) -> u64 {
+        let Ok(mut s) = self.state.lock() else { return 0 };
+        let mut lost = 0u64;
+        for d in digests {
+            if let Some(last) = s.last_seq {
+                let gap = d.seq.wrapping_sub(last).wrapping_sub(1);
+                // A sequence that went back is a restart (or a stale list): one gap.
+                lost += match gap {
+                    0 => 0,
+                    g if g >= 1 << 31 => 1,
+                    g => u64::from(g),
+                };
+            }
+            s.last_seq = Some(d.seq);
+            if d.congested {
+                s.hot.insert(d.port);
+            } else {
+                s.hot.remove(&d.port);
+            }
+        }
+        if lost > 0 {
+            s.lost_until = Some(now + window);
+        }
+        lost
+    }
+
+    /// What a fast round reads: every port while digests are lost, the hot
+    /// ones otherwise (none: no round).
+    fn fast(&self, ports: &[u16], now: Instant) -> (PollReason, Vec<u16>) {
+        let Ok(mut s) = self.state.lock() else { return (PollReason::Lost, ports.to_vec()) };
+        if s.lost_until.is_some_and(|t| now < t) {
+            return (PollReason::Lost, ports.to_vec());
+        }
+        s.lost_until = None;
+        (PollReason::Hot, ports.iter().copied().filter(|p| s.hot.contains(p)).collect())
+    }
+
+    /// What a read found: a congested port is hot, another is not.
+    fn read(&self, found: &[(u16, u32, bool)]) {
+        let Ok(mut s) = self.state.lock() else { return };
+        for &(p, _, congested) in found {
+            if congested {
+                s.hot.insert(p);
+            } else {
+                s.hot.remove(&p);
+            }
+        }
+    }
+}
 
 /// The running poll of one session; dropping it stops the poll.
 #[derive(Debug)]
@@ -43,6 +141,7 @@ impl Poller {
         pipeline: Arc<Pipeline>,
         session: Arc<Session>,
         events: mpsc::Sender<AgentEvent>,
+        focus: Arc<Focus>,
         writes: bool,
     ) -> Self {
         let poll = Poll {
@@ -52,9 +151,16 @@ impl Poller {
             pipeline,
             session,
             events,
-            polls: 0,
+            focus,
         };
-        Poller { task: tokio::spawn(poll.run(cfg.poll_interval).in_current_span()) }
+        // Digests reach only a writing primary that configured them (not a
+        // standby, not a dry run): any other polls every port fast, as the
+        // fallback for a switch that does not push to it.
+        let pushed = writes && !cfg.dry_run;
+        let fast = cfg.poll_interval;
+        let audit = if pushed { cfg.audit_interval.max(fast) } else { fast };
+        let ecn = cfg.audit_interval.max(fast);
+        Poller { task: tokio::spawn(poll.run(fast, audit, ecn).in_current_span()) }
     }
 
     /// Stops the poll; when this returns, the poll no longer holds the
@@ -79,72 +185,86 @@ struct Poll {
     pipeline: Arc<Pipeline>,
     session: Arc<Session>,
     events: mpsc::Sender<AgentEvent>,
-    /// Register polls so far: every tenth also reads the ECN counters.
-    polls: u64,
+    focus: Arc<Focus>,
 }
 
 impl Poll {
-    async fn run(mut self, every: Duration) {
+    async fn run(self, fast: Duration, audit: Duration, ecn: Duration) {
         if self.ports.is_empty() {
             return;
         }
-        let mut tick = tokio::time::interval(every);
+        let mut tick = tokio::time::interval(fast);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first round is an audit: what the switch holds now.
+        let (mut audit_at, mut ecn_at) = (Instant::now(), Instant::now());
         loop {
             tick.tick().await;
-            self.poll_registers().await;
+            let now = Instant::now();
+            if now >= audit_at {
+                audit_at = now + audit;
+                self.round(PollReason::Audit, &self.ports).await;
+                if now >= ecn_at {
+                    ecn_at = now + ecn;
+                    self.poll_ecn_marks().await;
+                }
+                continue;
+            }
+            let (reason, ports) = self.focus.fast(&self.ports, now);
+            if !ports.is_empty() {
+                self.round(reason, &ports).await;
+            }
         }
     }
 
-    /// Reads the per-port registers and resets the maxima.
-    async fn poll_registers(&mut self) {
+    /// One round: reads `ports`' registers in one Read, resets the maxima
+    /// in one Write, reports.
+    async fn round(&self, reason: PollReason, ports: &[u16]) {
         let info = self.pipeline.info();
-        let max =
-            self.session.read_register(info, self.pipeline.register_name(PortRegister::MaxDepth), None).await;
-        let hot = self
-            .session
-            .read_register(info, self.pipeline.register_name(PortRegister::Congested), None)
-            .await;
-        let (max, hot) = match (max, hot) {
-            (Ok(m), Ok(h)) => (m, h),
-            (Err(e), _) | (_, Err(e)) => return debug!(error = %e, "register poll failed"),
+        let (max_name, hot_name) = (
+            self.pipeline.register_name(PortRegister::MaxDepth),
+            self.pipeline.register_name(PortRegister::Congested),
+        );
+        let mut cells = Vec::with_capacity(ports.len() * 2);
+        for &p in ports {
+            cells.push(RegisterCell { register: max_name, index: Some(i64::from(p)) });
+            cells.push(RegisterCell { register: hot_name, index: Some(i64::from(p)) });
+        }
+        let values = match self.session.read_registers(info, &cells).await {
+            Ok(v) => v,
+            Err(e) => return debug!(error = %e, reason = reason.as_str(), "register poll failed"),
         };
-        let cell = |v: &[(i64, u128)], port: u16| {
-            v.iter().find(|(i, _)| *i == i64::from(port)).map(|(_, x)| *x).unwrap_or(0)
-        };
-        let ports: Vec<(u16, u32, bool)> = self
-            .ports
+        let first = |i: usize| values.get(i).and_then(|v| v.first()).map(|(_, x)| *x).unwrap_or(0);
+        let found: Vec<(u16, u32, bool)> = ports
             .iter()
-            .map(|&p| (p, u32::try_from(cell(&max, p)).unwrap_or(u32::MAX), cell(&hot, p) != 0))
+            .enumerate()
+            .map(|(i, &p)| (p, u32::try_from(first(2 * i)).unwrap_or(u32::MAX), first(2 * i + 1) != 0))
             .collect();
+        self.focus.read(&found);
         if self.resets {
-            for &(p, depth, _) in &ports {
-                if depth == 0 {
-                    continue;
-                }
-                let name = self.pipeline.register_name(PortRegister::MaxDepth);
-                if let Err(e) = self.session.write_register(info, name, Some(i64::from(p)), 0).await {
-                    debug!(error = %e, port = p, "resetting the max-depth register failed");
-                    break;
-                }
+            let resets: Vec<(RegisterCell, u128)> = found
+                .iter()
+                .filter(|(_, depth, _)| *depth != 0)
+                .map(|&(p, _, _)| (RegisterCell { register: max_name, index: Some(i64::from(p)) }, 0))
+                .collect();
+            if let Err(e) = self.session.write_registers(info, &resets).await {
+                debug!(error = %e, "resetting the max-depth registers failed");
             }
         }
         let received = Instant::now();
-        let _ = self.events.send(AgentEvent::Registers { switch: self.switch, ports, received }).await;
-        self.polls += 1;
-        if self.polls % ECN_POLL_EVERY == 1 {
-            self.poll_ecn_marks().await;
-        }
+        let (switch, ports) = (self.switch, found);
+        let _ = self.events.send(AgentEvent::Registers { switch, ports, received, reason }).await;
     }
 
-    /// Reads the ECN-mark counter of every polled port (for /metrics).
+    /// Reads the ECN-mark counter of every polled port (for /metrics), in
+    /// one Read.
     async fn poll_ecn_marks(&self) {
         use metaroce_p4rt::proto::p4::v1::entity::Entity as E;
-        let read = match self.pipeline.counter_read(metaroce_pipeline::Counter::EcnMarks) {
+        let cells: Vec<i64> = self.ports.iter().map(|&p| i64::from(p)).collect();
+        let reads = match self.pipeline.counter_cell_reads(metaroce_pipeline::Counter::EcnMarks, &cells) {
             Ok(r) => r,
             Err(e) => return debug!(error = %e, "no ECN counter to read"),
         };
-        let entities = match self.session.read(vec![read]).await {
+        let entities = match self.session.read(reads).await {
             Ok(v) => v,
             Err(e) => return debug!(error = %e, "ECN counter read failed"),
         };
@@ -159,5 +279,41 @@ impl Poll {
         let ports =
             self.ports.iter().map(|&p| (p, counts.get(&i64::from(p)).copied().unwrap_or(0))).collect();
         let _ = self.events.send(AgentEvent::EcnMarks { switch: self.switch, ports }).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(port: u16, seq: u32, congested: bool) -> QueueDigest {
+        QueueDigest { switch_id: 1, port, depth: 10, timestamp: 0, seq, congested }
+    }
+
+    #[test]
+    fn a_port_is_read_fast_while_hot_and_every_port_while_digests_are_lost() {
+        let focus = Focus::default();
+        let (t0, window) = (Instant::now(), Duration::from_secs(1));
+        let ports = [1, 2, 3];
+        assert_eq!(focus.fast(&ports, t0), (PollReason::Hot, vec![]), "nothing hot: no fast round");
+        assert_eq!(focus.on_digests(&[digest(2, 7, true)], t0, window), 0);
+        assert_eq!(focus.fast(&ports, t0), (PollReason::Hot, vec![2]));
+        // A read that finds port 2 cool and port 3 congested.
+        focus.read(&[(2, 0, false), (3, 5, true)]);
+        assert_eq!(focus.fast(&ports, t0), (PollReason::Hot, vec![3]));
+        assert_eq!(focus.on_digests(&[digest(3, 8, false)], t0, window), 0, "in sequence");
+        assert_eq!(focus.fast(&ports, t0), (PollReason::Hot, vec![]));
+        // Seq 9 and 10 never came: every port fast for the window, then back.
+        assert_eq!(focus.on_digests(&[digest(1, 11, false)], t0, window), 2);
+        assert_eq!(focus.fast(&ports, t0 + window / 2), (PollReason::Lost, vec![1, 2, 3]));
+        assert_eq!(focus.fast(&ports, t0 + window), (PollReason::Hot, vec![]));
+    }
+
+    #[test]
+    fn a_sequence_that_wraps_is_in_order_and_one_that_restarts_is_a_gap() {
+        let focus = Focus::default();
+        let (t0, window) = (Instant::now(), Duration::from_secs(1));
+        assert_eq!(focus.on_digests(&[digest(1, u32::MAX, false), digest(1, 0, false)], t0, window), 0);
+        assert_eq!(focus.on_digests(&[digest(1, 5, false), digest(1, 0, false)], t0, window), 5);
     }
 }

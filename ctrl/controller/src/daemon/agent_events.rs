@@ -65,7 +65,10 @@ impl State {
                 self.fleet.switches[switch].primary = primary;
             }
             AgentEvent::Digests { switch, digests, received } => self.on_digests(switch, digests, received),
-            AgentEvent::Registers { switch, ports, received } => self.on_registers(switch, &ports, received),
+            AgentEvent::Registers { switch, ports, received, reason } => {
+                self.obs.metrics.register_poll(&self.name(switch), reason.as_str());
+                self.on_registers(switch, &ports, received)
+            }
             AgentEvent::LargeFlows { switch, flows, received } => {
                 self.on_large_flows(switch, &flows, received)
             }

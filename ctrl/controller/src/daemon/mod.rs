@@ -59,7 +59,12 @@ pub struct Config {
     pub record: Option<PathBuf>,
     /// UDP address that receives Telemetry Reports from a collector port.
     pub collector: Option<SocketAddr>,
+    /// Register polls of hot ports, and of every port of a switch whose
+    /// digests were lost ([`crate::agent::AgentConfig::poll_interval`]).
     pub poll_interval: Duration,
+    /// The slow audit of every port's registers (push first: the digests
+    /// carry congestion; [`crate::agent::AgentConfig::audit_interval`]).
+    pub audit_interval: Duration,
     /// How often host exporters (`hosts[].exporter` in the topology) are scraped.
     pub host_scrape_interval: Duration,
     pub tick: Duration,
@@ -96,6 +101,7 @@ impl Config {
             record: None,
             collector: None,
             poll_interval: Duration::from_millis(100),
+            audit_interval: Duration::from_secs(1),
             host_scrape_interval: Duration::from_secs(5),
             tick: Duration::from_millis(5),
             election_id: 10,
@@ -174,6 +180,7 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         thrift: sw.thrift_port.map(|p| SocketAddr::new(host, p)),
         ports,
         poll_interval: cfg.poll_interval,
+        audit_interval: cfg.audit_interval,
         digest: cfg.digest,
         dry_run: cfg.dry_run,
         retry_initial: Duration::from_millis(100),
@@ -370,6 +377,10 @@ impl State {
         self.decide_and_publish(true).await;
         // Events are written to the file once per round of the loop.
         self.obs.events.defer_flush(true);
+        // An input whose senders are gone (no collector, no host exporters,
+        // no API) answers None at once, every time: it is polled no more,
+        // or the loop would spin on it and burn a core doing nothing.
+        let (mut udp_open, mut cmd_open, mut host_open) = (true, true, true);
         loop {
             let go_on = tokio::select! {
                 ev = ev_rx.recv() => match ev {
@@ -388,9 +399,18 @@ impl State {
                     None => false,
                 },
                 // Reports feed the view, not the heat decisions read: the tick decides.
-                frame = udp_rx.recv() => { if let Some(f) = frame { self.on_report(None, &f, false) } true }
-                cmd = cmd_rx.recv() => { if let Some(c) = cmd { self.on_command(c).await } true }
-                got = host_rx.recv() => { if let Some(got) = got { self.on_hosts(got) } true }
+                frame = udp_rx.recv(), if udp_open => {
+                    match frame { Some(f) => self.on_report(None, &f, false), None => udp_open = false }
+                    true
+                }
+                cmd = cmd_rx.recv(), if cmd_open => {
+                    match cmd { Some(c) => self.on_command(c).await, None => cmd_open = false }
+                    true
+                }
+                got = host_rx.recv(), if host_open => {
+                    match got { Some(got) => self.on_hosts(got), None => host_open = false }
+                    true
+                }
                 st = self.ha.changed() => { self.on_election(st); self.maybe_publish(true); true }
                 r = jobs::restored(&mut restored_rx) => { self.on_restored(r).await; true }
                 _ = ticker.tick() => {

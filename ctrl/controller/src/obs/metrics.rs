@@ -70,6 +70,11 @@ const FOREIGN: usize = 34;
 const DRAIN_PAIRS: usize = 35;
 const DRAIN_PAIR_REPORTS: usize = 36;
 const DRAIN_PAIRING: usize = 37;
+const REGISTER_POLLS: usize = 38;
+
+/// Why a register poll round ran (`metaroce_register_polls_total`; see
+/// `crate::agent::poll`).
+pub const POLL_REASONS: [&str; 3] = ["audit", "hot", "lost"];
 
 /// What a drain pairing report came to (`metaroce_drain_pairing_total`).
 pub const PAIRING_OUTCOMES: [&str; 5] = ["paired", "unmatched", "ambiguous", "expired", "evicted"];
@@ -86,7 +91,7 @@ const fn family(name: &'static str, kind: Kind, labels: &'static [&'static str],
 }
 
 /// Every family, in the order of the index constants above.
-static SPECS: [Spec; 38] = [
+static SPECS: [Spec; 39] = [
     family(
         "metaroce_port_queue_depth",
         Kind::Gauge,
@@ -251,6 +256,12 @@ static SPECS: [Spec; 38] = [
         &["outcome"],
         "What ACK reports and pairs came to: paired, unmatched (no data report fits), ambiguous (two fit: nothing paired), expired, evicted (table full).",
     ),
+    family(
+        "metaroce_register_polls",
+        Kind::Counter,
+        &["switch", "reason"],
+        "Register poll rounds (one batched Read each): audit (every port, slowly), hot (hot ports, fast), lost (every port fast after a gap in the switch's digests).",
+    ),
 ];
 
 /// The host signals [`Metrics::set_host_rate`] accepts; others are ignored.
@@ -352,6 +363,9 @@ impl Metrics {
             ] {
                 r.add(family, sw(name), 0);
             }
+            for reason in POLL_REASONS {
+                r.add(REGISTER_POLLS, vec![name.to_string(), reason.to_string()], 0);
+            }
             r.set(REFUSED_ENTRIES, sw(name), 0.0);
             r.set(FOREIGN, sw(name), 0.0);
             r.set(CONNECTED, sw(name), 0.0);
@@ -381,6 +395,11 @@ impl Metrics {
 
     pub fn large_flow_digest(&self, switch: &str) {
         self.lock().add(LARGE_FLOW_DIGESTS, sw(switch), 1);
+    }
+
+    /// A register poll round of `switch`, for `reason` (one of [`POLL_REASONS`]).
+    pub fn register_poll(&self, switch: &str, reason: &str) {
+        self.lock().add(REGISTER_POLLS, vec![switch.to_string(), reason.to_string()], 1);
     }
 
     pub fn digests_lost(&self, switch: &str, n: u64) {

@@ -87,6 +87,7 @@ fn full() -> Metrics {
     m.add_ecn_marks("leaf1", 3, 7);
     m.digest_received("leaf1");
     m.digests_lost("leaf1", 2);
+    m.register_poll("leaf1", "audit");
     m.int_report_received("leaf2");
     m.int_reports_lost("leaf2", 1);
     m.reroute("congestion");

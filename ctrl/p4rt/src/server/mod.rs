@@ -12,6 +12,7 @@
 mod arbitration;
 mod digest;
 mod profile;
+mod program;
 mod read;
 mod service;
 mod state;
@@ -88,8 +89,25 @@ impl std::fmt::Debug for PipelineCheck {
 /// The committed pipeline and its state.
 #[derive(Debug)]
 pub(crate) struct Pipeline {
-    pub config: p4::ForwardingPipelineConfig,
+    /// The program, shared with every switch of the process that runs it.
+    pub program: Arc<program::Program>,
+    /// This switch's cookie (the only part of the config of its own).
+    pub cookie: Option<p4::forwarding_pipeline_config::Cookie>,
     pub state: State,
+}
+
+impl Pipeline {
+    /// A committed config: its program shared, its state new.
+    pub fn new(config: p4::ForwardingPipelineConfig, info: P4Info, registers_via_p4runtime: bool) -> Self {
+        let (program, cookie) = program::Program::intern(config, info);
+        let state = State::new(program.info.clone(), registers_via_p4runtime);
+        Pipeline { program, cookie, state }
+    }
+
+    /// The config as pushed.
+    pub fn config(&self) -> p4::ForwardingPipelineConfig {
+        self.program.with_cookie(self.cookie)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -213,7 +231,7 @@ impl Switch {
     }
 
     /// The installed pipeline's P4Info, if any.
-    pub fn p4info(&self) -> Option<P4Info> {
+    pub fn p4info(&self) -> Option<Arc<P4Info>> {
         self.core().pipeline.as_ref().map(|p| p.state.info.clone())
     }
 
@@ -265,19 +283,16 @@ impl Switch {
     /// Raw register cell, whatever transport is enabled (for the data plane
     /// and the Thrift stand-in).
     pub fn register_cell(&self, register_id: u32, index: usize) -> Option<Vec<u8>> {
-        self.core().pipeline.as_ref()?.state.registers.get(&register_id)?.get(index).cloned()
+        self.core().pipeline.as_ref()?.state.registers.get(&register_id)?.get(index)
     }
 
     /// Sets a register cell from the data plane side; `false` if it does not exist.
     pub fn set_register_cell(&self, register_id: u32, index: usize, value: Vec<u8>) -> bool {
         let mut core = self.core();
-        let Some(cell) =
-            core.pipeline.as_mut().and_then(|p| p.state.registers.get_mut(&register_id)?.get_mut(index))
-        else {
-            return false;
-        };
-        *cell = value;
-        true
+        match core.pipeline.as_mut().and_then(|p| p.state.registers.get_mut(&register_id)) {
+            Some(r) => r.set(index, value),
+            None => false,
+        }
     }
 
     /// The egress ports of a clone session's replicas, in order; `None`

@@ -170,22 +170,22 @@ impl State {
         }
         for (id, cells) in self.registers.iter().filter(|(id, _)| r.register_id == 0 || **id == r.register_id)
         {
-            let entry = |i: usize, v: &Vec<u8>| {
+            let entry = |i: usize, v: Vec<u8>| {
                 p4::RegisterEntry {
                     register_id: *id,
                     index: Some(p4::Index { index: i64::try_from(i).unwrap_or(-1) }),
-                    data: Some(p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(v.clone())) }),
+                    data: Some(p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(v)) }),
                 }
                 .into()
             };
             match r.index {
                 None => out.extend(cells.iter().enumerate().map(|(i, v)| entry(i, v))),
                 Some(p4::Index { index }) => {
-                    let i = usize::try_from(index).ok().filter(|i| *i < cells.len());
-                    let i = i.ok_or_else(|| {
+                    let cell = usize::try_from(index).ok().and_then(|i| Some((i, cells.get(i)?)));
+                    let (i, v) = cell.ok_or_else(|| {
                         Status::out_of_range(format!("register index {index} not in 0..{}", cells.len()))
                     })?;
-                    out.push(entry(i, &cells[i]));
+                    out.push(entry(i, v));
                 }
             }
         }

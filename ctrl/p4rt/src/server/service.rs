@@ -4,7 +4,6 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 
-use super::state::State;
 use super::{Pipeline, Switch};
 use crate::p4info::P4Info;
 use crate::proto::p4::v1 as p4;
@@ -107,7 +106,7 @@ impl Switch {
         }
         let mut core = self.core();
         let regs = self.inner.opts.registers_via_p4runtime;
-        core.pipeline = Some(Pipeline { config, state: State::new(info, regs) });
+        core.pipeline = Some(Pipeline::new(config, info, regs));
         core.pipeline_pushes += 1;
         Ok(())
     }
@@ -143,7 +142,7 @@ impl Switch {
             }
             PipeAction::VerifyAndCommit => {
                 let (config, info) = verify(&r.config)?;
-                core.pipeline = Some(Pipeline { config, state: State::new(info, regs) });
+                core.pipeline = Some(Pipeline::new(config, info, regs));
                 core.pipeline_pushes += 1;
                 Ok(())
             }
@@ -151,15 +150,18 @@ impl Switch {
                 let saved = core.saved.take();
                 let (config, info) =
                     verify(&saved).map_err(|_| Status::failed_precondition("nothing saved to commit"))?;
-                core.pipeline = Some(Pipeline { config, state: State::new(info, regs) });
+                core.pipeline = Some(Pipeline::new(config, info, regs));
                 core.pipeline_pushes += 1;
                 Ok(())
             }
             PipeAction::ReconcileAndCommit => {
                 let (config, info) = verify(&r.config)?;
                 match core.pipeline.as_mut() {
-                    Some(p) if p.config.p4info == config.p4info => p.config = config,
-                    _ => core.pipeline = Some(Pipeline { config, state: State::new(info, regs) }),
+                    Some(p) if p.program.config.p4info == config.p4info => {
+                        let (program, cookie) = super::program::Program::intern(config, info);
+                        (p.program, p.cookie) = (program, cookie);
+                    }
+                    _ => core.pipeline = Some(Pipeline::new(config, info, regs)),
                 }
                 core.pipeline_pushes += 1;
                 Ok(())
@@ -244,7 +246,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         let Some(p) = core.pipeline.as_ref() else {
             return Ok(Response::new(p4::GetForwardingPipelineConfigResponse { config: None }));
         };
-        let mut c = p.config.clone();
+        let mut c = p.config();
         match T::try_from(r.response_type).unwrap_or(T::All) {
             T::All => {}
             T::CookieOnly => {

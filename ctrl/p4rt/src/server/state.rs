@@ -2,12 +2,14 @@
 //! change it. Every refusal carries the status code the spec names.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use tokio::time::Instant;
 use tonic::Status;
 
 use super::digest::Digests;
 use super::profile::{self, bump, check_action, check_scope, Profile};
+use super::program::Register;
 use super::table::{Installed, Table};
 use crate::codec;
 use crate::entity::register_bitwidth;
@@ -21,11 +23,11 @@ use p4::update::Type as Up;
 /// Everything a pipeline holds; replaced when a new pipeline is committed.
 #[derive(Debug)]
 pub(crate) struct State {
-    pub info: P4Info,
+    pub info: Arc<P4Info>,
     pub tables: HashMap<u32, Table>,
     pub profiles: HashMap<u32, Profile>,
     pub counters: HashMap<u32, Vec<p4::CounterData>>,
-    pub registers: HashMap<u32, Vec<Vec<u8>>>,
+    pub registers: HashMap<u32, Register>,
     pub clone_sessions: HashMap<u32, p4::CloneSessionEntry>,
     pub multicast: HashMap<u32, p4::MulticastGroupEntry>,
     pub digests: Digests,
@@ -37,7 +39,7 @@ fn id_of<T: crate::p4info::HasPreamble>(t: &T) -> u32 {
 }
 
 impl State {
-    pub fn new(info: P4Info, registers_via_p4runtime: bool) -> Self {
+    pub fn new(info: Arc<P4Info>, registers_via_p4runtime: bool) -> Self {
         let direct: Vec<u32> = info.direct_counters.iter().map(|d| d.direct_table_id).collect();
         let tables = info
             .tables
@@ -53,7 +55,7 @@ impl State {
         let registers = info
             .registers
             .iter()
-            .map(|r| (id_of(r), vec![vec![0u8]; usize::try_from(r.size).unwrap_or(0)]))
+            .map(|r| (id_of(r), Register::new(usize::try_from(r.size).unwrap_or(0))))
             .collect();
         State {
             tables,
@@ -403,13 +405,13 @@ impl State {
         let cells =
             self.registers.get_mut(&r.register_id).ok_or_else(|| Status::not_found("no such register"))?;
         match r.index {
-            None => cells.iter_mut().for_each(|c| *c = value.clone()),
+            None => cells.fill(value),
             Some(p4::Index { index }) => {
                 let len = cells.len();
-                let cell = usize::try_from(index).ok().and_then(|i| cells.get_mut(i));
-                *cell.ok_or_else(|| {
-                    Status::out_of_range(format!("register index {index} not in 0..{len}"))
-                })? = value;
+                let set = usize::try_from(index).is_ok_and(|i| cells.set(i, value));
+                if !set {
+                    return Err(Status::out_of_range(format!("register index {index} not in 0..{len}")));
+                }
             }
         }
         Ok(())

@@ -2,10 +2,12 @@
 //! pipeline push with cookie, batched writes, streamed reads, and the
 //! StreamChannel (run by [`stream`]) that survives drops.
 
+mod register_batch;
 mod registers;
 mod stream;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
@@ -17,7 +19,11 @@ use crate::proto::p4::v1 as p4;
 use crate::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
 use crate::status::WriteFailure;
 
+pub use register_batch::{RegisterCell, RegisterValues};
 pub use stream::Event;
+
+/// The configs sessions pushed (cookies aside), each once.
+static PUSHED: crate::intern::Interner<p4::ForwardingPipelineConfig> = crate::intern::Interner::new();
 
 /// Where and who: the device, our election id and role, and the timing.
 #[derive(Debug, Clone)]
@@ -182,7 +188,9 @@ pub(crate) enum Cmd {
     Subscribe(mpsc::UnboundedSender<Event>),
     PacketOut(p4::PacketOut),
     KnownDigests(HashSet<u32>),
-    Pipeline(Box<p4::ForwardingPipelineConfig>),
+    /// The pushed config without its cookie (shared by every session that
+    /// pushed the same program), and the cookie.
+    Pipeline(Arc<p4::ForwardingPipelineConfig>, Option<p4::forwarding_pipeline_config::Cookie>),
     Digest(p4::DigestEntry),
     /// Arbitrate again on the open stream with this election id.
     Elect(u128),
@@ -468,8 +476,11 @@ impl Session {
             PipelineOutcome::Pushed
         };
         self.use_p4info(info)?;
-        // Remembered so that a switch that restarted gets it back.
-        self.send(Cmd::Pipeline(Box::new(config)))?;
+        // Remembered so that a switch that restarted gets it back; held
+        // once for every session that pushed the same program.
+        let mut shared = config;
+        let cookie = shared.cookie.take();
+        self.send(Cmd::Pipeline(PUSHED.get_or_insert(|c| *c == shared, || shared.clone()), cookie))?;
         Ok(outcome)
     }
 

@@ -3,7 +3,6 @@
 
 use super::{Session, SessionError};
 use crate::codec;
-use crate::entity::register_bitwidth;
 use crate::p4info::{P4Info, P4InfoError};
 use crate::proto::p4::v1 as p4;
 use crate::thrift::{ThriftClient, ThriftConfig};
@@ -16,7 +15,7 @@ impl Session {
         self
     }
 
-    fn unimplemented(e: &SessionError) -> bool {
+    pub(super) fn unimplemented(e: &SessionError) -> bool {
         match e {
             SessionError::Rpc { status, .. } => status.code() == tonic::Code::Unimplemented,
             SessionError::Write { failure, .. } => failure.only(tonic::Code::Unimplemented),
@@ -30,7 +29,7 @@ impl Session {
         self.thrift.clone().or_else(|| default_thrift(&self.config().addr))
     }
 
-    async fn thrift(&self) -> Result<Option<ThriftClient>, SessionError> {
+    pub(super) async fn thrift(&self) -> Result<Option<ThriftClient>, SessionError> {
         let Some(cfg) = self.thrift_config() else { return Ok(None) };
         let device_id = self.device_id();
         ThriftClient::connect(cfg)
@@ -47,12 +46,7 @@ impl Session {
         register: &str,
         index: Option<i64>,
     ) -> Result<Vec<(i64, u128)>, SessionError> {
-        let r = info.register(register)?;
-        let name = crate::p4info::name_of(r);
-        let w = register_bitwidth(r).ok_or_else(|| P4InfoError::Usage {
-            object: name.clone(),
-            message: "only bit<W> registers are supported".into(),
-        })?;
+        let (_, w, name) = super::register_batch::resolve(info, register)?;
         let entry = info.register_entry(register, index, None)?;
         match self.read(vec![entry.into()]).await {
             Ok(entities) => Ok(entities

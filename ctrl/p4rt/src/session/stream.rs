@@ -51,7 +51,10 @@ struct Task {
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     known_digests: HashSet<u32>,
     digests: Vec<p4::DigestEntry>,
-    pipeline: Option<p4::ForwardingPipelineConfig>,
+    pipeline: Option<(
+        std::sync::Arc<p4::ForwardingPipelineConfig>,
+        Option<p4::forwarding_pipeline_config::Cookie>,
+    )>,
 }
 
 pub(super) async fn run(
@@ -184,7 +187,7 @@ impl Task {
                 self.subscribers.push(s);
             }
             Cmd::KnownDigests(ids) => self.known_digests = ids,
-            Cmd::Pipeline(p) => self.pipeline = Some(*p),
+            Cmd::Pipeline(p, cookie) => self.pipeline = Some((p, cookie)),
             Cmd::Digest(d) => {
                 self.digests.retain(|x| x.digest_id != d.digest_id);
                 self.digests.push(d);
@@ -256,7 +259,9 @@ impl Task {
     /// it (it restarted), so that digests and writes have their program.
     async fn restore_pipeline(&mut self) {
         use p4::get_forwarding_pipeline_config_request::ResponseType;
-        let Some(config) = self.pipeline.clone() else { return };
+        let Some((shared, cookie)) = self.pipeline.as_ref() else { return };
+        let mut config = (**shared).clone();
+        config.cookie = *cookie;
         let want = config.cookie.map(|c| c.cookie);
         let get = p4::GetForwardingPipelineConfigRequest {
             device_id: self.cfg.device_id,
