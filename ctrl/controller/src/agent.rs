@@ -371,57 +371,83 @@ async fn connected(
     let first = desired.borrow_and_update().clone();
     live.sync(&first, true).await;
     live.start_polling();
-    let mut refresh = term::refresh_timer(cfg.poll_interval);
-    loop {
-        let retry = live.retry_at;
-        let cleanup = live.cleanup_at.filter(|_| retry.is_none());
-        let refused = live.refusals.next_retry().filter(|_| retry.is_none());
-        tokio::select! {
-            ev = stream.recv() => {
-                let Some(ev) = ev else { return Err(AgentError::StreamEnded) };
-                live.on_session_event(ev, desired).await?;
-            }
-            changed = desired.changed() => {
-                if changed.is_err() {
-                    live.finish(desired).await;
+    live.run(&mut stream, desired, shutdown, ha.as_mut()).await
+}
+
+/// A timer that fires at `t`, or never.
+async fn fire_at(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Live<'_> {
+    /// The connected switch's loop: session events, desired-state changes,
+    /// the term, the steer grace and the retry, clean-up and refusal
+    /// timers, until the session ends (an error) or the agent stops.
+    async fn run(
+        &mut self,
+        stream: &mut mpsc::UnboundedReceiver<SessionEvent>,
+        desired: &mut watch::Receiver<Desired>,
+        shutdown: &mut watch::Receiver<bool>,
+        mut ha: Option<&mut watch::Receiver<HaState>>,
+    ) -> Result<(), AgentError> {
+        let mut refresh = term::refresh_timer(self.cfg.poll_interval);
+        loop {
+            let retry = self.retry_at;
+            let cleanup = self.cleanup_at.filter(|_| retry.is_none());
+            let refused = self.refusals.next_retry().filter(|_| retry.is_none());
+            tokio::select! {
+                ev = stream.recv() => {
+                    let Some(ev) = ev else { return Err(AgentError::StreamEnded) };
+                    self.on_session_event(ev, desired).await?;
+                }
+                changed = desired.changed() => {
+                    if changed.is_err() {
+                        self.finish(desired).await;
+                        return Ok(());
+                    }
+                    let d = desired.borrow_and_update().clone();
+                    self.sync(&d, true).await;
+                }
+                _ = refresh.tick(), if !self.term.writes => self.refresh_installed().await,
+                t = term::changed(ha.as_deref_mut(), self.term) => self.on_term(t, desired).await?,
+                _ = term::grace_end(self.steer_grace_until) => {
+                    self.steer_grace_until = None;
+                    self.steer_found.clear();
+                    self.resync(desired).await;
+                }
+                _ = fire_at(retry) => self.retry(desired).await,
+                _ = fire_at(cleanup) => {
+                    self.cleanup_at = None;
+                    self.resync(desired).await;
+                }
+                // Refused changes are due for another try.
+                _ = fire_at(refused) => self.resync(desired).await,
+                _ = shutdown.changed() => {
+                    self.finish(desired).await;
                     return Ok(());
                 }
-                let d = desired.borrow_and_update().clone();
-                live.sync(&d, true).await;
-            }
-            _ = refresh.tick(), if !live.term.writes => live.refresh_installed().await,
-            t = term::changed(ha.as_mut(), live.term) => live.on_term(t, desired).await?,
-            _ = term::grace_end(live.steer_grace_until) => {
-                live.steer_grace_until = None;
-                live.steer_found.clear();
-                let d = desired.borrow().clone();
-                live.sync(&d, true).await;
-            }
-            _ = async { match retry { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
-                live.retry_at = None;
-                live.assigned.forget();
-                match read_installed(&live.session, pipeline).await {
-                    Ok(i) => live.installed = i,
-                    Err(e) => warn!(error = %e, "re-reading installed state failed"),
-                }
-                let d = desired.borrow().clone();
-                live.sync(&d, true).await;
-            }
-            _ = async { match cleanup { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
-                live.cleanup_at = None;
-                let d = desired.borrow().clone();
-                live.sync(&d, true).await;
-            }
-            _ = async { match refused { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
-                // Refused changes are due for another try.
-                let d = desired.borrow().clone();
-                live.sync(&d, true).await;
-            }
-            _ = shutdown.changed() => {
-                live.finish(desired).await;
-                return Ok(());
             }
         }
+    }
+
+    /// Syncs the switch to the desired state as it is now.
+    async fn resync(&mut self, desired: &watch::Receiver<Desired>) {
+        let d = desired.borrow().clone();
+        self.sync(&d, true).await;
+    }
+
+    /// The retry timer fired: reads what the switch holds again, then syncs.
+    async fn retry(&mut self, desired: &watch::Receiver<Desired>) {
+        self.retry_at = None;
+        self.assigned.forget();
+        match read_installed(&self.session, self.pipeline).await {
+            Ok(i) => self.installed = i,
+            Err(e) => warn!(error = %e, "re-reading installed state failed"),
+        }
+        self.resync(desired).await;
     }
 }
 
