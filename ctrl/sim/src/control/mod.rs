@@ -116,19 +116,19 @@ pub struct Dist {
 
 impl Dist {
     /// From samples in picoseconds; None when there are none.
-    pub fn of(mut ps: Vec<u64>) -> Option<Dist> {
-        if ps.is_empty() {
-            return None;
-        }
-        ps.sort_unstable();
+    pub fn of(ps: Vec<u64>) -> Option<Dist> {
+        let count = ps.len();
+        let [min, p50, max] = min_p50_max(ps)?;
         let us = |v: u64| v as f64 / 1e6;
-        Some(Dist {
-            count: ps.len(),
-            min_us: us(ps[0]),
-            p50_us: us(ps[(ps.len() - 1) / 2]),
-            max_us: us(ps[ps.len() - 1]),
-        })
+        Some(Dist { count, min_us: us(min), p50_us: us(p50), max_us: us(max) })
     }
+}
+
+/// The smallest, median (the lower of two middles) and largest of `v`;
+/// None when it is empty.
+pub fn min_p50_max(mut v: Vec<u64>) -> Option<[u64; 3]> {
+    v.sort_unstable();
+    Some([*v.first()?, v[(v.len() - 1) / 2], *v.last()?])
 }
 
 /// What a control reports about its run.

@@ -401,7 +401,7 @@ pub(crate) fn summarize(
         steered_flowlets: o.steered_flowlets,
         moves: MovesLanded {
             landed: crate::control::Dist::of(o.steer_landed_ps.clone()),
-            packets_before_landing: spread(&o.steer_landed_after_pkts),
+            packets_before_landing: crate::control::min_p50_max(o.steer_landed_after_pkts.clone()),
             never_landed: o.steer_unlanded,
             drain: o.drain,
         },
@@ -484,11 +484,4 @@ pub fn json(runs: &[ModeRun]) -> serde_json::Value {
 /// The markdown report of runs side by side.
 pub fn markdown(sc: &Scenario, runs: &[ModeRun]) -> String {
     crate::report::markdown::render(sc, runs)
-}
-
-/// Min, median and max of `v`, if it has any.
-fn spread(v: &[u64]) -> Option<[u64; 3]> {
-    let mut v = v.to_vec();
-    v.sort_unstable();
-    Some([*v.first()?, v[(v.len() - 1) / 2], *v.last()?])
 }
