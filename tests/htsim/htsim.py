@@ -69,12 +69,18 @@ class Args:
     hop_latency_us: float
     pfc: tuple[int, int]
     seed: int
-    mode: str  # ecmp | spray
+    mode: str  # ecmp | spray (htsim's ecmp_rr) | ecmp-mix, fair-spray (our rules, patch 03)
     out_of_order: bool
     end_us: int
+    nak_once: bool = False  # one NAK per expected PSN (patch 03)
+    rto_us: float = 0.0  # the requester's transport timer (patch 03); 0: none, htsim's own
 
     def argv(self, binary: Path) -> list[str]:
-        strat = ["-strat", "ecmp_host", "-paths", "1"] if self.mode == "ecmp" else ["-strat", "ecmp_rr"]
+        strat = {
+            "ecmp": ["-strat", "ecmp_host", "-paths", "1"],
+            "ecmp-mix": ["-strat", "ecmp_mix", "-paths", "1"],
+            "fair-spray": ["-strat", "fair_spray"],
+        }.get(self.mode, ["-strat", "ecmp_rr"])
         argv = [
             str(binary), "-nodes", str(self.nodes), "-tiers", "3", "-tm", str(self.matrix),
             "-mtu", str(self.mtu), "-linkspeed", str(self.linkspeed_bps // 1_000_000),
@@ -84,6 +90,10 @@ class Args:
         ]
         if self.out_of_order:
             argv.append("-ooo_receiver")
+        if self.nak_once:
+            argv.append("-nak_once")
+        if self.rto_us:
+            argv += ["-rto_us", f"{self.rto_us:g}"]
         return argv
 
 
@@ -106,6 +116,13 @@ def run(binary: Path, args: Args, flows: int, log: Path) -> Result:
     log.write_text(proc.stdout)
     if args.out_of_order and "out-of-order receivers" not in proc.stdout:
         res.error = "this htsim has no -ooo_receiver (apply the patch in ctrl/sim/README.md)"
+        return res
+    if (args.nak_once and "NAK once per expected" not in proc.stdout) or (args.rto_us and "transport timer" not in proc.stdout):
+        res.error = "this htsim has no -nak_once or -rto_us (apply patch 03, ctrl/sim/README.md)"
+        return res
+    banner = {"ecmp-mix": ("routing: ecmp, mixed hash", "ecmp_mix"), "fair-spray": ("routing: fair spray", "fair_spray")}
+    if args.mode in banner and banner[args.mode][0] not in proc.stdout:
+        res.error = f"this htsim has no -strat {banner[args.mode][1]} (apply patch 03, ctrl/sim/README.md)"
         return res
     sink, src = {}, {}
     for line in proc.stdout.splitlines():

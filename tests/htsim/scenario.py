@@ -31,6 +31,7 @@ class CrossScenario:
     mtu: int
     xoff_pkts: int
     xon_pkts: int
+    rto_us: float = 200.0  # network.rto, our simulator's default 200us
 
 
 def _bytes(text: str, where: str) -> int:
@@ -38,6 +39,13 @@ def _bytes(text: str, where: str) -> int:
     if not m:
         raise ScenarioError(f"{where}: {text!r} is not a size like 2MiB")
     return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _micros(text: str, where: str) -> float:
+    m = re.fullmatch(r"([0-9.]+)\s*(ns|us|µs|ms)", text.strip())
+    if not m:
+        raise ScenarioError(f"{where}: {text!r} is not a duration like 200us")
+    return float(m.group(1)) * {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3}[m.group(2)]
 
 
 def _job_line(path: Path, text: str) -> str:
@@ -67,6 +75,7 @@ def load(path: Path) -> CrossScenario:
     mtu = re.search(r"\bmtu:\s*([^,}\s]+)", text)
     xoff = re.search(r"\bxoff:\s*([^,}\s]+)", text)
     xon = re.search(r"\bxon:\s*([^,}\s]+)", text)
+    rto = re.search(r"\brto:\s*([^,}\s]+)", text)
 
     def pkts(m: re.Match | None, default: int, what: str) -> int:
         if not m:
@@ -84,6 +93,7 @@ def load(path: Path) -> CrossScenario:
         mtu=_bytes(mtu.group(1), f"{path}: network.mtu") if mtu else 4096,
         xoff_pkts=pkts(xoff, 24, "xoff"),
         xon_pkts=pkts(xon, 12, "xon"),
+        rto_us=_micros(rto.group(1), f"{path}: network.rto") if rto else 200.0,
     )
 
 
