@@ -515,7 +515,7 @@ impl<'a> Sim<'a> {
     fn start_tx(&mut self, port: PortId, p: Packet) {
         let spec = &self.ports.specs[port as usize];
         let ser = spec.ser_ps(u64::from(p.bytes));
-        let delay = spec.delay_ps;
+        let delay = spec.delay_ps + spec.data_lag_ps;
         let st = &mut self.st[port as usize];
         st.free_at = self.now + ser;
         // Host NICs always pull their next packet; switch ports only when

@@ -37,6 +37,11 @@ pub struct PortSpec {
     /// worked out once: most packets are full, and a division per hop
     /// shows in the engine's profile.
     full: (u64, u64),
+    /// Added to a data packet's arrival: 0, except on a floor's sped-up
+    /// links (`NetConfig::core_speedup`), where it is what a full packet
+    /// loses of its serialization time at the real rate, so the hop
+    /// still stores and forwards a packet as slowly as the real one.
+    pub data_lag_ps: u64,
 }
 
 impl PortSpec {
@@ -155,8 +160,13 @@ impl Ports {
         for (i, h) in topo.hosts.iter().enumerate() {
             by_end.insert((h.leaf, h.port), (hosts + i) as PortId);
         }
+        let speedup = net.core_speedup.max(1);
         for l in &topo.links {
             let (bw, delay) = (l.bandwidth.bps(), l.delay.ns() * 1_000);
+            let real = (bw / speedup).max(1);
+            let lag = (pkt * 8_000_000_000_000)
+                .div_ceil(real)
+                .saturating_sub((pkt * 8_000_000_000_000).div_ceil(bw.max(1)));
             for (x, y) in [(l.a, l.b), (l.b, l.a)] {
                 by_end.insert((x.switch, x.port), specs.len() as PortId);
                 let class = class_of(role(x.switch), role(y.switch));
@@ -172,6 +182,11 @@ impl Ports {
                     pfc(bw, delay),
                     topo.endpoint_name(x),
                 ));
+                if speedup > 1 {
+                    if let Some(last) = specs.last_mut() {
+                        last.data_lag_ps = lag;
+                    }
+                }
             }
         }
         let mut ports = Ports {
@@ -292,5 +307,6 @@ fn spec(
         headroom,
         class,
         label,
+        data_lag_ps: 0,
     }
 }

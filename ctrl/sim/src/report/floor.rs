@@ -1,7 +1,8 @@
 //! Each job's floor: its completion when it runs alone with no fabric in
 //! the way: on its own fabric, every switch-to-switch link
-//! [`CORE_SPEEDUP`] times as fast, the same NICs, host links, path
-//! latencies, network settings and chunking. What a job cannot beat
+//! [`CORE_SPEEDUP`] times as fast (capacity only: each hop still stores
+//! and forwards a data packet as slowly as at the real rate), the same
+//! NICs, host links, path latencies, network settings and chunking. What a job cannot beat
 //! there, chunk round trips over its paths' hops and headers, is not
 //! routing's to answer for: the report puts the floor beside the ideal
 //! bound, and `vs_floor` is completion over the larger of the two. (The
@@ -68,6 +69,9 @@ fn floor_of(fast: &Topology, routing: &Routing, sc: &Scenario, j: usize) -> Opti
     // a core 16 times as fast is no floor (an incast alone ran slower
     // than beside other traffic).
     fsc.net.dcqcn = None;
+    // Capacity, not latency: every hop still stores and forwards a data
+    // packet as slowly as at the real rate (`NetConfig::core_speedup`).
+    fsc.net.core_speedup = CORE_SPEEDUP;
     let fwd = Box::new(Ecmp { seed: sc.seed });
     let run = crate::run_controlled(fast, routing, &fsc, "floor", fwd, None, &mut |_| {}).ok()?;
     let js = run.summary.jobs.first()?;

@@ -308,6 +308,13 @@ pub struct NetConfig {
     pub ack_every: u32,
     /// The NICs' tolerance of reordering (the scenario's `nic.ordering`).
     pub ordering: Ordering,
+    /// 1 in a run. A job's floor (`report/floor.rs`) runs on a fabric
+    /// whose switch-to-switch links are this many times as fast, yet each
+    /// data packet still reaches the next hop as late as a full packet
+    /// serialized at the real rate would: capacity without store-and-
+    /// forward shortcuts. Not a scenario setting.
+    #[serde(skip)]
+    pub core_speedup: u64,
 }
 
 impl NetConfig {

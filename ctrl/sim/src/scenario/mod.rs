@@ -237,6 +237,7 @@ fn default_net(topo: &Topology) -> NetConfig {
         rto_ps: 200_000_000,
         ack_every: 16,
         ordering: Ordering::default(),
+        core_speedup: 1,
     }
 }
 
