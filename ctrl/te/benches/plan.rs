@@ -220,17 +220,20 @@ fn summary() {
     // planner's first decision, with every buffer fresh, is printed too.
     let (cold, mut runs, plan) = steady(&mut p);
     let cpus: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.1)).collect();
+    let faults: Vec<String> = runs.iter().map(|r| r.2.to_string()).collect();
     runs.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let (full, full_cpu) = runs[runs.len() / 2];
+    let (full, full_cpu, _) = runs[runs.len() / 2];
     print_hash("full", &(&plan, p.placement()));
     println!(
         "\nsummary: 2,048 switches, {} hosts, {FLOWS} flows: index {index_ms:.0} ms (routing {route_ms:.0} ms), \
          upserts {upsert_ms:.1} ms; full placement, steady state, median of {FULL_RUNS} {full:.1} ms wall, \
-         {full_cpu:.0} ms CPU (runs, ms CPU: {}; the planner's first, cold: {:.0} ms CPU): max utilisation {:.3}, \
-         lower bound {:.3}, {} search steps, {} unplaced",
+         {full_cpu:.0} ms CPU (runs, ms CPU: {}; page faults: {}; the planner's first, cold: {:.0} ms CPU, {} \
+         page faults): max utilisation {:.3}, lower bound {:.3}, {} search steps, {} unplaced",
         t.hosts.len(),
         cpus.join(", "),
+        faults.join(", "),
         cold.1,
+        cold.2,
         plan.max_utilisation,
         plan.lower_bound,
         plan.search_steps,
@@ -285,8 +288,9 @@ fn summary() {
 /// Wall and CPU milliseconds of each run, and the last copy with its plan.
 type Runs = (Vec<(f64, f64)>, Option<(Planner, metaroce_te::Plan)>);
 
-/// Wall and CPU milliseconds of one decision.
-type Time = (f64, f64);
+/// Wall and CPU milliseconds of one decision, and the page faults it
+/// took (this thread's minor faults; 0 where /proc is missing).
+type Time = (f64, f64, u64);
 
 /// The full placement on one long-lived planner: its first decision
 /// (cold), then `FULL_RUNS` more, each after `clone_from(p)` resets it to
@@ -295,19 +299,36 @@ type Time = (f64, f64);
 /// that has acted on it. Leaves `p` as placed by the last.
 fn steady(p: &mut Planner) -> (Time, Vec<Time>, metaroce_te::Plan) {
     let mut q = p.clone();
-    let (wall, cpu, first) = timed(|| q.plan(0));
+    let (cold, first) = timed_faults(|| q.plan(0));
     drop(first);
     let mut runs = Vec::new();
     let mut last = None;
     for _ in 0..FULL_RUNS {
         drop(last.take());
         q.clone_from(p);
-        let (wall, cpu, plan) = timed(|| q.plan(0));
-        runs.push((wall, cpu));
+        let (time, plan) = timed_faults(|| q.plan(0));
+        runs.push(time);
         last = Some(plan);
     }
     *p = q;
-    ((wall, cpu), runs, last.unwrap_or_else(|| panic!("no run")))
+    (cold, runs, last.unwrap_or_else(|| panic!("no run")))
+}
+
+/// [`timed`], with the minor page faults `f` took.
+fn timed_faults<T>(f: impl FnOnce() -> T) -> (Time, T) {
+    let before = minor_faults();
+    let (wall, cpu, out) = timed(f);
+    let faults = minor_faults().zip(before).map_or(0, |(after, before)| after.saturating_sub(before));
+    ((wall, cpu, faults), out)
+}
+
+/// This thread's minor page faults so far, from /proc/thread-self/stat
+/// (the 10th field; the fields after the command name's closing
+/// parenthesis start at the 3rd); None elsewhere.
+fn minor_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(7)?.parse().ok()
 }
 
 /// One decision on each of `FULL_RUNS` copies of `p`.
