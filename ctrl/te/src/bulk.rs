@@ -35,20 +35,62 @@ struct Work {
     at: u32,
 }
 
+/// The buffers of a bulk placement, kept by the planner between
+/// decisions (`scratch.rs`); each use clears them first.
+#[derive(Debug, Default)]
+pub(crate) struct Bufs {
+    /// The new flows in flow-id order, then in placement order.
+    work: Vec<Work>,
+    sorted: Vec<Work>,
+    /// The counting sort's bucket starts, fill points and gathered order.
+    start: Vec<u32>,
+    fill: Vec<u32>,
+    at: Vec<u32>,
+    /// The greedy's: first groups read ahead, routes found, flows added
+    /// per link, ids and whether each is logged, by position in flow-id
+    /// order.
+    first: Vec<u32>,
+    routes: Vec<Option<Route>>,
+    more: Vec<u32>,
+    ids: Vec<FlowId>,
+    logged: Vec<bool>,
+}
+
 impl Planner {
     /// Places every flow that has no route yet: by the exact colouring if
     /// the batch allows it, else greedily, largest first. True if the
     /// colouring placed them at the bound in whole flows.
     pub(crate) fn place_new(&mut self, log: &mut Log, unplaced: &mut Vec<Unplaced>) -> bool {
         let mut batch = std::mem::take(&mut self.inbox.pending);
+        let mut b = std::mem::take(&mut self.scratch.bulk);
+        let at_bound = self.place_batch(&mut batch, &mut b, log, unplaced);
+        // Nothing adds to the pending flows while a decision runs: keep
+        // the batch's room for the next one.
+        if self.inbox.pending.is_empty() {
+            batch.clear();
+            self.inbox.pending = batch;
+        }
+        self.scratch.bulk = b;
+        at_bound
+    }
+
+    /// [`Planner::place_new`] of `batch`, with the buffers `b`.
+    fn place_batch(
+        &mut self,
+        batch: &mut Vec<FlowId>,
+        b: &mut Bufs,
+        log: &mut Log,
+        unplaced: &mut Vec<Unplaced>,
+    ) -> bool {
         batch.sort_unstable();
         batch.dedup();
         batch.retain(|&f| {
             let i = f as usize;
             self.flows.route[i].len == 0 && matches!(self.flows.status[i], Status::New | Status::Stuck)
         });
-        let mut work = Vec::with_capacity(batch.len());
-        for &f in &batch {
+        let work = &mut b.work;
+        work.clear();
+        for &f in batch.iter() {
             let i = f as usize;
             let (src, dst_leaf) = (self.src_leaf(f), self.net.host_leaf[self.flows.dst[i] as usize]);
             if src == dst_leaf {
@@ -67,10 +109,12 @@ impl Planner {
                 at: work.len() as u32,
             });
         }
-        let work = in_order(work, self.net.dests.len());
+        let (input, mut work) = (std::mem::take(&mut b.work), std::mem::take(&mut b.sorted));
+        in_order(&input, self.net.dests.len(), b, &mut work);
+        b.work = input;
         // The colouring knows nothing of groups: a batch with an incast
         // in it is placed greedily.
-        let grouped = work.iter().any(|w| self.groups.of(w.order.3).is_some());
+        let grouped = work.iter().any(|w| self.groups.has(w.order.3));
         if self.config.exact_jobs && !grouped {
             let inter: Vec<FlowId> = work.iter().map(|w| w.order.3).collect();
             if let Some((routes, at_bound)) = self.exact_routes(&inter) {
@@ -78,16 +122,18 @@ impl Planner {
                     self.touch(log, f, Reason::New, (None, 0.0));
                     self.settle(f, r, None);
                 }
+                b.sorted = work;
                 return at_bound;
             }
         }
-        self.greedy(&work, log, unplaced);
+        self.greedy(&work, b, log, unplaced);
+        b.sorted = work;
         false
     }
 
     /// Places `work` in its order, each flow on its best path as the beam
     /// sees it, then records the placements.
-    fn greedy(&mut self, work: &[Work], log: &mut Log, unplaced: &mut Vec<Unplaced>) {
+    fn greedy(&mut self, work: &[Work], b: &mut Bufs, log: &mut Log, unplaced: &mut Vec<Unplaced>) {
         if work.is_empty() {
             // Most decisions: nothing new (and the per-link counts below
             // would cost a pass over every link).
@@ -96,11 +142,14 @@ impl Planner {
         let (beam, width) = (self.config.search_beam, self.config.search_width);
         let breadth = Breadth::Beam { beam, width };
         // Every flow's first group, read ahead: these misses overlap.
-        let first: Vec<u32> =
-            work.iter().map(|w| if w.d == NONE { 0 } else { self.net.cell_of(w.d, w.src) }).collect();
+        let Bufs { first, routes, more, ids, logged, .. } = b;
+        first.clear();
+        first.extend(work.iter().map(|w| if w.d == NONE { 0 } else { self.net.cell_of(w.d, w.src) }));
         // In placement order; by position in flow-id order.
-        let mut routes: Vec<Option<Route>> = vec![None; work.len()];
-        let mut more = vec![0u32; self.net.dirlinks()];
+        routes.clear();
+        routes.resize(work.len(), None);
+        more.clear();
+        more.resize(self.net.dirlinks(), 0);
         // On a fabric of one link speed the searches compare raw loads,
         // no division a link, while every load stays below `RAW_LIMIT`
         // (then the decisions are the same: see `search::Raw`). `top`
@@ -108,7 +157,7 @@ impl Planner {
         // paid back only by a batch of some size.
         let raw = self.net.uniform && work.len() >= RAW_BATCH;
         let mut top = if raw { self.links.load.iter().copied().max().unwrap_or(0) } else { RAW_LIMIT };
-        for (w, &g) in work.iter().zip(&first) {
+        for (w, &g) in work.iter().zip(first.iter()) {
             if w.d == NONE {
                 continue;
             }
@@ -151,15 +200,17 @@ impl Planner {
             }
         }
         // Each link's flow list grows once, to its new length.
-        for (list, &k) in self.links.on.iter_mut().zip(&more) {
+        for (list, &k) in self.links.on.iter_mut().zip(more.iter()) {
             list.reserve(k as usize);
         }
-        let mut ids: Vec<FlowId> = vec![0; work.len()];
+        ids.clear();
+        ids.resize(work.len(), 0);
         for w in work {
             ids[w.at as usize] = w.order.3;
         }
-        let mut logged = vec![false; work.len()];
-        for (j, (&f, r)) in ids.iter().zip(&routes).enumerate() {
+        logged.clear();
+        logged.resize(work.len(), false);
+        for (j, (&f, r)) in ids.iter().zip(routes.iter()).enumerate() {
             let Some(r) = *r else { continue };
             let i = f as usize;
             logged[j] = self.flows.touched_in[i] != self.decision;
@@ -187,11 +238,12 @@ impl Planner {
 /// `work` (in flow-id order) sorted by `Work::order`. Most of the order
 /// is two small integers (the rate class and the destination), so a
 /// counting sort by those, then a comparison sort inside each bucket (a
-/// few flows each) instead of one of the whole batch.
-fn in_order(work: Vec<Work>, dests: usize) -> Vec<Work> {
+/// few flows each) instead of one of the whole batch, into `out`
+/// (cleared first), with `b.start`, `b.fill` and `b.at` for the sort.
+fn in_order(work: &[Work], dests: usize, b: &mut Bufs, out: &mut Vec<Work>) {
     // Dense ranks of the classes present, largest first.
     let mut present = [false; 65];
-    for w in &work {
+    for w in work {
         present[(w.order.0).0 as usize] = true;
     }
     let (mut rank, mut classes) = ([0usize; 65], 0);
@@ -202,27 +254,31 @@ fn in_order(work: Vec<Work>, dests: usize) -> Vec<Work> {
     // A destination index is below `dests`; NONE sorts after them all.
     let cols = dests + 1;
     let bucket = |w: &Work| rank[(w.order.0).0 as usize] * cols + (w.d as usize).min(dests);
-    let mut start = vec![0u32; classes * cols + 1];
-    for w in &work {
+    let Bufs { start, fill, at, .. } = b;
+    start.clear();
+    start.resize(classes * cols + 1, 0);
+    for w in work {
         start[bucket(w) + 1] += 1;
     }
-    for b in 1..start.len() {
-        start[b] += start[b - 1];
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
     }
-    let mut fill = start.clone();
-    let mut at = vec![0u32; work.len()];
+    fill.clear();
+    fill.extend_from_slice(start);
+    at.clear();
+    at.resize(work.len(), 0);
     for (j, w) in work.iter().enumerate() {
-        let b = bucket(w);
-        at[fill[b] as usize] = j as u32;
-        fill[b] += 1;
+        let k = bucket(w);
+        at[fill[k] as usize] = j as u32;
+        fill[k] += 1;
     }
-    let mut out: Vec<Work> = at.iter().map(|&j| work[j as usize]).collect();
+    out.clear();
+    out.extend(at.iter().map(|&j| work[j as usize]));
     // In a bucket the class and the destination are equal: the rest of
     // the order decides.
-    for b in start.windows(2).filter(|b| b[1] - b[0] > 1) {
-        out[b[0] as usize..b[1] as usize].sort_unstable_by_key(|w| (w.order.2, w.order.3));
+    for r in start.windows(2).filter(|r| r[1] - r[0] > 1) {
+        out[r[0] as usize..r[1] as usize].sort_unstable_by_key(|w| (w.order.2, w.order.3));
     }
-    out
 }
 
 #[cfg(test)]
@@ -232,7 +288,8 @@ mod tests {
     #[test]
     fn in_order_sorts_as_the_order_says() {
         let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
-        for (n, dests) in [(0usize, 4usize), (1, 1), (50, 3), (3000, 40)] {
+        let (mut bufs, mut out) = (Bufs::default(), Vec::new());
+        for (n, dests) in [(0usize, 4usize), (1, 1), (50, 3), (3000, 40), (20, 7), (0, 2)] {
             let work: Vec<Work> = (0..n as u32)
                 .map(|f| {
                     let rate = (next() % 100 + 1) << (next() % 40);
@@ -249,7 +306,9 @@ mod tests {
                 .collect();
             let mut want: Vec<FlowId> = work.iter().map(|w| w.order.3).collect();
             want.sort_unstable_by_key(|&f| work[f as usize].order);
-            let got: Vec<FlowId> = in_order(work, dests).iter().map(|w| w.order.3).collect();
+            // Buffers kept from the larger call before must not matter.
+            in_order(&work, dests, &mut bufs, &mut out);
+            let got: Vec<FlowId> = out.iter().map(|w| w.order.3).collect();
             assert_eq!(got, want, "n {n}");
         }
     }

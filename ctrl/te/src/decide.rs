@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use crate::config::EPS;
-use crate::demand::max_min;
+use crate::demand::max_min_into;
 use crate::flow::{FlowId, FlowKey};
 use crate::group::{self, Member};
 use crate::net::{DirLink, NONE};
@@ -35,13 +35,6 @@ pub(crate) struct Log {
 }
 
 impl Log {
-    /// Every entry, in the order logged.
-    fn entries(self) -> impl Iterator<Item = (FlowId, Reason, Option<Path>, f64)> {
-        let mut first = self.first;
-        let rest = first.split_off(self.new_at.min(first.len()));
-        first.into_iter().chain(self.new.into_iter().map(|f| (f, Reason::New, None, 0.0))).chain(rest)
-    }
-
     fn len(&self) -> usize {
         self.first.len() + self.new.len()
     }
@@ -114,7 +107,9 @@ impl Planner {
         if self.inbox.demand_dirty {
             self.refresh_rates();
         }
-        let mut log = Log::default();
+        // The new flows' ids go into a buffer kept from the last decision.
+        let mut log = Log { new: std::mem::take(&mut self.scratch.new), ..Log::default() };
+        log.new.clear();
         let mut unplaced = Vec::new();
         self.repair(now_ns, &mut log, &mut unplaced);
         let logged = log.len();
@@ -151,17 +146,20 @@ impl Planner {
     /// Caps every flow by its NICs (max-min), finds the receiver-bound
     /// groups among them ([`crate::group`]) and moves the loads to match.
     pub(crate) fn refresh_rates(&mut self) {
-        let live: Vec<FlowId> = (0..self.flows.key.len() as FlowId)
-            .filter(|&f| self.flows.status[f as usize] != Status::Free)
-            .collect();
-        let input: Vec<(u32, u32, u64)> = live
-            .iter()
-            .map(|&f| {
-                let i = f as usize;
-                (self.flows.src[i], self.flows.dst[i], self.flows.demand[i].offered_bps())
-            })
-            .collect();
-        let rates = max_min(&input, &self.net.host_nic);
+        let mut live = std::mem::take(&mut self.scratch.live);
+        live.clear();
+        live.extend(
+            (0..self.flows.key.len() as FlowId).filter(|&f| self.flows.status[f as usize] != Status::Free),
+        );
+        let mut input = std::mem::take(&mut self.scratch.input);
+        input.clear();
+        input.extend(live.iter().map(|&f| {
+            let i = f as usize;
+            (self.flows.src[i], self.flows.dst[i], self.flows.demand[i].offered_bps())
+        }));
+        let mut rates = std::mem::take(&mut self.scratch.rates);
+        max_min_into(&input, &self.net.host_nic, &mut self.scratch.max_min, &mut rates);
+        self.scratch.input = input;
         for (&f, &r) in live.iter().zip(&rates) {
             let i = f as usize;
             let old = self.flows.rate[i];
@@ -176,7 +174,9 @@ impl Planner {
         // The groups, and where their members run, from scratch (one pass
         // over the members' routes): a rate that changed changes its
         // group's, and membership follows the rates.
-        let (of, total) = self.find_groups(&live, &rates);
+        let mut of = std::mem::take(&mut self.scratch.group_of);
+        let total = self.find_groups(&live, &rates, &mut of);
+        self.scratch.rates = rates;
         let mut groups = crate::group::Groups::default();
         if !total.is_empty() {
             groups.member = vec![NONE; self.flows.key.len()];
@@ -191,6 +191,7 @@ impl Planner {
                 self.links.hot.mark(dl);
             }
         }
+        self.scratch.group_of = of;
         // ... and the links of the members before.
         if !self.groups.is_empty() {
             for (f, &g) in self.groups.member.iter().enumerate() {
@@ -208,26 +209,35 @@ impl Planner {
         for &f in &live {
             self.count(f, true);
         }
+        self.scratch.live = live;
         self.inbox.demand_dirty = false;
     }
 
-    /// [`group::find`] over the live flows and their new rates (none
-    /// unless `confine_incasts`).
-    fn find_groups(&self, live: &[FlowId], rates: &[u64]) -> (Vec<Option<u32>>, HashMap<u32, u64>) {
+    /// [`group::find_into`] over the live flows and their new rates (none
+    /// unless `confine_incasts`): each flow's group into `of`, and the
+    /// groups' rates.
+    fn find_groups(
+        &mut self,
+        live: &[FlowId],
+        rates: &[u64],
+        of: &mut Vec<Option<u32>>,
+    ) -> group::ByGroup<u64> {
         if !self.config.confine_incasts {
-            return (vec![None; live.len()], HashMap::new());
+            of.clear();
+            of.resize(live.len(), None);
+            return group::ByGroup::default();
         }
-        let members: Vec<Member> = live
-            .iter()
-            .zip(rates)
-            .map(|(&f, &rate)| {
-                let i = f as usize;
-                let (src, dst) = (self.flows.src[i], self.flows.dst[i]);
-                let inter = self.src_leaf(f) != self.net.host_leaf[dst as usize];
-                Member { src, dst, rate, inter }
-            })
-            .collect();
-        group::find(&members, &self.net.host_nic, self.net.narrowest)
+        let mut members = std::mem::take(&mut self.scratch.members);
+        members.clear();
+        members.extend(live.iter().zip(rates).map(|(&f, &rate)| {
+            let i = f as usize;
+            let (src, dst) = (self.flows.src[i], self.flows.dst[i]);
+            let inter = self.src_leaf(f) != self.net.host_leaf[dst as usize];
+            Member { src, dst, rate, inter }
+        }));
+        let total = group::find_into(&members, &self.net.host_nic, self.net.narrowest, of);
+        self.scratch.members = members;
+        total
     }
 
     /// Re-places the flows whose route broke, and notes where the route's
@@ -444,14 +454,18 @@ impl Planner {
     /// Turns the log into moves, skipping flows that ended where they began.
     fn report(&mut self, log: Log, moves: &mut Vec<Move>) {
         moves.reserve(log.len());
+        // In the order logged: `first[..new_at]`, the new flows, the rest.
+        let Log { mut first, new, new_at } = log;
+        let rest = first.split_off(new_at.min(first.len()));
         // Each flow's key and route first, all reads: after a bulk
         // placement the log is in placement order, not flow order, and
         // these cache misses overlap when nothing waits on them.
-        let (head, tail) = log.first.split_at(log.new_at.min(log.first.len()));
-        let ids = head.iter().map(|e| e.0).chain(log.new.iter().copied()).chain(tail.iter().map(|e| e.0));
-        let now: Vec<(FlowKey, Route)> =
-            ids.map(|f| (self.flows.key[f as usize], self.flows.route[f as usize])).collect();
-        for ((f, reason, from, before), (flow, route)) in log.entries().zip(now) {
+        let ids = first.iter().map(|e| e.0).chain(new.iter().copied()).chain(rest.iter().map(|e| e.0));
+        let mut now = std::mem::take(&mut self.scratch.now);
+        now.clear();
+        now.extend(ids.map(|f| (self.flows.key[f as usize], self.flows.route[f as usize])));
+        let entries = first.into_iter().chain(new.iter().map(|&f| (f, Reason::New, None, 0.0))).chain(rest);
+        for ((f, reason, from, before), &(flow, route)) in entries.zip(&now) {
             let to = self.render_route(&route, route.mask);
             self.flows.mask[f as usize] = route.mask;
             if from.as_ref() == Some(&to) {
@@ -466,6 +480,8 @@ impl Planner {
                 to: Some(to),
             });
         }
+        self.scratch.now = now;
+        self.scratch.new = new;
     }
 
     /// The most utilised directed link in service (only kept, broken

@@ -11,29 +11,61 @@ use std::collections::binary_heap::{BinaryHeap, PeekMut};
 /// Each NIC direction as a resource (`2h` sending, `2h + 1` receiving):
 /// its capacity, how many flows use it, and those flows as a CSR
 /// (`of[start[r]..start[r + 1]]`).
+#[cfg(test)]
 type Resources = (Vec<u64>, Vec<u32>, Vec<u32>, Vec<u32>);
 
+#[cfg(test)]
 fn resources(flows: &[(u32, u32, u64)], nic: &[u64]) -> Resources {
+    let mut b = Bufs::default();
+    fill_resources(flows, nic, &mut b);
+    (b.left, b.count, b.start, b.of)
+}
+
+/// The buffers of [`max_min`], kept by the caller between calls so that
+/// a planner deciding again reuses their memory (with 100,000 flows some
+/// 5 MB, which fresh would be zeroed by the kernel page by page).
+#[derive(Debug, Default)]
+pub(crate) struct Bufs {
+    left: Vec<u64>,
+    count: Vec<u32>,
+    start: Vec<u32>,
+    fill: Vec<u32>,
+    of: Vec<u32>,
+    packed: Vec<u64>,
+    pairs: Vec<(u64, u32)>,
+    order: Vec<u32>,
+    heap: Vec<Reverse<(u64, u32)>>,
+}
+
+/// Fills `b`'s resources for `flows` over `nic`: each NIC direction
+/// (`2h` sending, `2h + 1` receiving) with its capacity (`left`), how
+/// many flows use it (`count`), and those flows as a CSR
+/// (`of[start[r]..start[r + 1]]`).
+fn fill_resources(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs) {
     let nr = 2 * nic.len();
-    let left: Vec<u64> = (0..nr).map(|r| nic[r / 2]).collect();
-    let mut count = vec![0u32; nr];
+    b.left.clear();
+    b.left.extend((0..nr).map(|r| nic[r / 2]));
+    b.count.clear();
+    b.count.resize(nr, 0);
     for &(s, d, _) in flows {
-        count[2 * s as usize] += 1;
-        count[2 * d as usize + 1] += 1;
+        b.count[2 * s as usize] += 1;
+        b.count[2 * d as usize + 1] += 1;
     }
-    let mut start = vec![0u32; nr + 1];
+    b.start.clear();
+    b.start.resize(nr + 1, 0);
     for r in 0..nr {
-        start[r + 1] = start[r] + count[r];
+        b.start[r + 1] = b.start[r] + b.count[r];
     }
-    let mut fill = start.clone();
-    let mut of = vec![0u32; 2 * flows.len()];
+    b.fill.clear();
+    b.fill.extend_from_slice(&b.start);
+    b.of.clear();
+    b.of.resize(2 * flows.len(), 0);
     for (i, &(s, d, _)) in flows.iter().enumerate() {
         for r in [2 * s as usize, 2 * d as usize + 1] {
-            of[fill[r] as usize] = i as u32;
-            fill[r] += 1;
+            b.of[b.fill[r] as usize] = i as u32;
+            b.fill[r] += 1;
         }
     }
-    (left, count, start, of)
 }
 
 /// Max-min fair rates of flows over host NICs.
@@ -43,21 +75,33 @@ fn resources(flows: &[(u32, u32, u64)], nic: &[u64]) -> Resources {
 /// (`2h + 1`). Returns each flow's rate, in bits per second. Integer
 /// arithmetic (shares round down), so the result is exact and the same on
 /// every machine.
+#[cfg(test)]
 pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
-    let (mut left, mut count, start, of) = resources(flows, nic);
+    let mut rate = Vec::new();
+    max_min_into(flows, nic, &mut Bufs::default(), &mut rate);
+    rate
+}
+
+/// [`max_min`] into `rate` (cleared first), with the buffers `b`.
+pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs, rate: &mut Vec<u64>) {
+    fill_resources(flows, nic, b);
+    by_offer(flows, b);
+    let Bufs { left, count, start, of, order, heap: keep, .. } = b;
     let nr = left.len();
-    let order = by_offer(flows);
-    let mut rate = vec![u64::MAX; flows.len()];
+    rate.clear();
+    rate.resize(flows.len(), u64::MAX);
     // Resources by fair share, lazily: a freeze only ever raises the
     // shares of the resources it uses (it takes at most the smallest
     // share), so a key in the heap is never above its resource's share.
     // The top is brought up to date when it is looked at, and once it
     // is, it is the smallest share (ties: lowest resource), as if every
     // key were kept exact. A freeze then writes no heap at all.
-    let mut heap: BinaryHeap<Reverse<(u64, u32)>> = (0..nr)
-        .filter(|&r| count[r] > 0)
-        .map(|r| Reverse((left[r] / u64::from(count[r]), r as u32)))
-        .collect();
+    let mut keys = std::mem::take(keep);
+    keys.clear();
+    keys.extend(
+        (0..nr).filter(|&r| count[r] > 0).map(|r| Reverse((left[r] / u64::from(count[r]), r as u32))),
+    );
+    let mut heap = BinaryHeap::from(keys);
     let mut next = 0;
     loop {
         while next < order.len() && rate[order[next] as usize] != u64::MAX {
@@ -96,32 +140,37 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
                 for k in start[r]..start[r + 1] {
                     let i = of[k as usize] as usize;
                     if rate[i] == u64::MAX {
-                        freeze(i, share, &mut rate);
+                        freeze(i, share, rate);
                     }
                 }
             }
-            _ => freeze(f, flows[f].2, &mut rate),
+            _ => freeze(f, flows[f].2, rate),
         }
     }
-    rate
+    *keep = heap.into_vec();
 }
 
-/// Flow indices by offer, then index: sorted with the keys beside the
-/// indices (a sort through the index reads `flows` at random), packed
-/// into one u64 where the offers leave room for the index (half the
-/// bytes to move, one comparison instead of two), else as pairs.
-fn by_offer(flows: &[(u32, u32, u64)]) -> Vec<u32> {
+/// Flow indices by offer, then index, into `b.order`: sorted with the
+/// keys beside the indices (a sort through the index reads `flows` at
+/// random), packed into one u64 where the offers leave room for the index
+/// (half the bytes to move, one comparison instead of two), else as
+/// pairs.
+fn by_offer(flows: &[(u32, u32, u64)], b: &mut Bufs) {
     let bits = u64::BITS - (flows.len() as u64).leading_zeros();
     let top = flows.iter().map(|f| f.2).max().unwrap_or(0);
+    b.order.clear();
     if bits < u64::BITS && top.leading_zeros() >= bits {
-        let mut keyed: Vec<u64> = flows.iter().enumerate().map(|(i, f)| f.2 << bits | i as u64).collect();
-        keyed.sort_unstable();
+        b.packed.clear();
+        b.packed.extend(flows.iter().enumerate().map(|(i, f)| f.2 << bits | i as u64));
+        b.packed.sort_unstable();
         let mask = (1u64 << bits) - 1;
-        return keyed.into_iter().map(|k| (k & mask) as u32).collect();
+        b.order.extend(b.packed.iter().map(|&k| (k & mask) as u32));
+        return;
     }
-    let mut keyed: Vec<(u64, u32)> = flows.iter().enumerate().map(|(i, f)| (f.2, i as u32)).collect();
-    keyed.sort_unstable();
-    keyed.into_iter().map(|k| k.1).collect()
+    b.pairs.clear();
+    b.pairs.extend(flows.iter().enumerate().map(|(i, f)| (f.2, i as u32)));
+    b.pairs.sort_unstable();
+    b.order.extend(b.pairs.iter().map(|k| k.1));
 }
 
 #[cfg(test)]
@@ -171,7 +220,9 @@ mod tests {
                 .collect();
             let mut want: Vec<u32> = (0..n as u32).collect();
             want.sort_by_key(|&i| (flows[i as usize].2, i));
-            assert_eq!(by_offer(&flows), want, "n {n} big {big}");
+            let mut b = Bufs::default();
+            by_offer(&flows, &mut b);
+            assert_eq!(b.order, want, "n {n} big {big}");
         }
     }
 
@@ -321,6 +372,9 @@ mod tests {
     #[test]
     fn the_lazy_heap_gives_what_exact_shares_give() {
         let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
+        // Buffers kept from call to call, as the planner keeps them:
+        // what a larger call left in them must not leak into the next.
+        let (mut bufs, mut kept) = (Bufs::default(), Vec::new());
         for round in 0..300 {
             let hosts = 2 + (next() % 40) as usize;
             let nic: Vec<u64> =
@@ -338,7 +392,10 @@ mod tests {
                     (s, d, offer)
                 })
                 .collect();
-            assert_eq!(max_min(&flows, &nic), eager(&flows, &nic), "round {round}");
+            let want = eager(&flows, &nic);
+            assert_eq!(max_min(&flows, &nic), want, "round {round}");
+            max_min_into(&flows, &nic, &mut bufs, &mut kept);
+            assert_eq!(kept, want, "round {round}, buffers reused");
         }
     }
 }

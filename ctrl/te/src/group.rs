@@ -29,9 +29,15 @@
 //! placed one by one like any other flow.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use crate::flow::FlowId;
-use crate::net::{DirLink, NONE};
+use crate::net::{DirLink, Mix, NONE};
+
+/// A map keyed by group (a receiving host's index: our own small
+/// integers), hashed by [`Mix`]: a member's search looks its group's rate
+/// up once a flow, and SipHash was most of that.
+pub(crate) type ByGroup<V> = HashMap<u32, V, BuildHasherDefault<Mix>>;
 
 /// The groups of the planner's flows and where their members run.
 #[derive(Debug, Clone, Default)]
@@ -43,11 +49,11 @@ pub(crate) struct Groups {
     /// How many flows are members.
     pub members: usize,
     /// Per group: the sum of its members' rates (bits per second).
-    pub total: HashMap<u32, u64>,
+    pub total: ByGroup<u64>,
     /// Per group, by directed link: how many members run over the link,
     /// and the sum of their rates. A member's search reads its group's
     /// list alone (a few dozen links at most), by binary search.
-    pub on: HashMap<u32, Vec<OnLink>>,
+    pub on: ByGroup<Vec<OnLink>>,
 }
 
 /// Members of one group on one directed link.
@@ -147,7 +153,16 @@ fn full(sum: u64, cap: u64) -> bool {
 /// per flow, its group (the receiving host) or None; and per group its
 /// rate. Groups whose rate is above `fits` (the narrowest fabric link)
 /// are not formed.
-pub(crate) fn find(flows: &[Member], nic: &[u64], fits: u64) -> (Vec<Option<u32>>, HashMap<u32, u64>) {
+#[cfg(test)]
+pub(crate) fn find(flows: &[Member], nic: &[u64], fits: u64) -> (Vec<Option<u32>>, ByGroup<u64>) {
+    let mut of = Vec::new();
+    let total = find_into(flows, nic, fits, &mut of);
+    (of, total)
+}
+
+/// [`find`] with each flow's group written into `of` (cleared first: a
+/// buffer the planner keeps between decisions).
+pub(crate) fn find_into(flows: &[Member], nic: &[u64], fits: u64, of: &mut Vec<Option<u32>>) -> ByGroup<u64> {
     let mut out = vec![0u64; nic.len()];
     let mut inn = vec![0u64; nic.len()];
     for m in flows {
@@ -160,15 +175,16 @@ pub(crate) fn find(flows: &[Member], nic: &[u64], fits: u64) -> (Vec<Option<u32>
             && full(inn[m.dst as usize], nic[m.dst as usize])
             && !full(out[m.src as usize], nic[m.src as usize])
     };
-    let mut count: HashMap<u32, (u32, u64)> = HashMap::new();
+    let mut count: ByGroup<(u32, u64)> = ByGroup::default();
     for m in flows.iter().filter(|m| bound(m)) {
         let e = count.entry(m.dst).or_insert((0, 0));
         e.0 += 1;
         e.1 += m.rate;
     }
     count.retain(|_, &mut (n, total)| n >= 2 && total <= fits);
-    let of = flows.iter().map(|m| (bound(m) && count.contains_key(&m.dst)).then_some(m.dst)).collect();
-    (of, count.into_iter().map(|(g, (_, total))| (g, total)).collect())
+    of.clear();
+    of.extend(flows.iter().map(|m| (bound(m) && count.contains_key(&m.dst)).then_some(m.dst)));
+    count.into_iter().map(|(g, (_, total))| (g, total)).collect()
 }
 
 #[cfg(test)]
@@ -187,7 +203,7 @@ mod tests {
         let flows: Vec<Member> = (1..=8).map(|s| m(s, 0, 100 * G / 8)).collect();
         let (of, total) = find(&flows, &[100 * G; 9], 100 * G);
         assert!(of.iter().all(|g| *g == Some(0)));
-        assert_eq!(total, HashMap::from([(0, 100 * G)]));
+        assert_eq!(total, ByGroup::from_iter([(0, 100 * G)]));
     }
 
     #[test]

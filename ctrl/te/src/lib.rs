@@ -84,6 +84,7 @@ pub mod phase;
 mod planner;
 mod rebatch;
 mod report;
+mod scratch;
 mod search;
 pub mod stay;
 

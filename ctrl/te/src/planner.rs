@@ -13,6 +13,7 @@ use crate::group::Groups;
 use crate::hot::{Hot, Keys};
 use crate::net::{DirLink, Net, NONE};
 use crate::report::{Hop, Path};
+use crate::scratch::Scratch;
 use crate::search::{Loads, Route};
 
 /// A flow the planner refuses; the variant says which part is wrong.
@@ -67,8 +68,10 @@ pub(crate) struct Flows {
 
 /// The placement planner: its state, and the decision (`plan`).
 ///
-/// See the crate documentation for the calling sequence.
-#[derive(Debug, Clone)]
+/// See the crate documentation for the calling sequence. A clone is
+/// the same state without the decision's buffers (`scratch.rs`);
+/// `clone_from` keeps the target's.
+#[derive(Debug)]
 pub struct Planner {
     pub(crate) config: TeConfig,
     pub(crate) net: Net,
@@ -87,6 +90,8 @@ pub struct Planner {
     pub(crate) to_dest: Vec<Vec<FlowId>>,
     /// The incasts among the flows, and where their members run.
     pub(crate) groups: Groups,
+    /// Buffers a decision fills and empties, kept between decisions.
+    pub(crate) scratch: Scratch,
 }
 
 /// Per directed link: its load, its flows, and the hottest link.
@@ -146,6 +151,7 @@ impl Planner {
             net,
             flows: Flows::default(),
             decision: 0,
+            scratch: Scratch::default(),
         })
     }
 

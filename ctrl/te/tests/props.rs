@@ -247,10 +247,23 @@ proptest! {
     ) {
         let mut w = World::new(&shape, config.clone());
         let mut twin = World::new(&shape, config);
+        // Reset to the twin's state before each decision: its buffers
+        // are those the decisions before left (`Clone::clone_from`).
+        let mut reused = twin.planner.clone();
         for op in &ops {
+            let before = matches!(op, Op::Plan { .. }).then(|| twin.planner.clone());
             let a = w.apply(op);
             let b = twin.apply(op);
             prop_assert_eq!(&a, &b, "two planners fed the same inputs decide the same");
+            if let (Some(before), Some(plan)) = (before, &a) {
+                // The buffers a planner keeps between decisions carry
+                // nothing over: a copy without them and a planner whose
+                // buffers other decisions used decide the same.
+                reused.clone_from(&before);
+                let mut fresh = before;
+                prop_assert_eq!(&fresh.plan(twin.now), plan, "a copy decides as the planner did");
+                prop_assert_eq!(&reused.plan(twin.now), plan, "clone_from keeps buffers, not decisions");
+            }
             if let Some(plan) = a {
                 w.check(&plan);
             }
