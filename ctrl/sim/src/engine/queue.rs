@@ -46,6 +46,13 @@ pub struct Queue {
     wheel: Vec<Vec<(u64, Ev)>>,
     /// Bit i set when `wheel[i]` is not empty.
     occupied: Vec<u64>,
+    /// Emptied slot lists, the last served on top: a slot that gets its
+    /// first event takes the top one, whose memory the pops of that slot
+    /// have just brought into cache. Without it each slot kept its own
+    /// list, last touched a whole turn of the wheel before (8.4 µs of
+    /// simulated time, megabytes of events on a big run), and nearly every
+    /// push was a cache miss.
+    spare: Vec<Vec<(u64, Ev)>>,
     in_wheel: usize,
     /// Events at or beyond `slot + SLOTS`: retransmission timers, which
     /// are set at now plus a constant and so come in order, in a FIFO
@@ -103,6 +110,7 @@ impl Queue {
             head: 0,
             wheel: (0..SLOTS).map(|_| Vec::new()).collect(),
             occupied: vec![0; WORDS],
+            spare: Vec::new(),
             in_wheel: 0,
             far_run: VecDeque::new(),
             far: BinaryHeap::new(),
@@ -121,15 +129,28 @@ impl Queue {
         let d = (time >> self.shift) - self.slot;
         // Nearly every push lands on the wheel; the rest go out of line.
         if d.wrapping_sub(1) < SLOTS as u64 - 1 {
-            let i = ((time >> self.shift) & MASK) as usize;
-            self.wheel[i].push((time, ev));
-            self.occupied[i / 64] |= 1 << (i % 64);
-            self.in_wheel += 1;
+            self.push_wheel(time, ev);
         } else if d == 0 {
             self.push_now(time, ev);
         } else {
             self.push_far(time, ev);
         }
+    }
+
+    /// Onto the wheel: `time`'s slot is after the one being served and
+    /// within the horizon.
+    #[inline]
+    fn push_wheel(&mut self, time: u64, ev: Ev) {
+        let i = ((time >> self.shift) & MASK) as usize;
+        let list = &mut self.wheel[i];
+        if list.capacity() == 0 {
+            if let Some(spare) = self.spare.pop() {
+                *list = spare;
+            }
+        }
+        list.push((time, ev));
+        self.occupied[i / 64] |= 1 << (i % 64);
+        self.in_wheel += 1;
     }
 
     /// Into the slot being served: after every event up to `time`.
@@ -193,15 +214,15 @@ impl Queue {
             if s - self.slot >= SLOTS as u64 {
                 break;
             }
-            let i = (s & MASK) as usize;
-            self.wheel[i].push((f.time, f.ev));
-            self.occupied[i / 64] |= 1 << (i % 64);
-            self.in_wheel += 1;
+            self.push_wheel(f.time, f.ev);
             self.far_pop(&f);
         }
         let i = (self.slot & MASK) as usize;
-        self.cur.clear();
-        std::mem::swap(&mut self.cur, &mut self.wheel[i]);
+        let mut served = std::mem::replace(&mut self.cur, std::mem::take(&mut self.wheel[i]));
+        if served.capacity() > 0 {
+            served.clear();
+            self.spare.push(served);
+        }
         self.occupied[i / 64] &= !(1 << (i % 64));
         self.in_wheel -= self.cur.len();
         self.head = 0;
