@@ -431,6 +431,10 @@ impl<'a> Sim<'a> {
                 }
                 // Links deliver in order: each Arrive takes the oldest packet on the wire.
                 let Some(pkt) = st.wire.pop_front() else { return };
+                if st.wire.is_empty() {
+                    // Back to the start of its ring (see `try_send`).
+                    st.wire.clear();
+                }
                 self.arrive(port, pkt);
             }
             Ev::NicWake { host } => {
