@@ -85,6 +85,10 @@ fn run() -> Result<(), String> {
         .build_server(true)
         .build_client(true)
         .include_file("protos.rs")
+        // A BMv2 JSON is megabytes, pushed to every switch of a fabric: as
+        // `Bytes`, one config is shared by every push instead of copied,
+        // and a served switch decodes it without another copy.
+        .bytes(".p4.v1.ForwardingPipelineConfig.p4_device_config")
         .compile_fds(fds)
         .map_err(|e| format!("generating Rust from the P4Runtime descriptors: {e}"))
 }

@@ -78,6 +78,11 @@ pub struct RunArgs {
     /// every --poll-ms for this long.
     #[arg(long, default_value_t = 1000)]
     pub audit_ms: u64,
+    /// Most switches opened at once (connect, pipeline push, read back, first write); the others
+    /// wait their turn, so that a large fabric's pushes do not all compete for the CPU and
+    /// memory at once [default: 4 per CPU, 4 to 64]
+    #[arg(long, value_name = "N")]
+    pub open_in_flight: Option<usize>,
     /// Policy: how long a port must stay congested before its first derate step (ms).
     #[arg(long, default_value_t = 2.0)]
     pub hold_up_ms: f64,
@@ -295,6 +300,9 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.poll_interval = Duration::from_millis(a.poll_ms.max(1));
     cfg.audit_interval = Duration::from_millis(a.audit_ms.max(a.poll_ms).max(1));
     cfg.host_scrape_interval = Duration::from_millis(a.host_scrape_ms.max(100));
+    if let Some(n) = a.open_in_flight {
+        cfg.opening = metaroce_controller::agent::Opening::new(n);
+    }
     cfg.election_id = u128::from(a.election_id);
     if let (Some(EtcdEndpoints(endpoints)), Some(name)) = (a.ha.ha.clone(), a.ha.ha_name.clone()) {
         let mut ha = metaroce_controller::ha::HaConfig::new(endpoints, name);

@@ -25,12 +25,14 @@ mod assigned;
 mod episode;
 pub mod identity;
 mod open;
+mod opening;
 mod pass;
 pub mod poll;
 mod refused;
 mod term;
 
 pub use episode::{Failure, Recovered};
+pub use opening::Opening;
 pub use refused::Refused;
 
 use open::{open, our_cookie, read_installed, AgentError};
@@ -212,6 +214,14 @@ pub struct AgentConfig {
     /// Take over a switch whose cookie names another fabric or switch
     /// (the pipeline is pushed again, which clears its tables).
     pub adopt: bool,
+    /// The bound on switches being opened at once, shared by the agents.
+    pub opening: Opening,
+    /// Under sharding ([`crate::shard`]), this instance's own election:
+    /// while the instance does not plan (lead), a switch it does not own
+    /// is held as a backup session that reads nothing (no register poll,
+    /// no read back of its entries); only its owner and the planner read
+    /// it. `None` (no sharding): a standby reads, to take over warm.
+    pub plans: Option<watch::Receiver<HaState>>,
 }
 
 /// Runs until `shutdown` fires. Never returns an error: failures are
@@ -278,7 +288,9 @@ struct Live<'a> {
     poller: Option<poll::Poller>,
     /// The ports the poll reads fast, which the digests update.
     focus: Arc<poll::Focus>,
-    installed: BTreeMap<Key, Entry>,
+    /// Shared with the state task's copy (the events carry it): copied
+    /// only when a pass changes it while the state task still holds it.
+    installed: Arc<BTreeMap<Key, Entry>>,
     events: &'a mpsc::Sender<AgentEvent>,
     retry_at: Option<Instant>,
     /// Deletes are pending until then.
@@ -317,11 +329,12 @@ async fn connected(
     let mut ha = cfg.ha.clone();
     let term = term::current(cfg, ha.as_mut());
     let opening = async {
-        let (session, stream, program) = open(cfg, pipeline, term).await?;
-        let installed = term::read_or_empty(read_installed(&session, pipeline).await, term)?;
-        Ok::<_, AgentError>((session, stream, program, installed))
+        // The turn is held until the first pass is written ([`opening`]).
+        let (session, stream, program, turn) = open(cfg, pipeline, term).await?;
+        let installed = Arc::new(term::read_or_empty(read_installed(&session, pipeline).await, term)?);
+        Ok::<_, AgentError>((session, stream, program, installed, turn))
     };
-    let (session, mut stream, program, installed) = tokio::select! {
+    let (session, mut stream, program, installed, turn) = tokio::select! {
         r = opening => r?,
         _ = stop.changed() => return Ok(()),
     };
@@ -334,9 +347,7 @@ async fn connected(
     if let Some(r) = recovered {
         info!(attempts = r.attempts, down_for = ?r.down_for, "switch back");
     }
-    let _ = events
-        .send(AgentEvent::Up { switch: cfg.switch, installed: Arc::new(installed.clone()), recovered })
-        .await;
+    let _ = events.send(AgentEvent::Up { switch: cfg.switch, installed: installed.clone(), recovered }).await;
     let mut live = Live {
         cfg,
         pipeline,
@@ -370,6 +381,7 @@ async fn connected(
     }
     let first = desired.borrow_and_update().clone();
     live.sync(&first, true).await;
+    drop(turn);
     live.start_polling();
     live.run(&mut stream, desired, shutdown, ha.as_mut()).await
 }
@@ -394,6 +406,7 @@ impl Live<'_> {
         mut ha: Option<&mut watch::Receiver<HaState>>,
     ) -> Result<(), AgentError> {
         let mut refresh = term::refresh_timer(self.cfg.poll_interval);
+        let mut plans = self.cfg.plans.clone();
         loop {
             let retry = self.retry_at;
             let cleanup = self.cleanup_at.filter(|_| retry.is_none());
@@ -411,7 +424,8 @@ impl Live<'_> {
                     let d = desired.borrow_and_update().clone();
                     self.sync(&d, true).await;
                 }
-                _ = refresh.tick(), if !self.term.writes => self.refresh_installed().await,
+                _ = refresh.tick(), if !self.term.writes && self.observes() => self.refresh_installed().await,
+                _ = term::plans_changed(plans.as_mut()) => self.on_plans().await,
                 t = term::changed(ha.as_deref_mut(), self.term) => self.on_term(t, desired).await?,
                 _ = term::grace_end(self.steer_grace_until) => {
                     self.steer_grace_until = None;
@@ -444,7 +458,7 @@ impl Live<'_> {
         self.retry_at = None;
         self.assigned.forget();
         match read_installed(&self.session, self.pipeline).await {
-            Ok(i) => self.installed = i,
+            Ok(i) => self.installed = Arc::new(i),
             Err(e) => warn!(error = %e, "re-reading installed state failed"),
         }
         self.resync(desired).await;
@@ -452,8 +466,14 @@ impl Live<'_> {
 }
 
 impl Live<'_> {
-    /// Starts the register poll on this session with the current term.
+    /// Starts the register poll on this session with the current term,
+    /// unless the switch is a backup this instance need not read
+    /// ([`AgentConfig::plans`]).
     fn start_polling(&mut self) {
+        if !self.observes() {
+            self.poller = None;
+            return;
+        }
         let (pipeline, session, events) = (self.pipeline.clone(), self.session.clone(), self.events.clone());
         let focus = self.focus.clone();
         self.poller = Some(poll::Poller::start(self.cfg, pipeline, session, events, focus, self.term.writes));
@@ -547,12 +567,12 @@ impl Live<'_> {
                 // back what it holds and bring it to the desired state.
                 self.assigned.forget();
                 self.refusals.clear();
-                self.installed = read_installed(&self.session, self.pipeline).await?;
+                self.installed = Arc::new(read_installed(&self.session, self.pipeline).await?);
                 info!(entries = self.installed.len(), "stream back; re-syncing");
                 self.programmed = false;
                 self.program = "restored if the switch had lost it";
                 let recovered = self.episode.up(Instant::now());
-                let installed = Arc::new(self.installed.clone());
+                let installed = self.installed.clone();
                 let _ = self.events.send(AgentEvent::Up { switch, installed, recovered }).await;
                 let d = desired.borrow().clone();
                 self.sync(&d, true).await;

@@ -40,6 +40,8 @@ fn agent_config(addr: std::net::SocketAddr, poll_interval: Duration) -> AgentCon
         steer_grace: Duration::ZERO,
         fabric: "poll-test".into(),
         adopt: false,
+        opening: Default::default(),
+        plans: None,
     }
 }
 

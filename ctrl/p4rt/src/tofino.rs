@@ -217,7 +217,7 @@ impl TofinoConfig {
 pub struct TofinoDeviceConfig(pub Vec<u8>);
 
 impl DeviceConfig for TofinoDeviceConfig {
-    fn bytes(&self) -> Vec<u8> {
-        self.0.clone()
+    fn bytes(&self) -> crate::session::Bytes {
+        crate::session::Bytes::copy_from_slice(&self.0)
     }
 }

@@ -201,7 +201,11 @@ pub struct Installed {
 pub struct Pipeline {
     info: P4Info,
     target: Target,
-    device_config: Vec<u8>,
+    /// Shared by every clone and every push of the program.
+    device_config: metaroce_p4rt::session::Bytes,
+    /// [`metaroce_p4rt::session::pipeline_cookie`] of the program, hashed
+    /// once (megabytes) and shared by every clone.
+    program_cookie: Arc<std::sync::OnceLock<u64>>,
     ids: codec::Ids,
     /// Large-flow digest items dropped as malformed, over every clone.
     malformed_large_flows: Arc<AtomicU64>,
@@ -220,7 +224,14 @@ impl Pipeline {
         }
         let ids = codec::Ids::resolve(&info)
             .map_err(|source| PipelineError::Build { what: "ids".into(), source })?;
-        Ok(Pipeline { info, target, device_config, ids, malformed_large_flows: Arc::default() })
+        Ok(Pipeline {
+            info,
+            target,
+            device_config: device_config.into(),
+            program_cookie: Arc::default(),
+            ids,
+            malformed_large_flows: Arc::default(),
+        })
     }
 
     /// Loads the P4Info and the device config (`p4src/build/`). For a
@@ -273,12 +284,18 @@ impl Pipeline {
         &self.device_config
     }
 
-    /// The device config to push, in the target's form.
+    /// The device config to push, already in the target's form (BMv2
+    /// JSON, or a packed Tofino `P4DeviceConfig`): shared, not copied.
     pub fn device(&self) -> Box<dyn metaroce_p4rt::session::DeviceConfig> {
-        match self.target {
-            Target::Bmv2 => Box::new(metaroce_p4rt::session::Bmv2Json(self.device_config.clone())),
-            Target::Tofino => Box::new(metaroce_p4rt::tofino::TofinoDeviceConfig(self.device_config.clone())),
-        }
+        Box::new(metaroce_p4rt::session::SharedDeviceConfig(self.device_config.clone()))
+    }
+
+    /// The program's cookie ([`metaroce_p4rt::session::pipeline_cookie`]
+    /// of the P4Info and the device config), hashed at the first call.
+    pub fn program_cookie(&self) -> u64 {
+        *self
+            .program_cookie
+            .get_or_init(|| metaroce_p4rt::session::pipeline_cookie(&self.info, &self.device_config))
     }
 
     /// The P4Runtime update that makes `entry` so. Defaults of keyless

@@ -82,6 +82,10 @@ pub struct CongestionView {
     digest_seq: SeqTable<usize>,
     needs_snapshot: BTreeSet<usize>,
     counters: ViewCounters,
+    /// Ports congested now: [`CongestionView::any_hot`] is asked every
+    /// tick, and scanning every port of a large fabric for it was most of
+    /// an idle controller's state task.
+    hot: usize,
 }
 
 impl CongestionView {
@@ -99,6 +103,7 @@ impl CongestionView {
             digest_seq: SeqTable::new(SeqConfig::DIGESTS, cfg.max_sources),
             needs_snapshot: BTreeSet::new(),
             counters: ViewCounters::default(),
+            hot: 0,
         }
     }
 
@@ -143,7 +148,8 @@ impl CongestionView {
             return;
         }
         st.last_crossing_ts = Some(c.switch_ts);
-        set_congested(&mut st.heat, c.congested, now_ns);
+        let changed = set_congested(&mut st.heat, c.congested, now_ns);
+        self.count_hot(changed);
     }
 
     /// A register snapshot: `max_depth` becomes the port's window maximum,
@@ -158,7 +164,8 @@ impl CongestionView {
             push_sample(st, Sample { t_ns: now_ns, depth: p.max_depth, source: SampleSource::Snapshot }, cap);
             st.heat.max_depth = p.max_depth;
             if st.heat.congested != p.congested {
-                set_congested(&mut st.heat, p.congested, now_ns);
+                let changed = set_congested(&mut st.heat, p.congested, now_ns);
+                self.count_hot(changed);
                 self.counters.reconciled += 1;
             }
         }
@@ -239,7 +246,17 @@ impl CongestionView {
 
     /// True when any port is congested (no allocation: a hot-path check).
     pub fn any_hot(&self) -> bool {
-        self.ports.values().any(|st| st.heat.congested)
+        self.hot > 0
+    }
+
+    /// Keeps the count of congested ports: `changed` is a port's new flag,
+    /// when it changed.
+    fn count_hot(&mut self, changed: Option<bool>) {
+        match changed {
+            Some(true) => self.hot += 1,
+            Some(false) => self.hot = self.hot.saturating_sub(1),
+            None => {}
+        }
     }
 
     /// One port's heat, if the view knows the port.
@@ -353,10 +370,13 @@ fn push_sample(st: &mut PortState, s: Sample, cap: usize) {
 }
 
 /// `since_ns` moves only when the flag changes: a repeated up crossing
-/// (its down was lost) keeps the time congestion began.
-fn set_congested(h: &mut PortHeat, congested: bool, now_ns: u64) {
-    if h.congested != congested {
-        h.congested = congested;
-        h.since_ns = now_ns;
+/// (its down was lost) keeps the time congestion began. Returns the new
+/// flag when it changed.
+fn set_congested(h: &mut PortHeat, congested: bool, now_ns: u64) -> Option<bool> {
+    if h.congested == congested {
+        return None;
     }
+    h.congested = congested;
+    h.since_ns = now_ns;
+    Some(congested)
 }

@@ -75,6 +75,8 @@ proptest! {
         }
         let heat = v.heat();
         prop_assert_eq!(heat.len(), model.len());
+        // any_hot keeps a count instead of scanning: it agrees with one.
+        prop_assert_eq!(v.any_hot(), model.values().any(|(flag, _)| *flag));
         for (key, (flag, since)) in &model {
             prop_assert_eq!(heat[key].congested, *flag, "{:?}", key);
             prop_assert_eq!(heat[key].since_ns, *since, "{:?}", key);
@@ -106,6 +108,7 @@ proptest! {
                 let ports = vec![PortRegisters { port, max_depth: depth, congested: !congested }];
                 v.on_snapshot(now, &RegisterSnapshot { switch, ports });
             }
+            prop_assert_eq!(v.any_hot(), v.heat().values().any(|h| h.congested));
         }
         let c = v.counters();
         prop_assert!(c.ports <= max_ports);

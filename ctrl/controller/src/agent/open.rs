@@ -8,7 +8,7 @@ use metaroce_p4rt::session::PipelineOutcome;
 use metaroce_p4rt::thrift::ThriftConfig;
 use metaroce_p4rt::{Event as SessionEvent, Session, SessionError};
 use metaroce_pipeline::{Entry, Key, Pipeline};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tracing::{debug, warn};
 
 use super::{identity, AgentConfig};
@@ -32,14 +32,18 @@ pub(super) enum AgentError {
     Foreign { installed: u64, ours: u64 },
 }
 
-pub(super) async fn open(
-    cfg: &AgentConfig,
-    pipeline: &Pipeline,
-    term: Term,
-) -> Result<(Session, mpsc::UnboundedReceiver<SessionEvent>, &'static str), AgentError> {
+/// The opened session, its events, what became of the pipeline, and the
+/// agent's turn among the switches being opened ([`super::opening`]).
+pub(super) type Opened =
+    (Session, mpsc::UnboundedReceiver<SessionEvent>, &'static str, Option<OwnedSemaphorePermit>);
+
+pub(super) async fn open(cfg: &AgentConfig, pipeline: &Pipeline, term: Term) -> Result<Opened, AgentError> {
     let mut sc = cfg.session.clone();
     sc.election_id = term.election_id;
     let mut session = Session::connect(sc).await?;
+    // Connected: the heavy part (the pipeline, the read back, the first
+    // pass) takes turns; a switch that cannot be reached holds none.
+    let turn = cfg.opening.turn().await;
     if let Some(addr) = cfg.thrift {
         session = session.with_thrift(ThriftConfig::new(addr));
     }
@@ -48,7 +52,7 @@ pub(super) async fn open(
     if !term.writes {
         // A standby: a backup that reads, until it is elected.
         session.use_p4info(pipeline.info())?;
-        return Ok((session, rx, "not pushed (standby)"));
+        return Ok((session, rx, "not pushed (standby)", turn));
     }
     session.wait_primary().await?;
     let program = if !cfg.dry_run {
@@ -67,13 +71,12 @@ pub(super) async fn open(
         session.use_p4info(pipeline.info())?;
         "not pushed (dry run)"
     };
-    Ok((session, rx, program))
+    Ok((session, rx, program, turn))
 }
 
 /// The cookie this controller pushes to the switch ([`identity::cookie`]).
 pub(super) fn our_cookie(cfg: &AgentConfig, pipeline: &Pipeline) -> u64 {
-    let program = metaroce_p4rt::session::pipeline_cookie(pipeline.info(), pipeline.device_config());
-    identity::cookie(program, &cfg.fabric, &cfg.name)
+    identity::cookie(pipeline.program_cookie(), &cfg.fabric, &cfg.name)
 }
 
 /// This fabric's cookie for the switch, once the switch has shown it is

@@ -119,7 +119,7 @@ impl Live<'_> {
             moved_at: written.moved_at,
         };
         let ok = outcome.error.is_none();
-        let installed = Arc::new(self.installed.clone());
+        let installed = self.installed.clone();
         let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome, installed }).await;
         if ok {
             // Programmed: everything it took, with the refused held back.
@@ -158,7 +158,7 @@ impl Live<'_> {
     /// returns how many failed because the agent's view is stale.
     fn took(&mut self, batch: &[Change], failure: Option<&WriteFailure>, w: &mut Written) -> usize {
         let Some(failure) = failure else {
-            reconcile::apply(&mut self.installed, batch);
+            reconcile::apply(Arc::make_mut(&mut self.installed), batch);
             for c in batch {
                 self.refusals.accepted(&c.entry().key());
             }
@@ -169,7 +169,7 @@ impl Live<'_> {
         let mut stale = 0;
         for (i, c) in batch.iter().enumerate() {
             if !failed.contains(&i) {
-                reconcile::apply(&mut self.installed, std::slice::from_ref(c));
+                reconcile::apply(Arc::make_mut(&mut self.installed), std::slice::from_ref(c));
                 self.refusals.accepted(&c.entry().key());
             }
         }

@@ -12,8 +12,11 @@
 //! depth and congested cells of its ports) and one batched Write that
 //! resets the max-depth cells it found non-zero (only as the writing
 //! primary, never on a dry run); it reports [`AgentEvent::Registers`]. The
-//! ECN-mark counters of every port are read in one more Read with the
-//! audit, at most once per `audit_interval` ([`AgentEvent::EcnMarks`]).
+//! ECN-mark counters of every port are read in the audit's Read, at most
+//! once per `audit_interval` ([`AgentEvent::EcnMarks`]). While no port is
+//! hot and no digest was lost, the poll sleeps until its next audit (a
+//! digest that heats a port wakes it), so an idle switch costs one Read a
+//! second, not a wake-up every `poll_interval`.
 //! A session that gets no digests (a standby, a dry run) reads every port
 //! at every `poll_interval` instead. It runs as a task of its own on the
 //! agent's session, and ends when its
@@ -28,7 +31,7 @@ use std::time::Duration;
 use metaroce_p4rt::session::RegisterCell;
 use metaroce_p4rt::Session;
 use metaroce_pipeline::{Pipeline, PortRegister, QueueDigest};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, Instrument};
@@ -61,6 +64,9 @@ impl PollReason {
 #[derive(Debug, Default)]
 pub struct Focus {
     state: Mutex<FocusState>,
+    /// A digest made a port hot or showed digests lost: the poll, asleep
+    /// until its next audit while nothing is hot, wakes for a fast round.
+    heated: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -79,6 +85,7 @@ impl Focus {
     pub fn on_digests(&self, digests: &[QueueDigest], now: Instant, window: Duration) -> u64 {
         let Ok(mut s) = self.state.lock() else { return 0 };
         let mut lost = 0u64;
+        let mut heated = false;
         for d in digests {
             if let Some(last) = s.last_seq {
                 let gap = d.seq.wrapping_sub(last).wrapping_sub(1);
@@ -91,13 +98,16 @@ impl Focus {
             }
             s.last_seq = Some(d.seq);
             if d.congested {
-                s.hot.insert(d.port);
+                heated |= s.hot.insert(d.port);
             } else {
                 s.hot.remove(&d.port);
             }
         }
         if lost > 0 {
             s.lost_until = Some(now + window);
+        }
+        if heated || lost > 0 {
+            self.heated.notify_one();
         }
         lost
     }
@@ -202,23 +212,33 @@ impl Poll {
             let now = Instant::now();
             if now >= audit_at {
                 audit_at = now + audit;
-                self.round(PollReason::Audit, &self.ports).await;
-                if now >= ecn_at {
+                let with_ecn = now >= ecn_at;
+                if with_ecn {
                     ecn_at = now + ecn;
-                    self.poll_ecn_marks().await;
                 }
+                self.round(PollReason::Audit, &self.ports, with_ecn).await;
                 continue;
             }
             let (reason, ports) = self.focus.fast(&self.ports, now);
             if !ports.is_empty() {
-                self.round(reason, &ports).await;
+                self.round(reason, &ports, false).await;
+                continue;
+            }
+            // Nothing hot: no fast rounds until the audit, or until a
+            // digest makes a port hot (the tick then fires at once, being
+            // late). An idle switch's poll wakes once per audit, not at
+            // every fast tick.
+            tokio::select! {
+                _ = tokio::time::sleep_until(audit_at) => {}
+                _ = self.focus.heated.notified() => {}
             }
         }
     }
 
-    /// One round: reads `ports`' registers in one Read, resets the maxima
-    /// in one Write, reports.
-    async fn round(&self, reason: PollReason, ports: &[u16]) {
+    /// One round: reads `ports`' registers in one Read (with every polled
+    /// port's ECN-mark counter, when `with_ecn`), resets the maxima in one
+    /// Write, reports.
+    async fn round(&self, reason: PollReason, ports: &[u16], with_ecn: bool) {
         let info = self.pipeline.info();
         let (max_name, hot_name) = (
             self.pipeline.register_name(PortRegister::MaxDepth),
@@ -229,7 +249,17 @@ impl Poll {
             cells.push(RegisterCell { register: max_name, index: Some(i64::from(p)) });
             cells.push(RegisterCell { register: hot_name, index: Some(i64::from(p)) });
         }
-        let values = match self.session.read_registers(info, &cells).await {
+        let ecn = if with_ecn { self.ecn_reads() } else { Vec::new() };
+        let with_ecn = !ecn.is_empty();
+        let read = match self.session.read_registers_with(info, &cells, ecn).await {
+            // A switch that refuses the counters still has its registers read.
+            Err(e) if with_ecn => {
+                debug!(error = %e, "register and ECN counter read failed; reading the registers alone");
+                self.session.read_registers(info, &cells).await.map(|v| (v, Vec::new()))
+            }
+            other => other,
+        };
+        let (values, counters) = match read {
             Ok(v) => v,
             Err(e) => return debug!(error = %e, reason = reason.as_str(), "register poll failed"),
         };
@@ -253,21 +283,23 @@ impl Poll {
         let received = Instant::now();
         let (switch, ports) = (self.switch, found);
         let _ = self.events.send(AgentEvent::Registers { switch, ports, received, reason }).await;
+        if with_ecn {
+            self.report_ecn_marks(counters).await;
+        }
     }
 
-    /// Reads the ECN-mark counter of every polled port (for /metrics), in
-    /// one Read.
-    async fn poll_ecn_marks(&self) {
-        use metaroce_p4rt::proto::p4::v1::entity::Entity as E;
+    /// The reads of every polled port's ECN-mark counter (for /metrics).
+    fn ecn_reads(&self) -> Vec<metaroce_p4rt::proto::p4::v1::Entity> {
         let cells: Vec<i64> = self.ports.iter().map(|&p| i64::from(p)).collect();
-        let reads = match self.pipeline.counter_cell_reads(metaroce_pipeline::Counter::EcnMarks, &cells) {
-            Ok(r) => r,
-            Err(e) => return debug!(error = %e, "no ECN counter to read"),
-        };
-        let entities = match self.session.read(reads).await {
-            Ok(v) => v,
-            Err(e) => return debug!(error = %e, "ECN counter read failed"),
-        };
+        self.pipeline.counter_cell_reads(metaroce_pipeline::Counter::EcnMarks, &cells).unwrap_or_else(|e| {
+            debug!(error = %e, "no ECN counter to read");
+            Vec::new()
+        })
+    }
+
+    /// Reports the ECN-mark counters a round read.
+    async fn report_ecn_marks(&self, entities: Vec<metaroce_p4rt::proto::p4::v1::Entity>) {
+        use metaroce_p4rt::proto::p4::v1::entity::Entity as E;
         let mut counts = BTreeMap::new();
         for e in entities {
             if let Some(E::CounterEntry(c)) = e.entity {

@@ -12,12 +12,12 @@ use std::time::Duration;
 use metaroce_p4rt::session::PipelineOutcome;
 use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
-use tracing::info;
+use tracing::{debug, info};
 
 use metaroce_pipeline::{Entry, Key};
 
 use super::{read_installed, AgentConfig, AgentError, AgentEvent, Desired, Live};
-use crate::ha::{HaState, Term};
+use crate::ha::{HaState, Role, Term};
 
 /// A standby reads the switch's entries back every this many register poll
 /// intervals ([`Live::refresh_installed`]).
@@ -63,6 +63,15 @@ pub(super) async fn changed(ha: Option<&mut watch::Receiver<HaState>>, held: Ter
         if t != held {
             return t;
         }
+    }
+}
+
+/// Waits for a change of the instance's election (sharding only: see
+/// [`AgentConfig::plans`]); never returns without one.
+pub(super) async fn plans_changed(plans: Option<&mut watch::Receiver<HaState>>) {
+    let Some(rx) = plans else { return std::future::pending().await };
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -112,16 +121,44 @@ impl Live<'_> {
         desired
     }
 
+    /// Whether this session reads the switch: as its writer, without
+    /// sharding, or while this instance plans ([`AgentConfig::plans`]).
+    pub(super) fn observes(&self) -> bool {
+        self.term.writes || self.cfg.plans.as_ref().is_none_or(|p| p.borrow().role == Role::Leader)
+    }
+
+    /// The instance's election changed: a backup starts reading its
+    /// switch when the instance comes to plan, and stops when it no longer
+    /// does (its poll held the session alone, so stopping it is enough).
+    pub(super) async fn on_plans(&mut self) {
+        if self.term.writes {
+            return;
+        }
+        match (self.observes(), self.poller.is_some()) {
+            (true, false) => {
+                debug!("this instance plans: reading the switch on its backup session");
+                self.start_polling();
+            }
+            (false, true) => {
+                if let Some(p) = self.poller.take() {
+                    p.stop().await;
+                }
+                debug!("this instance no longer plans: the backup session reads nothing");
+            }
+            _ => {}
+        }
+    }
+
     /// A standby's periodic read of what the leader installed, so that its
     /// status and groups show the switch as it is.
     pub(super) async fn refresh_installed(&mut self) {
         let Ok(now) = read_or_empty(read_installed(&self.session, self.pipeline).await, self.term) else {
             return;
         };
-        if now != self.installed {
+        if now != *self.installed {
             self.assigned.forget();
-            self.installed = now;
-            let installed = Arc::new(self.installed.clone());
+            self.installed = Arc::new(now);
+            let installed = self.installed.clone();
             let _ = self.events.send(AgentEvent::Installed { switch: self.cfg.switch, installed }).await;
         }
     }
@@ -175,13 +212,13 @@ impl Live<'_> {
         }
         self.assigned.forget();
         self.refusals.clear();
-        self.installed = read_installed(&self.session, self.pipeline).await?;
+        self.installed = Arc::new(read_installed(&self.session, self.pipeline).await?);
         self.programmed = false;
         self.steer_grace_until = Some(Instant::now() + self.cfg.steer_grace);
         self.steer_found = steer_keys(&self.installed);
         info!(election_id = %t.election_id, entries = self.installed.len(), primary_ms = primary_after.as_secs_f64() * 1e3,
             pipeline = self.program, "elected: primary on this switch; reconciling what it holds");
-        let installed = Arc::new(self.installed.clone());
+        let installed = self.installed.clone();
         let recovered = self.episode.up(Instant::now());
         let _ = self.events.send(AgentEvent::Up { switch, installed, recovered }).await;
         let d = desired.borrow().clone();

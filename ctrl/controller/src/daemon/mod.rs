@@ -76,6 +76,9 @@ pub struct Config {
     /// With `ha`: split the switches with the other instances through etcd
     /// ([`crate::shard`]); the elected instance plans for all of them.
     pub shard: bool,
+    /// The bound on switches opened at once (connect, pipeline push, read
+    /// back, first pass), shared by every agent ([`crate::agent::Opening`]).
+    pub opening: crate::agent::Opening,
 }
 
 impl Config {
@@ -110,6 +113,7 @@ impl Config {
             core,
             ha: None,
             shard: false,
+            opening: crate::agent::Opening::default(),
         }
     }
 }
@@ -190,6 +194,8 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         steer_grace: Duration::from_nanos(cfg.core.place.flow_idle_ns),
         fabric: topo.name.clone(),
         adopt: cfg.adopt,
+        opening: cfg.opening.clone(),
+        plans: None,
     })
 }
 

@@ -40,7 +40,7 @@ fn fnv(bytes: &[u8]) -> u64 {
 impl Contract {
     pub fn of(topo: &Topology, pipeline: &Pipeline, name: &str) -> Self {
         let json = serde_json::to_vec(topo).unwrap_or_default();
-        let program = metaroce_p4rt::session::pipeline_cookie(pipeline.info(), pipeline.device_config());
+        let program = pipeline.program_cookie();
         Contract {
             name: name.to_string(),
             topology: format!("{:016x}", fnv(&json)),

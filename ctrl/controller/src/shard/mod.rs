@@ -143,6 +143,9 @@ pub async fn start(
     for (s, term) in term_rx.into_iter().enumerate() {
         let mut a = crate::daemon::agent_config(cfg, s).map_err(|e| ShardError::Agents(Box::new(e)))?;
         a.ha = Some(term);
+        // A switch neither owned nor planned here is not read
+        // ([`crate::agent::AgentConfig::plans`]).
+        a.plans = Some(ha.clone());
         let (tx, rx) = watch::channel::<Desired>(None);
         agent_desired.push(tx);
         let span = crate::agent::span(&a);

@@ -143,7 +143,7 @@ mod tests {
         let raw = crate::proto::p4::config::v1::P4Info::default();
         let config = |cookie: u64| p4::ForwardingPipelineConfig {
             p4info: Some(raw.clone()),
-            p4_device_config: vec![1, 2, 3],
+            p4_device_config: vec![1, 2, 3].into(),
             cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie }),
         };
         let info = || P4Info::new(raw.clone()).unwrap();
@@ -153,7 +153,7 @@ mod tests {
         assert_eq!((ca.map(|c| c.cookie), cb.map(|c| c.cookie)), (Some(1), Some(2)));
         assert_eq!(a.with_cookie(cb), config(2));
         let mut other = config(1);
-        other.p4_device_config = vec![9];
+        other.p4_device_config = vec![9].into();
         let (c, _) = Program::intern(other, info());
         assert!(!Arc::ptr_eq(&a, &c));
     }

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt;
 use tonic::transport::{Channel, Endpoint};
@@ -121,7 +122,7 @@ pub struct RoleState {
 /// another implementation.
 pub trait DeviceConfig: Send + Sync {
     /// The `p4_device_config` bytes.
-    fn bytes(&self) -> Vec<u8>;
+    fn bytes(&self) -> Bytes;
 }
 
 /// BMv2: the JSON p4c writes.
@@ -129,7 +130,19 @@ pub trait DeviceConfig: Send + Sync {
 pub struct Bmv2Json(pub Vec<u8>);
 
 impl DeviceConfig for Bmv2Json {
-    fn bytes(&self) -> Vec<u8> {
+    fn bytes(&self) -> Bytes {
+        Bytes::copy_from_slice(&self.0)
+    }
+}
+
+/// Device config bytes already in the target's form, shared: every push of
+/// a fabric's program hands the switch the same buffer instead of a copy
+/// of its megabytes.
+#[derive(Debug, Clone)]
+pub struct SharedDeviceConfig(pub Bytes);
+
+impl DeviceConfig for SharedDeviceConfig {
+    fn bytes(&self) -> Bytes {
         self.0.clone()
     }
 }
@@ -181,6 +194,15 @@ fn sorted_map<V: prost::Message>(out: &mut Vec<u8>, m: &std::collections::HashMa
         out.extend(v.encode_to_vec());
     }
     out.push(0xff);
+}
+
+/// Whether a held config (cookie aside) is `info` with `device_config`;
+/// the megabytes of a shared config are not compared with themselves.
+fn same_program(held: &p4::ForwardingPipelineConfig, info: &P4Info, device_config: &Bytes) -> bool {
+    let d = &held.p4_device_config;
+    let same_bytes =
+        (d.as_ptr() == device_config.as_ptr() && d.len() == device_config.len()) || d == device_config;
+    same_bytes && held.p4info.as_ref() == Some(info.raw())
 }
 
 #[derive(Debug)]
@@ -456,17 +478,24 @@ impl Session {
         let bytes = device_config.bytes();
         let cookie = cookie.unwrap_or_else(|| pipeline_cookie(info, &bytes));
         let installed = self.installed_cookie().await?;
-        let mut client = self.client.clone();
-        let config = p4::ForwardingPipelineConfig {
-            p4info: Some(info.raw().clone()),
-            p4_device_config: bytes,
-            cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie }),
-        };
+        // Remembered so that a switch that restarted gets it back; held
+        // once for every session that pushed the same program.
+        let shared = PUSHED.get_or_insert(
+            |c| same_program(c, info, &bytes),
+            || p4::ForwardingPipelineConfig {
+                p4info: Some(info.raw().clone()),
+                p4_device_config: bytes.clone(),
+                cookie: None,
+            },
+        );
         let outcome = if installed == Some(cookie) {
             tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline already installed");
             PipelineOutcome::AlreadyInstalled
         } else {
-            let req = set_pipeline_request(&self.cfg, config.clone());
+            let mut config = (*shared).clone();
+            config.cookie = Some(p4::forwarding_pipeline_config::Cookie { cookie });
+            let req = set_pipeline_request(&self.cfg, config);
+            let mut client = self.client.clone();
             self.call(
                 "SetForwardingPipelineConfig",
                 client.set_forwarding_pipeline_config(self.request(req)),
@@ -476,11 +505,7 @@ impl Session {
             PipelineOutcome::Pushed
         };
         self.use_p4info(info)?;
-        // Remembered so that a switch that restarted gets it back; held
-        // once for every session that pushed the same program.
-        let mut shared = config;
-        let cookie = shared.cookie.take();
-        self.send(Cmd::Pipeline(PUSHED.get_or_insert(|c| *c == shared, || shared.clone()), cookie))?;
+        self.send(Cmd::Pipeline(shared, Some(p4::forwarding_pipeline_config::Cookie { cookie })))?;
         Ok(outcome)
     }
 

@@ -46,16 +46,50 @@ impl Session {
         info: &P4Info,
         cells: &[RegisterCell<'_>],
     ) -> Result<RegisterValues, SessionError> {
+        Ok(self.read_registers_with(info, cells, Vec::new()).await?.0)
+    }
+
+    /// Like [`Session::read_registers`], and the `extra` entities (such as
+    /// counter cells) in the same Read: one request per round instead of
+    /// one per kind. Returns the register values and the entities read for
+    /// `extra`. Where registers are not served over P4Runtime, the extras
+    /// are read on their own.
+    pub async fn read_registers_with(
+        &self,
+        info: &P4Info,
+        cells: &[RegisterCell<'_>],
+        extra: Vec<p4::Entity>,
+    ) -> Result<(RegisterValues, Vec<p4::Entity>), SessionError> {
         let mut asked = Vec::with_capacity(cells.len());
-        let mut entities = Vec::with_capacity(cells.len());
+        let mut entities = Vec::with_capacity(cells.len() + extra.len());
+        // A round asks many cells of few registers: each is resolved once.
+        let mut resolved: Vec<(&str, (u32, i32, String))> = Vec::new();
         for c in cells {
-            let (id, w, name) = resolve(info, c.register)?;
-            asked.push((id, w, name, c.index));
-            entities.push(info.register_entry(c.register, c.index, None)?.into());
+            let r = match resolved.iter().find(|(n, _)| *n == c.register) {
+                Some((_, r)) => r.clone(),
+                None => {
+                    let r = resolve(info, c.register)?;
+                    resolved.push((c.register, r.clone()));
+                    r
+                }
+            };
+            entities.push(register_read(r.0, c.index));
+            asked.push((r.0, r.1, r.2, c.index));
         }
+        let n_extra = extra.len();
+        entities.extend(extra.iter().cloned());
         match self.read(entities).await {
-            Ok(got) => Ok(sort_answers(&asked, got)),
-            Err(e) if Self::unimplemented(&e) => self.read_registers_thrift(&asked, e).await,
+            Ok(got) => {
+                let (registers, others): (Vec<_>, Vec<_>) = got
+                    .into_iter()
+                    .partition(|e| matches!(e.entity, Some(p4::entity::Entity::RegisterEntry(_))));
+                Ok((sort_answers(&asked, registers), others))
+            }
+            Err(e) if Self::unimplemented(&e) => {
+                let values = self.read_registers_thrift(&asked, e).await?;
+                let others = if n_extra == 0 { Vec::new() } else { self.read(extra).await? };
+                Ok((values, others))
+            }
             Err(e) => Err(e),
         }
     }
@@ -145,6 +179,17 @@ impl Session {
             }
         }
         Ok(())
+    }
+}
+
+/// The Read of one register cell (or every cell, `index` `None`).
+fn register_read(register_id: u32, index: Option<i64>) -> p4::Entity {
+    p4::Entity {
+        entity: Some(p4::entity::Entity::RegisterEntry(p4::RegisterEntry {
+            register_id,
+            index: index.map(|index| p4::Index { index }),
+            ..Default::default()
+        })),
     }
 }
 

@@ -199,7 +199,8 @@ impl Hit {
 pub struct Twin {
     switch: Switch,
     info: P4Info,
-    device_config: Vec<u8>,
+    /// Shared with the loaded program, not copied per switch.
+    device_config: metaroce_p4rt::session::Bytes,
     ids: Ids,
     packet_outs: UnboundedReceiver<p4::PacketOut>,
     /// The switch's pipeline commits seen, and whether the last is ours.
@@ -220,7 +221,7 @@ impl Twin {
             switch.take_packet_outs().ok_or(TwinError::PacketOutsTaken { device_id: switch.device_id() })?;
         Ok(Twin {
             info: pipeline.info().clone(),
-            device_config: pipeline.device_config().to_vec(),
+            device_config: pipeline.device().bytes(),
             ids,
             packet_outs,
             pushes_seen: 0,
