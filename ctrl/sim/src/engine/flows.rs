@@ -17,30 +17,64 @@ pub const MAX_FLOWS: usize = 8 << 20;
 /// RoCEv2's UDP destination port.
 pub const ROCE_PORT: u16 = 4791;
 
-/// A queue pair: a sender, a receiver and its messages in order.
-///
-/// Laid out so that what the NIC scheduler touches for every packet sits
-/// in the first cache line: on a 1,024-host All-to-All there are a million
-/// queue pairs and each packet's lookup is a cache miss.
-#[derive(Debug, Clone)]
-#[repr(C, align(64))]
-pub struct Qp {
-    /// Send state of the head message, kept here so that scheduling and
-    /// sending touch one record (per-flow state is cold in cache).
-    pub snd: Send,
+/// A queue pair's hot part: what the NIC scheduler reads and writes for
+/// every packet it sends, in 32 bytes, so that two queue pairs share a
+/// cache line (a host's queue pairs are numbered one after another and
+/// its NIC serves them round-robin in that order). On a 1,024-host
+/// All-to-All there are a million queue pairs and the first touch of each
+/// per packet is a cache miss. The rest is in [`Qp`].
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(32))]
+pub struct QpHot {
+    /// When DCQCN (or the rate cap) lets it send again.
     pub next_ok_ps: u64,
-    pub rate_cap_bps: u64,
     /// Current message (head); messages link via `Flow::next_on_qp`.
     pub head: u32,
-    pub src: u32,
     pub dst: u32,
-    pub in_sched: bool,
-    /// DCQCN holds the rate below line rate (mirrors `rate.limited()` in
-    /// the hot line, so a QP at line rate never touches its DCQCN state).
-    pub rate_limited: bool,
+    /// The head message's next PSN to send (from its start).
+    pub snd_next: u32,
+    /// Highest PSN sent plus one: below it, a send is a retransmission.
+    pub snd_max: u32,
+    /// The head message's packets.
+    pub npkts: u32,
+    /// The head message's UDP source port.
+    pub sport: u16,
     /// Traffic class: index into the run's priorities (`Scenario::priorities`).
     pub tc: u8,
-    // ---- cold ----
+    /// [`QpHot::IN_SCHED`], [`QpHot::RATE_LIMITED`], [`QpHot::CAPPED`].
+    pub flags: u8,
+}
+
+impl QpHot {
+    /// In its NIC's ready or waiting set.
+    pub const IN_SCHED: u8 = 1;
+    /// DCQCN holds the rate below line rate (mirrors `rate.limited()`, so
+    /// a queue pair at line rate never touches its DCQCN state).
+    pub const RATE_LIMITED: u8 = 2;
+    /// Its job's rate cap is below the NIC's line rate
+    /// ([`Qp::rate_cap_bps`]): the cold record gives its pace.
+    pub const CAPPED: u8 = 4;
+
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    pub fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
+}
+
+/// A queue pair's cold part: a sender, a receiver, its messages in order
+/// and its DCQCN state (the per-packet part is [`QpHot`]).
+#[derive(Debug, Clone)]
+pub struct Qp {
+    pub src: u32,
+    pub dst: u32,
+    pub rate_cap_bps: u64,
     /// Last queued message.
     pub tail: u32,
     pub job: u32,
@@ -61,17 +95,22 @@ pub struct Qp {
     pub una_msg: u32,
 }
 
-/// The head message's sender state.
-#[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
-pub struct Send {
-    pub bytes: u64,
-    pub tuple_hash: u64,
-    pub snd_next: u32,
-    /// Highest PSN sent plus one: below it, a send is a retransmission.
-    pub snd_max: u32,
-    pub npkts: u32,
-    pub sport: u16,
+/// What a sender needs of a host for every packet: its address (the
+/// packets' hash is recomputed from it, not stored per queue pair) and
+/// its NIC's line rate.
+#[derive(Debug, Clone, Copy)]
+pub struct HostWire {
+    pub ip: u32,
+    pub line_bps: u64,
+}
+
+/// The hash of a message's 5-tuple (source and destination address, UDP
+/// with source port `sport` to RoCEv2's port) that switches hash on.
+#[inline]
+pub fn tuple_hash(src_ip: u32, dst_ip: u32, sport: u16) -> u64 {
+    let ips = u64::from(src_ip) << 32 | u64::from(dst_ip);
+    let ports = 17u64 << 32 | u64::from(sport) << 16 | u64::from(ROCE_PORT);
+    mix64(ips) ^ mix64(ports).rotate_left(17)
 }
 
 /// One message on a queue pair.
@@ -176,6 +215,10 @@ impl JobRun {
 #[derive(Debug, Clone, Default)]
 pub struct Workload {
     pub qps: Vec<Qp>,
+    /// Each queue pair's hot part, by the same index as `qps`.
+    pub hot: Vec<QpHot>,
+    /// Per host.
+    pub hosts: Vec<HostWire>,
     pub flows: Vec<Flow>,
     pub jobs: Vec<JobRun>,
     /// Each message's receiver.
@@ -196,8 +239,16 @@ impl Workload {
         if count > MAX_FLOWS {
             return Err(TooManyFlows { flows: count, limit: MAX_FLOWS });
         }
-        let mut w =
-            Workload { qps: Vec::new(), flows: Vec::with_capacity(count), jobs: Vec::new(), rcv: Vec::new() };
+        let hosts =
+            topo.hosts.iter().map(|h| HostWire { ip: u32::from(h.ip), line_bps: h.nic_rate.bps() }).collect();
+        let mut w = Workload {
+            qps: Vec::new(),
+            hot: Vec::new(),
+            hosts,
+            flows: Vec::with_capacity(count),
+            jobs: Vec::new(),
+            rcv: Vec::new(),
+        };
         let prios = sc.priorities();
         for (j, job) in sc.jobs.iter().enumerate() {
             let first = w.flows.len();
@@ -371,6 +422,7 @@ impl Builder<'_> {
         let id = self.w.qps.len() as u32;
         self.qps.push(id);
         let line = self.topo.hosts[src].nic_rate.bps();
+        let cap = self.rate.unwrap_or(line).min(line);
         // RNICs derive the UDP source port from the QP number: 0xC000 | (qpn & 0x3FFF).
         let qpn = mix64(self.seed ^ (u64::from(id) << 8 | 0x11)) as u16;
         self.w.qps.push(Qp {
@@ -378,20 +430,25 @@ impl Builder<'_> {
             dst: dst as u32,
             job: self.job,
             sport_base: 0xC000 | (qpn & 0x3FFF),
-            rate_cap_bps: self.rate.unwrap_or(line).min(line),
+            rate_cap_bps: cap,
             ctrl_delay_ps: ctrl_delay(self.topo, self.routing, src, dst),
-            head: NONE,
             tail: NONE,
-            next_ok_ps: 0,
-            in_sched: false,
-            rate_limited: false,
-            tc: self.tc,
-            rate: RateState::new(self.rate.unwrap_or(line).min(line)),
+            rate: RateState::new(cap),
             last_cnp_ps: None,
             msgs: 0,
-            snd: Send::default(),
             psn_total: 0,
             una_msg: NONE,
+        });
+        self.w.hot.push(QpHot {
+            next_ok_ps: 0,
+            head: NONE,
+            dst: dst as u32,
+            snd_next: 0,
+            snd_max: 0,
+            npkts: 0,
+            sport: 0,
+            tc: self.tc,
+            flags: if cap < line { QpHot::CAPPED } else { 0 },
         });
         id
     }
@@ -404,9 +461,8 @@ impl Builder<'_> {
         let sport = 0xC000 | (q.sport_base.wrapping_add(k) & 0x3FFF);
         self.w.qps[qp as usize].msgs = q.msgs.wrapping_add(1);
         let q = &self.w.qps[qp as usize];
-        let (hs, hd) = (&self.topo.hosts[q.src as usize], &self.topo.hosts[q.dst as usize]);
-        let ips = u64::from(u32::from(hs.ip)) << 32 | u64::from(u32::from(hd.ip));
-        let ports = 17u64 << 32 | u64::from(sport) << 16 | u64::from(ROCE_PORT);
+        let (hs, hd) = (&self.w.hosts[q.src as usize], &self.w.hosts[q.dst as usize]);
+        let tuple_hash = tuple_hash(hs.ip, hd.ip, sport);
         let mtu = u64::from(self.net.mtu);
         let npkts = u32::try_from(bytes.div_ceil(mtu)).unwrap_or(u32::MAX);
         let psn_base = q.psn_total;
@@ -416,7 +472,7 @@ impl Builder<'_> {
             bytes,
             npkts,
             sport,
-            tuple_hash: mix64(ips) ^ mix64(ports).rotate_left(17),
+            tuple_hash,
             post_ps,
             start_ps: u64::MAX,
             done_ps: u64::MAX,

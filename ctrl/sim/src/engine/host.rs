@@ -18,7 +18,7 @@ use std::cmp::Reverse;
 
 use super::{Packet, Sim};
 use crate::engine::events::{Ev, FlowId, PortId, QpId};
-use crate::engine::flows::{Flow, Send, NONE};
+use crate::engine::flows::{tuple_hash, Flow, QpHot, NONE};
 use crate::engine::net::Ports;
 use crate::report::stats::Reorder;
 use crate::scenario::config::{Ordering, ROCE_HEADER_BYTES};
@@ -39,7 +39,7 @@ impl Sim<'_> {
         self.w.flows[f as usize].start_ps = self.now;
         let qp = self.w.flows[f as usize].qp as usize;
         let q = &mut self.w.qps[qp];
-        let (head, tail) = (q.head, q.tail);
+        let tail = q.tail;
         q.tail = f;
         if q.una_msg == NONE {
             q.una_msg = f;
@@ -47,7 +47,7 @@ impl Sim<'_> {
         if let Some(t) = self.w.flows.get_mut(tail as usize) {
             t.next_on_qp = f;
         }
-        if head == NONE {
+        if self.w.hot[qp].head == NONE {
             self.set_head(qp as QpId, f);
             self.activate(qp as QpId);
         }
@@ -56,36 +56,29 @@ impl Sim<'_> {
     /// Makes `f` the message the queue pair sends (NONE for none), from
     /// its first unacknowledged PSN.
     fn set_head(&mut self, qp: QpId, f: FlowId) {
-        let q = &mut self.w.qps[qp as usize];
+        let q = &mut self.w.hot[qp as usize];
         if let Some(old) = self.w.flows.get_mut(q.head as usize) {
-            old.snd_max = old.snd_max.max(q.snd.snd_max);
+            old.snd_max = old.snd_max.max(q.snd_max);
         }
         q.head = f;
-        q.snd = match self.w.flows.get(f as usize) {
-            Some(fl) => Send {
-                snd_next: fl.snd_una,
-                snd_max: fl.snd_max,
-                npkts: fl.npkts,
-                bytes: fl.bytes,
-                tuple_hash: fl.tuple_hash,
-                sport: fl.sport,
-            },
-            None => Send::default(),
+        (q.snd_next, q.snd_max, q.npkts, q.sport) = match self.w.flows.get(f as usize) {
+            Some(fl) => (fl.snd_una, fl.snd_max, fl.npkts, fl.sport),
+            None => (0, 0, 0, 0),
         };
     }
 
     fn active(&self, qp: QpId) -> bool {
-        let q = &self.w.qps[qp as usize];
-        q.head != NONE && q.snd.snd_next < q.snd.npkts
+        let q = &self.w.hot[qp as usize];
+        q.head != NONE && q.snd_next < q.npkts
     }
 
     fn activate(&mut self, qp: QpId) {
-        let q = &mut self.w.qps[qp as usize];
-        if q.in_sched {
+        let q = &mut self.w.hot[qp as usize];
+        if q.has(QpHot::IN_SCHED) {
             return;
         }
-        q.in_sched = true;
-        let (h, tc) = (q.src as usize, q.tc);
+        q.set(QpHot::IN_SCHED, true);
+        let (h, tc) = (self.w.qps[qp as usize].src as usize, q.tc);
         self.nics[h].ready[usize::from(tc)].push_back(qp);
         self.nic_kick(h);
     }
@@ -113,10 +106,10 @@ impl Sim<'_> {
             let Some(c) = self.nic_class(h, paused) else { break };
             let Some(qp) = self.nics[h].ready[c].pop_front() else { break };
             if !self.active(qp) {
-                self.w.qps[qp as usize].in_sched = false;
+                self.w.hot[qp as usize].set(QpHot::IN_SCHED, false);
                 continue;
             }
-            let next_ok = self.w.qps[qp as usize].next_ok_ps;
+            let next_ok = self.w.hot[qp as usize].next_ok_ps;
             if next_ok > self.now {
                 self.nics[h].waiting.push(Reverse((next_ok, qp, c as u8)));
                 continue;
@@ -148,33 +141,44 @@ impl Sim<'_> {
     }
 
     fn send_one(&mut self, h: usize, qp: QpId) {
-        let q = &mut self.w.qps[qp as usize];
-        let fid = q.head;
-        let f = &mut q.snd;
-        let psn = f.snd_next;
         let mtu = u64::from(self.net.mtu);
-        let payload = (f.bytes - u64::from(psn) * mtu).min(mtu) as u32;
-        if psn < f.snd_max {
+        let q = &mut self.w.hot[qp as usize];
+        let fid = q.head;
+        let psn = q.snd_next;
+        // Every packet but the last carries a full MTU: only the last
+        // needs the message's size, from its (cold) record.
+        let payload = if psn + 1 < q.npkts {
+            mtu as u32
+        } else {
+            (self.w.flows[fid as usize].bytes - u64::from(psn) * mtu).min(mtu) as u32
+        };
+        if psn < q.snd_max {
             self.stats.retransmits += 1;
             self.stats.retransmits_by_tc[usize::from(q.tc)] += 1;
             self.stats.retransmit_bytes += u64::from(payload + ROCE_HEADER_BYTES);
         }
-        f.snd_next += 1;
-        f.snd_max = f.snd_max.max(f.snd_next);
-        let all_sent = f.snd_next == f.npkts;
-        let (tuple_hash, sport) = (f.tuple_hash, f.sport);
-        let (src, dst, tc) = (q.src, q.dst, q.tc);
+        q.snd_next += 1;
+        q.snd_max = q.snd_max.max(q.snd_next);
+        let all_sent = q.snd_next == q.npkts;
+        let (dst, tc, sport) = (q.dst, q.tc, q.sport);
+        let src = h as u32;
+        let tuple_hash = tuple_hash(self.w.hosts[h].ip, self.w.hosts[dst as usize].ip, sport);
         let bytes = payload + ROCE_HEADER_BYTES;
-        let rate = match &self.net.dcqcn {
-            // At line rate the DCQCN state stays cold: its timers are
-            // caught up when the next CNP arrives.
-            Some(p) if q.rate_limited => {
-                q.rate.advance(p, self.now);
-                q.rate.on_sent(p, u64::from(bytes));
-                q.rate_limited = q.rate.limited();
-                q.rate.rate().min(q.rate_cap_bps as f64)
+        let rate = if q.flags & (QpHot::RATE_LIMITED | QpHot::CAPPED) == 0 {
+            // At line rate the cold record, DCQCN's state with it, stays
+            // cold: its timers are caught up when the next CNP arrives.
+            self.w.hosts[h].line_bps as f64
+        } else {
+            let c = &mut self.w.qps[qp as usize];
+            match &self.net.dcqcn {
+                Some(p) if q.has(QpHot::RATE_LIMITED) => {
+                    c.rate.advance(p, self.now);
+                    c.rate.on_sent(p, u64::from(bytes));
+                    q.set(QpHot::RATE_LIMITED, c.rate.limited());
+                    c.rate.rate().min(c.rate_cap_bps as f64)
+                }
+                _ => c.rate_cap_bps as f64,
             }
-            _ => q.rate_cap_bps as f64,
         };
         q.next_ok_ps = self.now + (f64::from(bytes) * 8e12 / rate.max(1.0)) as u64;
         let pkt = Packet {
@@ -212,10 +216,10 @@ impl Sim<'_> {
     /// Puts a queue pair back in its NIC's ready or waiting set.
     fn reschedule(&mut self, h: usize, qp: QpId) {
         if !self.active(qp) {
-            self.w.qps[qp as usize].in_sched = false;
+            self.w.hot[qp as usize].set(QpHot::IN_SCHED, false);
             return;
         }
-        let q = &self.w.qps[qp as usize];
+        let q = &self.w.hot[qp as usize];
         let (next_ok, tc) = (q.next_ok_ps, q.tc);
         let ser = self.ports.specs[h].ser_ps(u64::from(self.net.mtu + ROCE_HEADER_BYTES));
         if next_ok <= self.now + ser {
@@ -228,7 +232,7 @@ impl Sim<'_> {
     /// The head message is done with the sender; the next one not yet
     /// acknowledged takes over.
     fn next_message(&mut self, qp: QpId) {
-        let mut next = self.w.flows[self.w.qps[qp as usize].head as usize].next_on_qp;
+        let mut next = self.w.flows[self.w.hot[qp as usize].head as usize].next_on_qp;
         while let Some(f) = self.w.flows.get(next as usize) {
             if f.snd_una < f.npkts {
                 break;
@@ -258,16 +262,16 @@ impl Sim<'_> {
     /// (from its first unacknowledged PSN, which the NAK or timeout set).
     fn go_back(&mut self, flow: FlowId, psn: u32) -> bool {
         let qp = self.w.flows[flow as usize].qp;
-        let head = self.w.qps[qp as usize].head;
+        let head = self.w.hot[qp as usize].head;
         if head != NONE && head != flow && self.posted_after(head, flow) {
             return false;
         }
         if head != flow {
             self.set_head(qp, flow);
         }
-        let q = &mut self.w.qps[qp as usize];
-        if q.snd.snd_next > psn {
-            q.snd.snd_next = psn;
+        let q = &mut self.w.hot[qp as usize];
+        if q.snd_next > psn {
+            q.snd_next = psn;
         }
         self.activate(qp);
         true
@@ -469,7 +473,7 @@ impl Sim<'_> {
         if let Some(p) = &self.net.dcqcn {
             let q = &mut self.w.qps[qp as usize];
             q.rate.on_cnp(p, self.now);
-            q.rate_limited = q.rate.limited();
+            self.w.hot[qp as usize].set(QpHot::RATE_LIMITED, q.rate.limited());
         }
     }
 
@@ -481,9 +485,8 @@ impl Sim<'_> {
         f.snd_una = psn;
         let (qp, done, dep, arrived) = (f.qp, f.snd_una == f.npkts, f.dependent, f.done_ps != u64::MAX);
         if done {
-            let q = &self.w.qps[qp as usize];
             // Acknowledged while being resent: nothing of it is left to send.
-            if q.head == flow {
+            if self.w.hot[qp as usize].head == flow {
                 self.next_message(qp);
                 self.activate(qp);
             }
@@ -501,7 +504,8 @@ impl Sim<'_> {
     fn posted_on_ack(&self, f: FlowId, dep: FlowId) -> bool {
         let (fl, dl) = (&self.w.flows[f as usize], &self.w.flows[dep as usize]);
         let (q, dq) = (&self.w.qps[fl.qp as usize], &self.w.qps[dl.qp as usize]);
-        let acked = self.net.ordering == Ordering::GoBackN || self.tc_reliable[usize::from(q.tc)];
+        let tc = self.w.hot[fl.qp as usize].tc;
+        let acked = self.net.ordering == Ordering::GoBackN || self.tc_reliable[usize::from(tc)];
         acked && q.src == dq.src
     }
 
@@ -516,9 +520,9 @@ impl Sim<'_> {
     pub(super) fn rto(&mut self, flow: FlowId, una: u32) {
         let f = &self.w.flows[flow as usize];
         let (qp, snd_una, npkts) = (f.qp, f.snd_una, f.npkts);
-        let q = &self.w.qps[qp as usize];
+        let q = &self.w.hot[qp as usize];
         // Done, or being sent again (a new timer starts after its last packet).
-        if snd_una == npkts || (q.head == flow && q.snd.snd_next < npkts) {
+        if snd_una == npkts || (q.head == flow && q.snd_next < npkts) {
             return;
         }
         // Progress since the timer was set, or an older message being sent
