@@ -46,6 +46,12 @@ impl RateState {
         self.rc
     }
 
+    /// The rate it never exceeds: the line rate it was made with, bits
+    /// per second.
+    pub fn line(&self) -> f64 {
+        self.line
+    }
+
     /// True while the rate is below line rate.
     pub fn limited(&self) -> bool {
         self.rc < self.line

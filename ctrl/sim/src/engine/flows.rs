@@ -45,6 +45,10 @@ pub struct QpHot {
     pub flags: u8,
 }
 
+// Two to a cache line; the cold record's DCQCN state fills one alone.
+const _: () = assert!(std::mem::size_of::<QpHot>() == 32);
+const _: () = assert!(std::mem::size_of::<RateState>() == 64);
+
 impl QpHot {
     /// In its NIC's ready or waiting set.
     pub const IN_SCHED: u8 = 1;
@@ -69,9 +73,13 @@ impl QpHot {
 }
 
 /// A queue pair's cold part: a sender, a receiver, its messages in order
-/// and its DCQCN state (the per-packet part is [`QpHot`]).
+/// and its DCQCN state (the per-packet part is [`QpHot`]). The DCQCN state
+/// fills the first cache line alone: a rate-limited queue pair's sends
+/// touch that line and its hot record, nothing else.
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 pub struct Qp {
+    pub rate: RateState,
     pub src: u32,
     pub dst: u32,
     pub rate_cap_bps: u64,
@@ -85,7 +93,6 @@ pub struct Qp {
     pub ctrl_delay_ps: u64,
     /// Last CNP the receiver sent for this queue pair.
     pub last_cnp_ps: Option<u64>,
-    pub rate: RateState,
     /// Packets of the messages built so far: the next message's first
     /// packet number in the queue pair's sequence.
     pub psn_total: u32,

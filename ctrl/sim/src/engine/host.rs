@@ -175,7 +175,8 @@ impl Sim<'_> {
                     c.rate.advance(p, self.now);
                     c.rate.on_sent(p, u64::from(bytes));
                     q.set(QpHot::RATE_LIMITED, c.rate.limited());
-                    c.rate.rate().min(c.rate_cap_bps as f64)
+                    // `line()` is the cap (`Qp::rate_cap_bps`), in the same line.
+                    c.rate.rate().min(c.rate.line())
                 }
                 _ => c.rate_cap_bps as f64,
             }
