@@ -97,7 +97,8 @@ fn main() {
         std::mem::size_of::<metaroce_sim::engine::Packet>(),
     );
     println!(
-        "sim: state per message: {} bytes per queue pair + {} per message + {} receive state",
+        "sim: state per message: {} + {} bytes per queue pair (hot, cold) + {} per message + {} receive state",
+        std::mem::size_of::<metaroce_sim::engine::flows::QpHot>(),
         std::mem::size_of::<metaroce_sim::engine::flows::Qp>(),
         std::mem::size_of::<metaroce_sim::engine::flows::Flow>(),
         std::mem::size_of::<metaroce_sim::engine::flows::Rcv>(),
