@@ -377,8 +377,11 @@ impl State {
 
     async fn run(mut self, inputs: Inputs, tick: Duration, shutdown: impl Future<Output = ()>) {
         let Inputs { mut ev_rx, mut udp_rx, mut cmd_rx, mut host_rx, mut restored_rx } = inputs;
-        let mut ticker = tokio::time::interval(tick);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The tick is adaptive: every `tick` while something waits for time,
+        // else at the next status publication ([`State::next_tick`]).
+        let mut last_tick = Instant::now();
+        let ticker = tokio::time::sleep_until(last_tick + tick);
+        tokio::pin!(ticker);
         tokio::pin!(shutdown);
         self.decide_and_publish(true).await;
         // Events are written to the file once per round of the loop.
@@ -419,7 +422,8 @@ impl State {
                 }
                 st = self.ha.changed() => { self.on_election(st); self.maybe_publish(true); true }
                 r = jobs::restored(&mut restored_rx) => { self.on_restored(r).await; true }
-                _ = ticker.tick() => {
+                () = &mut ticker => {
+                    last_tick = Instant::now();
                     if self.ha.check_takeover(&self.fleet.switches, &self.obs.metrics, &self.obs.events) {
                         self.maybe_publish(true);
                     }
@@ -438,6 +442,7 @@ impl State {
                 self.obs.events.defer_flush(false);
                 return;
             }
+            ticker.as_mut().reset(self.next_tick(last_tick, tick));
         }
     }
 

@@ -147,6 +147,37 @@ impl State {
         }
     }
 
+    /// When the state task ticks next, the last tick having been at
+    /// `last`: one `tick` after it while a tick may change something (a
+    /// hot or derated port, held-back changes, a placement, switch or
+    /// drain-pair timer within reach, a takeover to see through), so that
+    /// timers fire as they did with a fixed tick; otherwise at the next
+    /// timer or status publication, whichever comes first. An idle
+    /// controller thus wakes about once a second, not 200 times. Inputs
+    /// wake the task on their own; each round re-reads this, so a digest
+    /// that heats a port brings the regular tick back at once.
+    pub(super) fn next_tick(&self, last: Instant, tick: Duration) -> Instant {
+        let regular = last + tick;
+        if self.ha.taking_over() || self.core.wants_decision() {
+            return regular;
+        }
+        let now = Instant::now();
+        let now_ns = self.now_ns();
+        let timer =
+            self.core.next_timer(now_ns).map(|t| now + Duration::from_nanos(t.saturating_sub(now_ns)));
+        let publish = self.publish_due_at().unwrap_or(now);
+        timer.map_or(publish, |t| t.min(publish)).max(regular)
+    }
+
+    /// When [`State::maybe_publish`] publishes without being forced: 500 ms
+    /// after the last publication if something changed, else a second
+    /// after it. None: never published yet (due now).
+    fn publish_due_at(&self) -> Option<Instant> {
+        let wait =
+            if self.publish.dirty_status { Duration::from_millis(500) } else { Duration::from_secs(1) };
+        self.publish.last_publish.map(|t| t + wait)
+    }
+
     /// Status JSON and group metrics cover the whole fabric: refresh them
     /// at most every 500 ms (a change shows within that) and at least every
     /// second, or at once when forced, so a storm costs decisions, not JSON.

@@ -85,6 +85,12 @@ impl Follower {
         };
     }
 
+    /// Elected and waiting for every switch to take us as its primary
+    /// ([`Follower::check_takeover`] looks at each tick).
+    pub fn taking_over(&self) -> bool {
+        self.taking_over.is_some()
+    }
+
     /// Once elected: when every switch has us as its primary, the takeover
     /// is over; its duration goes to the metrics and the event log. True
     /// when it just ended.

@@ -137,6 +137,11 @@ impl Core {
     }
 
     fn policy_timer(&self, now: u64) -> Option<u64> {
+        // No congested port and no port in the policy's state: no timer,
+        // and no heat to rebuild to learn it (a caller asks each round).
+        if !self.view.any_hot() && self.state.ports().next().is_none() {
+            return None;
+        }
         let cfg = self.policy.config();
         let mut next: Option<u64> = None;
         // The heat as the next decision will read it.
