@@ -163,15 +163,15 @@ impl Ports {
         let speedup = net.core_speedup.max(1);
         for l in &topo.links {
             let (bw, delay) = (l.bandwidth.bps(), l.delay.ns() * 1_000);
-            let real = (bw / speedup).max(1);
-            let lag = (pkt * 8_000_000_000_000)
-                .div_ceil(real)
-                .saturating_sub((pkt * 8_000_000_000_000).div_ceil(bw.max(1)));
+            // What a full packet loses of its serialization at the link's
+            // real rate when the floor speeds the link up (else nothing).
+            let ser = |bps: u64| (pkt * 8_000_000_000_000).div_ceil(bps.max(1));
+            let lag = ser(bw / speedup).saturating_sub(ser(bw));
             for (x, y) in [(l.a, l.b), (l.b, l.a)] {
                 by_end.insert((x.switch, x.port), specs.len() as PortId);
                 let class = class_of(role(x.switch), role(y.switch));
                 let (from, to) = (Node::Switch(x.switch as u32), Node::Switch(y.switch as u32));
-                specs.push(spec(
+                let mut s = spec(
                     from,
                     to,
                     bw,
@@ -181,12 +181,9 @@ impl Ports {
                     net,
                     pfc(bw, delay),
                     topo.endpoint_name(x),
-                ));
-                if speedup > 1 {
-                    if let Some(last) = specs.last_mut() {
-                        last.data_lag_ps = lag;
-                    }
-                }
+                );
+                s.data_lag_ps = lag;
+                specs.push(s);
             }
         }
         let mut ports = Ports {
