@@ -17,7 +17,7 @@
 mod common;
 
 use common::etcd::{etcd, ha_controller, until};
-use common::serve::{fabric, free_port, request, spawn_program as spawn, Proc};
+use common::serve::{fabric, free_port, request, spawn_program as spawn, wait_stopped, Proc};
 use common::{pipeline, read_switch, repo};
 
 use std::collections::BTreeMap;
@@ -280,10 +280,13 @@ async fn a_standby_takes_over_a_killed_leader_and_a_paused_one_is_fenced() {
     // Fencing: c stands by, b is paused, c takes over, b resumes.
     let c = controller(dir.path(), &topo, &url, "c");
     until(Duration::from_secs(60), "c stands by", &logs, || c.stands_by("b").then_some(()));
-    let stopped_unix_us =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
     assert!(signal(&b.proc.0, "STOP"));
     let stopped = Instant::now();
+    // Writes that began before b actually stopped may end after it; the
+    // mark is taken once every thread of b is stopped.
+    assert!(wait_stopped(b.proc.0.id()), "b stopped on SIGSTOP\n{}", logs());
+    let stopped_unix_us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
     until(Duration::from_secs(10), "c takes over from the paused b", &logs, || c.leads().then_some(()));
     println!("ha: takeover from a SIGSTOPped leader {:.0} ms", stopped.elapsed().as_secs_f64() * 1e3);
     let c_id: u128 = c.status()["ha"]["election_id"].as_str().unwrap().parse().unwrap();

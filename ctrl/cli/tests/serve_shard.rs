@@ -15,7 +15,7 @@
 mod common;
 
 use common::etcd::{etcd, ha_controller, until};
-use common::serve::{request, Proc};
+use common::serve::{request, wait_stopped, Proc};
 use common::{pipeline, read_switch, repo};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -274,10 +274,13 @@ async fn owner_paused(r: &Rig, c: &Ctl, a: &Ctl, logs: &dyn Fn() -> String) {
     let p = pipeline();
     let c_had = c.owns();
     let ids_before: Vec<Option<u128>> = tables(&r.addrs, &p).await.into_iter().map(|t| t.1).collect();
-    let stopped_unix_us =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
     assert!(signal(c.proc.0.id(), "STOP"));
     let stopped = Instant::now();
+    // Writes that began before c actually stopped may end after it; the
+    // mark is taken once every thread of c is stopped.
+    assert!(wait_stopped(c.proc.0.id()), "c stopped on SIGSTOP\n{}", logs());
+    let stopped_unix_us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
     let took = new_primaries(&r.addrs, &c_had, &ids_before, stopped, logs).await;
     until(Duration::from_secs(30), "a owns every switch", logs, || (a.owns().len() == 8).then_some(()));
     println!(

@@ -12,6 +12,28 @@ use super::repo;
 mod ports;
 pub use ports::free_port;
 
+/// Waits until every thread of process `pid` is stopped (state `T` in
+/// `/proc/PID/task/*/stat`) after a SIGSTOP, up to 2 s: `kill` returns
+/// when the signal is sent, and the process may run a little longer.
+pub fn wait_stopped(pid: u32) -> bool {
+    let tasks = format!("/proc/{pid}/task");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let all = std::fs::read_dir(&tasks).is_ok_and(|d| {
+            d.flatten().all(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                // `pid (comm) S ...`: the state follows the last ')'.
+                stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+            })
+        });
+        if all {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
 /// Kills the child when the test ends, however it ends.
 pub struct Proc(pub Child);
 
