@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use metaroce_sim::report::suite;
 use metaroce_sim::suite::{Case, Family};
-use metaroce_sim::{scenario, SimError};
+use metaroce_sim::{scenario, RoutingMode, SimError};
 use metaroce_topo::Routing;
 
 use crate::runs::{self, Floors, Task};
@@ -29,6 +29,10 @@ pub struct SuiteArgs {
     /// Directory for suite.md, suite.json, suite-box.svg and the drawn cases (cases/NNN/).
     #[arg(short, long, default_value = "sim-suite")]
     pub out: PathBuf,
+    /// Also run the reference on every case and seed: spray on NICs that place packets out of order (mode
+    /// `spray-ooo`); the tables add its column and, per mode, how many jobs are within 2% of it.
+    #[arg(long)]
+    pub reference: bool,
     #[command(flatten)]
     pub pool: runs::PoolArgs,
 }
@@ -116,6 +120,15 @@ fn draw_cases(
     Ok(Ok((cases, loaded)))
 }
 
+/// Case `l` as the reference runs it: spray, on NICs that place packets
+/// out of order.
+fn reference_case(l: &scenario::Loaded) -> scenario::Loaded {
+    let mut r = l.clone();
+    r.scenario.modes = vec![RoutingMode::Spray];
+    r.scenario.net.ordering = metaroce_sim::Ordering::OutOfOrder;
+    r
+}
+
 pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
     let fam = match metaroce_sim::suite::load_file(&a.family) {
         Ok(f) => f,
@@ -131,7 +144,11 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
     };
     let routings: Vec<Routing> = loaded.iter().map(|l| Routing::compute(&l.topology)).collect();
     let floors: Vec<Floors> = (0..n * seeds.len()).map(|_| Floors::new()).collect();
-    let mut tasks = Vec::with_capacity(n * seeds.len() * modes.len());
+    // The reference: each case again, its NICs placing out of order, with floors of its own.
+    let reference: Vec<scenario::Loaded> =
+        if a.reference { loaded.iter().map(reference_case).collect() } else { Vec::new() };
+    let ref_floors: Vec<Floors> = (0..reference.len() * seeds.len()).map(|_| Floors::new()).collect();
+    let mut tasks = Vec::with_capacity((n * modes.len() + reference.len()) * seeds.len());
     let mut case_of = Vec::with_capacity(tasks.capacity());
     for (ci, (l, routing)) in loaded.iter().zip(&routings).enumerate() {
         for (si, &seed) in seeds.iter().enumerate() {
@@ -141,6 +158,15 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
             }
         }
     }
+    let first_reference = tasks.len();
+    for (ci, (l, routing)) in reference.iter().zip(&routings).enumerate() {
+        for (si, &seed) in seeds.iter().enumerate() {
+            let floors = &ref_floors[ci * seeds.len() + si];
+            tasks.push(Task { loaded: l, routing, seed, mode: RoutingMode::Spray, floors });
+            case_of.push(ci);
+        }
+    }
+    let mode_name = |i: usize| if i >= first_reference { suite::REFERENCE } else { tasks[i].mode.as_str() };
     let workers = runs::workers(a.pool.jobs).min(tasks.len());
     let start = Instant::now();
     if !a.pool.quiet {
@@ -149,7 +175,12 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
             n,
             fam.name,
             metaroce_sim::report::sweep::seeds_text(&seeds),
-            modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","),
+            modes
+                .iter()
+                .map(|m| m.as_str())
+                .chain(a.reference.then_some(suite::REFERENCE))
+                .collect::<Vec<_>>()
+                .join(","),
             tasks.len(),
             a.out.join("cases").display()
         );
@@ -171,12 +202,19 @@ pub fn run(a: &SuiteArgs) -> anyhow::Result<Exit> {
                 meta.shape,
                 meta.pattern,
                 tasks[i].seed,
-                tasks[i].mode
+                mode_name(i)
             );
         }
     })?;
-    let runs: Vec<(usize, metaroce_sim::report::Summary)> = case_of.iter().copied().zip(summaries).collect();
-    let names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
+    let mut runs: Vec<(usize, metaroce_sim::report::Summary)> =
+        case_of.iter().copied().zip(summaries).collect();
+    for (_, s) in runs.iter_mut().skip(first_reference) {
+        s.mode = suite::REFERENCE.to_string();
+    }
+    let mut names: Vec<String> = modes.iter().map(|m| m.as_str().to_string()).collect();
+    if a.reference {
+        names.push(suite::REFERENCE.to_string());
+    }
     let s = suite::aggregate(&fam, &seeds, &names, &cases, &runs);
     let json = serde_json::to_string_pretty(&s)?;
     runs::emit(&a.out, "suite", &a.pool, &json, &suite::markdown(&s), &suite::box_plot(&s))?;

@@ -140,6 +140,7 @@ const CASES: &[Case] = &[
     (&["sim", "sweep", "@ok.yaml", "--seeds", "1", "--modes", "ecmp", "-q", "-o", "@binary.yaml/x"], 3, "binary.yaml/x"),
     // sim suite
     (&["sim", "suite", "scenarios/families/leaf-spine.yaml", "--cases", "1", "--seeds", "1", "--modes", "ecmp", "-q", "-o", "@suite"], 0, "ecmp"),
+    (&["sim", "suite", "scenarios/families/leaf-spine.yaml", "--cases", "1", "--seeds", "1", "--modes", "ecmp", "--reference", "-q", "-o", "@suite"], 0, "Against the reference"),
     (&["sim", "suite", "@bad-family.yaml", "-o", "@suite"], 1, "bad-family.yaml:17:"),
     (&["sim", "suite", "@empty-range-family.yaml", "-o", "@suite"], 1, "runs backwards"),
     (&["sim", "suite", "no/such-family.yaml"], 3, "no/such-family.yaml"),

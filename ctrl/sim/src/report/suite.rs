@@ -16,6 +16,15 @@ use crate::suite::Case;
 /// What a job is judged on: completion over max(ideal, floor).
 pub const TARGET_WORST: f64 = 1.05;
 
+/// The mode name of the reference runs (`sim suite --reference`): spray on
+/// NICs that place packets out of order, the even spreading the bound
+/// assumes, without go-back-N's price for reordering.
+pub const REFERENCE: &str = "spray-ooo";
+
+/// A job is with the reference when its judged value is at most this
+/// factor of the reference's, on the same case, seed and job.
+pub const REFERENCE_SLACK: f64 = 1.02;
+
 /// One (group, mode) over every case and seed.
 #[derive(Debug, Clone, Serialize)]
 pub struct SuiteRow {
@@ -46,6 +55,22 @@ pub struct CaseRow {
     pub worst: Vec<(String, f64)>,
 }
 
+/// One (group, mode) against the reference, job by job: same case, seed
+/// and job on both sides.
+#[derive(Debug, Clone, Serialize)]
+pub struct VsReference {
+    pub group: String,
+    pub mode: String,
+    /// Jobs that finished on both sides.
+    pub compared: usize,
+    /// Of those, jobs at or under [`REFERENCE_SLACK`] of the reference.
+    pub within: usize,
+    /// The largest judged value over the reference's (0 when none compared).
+    pub worst_ratio: f64,
+    /// The case of that largest ratio.
+    pub worst_case: Option<usize>,
+}
+
 /// How often a mode's planner ended at its lower bound.
 #[derive(Debug, Clone, Serialize)]
 pub struct Planned {
@@ -72,6 +97,9 @@ pub struct Suite {
     pub rows: Vec<SuiteRow>,
     /// Per mode with a planner: how often it planned at its lower bound.
     pub planned: Vec<Planned>,
+    /// With reference runs (mode [`REFERENCE`]): every other mode against
+    /// them, by group; empty without.
+    pub vs_reference: Vec<VsReference>,
 }
 
 /// The slowest iteration a job is judged on, over max(ideal, floor)
@@ -149,6 +177,7 @@ pub fn aggregate(
             });
         }
     }
+    let vs_reference = against_reference(&groups, modes, cases, runs);
     let case_rows = cases
         .iter()
         .enumerate()
@@ -210,7 +239,79 @@ pub fn aggregate(
         cases: case_rows,
         rows,
         planned,
+        vs_reference,
     }
+}
+
+/// A job's group (index into the groups) and its judged value.
+type RoleJudged = (usize, Option<f64>);
+
+/// Every mode but the reference against the reference runs, job by job
+/// (empty when no run is the reference's).
+fn against_reference(
+    groups: &[String],
+    modes: &[String],
+    cases: &[Case],
+    runs: &[(usize, Summary)],
+) -> Vec<VsReference> {
+    let judged_jobs = |ci: usize, s: &Summary| -> Vec<RoleJudged> {
+        let Some(case) = cases.get(ci) else { return Vec::new() };
+        case.jobs
+            .iter()
+            .enumerate()
+            .map(|(j, meta)| {
+                let job = s.jobs.iter().find(|x| x.name == meta.name).or_else(|| s.jobs.get(j));
+                let role = groups.iter().position(|g| *g == meta.role).unwrap_or(0);
+                (role, job.and_then(|job| judged(job, meta.announced)))
+            })
+            .collect()
+    };
+    let reference: std::collections::HashMap<(usize, u64), Vec<RoleJudged>> = runs
+        .iter()
+        .filter(|(_, s)| s.mode == REFERENCE)
+        .map(|(ci, s)| ((*ci, s.seed), judged_jobs(*ci, s)))
+        .collect();
+    if reference.is_empty() {
+        return Vec::new();
+    }
+    let others: Vec<&String> = modes.iter().filter(|m| *m != REFERENCE).collect();
+    let mut out: Vec<VsReference> = groups
+        .iter()
+        .flat_map(|g| {
+            others.iter().map(move |m| VsReference {
+                group: g.clone(),
+                mode: (*m).clone(),
+                compared: 0,
+                within: 0,
+                worst_ratio: 0.0,
+                worst_case: None,
+            })
+        })
+        .collect();
+    for (ci, s) in runs.iter().filter(|(_, s)| s.mode != REFERENCE) {
+        let (Some(m), Some(refs)) =
+            (others.iter().position(|m| **m == s.mode), reference.get(&(*ci, s.seed)))
+        else {
+            continue;
+        };
+        for ((role, v), (_, r)) in judged_jobs(*ci, s).into_iter().zip(refs) {
+            let (Some(v), Some(r)) = (v, *r) else { continue };
+            let ratio = v / r;
+            for g in if role == 0 { vec![0] } else { vec![0, role] } {
+                let row = &mut out[g * others.len() + m];
+                row.compared += 1;
+                if ratio <= REFERENCE_SLACK {
+                    row.within += 1;
+                }
+                if ratio > row.worst_ratio {
+                    row.worst_ratio = ratio;
+                    row.worst_case = cases.get(*ci).map(|c| c.number);
+                }
+            }
+        }
+    }
+    out.retain(|r| r.compared > 0);
+    out
 }
 
 fn x(v: f64) -> String {
@@ -230,10 +331,15 @@ pub fn markdown(s: &Suite) -> String {
     }
     let _ = writeln!(
         out,
-        "{} cases, each on seeds {} (the seed redraws rank placement, permutations and the run's randomness); NICs {}.\n",
+        "{} cases, each on seeds {} (the seed redraws rank placement, permutations and the run's randomness); NICs {}{}.\n",
         s.cases.len(),
         crate::report::sweep::seeds_text(&s.seeds),
-        s.nic_ordering
+        s.nic_ordering,
+        if s.modes.iter().any(|m| m == REFERENCE) {
+            format!(" ({REFERENCE}, the reference: out-of-order)")
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         out,
@@ -288,6 +394,7 @@ pub fn markdown(s: &Suite) -> String {
             p.mode, p.at_bound, p.runs
         );
     }
+    reference_table(&mut out, s);
     let _ = writeln!(out, "\n## Cases\n");
     let mut head = String::from("| case | fabric | hosts | jobs |");
     let mut rule = String::from("|---:|---|---:|---|");
@@ -304,6 +411,44 @@ pub fn markdown(s: &Suite) -> String {
         let _ = writeln!(out, "{line}");
     }
     out
+}
+
+/// The modes against the reference, if it ran.
+fn reference_table(out: &mut String, s: &Suite) {
+    if s.vs_reference.is_empty() {
+        return;
+    }
+    let modes: Vec<&String> = s.modes.iter().filter(|m| *m != REFERENCE).collect();
+    let _ = writeln!(
+        out,
+        "\n## Against the reference\n\n{REFERENCE}: spray on NICs that place packets out of order, on the same cases and seeds (`--reference`). Cells: jobs judged at most {REFERENCE_SLACK}× of the reference's value for the same case, seed and job, of the jobs that finished on both sides; then the largest ratio and its case.\n"
+    );
+    let mut head = String::from("| jobs |");
+    let mut rule = String::from("|---|");
+    for m in &modes {
+        let _ = write!(head, " {m} |");
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(out, "{head}\n{rule}");
+    let mut groups: Vec<&str> = Vec::new();
+    for r in &s.vs_reference {
+        if !groups.contains(&r.group.as_str()) {
+            groups.push(&r.group);
+        }
+    }
+    for g in groups {
+        let mut line = format!("| {g} |");
+        for m in &modes {
+            match s.vs_reference.iter().find(|r| r.group == g && r.mode == **m) {
+                Some(r) => {
+                    let case = r.worst_case.map_or(String::new(), |c| format!(", case {c}"));
+                    let _ = write!(line, " {}/{}; {:.2}×{case} |", r.within, r.compared, r.worst_ratio);
+                }
+                None => line.push_str(" – |"),
+            }
+        }
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 /// The box plot: one group of boxes per job role, a box per mode.
