@@ -345,39 +345,12 @@ pub fn markdown(s: &Suite) -> String {
         out,
         "Each job is judged by its slowest iteration over max(ideal, the job's floor alone with no fabric in the way): from the second iteration on when the controller must learn the job, every iteration when it is announced (or runs once). Cells: median / p90 / worst (runs at or under {TARGET_WORST}× of all runs).\n"
     );
-    let mut head = String::from("| jobs |");
-    let mut rule = String::from("|---|");
-    for m in &s.modes {
-        let _ = write!(head, " {m} |");
-        rule.push_str("---:|");
-    }
-    let _ = writeln!(out, "{head}\n{rule}");
-    let mut groups: Vec<&str> = Vec::new();
-    for r in &s.rows {
-        if !groups.contains(&r.group.as_str()) {
-            groups.push(&r.group);
-        }
-    }
-    for g in groups {
-        let mut line = format!("| {g} |");
-        for m in &s.modes {
-            match s.rows.iter().find(|r| r.group == g && r.mode == *m) {
-                Some(r) => {
-                    let n = r.values.len() + r.unfinished;
-                    let _ = write!(
-                        line,
-                        " {} / {} / {} ({}/{n}) |",
-                        x(r.median),
-                        x(r.p90),
-                        x(r.worst),
-                        r.within_target
-                    );
-                }
-                None => line.push_str(" – |"),
-            }
-        }
-        let _ = writeln!(out, "{line}");
-    }
+    let modes: Vec<&str> = s.modes.iter().map(String::as_str).collect();
+    group_table(&mut out, &modes, s.rows.iter().map(|r| r.group.as_str()), |g, m| {
+        let r = s.rows.iter().find(|r| r.group == g && r.mode == m)?;
+        let n = r.values.len() + r.unfinished;
+        Some(format!("{} / {} / {} ({}/{n})", x(r.median), x(r.p90), x(r.worst), r.within_target))
+    });
     for p in &s.planned {
         let above = if p.above.is_empty() {
             String::new()
@@ -418,34 +391,42 @@ fn reference_table(out: &mut String, s: &Suite) {
     if s.vs_reference.is_empty() {
         return;
     }
-    let modes: Vec<&String> = s.modes.iter().filter(|m| *m != REFERENCE).collect();
+    let modes: Vec<&str> = s.modes.iter().map(String::as_str).filter(|m| *m != REFERENCE).collect();
     let _ = writeln!(
         out,
         "\n## Against the reference\n\n{REFERENCE}: spray on NICs that place packets out of order, on the same cases and seeds (`--reference`). Cells: jobs judged at most {REFERENCE_SLACK}× of the reference's value for the same case, seed and job, of the jobs that finished on both sides; then the largest ratio and its case.\n"
     );
+    group_table(out, &modes, s.vs_reference.iter().map(|r| r.group.as_str()), |g, m| {
+        let r = s.vs_reference.iter().find(|r| r.group == g && r.mode == m)?;
+        let case = r.worst_case.map_or(String::new(), |c| format!(", case {c}"));
+        Some(format!("{}/{}; {:.2}×{case}", r.within, r.compared, r.worst_ratio))
+    });
+}
+
+/// A table with a row per group (in first-seen order, each once) and a
+/// column per mode; `cell(group, mode)` fills a cell, `–` where it is None.
+fn group_table<'a>(
+    out: &mut String,
+    modes: &[&str],
+    groups: impl Iterator<Item = &'a str>,
+    cell: impl Fn(&str, &str) -> Option<String>,
+) {
     let mut head = String::from("| jobs |");
     let mut rule = String::from("|---|");
-    for m in &modes {
+    for m in modes {
         let _ = write!(head, " {m} |");
         rule.push_str("---:|");
     }
     let _ = writeln!(out, "{head}\n{rule}");
-    let mut groups: Vec<&str> = Vec::new();
-    for r in &s.vs_reference {
-        if !groups.contains(&r.group.as_str()) {
-            groups.push(&r.group);
-        }
-    }
+    let mut seen: Vec<&str> = Vec::new();
     for g in groups {
+        if seen.contains(&g) {
+            continue;
+        }
+        seen.push(g);
         let mut line = format!("| {g} |");
-        for m in &modes {
-            match s.vs_reference.iter().find(|r| r.group == g && r.mode == **m) {
-                Some(r) => {
-                    let case = r.worst_case.map_or(String::new(), |c| format!(", case {c}"));
-                    let _ = write!(line, " {}/{}; {:.2}×{case} |", r.within, r.compared, r.worst_ratio);
-                }
-                None => line.push_str(" – |"),
-            }
+        for m in modes {
+            let _ = write!(line, " {} |", cell(g, m).unwrap_or_else(|| "–".into()));
         }
         let _ = writeln!(out, "{line}");
     }
