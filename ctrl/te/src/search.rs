@@ -433,7 +433,7 @@ pub(crate) fn valid(net: &Net, route: &Route, src: u32, d: u32) -> bool {
         if !net.dl_up(dl) || !net.members(d, s).iter().any(|m| m.dl == dl) {
             return false;
         }
-        s = net.head[dl as usize];
+        s = net.head(dl);
     }
     s == dst
 }
