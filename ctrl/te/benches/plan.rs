@@ -285,8 +285,9 @@ fn summary() {
     }
 }
 
-/// Wall and CPU milliseconds of each run, and the last copy with its plan.
-type Runs = (Vec<(f64, f64)>, Option<(Planner, metaroce_te::Plan)>);
+/// Wall and CPU milliseconds and page faults of each run, and the last
+/// copy with its plan.
+type Runs = (Vec<Time>, Option<(Planner, metaroce_te::Plan)>);
 
 /// Wall and CPU milliseconds of one decision, and the page faults it
 /// took (this thread's minor faults; 0 where /proc is missing).
@@ -337,8 +338,8 @@ fn on_copies(p: &Planner) -> Runs {
     let mut last = None;
     for _ in 0..FULL_RUNS {
         let mut q = p.clone();
-        let (wall, cpu, plan) = timed(|| q.plan(0));
-        runs.push((wall, cpu));
+        let (time, plan) = timed_faults(|| q.plan(0));
+        runs.push(time);
         last = Some((q, plan));
     }
     (runs, last)
@@ -358,6 +359,7 @@ fn fat_tree_summary() {
     let (mut runs, last) = on_copies(&p);
     let Some((_, plan)) = last else { return };
     let walls: Vec<String> = runs.iter().map(|r| format!("{:.2}", r.0)).collect();
+    let faults: Vec<String> = runs.iter().map(|r| r.2.to_string()).collect();
     runs.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut copies: Vec<Planner> = (0..FT_CPU_RUNS).map(|_| p.clone()).collect();
     let (_, cpu, plans) = timed(|| copies.iter_mut().map(|q| q.plan(0)).collect::<Vec<_>>());
@@ -365,11 +367,12 @@ fn fat_tree_summary() {
     print_hash("fat-tree permutation", &plan);
     println!(
         "summary: shuffled permutation over the 1,024 hosts of a k=16 fat-tree ({} flows): placement median of \
-         {FULL_RUNS} {:.2} ms wall (runs, ms wall: {}), mean of {FT_CPU_RUNS} {:.2} ms CPU (target 5 ms), exact \
+         {FULL_RUNS} {:.2} ms wall (runs, ms wall: {}; page faults: {}), mean of {FT_CPU_RUNS} {:.2} ms CPU (target 5 ms), exact \
          colouring: {}, max utilisation {:.4}, lower bound {:.4}{}",
         keys.len(),
         runs[runs.len() / 2].0,
         walls.join(", "),
+        faults.join(", "),
         cpu / FT_CPU_RUNS as f64,
         plan.exact,
         plan.max_utilisation,
