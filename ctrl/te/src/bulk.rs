@@ -33,6 +33,10 @@ struct Work {
     spread: u64,
     /// Position in flow-id order.
     at: u32,
+    /// The flow's receiver-bound group, or NONE: read here, in flow-id
+    /// order, rather than by each search in placement order, where
+    /// every flow's entry is a cache miss of its own.
+    group: u32,
 }
 
 /// The buffers of a bulk placement, kept by the planner between
@@ -107,6 +111,7 @@ impl Planner {
                 rate,
                 spread: self.flows.key[i].spread(),
                 at: work.len() as u32,
+                group: self.groups.of(f).map_or(NONE, |g| g.0),
             });
         }
         let (input, mut work) = (std::mem::take(&mut b.work), std::mem::take(&mut b.sorted));
@@ -114,7 +119,7 @@ impl Planner {
         b.work = input;
         // The colouring knows nothing of groups: a batch with an incast
         // in it is placed greedily.
-        let grouped = work.iter().any(|w| self.groups.has(w.order.3));
+        let grouped = work.iter().any(|w| w.group != NONE);
         if self.config.exact_jobs && !grouped {
             let inter: Vec<FlowId> = work.iter().map(|w| w.order.3).collect();
             if let Some((routes, at_bound)) = self.exact_routes(&inter) {
@@ -165,7 +170,7 @@ impl Planner {
             // A member takes its grouped path where that carries the
             // whole group within capacity; else it is placed as a flow of
             // its own rate (still a member: the next ones may join it).
-            let group = self.groups.of(w.order.3);
+            let group = (w.group != NONE).then(|| (w.group, self.groups.total_of(w.group)));
             let grouped = group.and_then(|(id, total)| {
                 let found = if top.saturating_add(total) < RAW_LIMIT {
                     let (load, links) = (&self.links.load[..], self.groups.links(id));
@@ -301,6 +306,7 @@ mod tests {
                         rate,
                         spread: 0,
                         at: f,
+                        group: NONE,
                     }
                 })
                 .collect();

@@ -491,8 +491,8 @@ impl Planner {
         let (bits, dl) = self.links.hot.hottest()?;
         let utilisation = f64::from_bits(bits);
         Some(LinkUse {
-            switch: self.net.tail[dl as usize] as usize,
-            port: self.net.port[dl as usize],
+            switch: self.net.tail(dl) as usize,
+            port: self.net.port(dl),
             link: dl as usize / 2,
             utilisation,
         })

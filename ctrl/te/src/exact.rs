@@ -81,7 +81,7 @@ impl<'a> Reader<'a> {
             if key == NONE {
                 return None;
             }
-            ms.push((key, net.port[m.dl as usize], m.peer, m.dl));
+            ms.push((key, net.port(m.dl), m.peer, m.dl));
         }
         ms.sort_unstable();
         let mut keys: Vec<Key> = Vec::with_capacity(ms.len());
@@ -113,7 +113,7 @@ impl<'a> Reader<'a> {
         if ms.len() != count as usize || ms.iter().any(|m| m.peer != to || !self.same(m.dl)) {
             return None;
         }
-        let mut dls: Vec<(u16, DirLink)> = ms.iter().map(|m| (net.port[m.dl as usize], m.dl)).collect();
+        let mut dls: Vec<(u16, DirLink)> = ms.iter().map(|m| (net.port(m.dl), m.dl)).collect();
         dls.sort_unstable();
         let r = (self.links.len() as u32, count);
         self.links.extend(dls.iter().map(|x| x.1));
@@ -185,7 +185,7 @@ impl Colours<'_> {
         let (a, d) = (p.src_leaf(f), p.dest(f));
         let b = net.dests[d as usize] as u32;
         let dl_a = *self.rd.slice(*self.leaf_up.get(&(a, d))?).get(c)?;
-        let s = net.head[dl_a as usize];
+        let s = net.head(dl_a);
         (route.dl[0], route.len) = (dl_a, 1);
         if net.members(d, s).first().is_some_and(|m| m.peer == b) {
             let down = self.rd.down(s, d, b, parallel(&self.keys1, c))?;
@@ -204,7 +204,7 @@ impl Colours<'_> {
             e.insert(r);
         }
         let t0 = self.rd.slice(*self.spine_up.get(&(s, d))?).first().copied()?;
-        let s2 = net.members(d, net.head[t0 as usize]).first()?.peer;
+        let s2 = net.members(d, net.head(t0)).first()?.peer;
         let plane = net.cuts.plane[s as usize];
         (net.tier[s2 as usize] == 1 && net.cuts.plane[s2 as usize] == plane).then_some(Some((s, s2)))
     }
@@ -225,7 +225,7 @@ impl Colours<'_> {
         let keys = self.keys2.get(&net.cuts.plane[s as usize])?;
         let (rank2, par2) = (keys.get(c2)?.1 as usize, parallel(keys, c2));
         let dl_s = *self.rd.slice(*self.spine_up.get(&(s, d))?).get(c2)?;
-        let down_t = self.rd.down(net.head[dl_s as usize], d, s2, par2)?;
+        let down_t = self.rd.down(net.head(dl_s), d, s2, par2)?;
         let down_s2 = self.rd.down(s2, d, b, parallel(&self.keys1, c1))?;
         r.dl[1] = dl_s;
         r.dl[2] = self.rd.slice(down_t)[rank2];
@@ -283,7 +283,7 @@ impl Planner {
         for (r, &f) in routes.iter_mut().zip(batch) {
             let d = self.dest(f);
             for h in 0..r.len as usize {
-                r.mask |= u8::from(net.members(d, net.tail[r.dl[h] as usize]).len() > 1) << h;
+                r.mask |= u8::from(net.members(d, net.tail(r.dl[h])).len() > 1) << h;
             }
         }
         let at_bound = self.most_on_a_link(&routes) == bound;

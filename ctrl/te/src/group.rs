@@ -74,12 +74,18 @@ impl Groups {
     #[inline]
     pub fn of(&self, f: FlowId) -> Option<(u32, u64)> {
         match self.member.get(f as usize) {
-            Some(&g) if g != NONE => Some((g, self.total.get(&g).copied().unwrap_or(0))),
+            Some(&g) if g != NONE => Some((g, self.total_of(g))),
             _ => None,
         }
     }
 
     /// True when `f` is in a group.
+    /// The rate of group `g` (0 for no group).
+    #[inline]
+    pub fn total_of(&self, g: u32) -> u64 {
+        self.total.get(&g).copied().unwrap_or(0)
+    }
+
     #[inline]
     pub fn has(&self, f: FlowId) -> bool {
         self.member.get(f as usize).is_some_and(|&g| g != NONE)

@@ -250,7 +250,7 @@ impl Planner {
         let dl = self
             .net
             .out_of(switch as u32)
-            .find(|&dl| self.net.port[dl as usize] == port)
+            .find(|&dl| self.net.port(dl) == port)
             .ok_or(FlowError::UnknownPort { switch, port })?;
         if self.net.dl_up(dl) {
             self.put_background(dl, bps);
@@ -375,7 +375,7 @@ impl Planner {
                 _ => pins
                     .iter()
                     .find(|p| p.0 == s as usize)
-                    .and_then(|p| members.iter().find(|m| self.net.port[m.dl as usize] == p.1).copied()),
+                    .and_then(|p| members.iter().find(|m| self.net.port(m.dl) == p.1).copied()),
             };
             let bad = FlowError::NotAPath { key: *key, switch: s as usize };
             let m = pick.filter(|m| self.net.dl_up(m.dl)).ok_or(bad.clone())?;
@@ -434,7 +434,7 @@ impl Planner {
 
     /// Planned utilisation of the egress port `port` of `switch`.
     pub fn utilisation(&self, switch: SwitchId, port: u16) -> Option<f64> {
-        let dl = self.net.out_of(switch as u32).find(|&dl| self.net.port[dl as usize] == port)?;
+        let dl = self.net.out_of(switch as u32).find(|&dl| self.net.port(dl) == port)?;
         Some(self.loads().util(&self.net, dl, 0))
     }
 
@@ -538,7 +538,7 @@ impl Planner {
         let d = self.dest(f);
         let mut mask = 0u8;
         for (i, &dl) in self.flows.route[f as usize].links().iter().enumerate() {
-            if d != NONE && self.net.members(d, self.net.tail[dl as usize]).len() > 1 {
+            if d != NONE && self.net.members(d, self.net.tail(dl)).len() > 1 {
                 mask |= 1 << i;
             }
         }
@@ -557,10 +557,10 @@ impl Planner {
             .iter()
             .enumerate()
             .map(|(i, &dl)| Hop {
-                switch: self.net.tail[dl as usize] as SwitchId,
-                port: self.net.port[dl as usize],
+                switch: self.net.tail(dl) as SwitchId,
+                port: self.net.port(dl),
                 link: Net::link_of(dl),
-                next: self.net.head[dl as usize] as SwitchId,
+                next: self.net.head(dl) as SwitchId,
                 choice: mask & (1 << i) != 0,
             })
             .collect();

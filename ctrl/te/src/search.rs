@@ -242,35 +242,33 @@ impl Sample {
     /// The members looked at, in order: `at(0..look)` without its three
     /// divisions a member (the member's index waits on them, and the
     /// beam looks at 24 members a flow on the bench's Clos). The run's
-    /// start advances by `k / look` with the remainder carried; the
-    /// place in the run is a multiply-shift modulo, exact for 32-bit
-    /// operands (Lemire, Kaser and Kurz, "Faster remainder by direct
-    /// computation", 2019); the sum, below three times `k`, wraps by
-    /// subtraction.
+    /// start advances by `k / look` with the remainder carried, and is
+    /// kept below `k`; the place in the run is a multiply-shift modulo,
+    /// exact for 32-bit operands (Lemire, Kaser and Kurz, "Faster
+    /// remainder by direct computation", 2019), below `run`, at most
+    /// `k`: so every sum is below twice `k`, and one conditional
+    /// subtraction wraps it (no loop, no branch).
     #[inline]
     fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        let (q, r) = (self.k / self.look, self.k % self.look);
+        let (k, look) = (self.k, self.look);
+        let (q, r) = (k / look, k % look);
         // `run` is at most k, far below 2^32; `(x >> 40)` has 24 bits.
         let run = self.run.max(1);
         let magic = (u64::MAX / run).wrapping_add(1);
+        let wrap = move |x: usize| if x >= k { x - k } else { x };
         let (mut base, mut carry) = (self.start, 0);
-        (0..self.look).map(move |j| {
+        (0..look).map(move |j| {
             let off = if run > 1 {
                 let x = self.jitter.wrapping_mul(2 * j as u64 + 1) >> 40;
                 ((u128::from(magic.wrapping_mul(x)) * u128::from(run)) >> 64) as usize
             } else {
                 0
             };
-            let mut idx = base + off;
-            while idx >= self.k {
-                idx -= self.k;
-            }
-            base += q;
+            let idx = wrap(base + off);
             carry += r;
-            if carry >= self.look {
-                carry -= self.look;
-                base += 1;
-            }
+            let over = usize::from(carry >= look);
+            carry -= over * look;
+            base = wrap(base + q + over);
             idx
         })
     }
@@ -433,7 +431,7 @@ pub(crate) fn valid(net: &Net, route: &Route, src: u32, d: u32) -> bool {
         if !net.dl_up(dl) || !net.members(d, s).iter().any(|m| m.dl == dl) {
             return false;
         }
-        s = net.head[dl as usize];
+        s = net.head(dl);
     }
     s == dst
 }
