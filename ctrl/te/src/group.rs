@@ -79,13 +79,13 @@ impl Groups {
         }
     }
 
-    /// True when `f` is in a group.
     /// The rate of group `g` (0 for no group).
     #[inline]
     pub fn total_of(&self, g: u32) -> u64 {
         self.total.get(&g).copied().unwrap_or(0)
     }
 
+    /// True when `f` is in a group.
     #[inline]
     pub fn has(&self, f: FlowId) -> bool {
         self.member.get(f as usize).is_some_and(|&g| g != NONE)
