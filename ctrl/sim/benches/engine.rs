@@ -90,9 +90,10 @@ fn main() {
         return;
     }
     println!(
-        "sim: state per packet in flight: {} bytes (on a link: a wire FIFO slot plus its Arrive event and the link's TxDone, {} bytes each; \
-         a queued packet is one {}-byte FIFO slot)",
+        "sim: state per packet in flight: {} bytes (on a link: the {}-byte packet its Arrive event carries, that event's \
+         and the link's TxDone's {}-byte entries; a queued packet is one {}-byte FIFO slot)",
         metaroce_sim::engine::bytes_per_packet(),
+        std::mem::size_of::<metaroce_sim::engine::Packet>(),
         metaroce_sim::engine::events::Queue::ENTRY_BYTES,
         std::mem::size_of::<metaroce_sim::engine::Packet>(),
     );

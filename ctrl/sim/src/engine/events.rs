@@ -57,8 +57,9 @@ pub struct Packet {
 pub enum Ev {
     /// The port finished serializing a packet.
     TxDone { port: PortId },
-    /// The oldest packet on `port`'s wire reaches the far end.
-    Arrive { port: PortId },
+    /// A packet sent over `port` reaches the far end. The event carries
+    /// it: `pkt` is its index in the queue's list ([`Queue::packet`]).
+    Arrive { port: PortId, pkt: u32 },
     /// A host NIC may have a rate-limited queue pair ready to send.
     NicWake { host: u32 },
     /// A PAUSE (`on`) or RESUME frame for traffic class `tc` reaches the
