@@ -216,6 +216,8 @@ impl Queue {
     /// corrupt the order). Always inlined: at each call site the event's
     /// kind is known, and packing it into an [`Entry`] folds to a few
     /// stores (out of line, the packing is a match on every push).
+    /// Arrive events, which carry a packet, go through
+    /// [`Queue::push_packet`] instead.
     #[inline(always)]
     pub fn push(&mut self, time: u64, ev: Ev) {
         self.len += 1;
