@@ -502,6 +502,14 @@ mod tests {
         }
     }
 
+    /// What identifies a popped event: an arrival's packet, else its token.
+    fn popped(q: &Queue, ev: Ev) -> u64 {
+        match ev {
+            Ev::Arrive { pkt, .. } => q.packet(pkt).map_or(0, |p| u64::from(p.flow)),
+            ev => token(ev),
+        }
+    }
+
     fn token(ev: Ev) -> u64 {
         match ev {
             Ev::Rto { flow, .. } => u64::from(flow),
@@ -526,17 +534,17 @@ mod tests {
                 }
                 let t = now + d;
                 seq += 1;
-                // Timers, which may take the FIFO beyond the wheel, and others.
-                let ev = if rng.below(2) == 0 {
-                    Ev::Rto { flow: seq as u32, una: 0 }
-                } else {
-                    Ev::Wake { token: seq }
-                };
-                q.push(t, ev);
+                // Timers, which may take the FIFO beyond the wheel, others,
+                // and arrivals, whose packets travel with them.
+                match rng.below(3) {
+                    0 => q.push(t, Ev::Rto { flow: seq as u32, una: 0 }),
+                    1 => q.push(t, Ev::Wake { token: seq }),
+                    _ => q.push_packet(t, 0, Packet { flow: seq as u32, ..Packet::default() }),
+                }
                 expect.insert((t, seq));
             } else if let Some((t, ev)) = q.pop() {
                 let first = *expect.iter().next().unwrap();
-                assert_eq!((t, token(ev)), first, "shift {shift}, deltas below {max_delta}");
+                assert_eq!((t, popped(&q, ev)), first, "shift {shift}, deltas below {max_delta}");
                 expect.remove(&first);
                 now = t;
             }
@@ -544,7 +552,7 @@ mod tests {
         }
         while let Some((t, ev)) = q.pop() {
             let first = *expect.iter().next().unwrap();
-            assert_eq!((t, token(ev)), first);
+            assert_eq!((t, popped(&q, ev)), first);
             expect.remove(&first);
         }
         assert!(expect.is_empty() && q.is_empty());
