@@ -9,6 +9,15 @@ use metaroce_topo::gen::{self, Common};
 use metaroce_topo::units::Bandwidth;
 use metaroce_topo::{Routing, Topology};
 
+// The engine runs inside the `metaroce` binary, which allocates with
+// mimalloc: measure it as it runs there. With the system allocator this
+// bench's 1,024-host run took 21.9-24.3 s of CPU where `metaroce sim run`
+// took 17.7-18.7 s on the same engine (6 December 2026); mimalloc's
+// memory came in huge pages (the kernel's profile shows them), which
+// probably is why: the run reads hundreds of megabytes at random.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Every host sends 64 KiB to every other, all at once.
 const A2A_64K: &str = "network: {dcqcn: true}\nlimits: {events: 2000000000}\n\
                        jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 64KiB}]";
