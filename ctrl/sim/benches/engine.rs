@@ -9,6 +9,15 @@ use metaroce_topo::gen::{self, Common};
 use metaroce_topo::units::Bandwidth;
 use metaroce_topo::{Routing, Topology};
 
+// The engine runs inside the `metaroce` binary, which allocates with
+// mimalloc: measure it as it runs there. With the system allocator this
+// bench's 1,024-host run took 21.9-24.3 s of CPU where `metaroce sim run`
+// took 17.7-18.7 s on the same engine (6 December 2026); mimalloc's
+// memory came in huge pages (the kernel's profile shows them), which
+// probably is why: the run reads hundreds of megabytes at random.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Every host sends 64 KiB to every other, all at once.
 const A2A_64K: &str = "network: {dcqcn: true}\nlimits: {events: 2000000000}\n\
                        jobs: [{name: a2a, pattern: all-to-all, hosts: all, size: 64KiB}]";
@@ -90,9 +99,10 @@ fn main() {
         return;
     }
     println!(
-        "sim: state per packet in flight: {} bytes (on a link: a wire FIFO slot plus its Arrive event and the link's TxDone, {} bytes each; \
-         a queued packet is one {}-byte FIFO slot)",
+        "sim: state per packet in flight: {} bytes (on a link: the {}-byte packet its Arrive event carries, that event's \
+         and the link's TxDone's {}-byte entries; a queued packet is one {}-byte FIFO slot)",
         metaroce_sim::engine::bytes_per_packet(),
+        std::mem::size_of::<metaroce_sim::engine::Packet>(),
         metaroce_sim::engine::events::Queue::ENTRY_BYTES,
         std::mem::size_of::<metaroce_sim::engine::Packet>(),
     );

@@ -133,12 +133,12 @@ impl<'a> Sim<'a> {
         }
         self.st[p].qbytes = 0;
         self.st[p].backlog = 0;
-        let wire = std::mem::take(&mut self.st[p].wire);
-        for _ in &wire {
+        let lost = std::mem::take(&mut self.st[p].on_wire);
+        for _ in 0..lost {
             self.stats.lost_on_failure += 1;
             self.gone();
         }
-        self.st[p].stale_arrivals += wire.len() as u32;
+        self.st[p].stale_arrivals += lost;
         self.unpause_all(port);
     }
 }

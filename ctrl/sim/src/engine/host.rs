@@ -18,7 +18,7 @@ use std::cmp::Reverse;
 
 use super::{Packet, Sim};
 use crate::engine::events::{Ev, FlowId, PortId, QpId};
-use crate::engine::flows::{tuple_hash, Flow, QpHot, NONE};
+use crate::engine::flows::{Flow, QpHot, NONE};
 use crate::engine::net::Ports;
 use crate::report::stats::Reorder;
 use crate::scenario::config::{Ordering, ROCE_HEADER_BYTES};
@@ -162,7 +162,6 @@ impl Sim<'_> {
         let all_sent = q.snd_next == q.npkts;
         let (dst, tc, sport) = (q.dst, q.tc, q.sport);
         let src = h as u32;
-        let tuple_hash = tuple_hash(self.w.hosts[h].ip, self.w.hosts[dst as usize].ip, sport);
         let bytes = payload + ROCE_HEADER_BYTES;
         let rate = if q.flags & (QpHot::RATE_LIMITED | QpHot::CAPPED) == 0 {
             // At line rate the cold record, DCQCN's state with it, stays
@@ -189,7 +188,6 @@ impl Sim<'_> {
             bytes: u16::try_from(bytes).unwrap_or(u16::MAX),
             in_port: PortId::MAX,
             dst_host: dst,
-            tuple_hash,
             src_host: src,
             sport,
             ce: false,

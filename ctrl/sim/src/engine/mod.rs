@@ -38,8 +38,9 @@ pub use pfc::TcState;
 /// [`TcState`]).
 #[derive(Debug, Clone, Default)]
 pub struct PortState {
-    /// Packets serialized onto the link and not yet arrived, oldest first.
-    pub wire: VecDeque<Packet>,
+    /// Packets serialized onto the link and not yet arrived (each travels
+    /// in its Arrive event).
+    pub on_wire: u32,
     /// Bytes queued, all classes.
     pub qbytes: u64,
     /// The port is serializing until then.
@@ -423,18 +424,16 @@ impl<'a> Sim<'a> {
                     self.try_send(port);
                 }
             }
-            Ev::Arrive { port } => {
+            Ev::Arrive { port, pkt } => {
                 let st = &mut self.st[port as usize];
+                // Links deliver in order: the first arrivals after a link
+                // failure are of the packets it lost.
                 if st.stale_arrivals > 0 {
                     st.stale_arrivals -= 1;
                     return;
                 }
-                // Links deliver in order: each Arrive takes the oldest packet on the wire.
-                let Some(pkt) = st.wire.pop_front() else { return };
-                if st.wire.is_empty() {
-                    // Back to the start of its ring (see `try_send`).
-                    st.wire.clear();
-                }
+                st.on_wire = st.on_wire.saturating_sub(1);
+                let Some(pkt) = self.q.packet(pkt) else { return };
                 self.arrive(port, pkt);
             }
             Ev::NicWake { host } => {
@@ -529,8 +528,8 @@ impl<'a> Sim<'a> {
             self.q.push(self.now + ser, Ev::TxDone { port });
         }
         self.stats.tx_bytes[port as usize] += u64::from(p.bytes);
-        self.st[port as usize].wire.push_back(p);
-        self.q.push(self.now + ser + delay, Ev::Arrive { port });
+        st.on_wire += 1;
+        self.q.push_packet(self.now + ser + delay, port, p);
         if let Some((_, on)) = &self.pcap {
             if on[port as usize] {
                 self.capture(p);
@@ -575,9 +574,9 @@ fn class_modes(sc: &Scenario, prios: &[u8]) -> ([bool; 8], [bool; 8]) {
     (lossless, reliable)
 }
 
-/// Bytes of simulator state per packet in flight: on a link, its wire
-/// FIFO slot, its Arrive event and at most one TxDone event of the link;
-/// in a queue, its FIFO slot alone.
+/// Bytes of simulator state per packet in flight: on a link, its Arrive
+/// event (an entry and the packet it carries) and at most one TxDone event
+/// of the link; in a queue, its FIFO slot alone.
 pub fn bytes_per_packet() -> usize {
     std::mem::size_of::<Packet>() + 2 * Queue::ENTRY_BYTES
 }

@@ -21,11 +21,18 @@
 //! keeps only the offset within the slot, packed with the event's kind.
 //! Megabytes of events are pending on a big run, and the wheel's lists
 //! are where most of the engine's cache misses were.
+//!
+//! A packet travels in its Arrive event: each slot has a second list, of
+//! the packets its Arrive events carry (the entry holds the index), filled
+//! and read in about the order of the slot's events. A per-port FIFO of
+//! the packets on the wire, written at one end and read a link's delay
+//! later at the other, missed the cache at nearly every read; a slot's
+//! packets are read one after another while the slot is served.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
 
-use super::events::Ev;
+use super::events::{Ev, Packet, PortId};
 
 /// Slots on the wheel (a power of two).
 pub const SLOTS: usize = 1 << 13;
@@ -56,7 +63,7 @@ impl Entry {
     fn new(lo: u32, ev: Ev) -> Self {
         let (kind, small, a, b, c) = match ev {
             Ev::TxDone { port } => (0, 0, port, 0, 0),
-            Ev::Arrive { port } => (1, 0, port, 0, 0),
+            Ev::Arrive { port, pkt } => (1, 0, port, pkt, 0),
             Ev::NicWake { host } => (2, 0, host, 0, 0),
             Ev::Pause { port, tc, on } => (3, tc, port, u32::from(on), 0),
             Ev::Posts { next } => (4, 0, next, 0, 0),
@@ -82,7 +89,7 @@ impl Entry {
         let (a, b, c) = (self.a, self.b, self.c);
         match (self.head >> LO_BITS) & 0xF {
             0 => Ev::TxDone { port: a },
-            1 => Ev::Arrive { port: a },
+            1 => Ev::Arrive { port: a, pkt: b },
             2 => Ev::NicWake { host: a },
             3 => Ev::Pause { port: a, tc: (self.head >> 24) as u8, on: b != 0 },
             4 => Ev::Posts { next: a },
@@ -110,6 +117,16 @@ pub struct Queue {
     /// The events of `slot`, by time (ties in push order), from `head` on.
     cur: Vec<Entry>,
     head: usize,
+    /// The packets `cur`'s Arrive events carry, at the index each holds.
+    cur_pkts: Vec<Packet>,
+    /// Per slot of the wheel, the packets its Arrive events carry.
+    wheel_pkts: Vec<Vec<Packet>>,
+    /// Emptied packet lists, as `spare`.
+    spare_pkts: Vec<Vec<Packet>>,
+    /// The packets of Arrive events beyond the wheel's horizon (links
+    /// longer than it), and their free places.
+    far_pkts: Vec<Packet>,
+    far_free: Vec<u32>,
     /// Slots `slot + 1 ..= slot + SLOTS - 1`, at index `slot % SLOTS`, each
     /// in push order.
     wheel: Vec<Vec<Entry>>,
@@ -178,6 +195,11 @@ impl Queue {
             slot: 0,
             cur: Vec::new(),
             head: 0,
+            cur_pkts: Vec::new(),
+            wheel_pkts: (0..SLOTS).map(|_| Vec::new()).collect(),
+            spare_pkts: Vec::new(),
+            far_pkts: Vec::new(),
+            far_free: Vec::new(),
             wheel: (0..SLOTS).map(|_| Vec::new()).collect(),
             occupied: vec![0; WORDS],
             spare: Vec::new(),
@@ -194,6 +216,8 @@ impl Queue {
     /// corrupt the order). Always inlined: at each call site the event's
     /// kind is known, and packing it into an [`Entry`] folds to a few
     /// stores (out of line, the packing is a match on every push).
+    /// Arrive events, which carry a packet, go through
+    /// [`Queue::push_packet`] instead.
     #[inline(always)]
     pub fn push(&mut self, time: u64, ev: Ev) {
         self.len += 1;
@@ -207,6 +231,57 @@ impl Queue {
         } else {
             self.push_far(time, ev);
         }
+    }
+
+    /// Schedules packet `pkt`'s arrival over `port` at `time` (as
+    /// [`Queue::push`]): the event carries the packet, and [`Queue::pop`]
+    /// returns an `Ev::Arrive` whose `pkt` [`Queue::packet`] takes.
+    /// Arrive events are pushed only this way.
+    #[inline(always)]
+    pub fn push_packet(&mut self, time: u64, port: PortId, pkt: Packet) {
+        self.len += 1;
+        let time = time.max(self.last);
+        let d = (time >> self.shift) - self.slot;
+        if d.wrapping_sub(1) < SLOTS as u64 - 1 {
+            self.wheel_packet(time, port, pkt);
+        } else if d == 0 {
+            let i = self.cur_pkts.len() as u32;
+            self.cur_pkts.push(pkt);
+            self.push_now(time, Ev::Arrive { port, pkt: i });
+        } else {
+            let i = match self.far_free.pop() {
+                Some(i) => {
+                    self.far_pkts[i as usize] = pkt;
+                    i
+                }
+                None => {
+                    self.far_pkts.push(pkt);
+                    self.far_pkts.len() as u32 - 1
+                }
+            };
+            self.push_far(time, Ev::Arrive { port, pkt: i });
+        }
+    }
+
+    /// The packet of the Arrive event just popped (`pkt` is its field);
+    /// valid until the next pop.
+    #[inline]
+    pub fn packet(&self, pkt: u32) -> Option<Packet> {
+        self.cur_pkts.get(pkt as usize).copied()
+    }
+
+    /// An arrival onto the wheel, its packet into its slot's list.
+    #[inline(always)]
+    fn wheel_packet(&mut self, time: u64, port: PortId, pkt: Packet) {
+        let list = &mut self.wheel_pkts[((time >> self.shift) & MASK) as usize];
+        if list.capacity() == 0 {
+            if let Some(spare) = self.spare_pkts.pop() {
+                *list = spare;
+            }
+        }
+        let i = list.len() as u32;
+        list.push(pkt);
+        self.push_wheel(time, Ev::Arrive { port, pkt: i });
     }
 
     /// Onto the wheel: `time`'s slot is after the one being served and
@@ -295,7 +370,14 @@ impl Queue {
             if s - self.slot >= SLOTS as u64 {
                 break;
             }
-            self.push_wheel(f.time, f.ev);
+            match f.ev {
+                Ev::Arrive { port, pkt } => {
+                    let p = self.far_pkts.get(pkt as usize).copied().unwrap_or_default();
+                    self.far_free.push(pkt);
+                    self.wheel_packet(f.time, port, p);
+                }
+                ev => self.push_wheel(f.time, ev),
+            }
             self.far_pop(&f);
         }
         let i = (self.slot & MASK) as usize;
@@ -303,6 +385,11 @@ impl Queue {
         if served.capacity() > 0 {
             served.clear();
             self.spare.push(served);
+        }
+        let mut served = std::mem::replace(&mut self.cur_pkts, std::mem::take(&mut self.wheel_pkts[i]));
+        if served.capacity() > 0 {
+            served.clear();
+            self.spare_pkts.push(served);
         }
         self.occupied[i / 64] &= !(1 << (i % 64));
         self.in_wheel -= self.cur.len();
@@ -381,7 +468,7 @@ mod tests {
     fn an_entry_gives_back_every_kind_of_event() {
         let evs = [
             Ev::TxDone { port: u32::MAX },
-            Ev::Arrive { port: 7 },
+            Ev::Arrive { port: 7, pkt: 3 },
             Ev::NicWake { host: 3 },
             Ev::Pause { port: 9, tc: 255, on: true },
             Ev::Pause { port: 9, tc: 2, on: false },
@@ -415,6 +502,14 @@ mod tests {
         }
     }
 
+    /// What identifies a popped event: an arrival's packet, else its token.
+    fn popped(q: &Queue, ev: Ev) -> u64 {
+        match ev {
+            Ev::Arrive { pkt, .. } => q.packet(pkt).map_or(0, |p| u64::from(p.flow)),
+            ev => token(ev),
+        }
+    }
+
     fn token(ev: Ev) -> u64 {
         match ev {
             Ev::Rto { flow, .. } => u64::from(flow),
@@ -439,17 +534,17 @@ mod tests {
                 }
                 let t = now + d;
                 seq += 1;
-                // Timers, which may take the FIFO beyond the wheel, and others.
-                let ev = if rng.below(2) == 0 {
-                    Ev::Rto { flow: seq as u32, una: 0 }
-                } else {
-                    Ev::Wake { token: seq }
-                };
-                q.push(t, ev);
+                // Timers, which may take the FIFO beyond the wheel, others,
+                // and arrivals, whose packets travel with them.
+                match rng.below(3) {
+                    0 => q.push(t, Ev::Rto { flow: seq as u32, una: 0 }),
+                    1 => q.push(t, Ev::Wake { token: seq }),
+                    _ => q.push_packet(t, 0, Packet { flow: seq as u32, ..Packet::default() }),
+                }
                 expect.insert((t, seq));
             } else if let Some((t, ev)) = q.pop() {
                 let first = *expect.iter().next().unwrap();
-                assert_eq!((t, token(ev)), first, "shift {shift}, deltas below {max_delta}");
+                assert_eq!((t, popped(&q, ev)), first, "shift {shift}, deltas below {max_delta}");
                 expect.remove(&first);
                 now = t;
             }
@@ -457,7 +552,7 @@ mod tests {
         }
         while let Some((t, ev)) = q.pop() {
             let first = *expect.iter().next().unwrap();
-            assert_eq!((t, token(ev)), first);
+            assert_eq!((t, popped(&q, ev)), first);
             expect.remove(&first);
         }
         assert!(expect.is_empty() && q.is_empty());

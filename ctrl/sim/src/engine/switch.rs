@@ -5,6 +5,7 @@
 use super::{Sim, View};
 use crate::control::forward::{PacketInfo, Route};
 use crate::engine::events::{Packet, PortId};
+use crate::engine::flows::tuple_hash;
 use crate::engine::net::Node;
 
 impl Sim<'_> {
@@ -28,8 +29,9 @@ impl Sim<'_> {
                 self.drop_packet(p.tc);
                 return;
             }
+            let hosts = &self.w.hosts;
             let info = PacketInfo {
-                tuple_hash: p.tuple_hash,
+                tuple_hash: tuple_hash(hosts[p.src_host as usize].ip, hosts[p.dst_host as usize].ip, p.sport),
                 src: p.src_host as usize,
                 dst: p.dst_host as usize,
                 sport: p.sport,
