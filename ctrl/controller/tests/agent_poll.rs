@@ -94,14 +94,18 @@ impl Running {
     }
 }
 
-/// Sets port 1's max-depth register to 7, waits for a poll that reads it
-/// and returns the register's value after that poll (its reset, if any,
-/// comes before the poll's report).
-async fn depth_after_poll(agent: &mut Running, sw: &Switch) -> Vec<u8> {
+/// Sets port 1's max-depth register to `depth`, waits for a poll that
+/// reads it and returns the register's value after that poll (its reset,
+/// if any, comes before the poll's report). Each call of a test sets a
+/// depth of its own: a poll that read the value a previous call left
+/// (no reset while a standby) and reset it just before this call set
+/// the register again reports that older value, not this one.
+async fn depth_after_poll(agent: &mut Running, sw: &Switch, depth: u8) -> Vec<u8> {
     let id = common::pipeline().info().registers.id_of(names::PORT_MAX_DEPTH).unwrap();
-    assert!(sw.set_register_cell(id, 1, vec![7]));
-    let read = |e| matches!(e, AgentEvent::Registers { ports, .. } if ports[0] == (1, 7, false));
-    agent.next("a poll that read depth 7", |e| read(e).then_some(())).await;
+    assert!(sw.set_register_cell(id, 1, vec![depth]));
+    let read =
+        |e| matches!(e, AgentEvent::Registers { ports, .. } if ports[0] == (1, u32::from(depth), false));
+    agent.next("a poll that read the depth just set", |e| read(e).then_some(())).await;
     sw.register_cell(id, 1).unwrap()
 }
 
@@ -160,14 +164,14 @@ async fn the_register_poll_reports_and_ends_with_its_agent() {
 async fn the_poll_resets_the_max_depth_only_as_the_writing_primary() {
     let (sw, addr, stop_switch) = switch(Duration::ZERO).await;
     let mut agent = start(agent_config(addr, Duration::from_millis(5))).await;
-    assert_eq!(depth_after_poll(&mut agent, &sw).await, vec![0]);
+    assert_eq!(depth_after_poll(&mut agent, &sw, 7).await, vec![0]);
     agent.stop().await;
     // A dry run (on the pipeline the first agent pushed) reads and writes nothing.
     let mut cfg = agent_config(addr, Duration::from_millis(5));
     cfg.dry_run = true;
     let mut agent = start(cfg).await;
-    assert_eq!(depth_after_poll(&mut agent, &sw).await, vec![7]);
-    assert_eq!(depth_after_poll(&mut agent, &sw).await, vec![7]);
+    assert_eq!(depth_after_poll(&mut agent, &sw, 8).await, vec![8]);
+    assert_eq!(depth_after_poll(&mut agent, &sw, 9).await, vec![9]);
     agent.stop().await;
     let _ = stop_switch.send(true);
 }
@@ -185,18 +189,18 @@ async fn a_term_change_reaches_the_poll() {
     let mut cfg = agent_config(addr, Duration::from_millis(5));
     cfg.ha = Some(ha_rx);
     let mut agent = start(cfg).await;
-    assert_eq!(depth_after_poll(&mut agent, &sw).await, vec![0]);
+    assert_eq!(depth_after_poll(&mut agent, &sw, 10).await, vec![0]);
     // Demoted: the polls go on, and reset nothing.
     ha_tx.send(HaState::standby("a")).unwrap();
     agent
         .next("stepping down", |e| matches!(e, AgentEvent::Primary { primary: false, .. }).then_some(()))
         .await;
-    assert_eq!(depth_after_poll(&mut agent, &sw).await, vec![7]);
-    assert_eq!(depth_after_poll(&mut agent, &sw).await, vec![7]);
+    assert_eq!(depth_after_poll(&mut agent, &sw, 11).await, vec![11]);
+    assert_eq!(depth_after_poll(&mut agent, &sw, 12).await, vec![12]);
     // Elected again: the resets resume.
     ha_tx.send(leader(2)).unwrap();
     agent.next("elected", |e| matches!(e, AgentEvent::Primary { primary: true, .. }).then_some(())).await;
-    assert_eq!(depth_after_poll(&mut agent, &sw).await, vec![0]);
+    assert_eq!(depth_after_poll(&mut agent, &sw, 13).await, vec![0]);
     agent.stop().await;
     let _ = stop_switch.send(true);
 }
