@@ -117,7 +117,7 @@ impl State {
                 );
                 continue;
             }
-            let with_counter = |i: &super::table::Installed| {
+            let with_counter = |i: &Box<super::table::Installed>| {
                 let mut e = i.entry.clone();
                 if table.has_direct_counter {
                     e.counter_data = Some(i.counter);
