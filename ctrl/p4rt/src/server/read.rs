@@ -117,7 +117,7 @@ impl State {
                 );
                 continue;
             }
-            let with_counter = |i: &Box<super::table::Installed>| {
+            let with_counter = |i: &super::table::Installed| {
                 let mut e = i.entry.clone();
                 if table.has_direct_counter {
                     e.counter_data = Some(i.counter);
@@ -125,10 +125,10 @@ impl State {
                 p4::Entity::from(e)
             };
             if t.r#match.is_empty() {
-                out.extend(table.entries.values().map(with_counter));
+                out.extend(table.entries.values().map(|i| with_counter(i)));
             } else {
                 let key = table.canonical_match(&t.r#match, t.priority)?;
-                out.extend(table.entries.get(&key).map(with_counter));
+                out.extend(table.entries.get(&key).map(|i| with_counter(i)));
             }
         }
         Ok(())
