@@ -127,6 +127,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Exit> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
+    // Megabytes per switch are allocated and freed while a controller
+    // programs the fabric: see `small_pages` for why huge pages cost here.
+    metaroce_controller::runtime::small_pages();
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     rt.block_on(serve(a, topo, loaded, pipeline, reporter))

@@ -125,10 +125,10 @@ impl State {
                 p4::Entity::from(e)
             };
             if t.r#match.is_empty() {
-                out.extend(table.entries.values().map(with_counter));
+                out.extend(table.entries.values().map(|i| with_counter(i)));
             } else {
                 let key = table.canonical_match(&t.r#match, t.priority)?;
-                out.extend(table.entries.get(&key).map(with_counter));
+                out.extend(table.entries.get(&key).map(|i| with_counter(i)));
             }
         }
         Ok(())

@@ -138,9 +138,9 @@ impl State {
         let counter = e.counter_data.unwrap_or_default();
         let old = table
             .entries
-            .insert(key, Installed { entry: entry.clone(), counter, last_hit: now, idle_notified: false });
+            .insert(key, Box::new(Installed { entry, counter, last_hit: now, idle_notified: false }));
         self.entry_refs(e.table_id, old.map(|i| i.entry).as_ref(), -1);
-        self.entry_refs(e.table_id, Some(&entry), 1);
+        self.entry_refs(e.table_id, Some(e), 1);
         Ok(())
     }
 

@@ -28,7 +28,12 @@ pub(crate) struct Installed {
 #[derive(Debug)]
 pub(crate) struct Table {
     pub info: cfg::Table,
-    pub entries: HashMap<Key, Installed>,
+    /// Boxed, so that a bucket is a key and a pointer: the map of a
+    /// table that grows to a thousand entries as a controller writes it
+    /// then rehashes 40-byte buckets, not ~300-byte entries (at 1,280
+    /// switches the rehashes, mostly the kernel zeroing the new tables'
+    /// pages, were a fifth of `sim serve`'s CPU while it was programmed).
+    pub entries: HashMap<Key, Box<Installed>>,
     pub default_action: Option<p4::Action>,
     pub default_counter: p4::CounterData,
     /// Ternary, range or optional fields make priorities mandatory.

@@ -2,6 +2,7 @@
 //! pipeline push with cookie, batched writes, streamed reads, and the
 //! StreamChannel (run by [`stream`]) that survives drops.
 
+mod push;
 mod register_batch;
 mod registers;
 mod stream;
@@ -24,7 +25,7 @@ pub use register_batch::{RegisterCell, RegisterValues};
 pub use stream::Event;
 
 /// The configs sessions pushed (cookies aside), each once.
-static PUSHED: crate::intern::Interner<p4::ForwardingPipelineConfig> = crate::intern::Interner::new();
+static PUSHED: crate::intern::Interner<push::Program> = crate::intern::Interner::new();
 
 /// Where and who: the device, our election id and role, and the timing.
 #[derive(Debug, Clone)]
@@ -198,7 +199,8 @@ fn sorted_map<V: prost::Message>(out: &mut Vec<u8>, m: &std::collections::HashMa
 
 /// Whether a held config (cookie aside) is `info` with `device_config`;
 /// the megabytes of a shared config are not compared with themselves.
-fn same_program(held: &p4::ForwardingPipelineConfig, info: &P4Info, device_config: &Bytes) -> bool {
+fn same_program(held: &push::Program, info: &P4Info, device_config: &Bytes) -> bool {
+    let held = &held.config;
     let d = &held.p4_device_config;
     let same_bytes =
         (d.as_ptr() == device_config.as_ptr() && d.len() == device_config.len()) || d == device_config;
@@ -212,7 +214,7 @@ pub(crate) enum Cmd {
     KnownDigests(HashSet<u32>),
     /// The pushed config without its cookie (shared by every session that
     /// pushed the same program), and the cookie.
-    Pipeline(Arc<p4::ForwardingPipelineConfig>, Option<p4::forwarding_pipeline_config::Cookie>),
+    Pipeline(Arc<push::Program>, Option<p4::forwarding_pipeline_config::Cookie>),
     Digest(p4::DigestEntry),
     /// Arbitrate again on the open stream with this election id.
     Elect(u128),
@@ -244,6 +246,8 @@ impl ReadStream {
 pub struct Session {
     cfg: SessionConfig,
     client: P4RuntimeClient<Channel>,
+    /// The client's channel, for the push ([`push`]).
+    channel: Channel,
     cmd: mpsc::UnboundedSender<Cmd>,
     role: watch::Receiver<RoleState>,
     task: tokio::task::JoinHandle<()>,
@@ -329,7 +333,7 @@ impl Session {
     /// [`crate::server::Switch::in_memory_channel`]; `cfg.addr` is then
     /// only a label.
     pub async fn connect_with(cfg: SessionConfig, channel: Channel) -> Result<Self, SessionError> {
-        let client = P4RuntimeClient::new(channel)
+        let client = P4RuntimeClient::new(channel.clone())
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
         let (cmd, cmd_rx) = mpsc::unbounded_channel();
@@ -361,7 +365,7 @@ impl Session {
                 });
             }
         }
-        Ok(Session { cfg, client, cmd, role, task, thrift: None })
+        Ok(Session { cfg, client, channel, cmd, role, task, thrift: None })
     }
 
     pub fn device_id(&self) -> u64 {
@@ -482,25 +486,31 @@ impl Session {
         // once for every session that pushed the same program.
         let shared = PUSHED.get_or_insert(
             |c| same_program(c, info, &bytes),
-            || p4::ForwardingPipelineConfig {
-                p4info: Some(info.raw().clone()),
-                p4_device_config: bytes.clone(),
-                cookie: None,
+            || {
+                push::Program::new(p4::ForwardingPipelineConfig {
+                    p4info: Some(info.raw().clone()),
+                    p4_device_config: bytes.clone(),
+                    cookie: None,
+                })
             },
         );
         let outcome = if installed == Some(cookie) {
             tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline already installed");
             PipelineOutcome::AlreadyInstalled
         } else {
-            let mut config = (*shared).clone();
-            config.cookie = Some(p4::forwarding_pipeline_config::Cookie { cookie });
-            let req = set_pipeline_request(&self.cfg, config);
-            let mut client = self.client.clone();
-            self.call(
-                "SetForwardingPipelineConfig",
-                client.set_forwarding_pipeline_config(self.request(req)),
-            )
-            .await?;
+            let mut head = set_pipeline_request(&self.cfg, p4::ForwardingPipelineConfig::default());
+            head.config = None;
+            let theirs = Some(p4::forwarding_pipeline_config::Cookie { cookie });
+            let req = self.request(push::Push { head, program: shared.clone(), cookie: theirs });
+            let mut grpc = tonic::client::Grpc::new(self.channel.clone());
+            let call = async move {
+                grpc.ready()
+                    .await
+                    .map_err(|e| tonic::Status::unavailable(format!("the channel is not ready: {e}")))?;
+                let path = tonic::codegen::http::uri::PathAndQuery::from_static(push::PATH);
+                grpc.unary(req, path, push::PushCodec).await
+            };
+            self.call("SetForwardingPipelineConfig", call).await?;
             tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline pushed");
             PipelineOutcome::Pushed
         };

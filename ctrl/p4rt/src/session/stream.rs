@@ -51,10 +51,7 @@ struct Task {
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     known_digests: HashSet<u32>,
     digests: Vec<p4::DigestEntry>,
-    pipeline: Option<(
-        std::sync::Arc<p4::ForwardingPipelineConfig>,
-        Option<p4::forwarding_pipeline_config::Cookie>,
-    )>,
+    pipeline: Option<(std::sync::Arc<super::push::Program>, Option<p4::forwarding_pipeline_config::Cookie>)>,
 }
 
 pub(super) async fn run(
@@ -260,7 +257,7 @@ impl Task {
     async fn restore_pipeline(&mut self) {
         use p4::get_forwarding_pipeline_config_request::ResponseType;
         let Some((shared, cookie)) = self.pipeline.as_ref() else { return };
-        let mut config = (**shared).clone();
+        let mut config = shared.config.clone();
         config.cookie = *cookie;
         let want = config.cookie.map(|c| c.cookie);
         let get = p4::GetForwardingPipelineConfigRequest {
