@@ -55,8 +55,9 @@ impl QpHot {
     /// DCQCN holds the rate below line rate (mirrors `rate.limited()`, so
     /// a queue pair at line rate never touches its DCQCN state).
     pub const RATE_LIMITED: u8 = 2;
-    /// Its job's rate cap is below the NIC's line rate
-    /// ([`Qp::rate_cap_bps`]): the cold record gives its pace.
+    /// Its job's rate cap is below the NIC's line rate: the cold record's
+    /// DCQCN state, made with the cap as its line ([`RateState::line`]),
+    /// gives its pace.
     pub const CAPPED: u8 = 4;
 
     pub fn has(&self, flag: u8) -> bool {
@@ -82,7 +83,6 @@ pub struct Qp {
     pub rate: RateState,
     pub src: u32,
     pub dst: u32,
-    pub rate_cap_bps: u64,
     /// Last queued message.
     pub tail: u32,
     pub job: u32,
@@ -437,7 +437,6 @@ impl Builder<'_> {
             dst: dst as u32,
             job: self.job,
             sport_base: 0xC000 | (qpn & 0x3FFF),
-            rate_cap_bps: cap,
             ctrl_delay_ps: ctrl_delay(self.topo, self.routing, src, dst),
             tail: NONE,
             rate: RateState::new(cap),

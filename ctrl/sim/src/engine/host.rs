@@ -174,10 +174,11 @@ impl Sim<'_> {
                     c.rate.advance(p, self.now);
                     c.rate.on_sent(p, u64::from(bytes));
                     q.set(QpHot::RATE_LIMITED, c.rate.limited());
-                    // `line()` is the cap (`Qp::rate_cap_bps`), in the same line.
+                    // `line()` is the queue pair's cap (its job's rate, at
+                    // most the NIC's), in the same cache line.
                     c.rate.rate().min(c.rate.line())
                 }
-                _ => c.rate_cap_bps as f64,
+                _ => c.rate.line(),
             }
         };
         q.next_ok_ps = self.now + (f64::from(bytes) * 8e12 / rate.max(1.0)) as u64;
