@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::report::sweep::{median, quantile, sorted};
 use crate::report::{JobSummary, Summary};
-use crate::suite::Case;
+use crate::suite::{Case, CaseJob};
 
 /// What a job is judged on: completion over max(ideal, floor).
 pub const TARGET_WORST: f64 = 1.05;
@@ -138,15 +138,11 @@ pub fn aggregate(
     let mut case_worst: Vec<Vec<f64>> = vec![vec![0.0; modes.len()]; cases.len()];
     for (ci, s) in runs {
         let Some(m) = modes.iter().position(|m| *m == s.mode) else { continue };
-        let Some(case) = cases.get(*ci) else { continue };
-        for (j, meta) in case.jobs.iter().enumerate() {
-            let Some(job) = s.jobs.iter().find(|x| x.name == meta.name).or_else(|| s.jobs.get(j)) else {
-                continue;
-            };
+        for (role, meta, job) in jobs_of(&groups, cases, *ci, s) {
+            let Some(job) = job else { continue };
             let v = judged(job, meta.announced);
             case_worst[*ci][m] = case_worst[*ci][m].max(v.unwrap_or(f64::INFINITY));
-            let role = groups.iter().position(|g| *g == meta.role).unwrap_or(0);
-            for g in if role == 0 { vec![0] } else { vec![0, role] } {
+            for g in counted_in(role) {
                 let a = &mut acc[g * modes.len() + m];
                 match v {
                     Some(v) => a.0.push(v),
@@ -243,6 +239,26 @@ pub fn aggregate(
     }
 }
 
+/// Each job of case `ci` as run `s` reports it: the index of its role in
+/// `groups` (0, `all`, for one not listed), the case's record of it, and
+/// its summary if the run has one (found by name, else by position).
+fn jobs_of<'a>(
+    groups: &'a [String],
+    cases: &'a [Case],
+    ci: usize,
+    s: &'a Summary,
+) -> impl Iterator<Item = (usize, &'a CaseJob, Option<&'a JobSummary>)> + 'a {
+    cases.get(ci).into_iter().flat_map(|case| case.jobs.iter().enumerate()).map(move |(j, meta)| {
+        let job = s.jobs.iter().find(|x| x.name == meta.name).or_else(|| s.jobs.get(j));
+        (groups.iter().position(|g| *g == meta.role).unwrap_or(0), meta, job)
+    })
+}
+
+/// The groups a job of group `role` counts in: `all`, and its own.
+fn counted_in(role: usize) -> impl Iterator<Item = usize> {
+    std::iter::once(0).chain((role != 0).then_some(role))
+}
+
 /// A job's group (index into the groups) and its judged value.
 type RoleJudged = (usize, Option<f64>);
 
@@ -255,15 +271,8 @@ fn against_reference(
     runs: &[(usize, Summary)],
 ) -> Vec<VsReference> {
     let judged_jobs = |ci: usize, s: &Summary| -> Vec<RoleJudged> {
-        let Some(case) = cases.get(ci) else { return Vec::new() };
-        case.jobs
-            .iter()
-            .enumerate()
-            .map(|(j, meta)| {
-                let job = s.jobs.iter().find(|x| x.name == meta.name).or_else(|| s.jobs.get(j));
-                let role = groups.iter().position(|g| *g == meta.role).unwrap_or(0);
-                (role, job.and_then(|job| judged(job, meta.announced)))
-            })
+        jobs_of(groups, cases, ci, s)
+            .map(|(role, meta, job)| (role, job.and_then(|job| judged(job, meta.announced))))
             .collect()
     };
     let reference: std::collections::HashMap<(usize, u64), Vec<RoleJudged>> = runs
@@ -297,7 +306,7 @@ fn against_reference(
         for ((role, v), (_, r)) in judged_jobs(*ci, s).into_iter().zip(refs) {
             let (Some(v), Some(r)) = (v, *r) else { continue };
             let ratio = v / r;
-            for g in if role == 0 { vec![0] } else { vec![0, role] } {
+            for g in counted_in(role) {
                 let row = &mut out[g * others.len() + m];
                 row.compared += 1;
                 if ratio <= REFERENCE_SLACK {
