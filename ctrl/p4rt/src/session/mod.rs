@@ -264,18 +264,22 @@ pub(crate) fn election(v: u128) -> p4::Uint128 {
     p4::Uint128 { high: (v >> 64) as u64, low: v as u64 }
 }
 
-pub(crate) fn set_pipeline_request(
+/// The pipeline push of `program` with `cookie` in `cfg`'s name (its
+/// device, role and election id; verify and commit).
+pub(crate) fn push_request(
     cfg: &SessionConfig,
-    config: p4::ForwardingPipelineConfig,
-) -> p4::SetForwardingPipelineConfigRequest {
-    p4::SetForwardingPipelineConfigRequest {
+    program: Arc<push::Program>,
+    cookie: Option<p4::forwarding_pipeline_config::Cookie>,
+) -> push::Push {
+    let head = p4::SetForwardingPipelineConfigRequest {
         device_id: cfg.device_id,
         role: cfg.role.clone(),
         election_id: Some(election(cfg.election_id)),
         action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
-        config: Some(config),
+        config: None,
         ..Default::default()
-    }
+    };
+    push::Push { head, program, cookie }
 }
 
 /// The largest header block (trailers included) a session accepts. A
@@ -340,7 +344,7 @@ impl Session {
         let (role_tx, mut role) = watch::channel(RoleState::default());
         let span = tracing::info_span!("p4rt_session", device_id = cfg.device_id, addr = %cfg.addr);
         let task = tokio::spawn(tracing::Instrument::instrument(
-            stream::run(cfg.clone(), client.clone(), cmd_rx, role_tx),
+            stream::run(cfg.clone(), client.clone(), channel.clone(), cmd_rx, role_tx),
             span,
         ));
         let answered =
@@ -498,19 +502,9 @@ impl Session {
             tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline already installed");
             PipelineOutcome::AlreadyInstalled
         } else {
-            let mut head = set_pipeline_request(&self.cfg, p4::ForwardingPipelineConfig::default());
-            head.config = None;
             let theirs = Some(p4::forwarding_pipeline_config::Cookie { cookie });
-            let req = self.request(push::Push { head, program: shared.clone(), cookie: theirs });
-            let mut grpc = tonic::client::Grpc::new(self.channel.clone());
-            let call = async move {
-                grpc.ready()
-                    .await
-                    .map_err(|e| tonic::Status::unavailable(format!("the channel is not ready: {e}")))?;
-                let path = tonic::codegen::http::uri::PathAndQuery::from_static(push::PATH);
-                grpc.unary(req, path, push::PushCodec).await
-            };
-            self.call("SetForwardingPipelineConfig", call).await?;
+            let req = self.request(push_request(&self.cfg, shared.clone(), theirs));
+            self.call("SetForwardingPipelineConfig", push::send(self.channel.clone(), req)).await?;
             tracing::info!(device_id = self.cfg.device_id, cookie, "pipeline pushed");
             PipelineOutcome::Pushed
         };

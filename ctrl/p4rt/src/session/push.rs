@@ -109,7 +109,19 @@ impl Codec for PushCodec {
 }
 
 /// The RPC's path, as the generated client names it.
-pub(crate) const PATH: &str = "/p4.v1.P4Runtime/SetForwardingPipelineConfig";
+const PATH: &str = "/p4.v1.P4Runtime/SetForwardingPipelineConfig";
+
+/// Sends `req` over `channel` (the session's first push and the stream's
+/// restore after a switch restart alike).
+pub(crate) async fn send(
+    channel: tonic::transport::Channel,
+    req: tonic::Request<Push>,
+) -> Result<tonic::Response<p4::SetForwardingPipelineConfigResponse>, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.map_err(|e| tonic::Status::unavailable(format!("the channel is not ready: {e}")))?;
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(PATH);
+    grpc.unary(req, path, PushCodec).await
+}
 
 #[cfg(test)]
 mod tests {

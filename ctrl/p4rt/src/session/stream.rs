@@ -47,6 +47,8 @@ pub enum Event {
 struct Task {
     cfg: SessionConfig,
     client: P4RuntimeClient<Channel>,
+    /// The client's channel, for the pipeline push ([`super::push::send`]).
+    channel: Channel,
     role: watch::Sender<RoleState>,
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     known_digests: HashSet<u32>,
@@ -57,12 +59,14 @@ struct Task {
 pub(super) async fn run(
     cfg: SessionConfig,
     client: P4RuntimeClient<Channel>,
+    channel: Channel,
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
     role: watch::Sender<RoleState>,
 ) {
     let mut t = Task {
         cfg,
         client,
+        channel,
         role,
         subscribers: vec![],
         known_digests: HashSet::new(),
@@ -257,9 +261,7 @@ impl Task {
     async fn restore_pipeline(&mut self) {
         use p4::get_forwarding_pipeline_config_request::ResponseType;
         let Some((shared, cookie)) = self.pipeline.as_ref() else { return };
-        let mut config = shared.config.clone();
-        config.cookie = *cookie;
-        let want = config.cookie.map(|c| c.cookie);
+        let want = cookie.map(|c| c.cookie);
         let get = p4::GetForwardingPipelineConfigRequest {
             device_id: self.cfg.device_id,
             response_type: ResponseType::CookieOnly as i32,
@@ -273,9 +275,9 @@ impl Task {
         if running == want {
             return;
         }
-        let req = super::set_pipeline_request(&self.cfg, config);
+        let req = tonic::Request::new(super::push_request(&self.cfg, shared.clone(), *cookie));
         let pushed =
-            tokio::time::timeout(self.cfg.rpc_timeout, self.client.set_forwarding_pipeline_config(req)).await;
+            tokio::time::timeout(self.cfg.rpc_timeout, super::push::send(self.channel.clone(), req)).await;
         match pushed {
             Ok(Ok(_)) => tracing::info!(device_id = self.cfg.device_id, "pipeline restored after reconnect"),
             Ok(Err(s)) => {
