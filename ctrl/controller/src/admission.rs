@@ -11,6 +11,7 @@
 //! (it asks the pipeline which table a steer entry goes to).
 
 use std::collections::{BTreeMap, HashSet};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use metaroce_p4rt::proto::p4::v1 as p4;
@@ -142,7 +143,7 @@ pub fn check(
             continue;
         }
         if let Some(held) = installed.get(s) {
-            others.extend(held.keys().filter(|k| tables.of_key(k).is_some() && !job.contains(k)).copied());
+            others.extend(steer_keys(held).filter(|k| !job.contains(k)).copied());
         }
         for table in [&tables.flow, &tables.pair] {
             let (Some(size), Some(&n)) = (table.size, need.get(table.name.as_str())) else { continue };
@@ -180,12 +181,22 @@ pub fn surely_fits(
     installed: &[Arc<BTreeMap<Key, Entry>>],
 ) -> bool {
     let (Some(flow), Some(pair)) = (tables.flow.size, tables.pair.size) else { return false };
-    let held =
-        |s: usize| installed.get(s).map_or(0, |i| i.keys().filter(|k| tables.of_key(k).is_some()).count());
+    let held = |s: usize| installed.get(s).map_or(0, |i| steer_keys(i).count());
     steer
         .into_iter()
         .enumerate()
         .all(|(s, n)| n.saturating_add(held(s)).saturating_add(bound) <= flow.min(pair))
+}
+
+/// The steer entries among what a switch holds, read as one range of the
+/// map: `SteerFlow` and `SteerPair` are adjacent in `Key`'s order (the
+/// lowest flow key first, `LargeFlowConfig` just after), so a job's
+/// admission reads these and not the thousands of routes and groups
+/// beside them (that scan was most of a job's registration time).
+fn steer_keys(held: &BTreeMap<Key, Entry>) -> impl Iterator<Item = &Key> {
+    let any = Ipv4Addr::UNSPECIFIED;
+    let first = Key::SteerFlow(metaroce_pipeline::FlowKey { src: any, dst: any, sport: 0, qp: 0 });
+    held.range(first..Key::LargeFlowConfig).map(|(k, _)| k)
 }
 
 /// The body of the 400 for a job the tables cannot hold.
@@ -203,7 +214,6 @@ pub fn refusal_body(job: &str, short: &[Shortfall]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
 
     fn tables() -> SteerTables {
         SteerTables {
@@ -307,5 +317,42 @@ mod tests {
         // p4src/shared/sizes.p4: STEER_FLOW_TABLE_SIZE, STEER_PAIR_TABLE_SIZE.
         assert_eq!((t.flow.size, t.pair.size), (Some(4096), Some(1024)), "{t:?}");
         assert_ne!(t.flow.name, t.pair.name);
+    }
+
+    #[test]
+    fn the_steer_range_holds_every_steer_key_and_nothing_else() {
+        // One key of every kind around the steer ones, at their extremes:
+        // if `Key`'s variants are ever reordered, the range read misses or
+        // over-counts here.
+        let hop = SteerHop { port: 3, nhop_id: 4, downstream: vec![] };
+        let top = Ipv4Addr::BROADCAST;
+        let extremes = [
+            FlowKey::flow(Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED, 0, 0),
+            FlowKey::flow(top, top, u16::MAX, u32::MAX),
+            FlowKey::pair(Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED),
+            pair(1),
+            FlowKey::pair(top, top),
+            flow(3),
+        ];
+        let mut held: BTreeMap<Key, Entry> =
+            extremes.iter().map(|k| (plan::steer_key(k), plan::steer_entry(k, &hop))).collect();
+        let others = [
+            Key::Config,
+            Key::Route(u32::MAX, 32),
+            Key::GroupEntry(u16::MAX),
+            Key::PortDown(u16::MAX),
+            Key::LargeFlowConfig,
+            Key::DrainConfig,
+            Key::QpPair(0, 0, 0),
+            Key::CloneSession(0),
+        ];
+        let filler = plan::steer_entry(&flow(0), &hop);
+        for k in others {
+            held.insert(k, filler.clone());
+        }
+        let by_range: Vec<Key> = steer_keys(&held).copied().collect();
+        let by_kind: Vec<Key> = held.keys().filter(|k| tables().of_key(k).is_some()).copied().collect();
+        assert_eq!(by_range, by_kind);
+        assert_eq!(by_range.len(), extremes.len());
     }
 }
