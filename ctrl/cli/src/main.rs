@@ -9,7 +9,10 @@ use clap::Parser;
 // every reaction (entries, maps, gRPC frames) from many tasks at once, and
 // glibc's malloc made that a quarter of its CPU, with lock contention
 // between threads. The reaction bench (which uses the same allocator) went
-// from 23-32 ms to 8-10 ms p50 under the digest storm with it.
+// from 23-32 ms to 8-10 ms p50 under the digest storm with it. The
+// `system-alloc` feature keeps the system allocator instead, for heap
+// profilers that hook malloc (heaptrack): mimalloc maps its own memory.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
