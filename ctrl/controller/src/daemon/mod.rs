@@ -149,6 +149,14 @@ pub enum DaemonError {
 }
 
 /// The session settings of switch `s`.
+/// `GET /api/v1/topology`'s document, serialized once.
+fn topology_doc(t: &Topology) -> obs::Document {
+    obs::Document::of(t).unwrap_or_else(|error| {
+        warn!(%error, "cannot serialize the topology; GET /api/v1/topology answers null");
+        obs::Document::default()
+    })
+}
+
 pub fn session_config(topo: &Topology, s: usize, election_id: u128) -> SessionConfig {
     let sw = &topo.switches[s];
     let mut c = SessionConfig::new(format!("http://{}", sw.p4rt), sw.device_id);
@@ -264,7 +272,7 @@ pub async fn run(
             snap_tx,
             last_publish: None,
             last_refresh: None,
-            topology_json: Arc::new(serde_json::to_value(&cfg.topology).unwrap_or_default()),
+            topology_json: topology_doc(&cfg.topology),
             dirty_status: false,
             metrics_dirty: std::collections::BTreeSet::new(),
             metrics_shown: vec![None; n],
@@ -338,7 +346,7 @@ struct Publication {
     /// When the group metrics were last refreshed.
     last_refresh: Option<Instant>,
     /// The topology as JSON, built once.
-    topology_json: Arc<serde_json::Value>,
+    topology_json: obs::Document,
     /// A change happened since the last status publication.
     dirty_status: bool,
     /// Switches whose group metrics are refreshed at the next publication.

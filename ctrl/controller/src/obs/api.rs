@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
@@ -248,11 +248,11 @@ async fn metrics(State(state): State<ApiState>, headers: HeaderMap) -> Result<Re
 
 /// Serves one field of the latest snapshot. A field built on demand may
 /// cover the whole fabric, so it is built (and serialized) off the runtime.
-async fn resource(
+async fn resource<T: Serialize + 'static>(
     state: &ApiState,
     headers: &HeaderMap,
     what: &str,
-    field: fn(&Snapshot) -> &Value,
+    field: fn(&Snapshot) -> &T,
 ) -> Result<Response, ApiError> {
     authorize(state, headers, Role::Viewer, what)?;
     // Clone the Arc so the watch lock is not held while serializing.

@@ -3,6 +3,7 @@
 //! timeout that leaves it guessing.
 
 use super::*;
+use serde_json::Value;
 
 const JOB: &str = r#"{"name":"moe-7","pattern":"all-to-all","hosts":["h1","h2"],"bytes":1048576}"#;
 

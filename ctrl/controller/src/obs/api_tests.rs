@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use axum::body::Body;
 use axum::http::Request;
+use serde_json::Value;
 use tokio::sync::oneshot;
 use tower::ServiceExt;
 
@@ -36,7 +37,7 @@ fn fixture(with_tokens: bool, answer: Result<(), CommandError>) -> Fixture {
     });
     let snapshot = Snapshot {
         status: json!({ "mode": "observe" }),
-        topology: Arc::new(json!({ "switches": ["leaf1"] })),
+        topology: crate::obs::Document::of(&json!({ "switches": ["leaf1"] })).expect("a literal serializes"),
         congestion: LazyJson::ready(json!({ "leaf1": { "3": 40 } })),
         groups: LazyJson::later(|| json!([{ "switch": "leaf1", "group": 1 }])),
         recommendations: LazyJson::ready(json!([])),
