@@ -84,6 +84,7 @@ mod tests {
     fn plans() -> (SwitchPlan, SwitchPlan) {
         let mut routes = BTreeMap::new();
         routes.insert((Ipv4Addr::new(10, 0, 9, 0), 24), vec![(nhop_id(3), 1), (nhop_id(4), 1)]);
+        let routes = Arc::new(routes);
         let up = SwitchPlan {
             routes: routes.clone(),
             steer: Arc::new(

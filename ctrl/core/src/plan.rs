@@ -102,7 +102,10 @@ pub struct SwitchPlan {
     /// the routing's failures, so a decision that moves weights reuses it.
     pub fixed: Arc<Vec<Entry>>,
     /// Per prefix `(addr, len)`: members `(nhop id, weight)` sorted by nhop.
-    pub routes: Routes,
+    /// Shared: the core's plan, the plan handed to the switch's agent and
+    /// the agent's last assignment are one map, copied only when a
+    /// decision re-weights a route of this switch while it is shared.
+    pub routes: Arc<Routes>,
     /// The placement's steer entries for this switch (empty unless the
     /// mode writes). Shared with the placement: a decision that moves no
     /// flow through this switch reuses it.
@@ -138,7 +141,7 @@ pub fn switch_plan(
     s: SwitchId,
 ) -> SwitchPlan {
     let fixed = Arc::new(fixed_entries(topo, routing, settings, s));
-    let routes = routes(routing, |s, leaf| overrides.get(&(s, leaf)).cloned(), s);
+    let routes = Arc::new(routes(routing, |s, leaf| overrides.get(&(s, leaf)).cloned(), s));
     SwitchPlan { fixed, routes, steer: Arc::default(), pairs: Arc::default() }
 }
 
@@ -426,7 +429,7 @@ pub fn assign_routes(
     let mut next_entry = 1u16;
     let mut new_groups: BTreeMap<Vec<(u32, u32)>, u32> = BTreeMap::new();
     let mut next_group = 1u32;
-    for (&(prefix, len), members) in &plan.routes {
+    for (&(prefix, len), members) in plan.routes.iter() {
         let target = if members.len() == 1 {
             RouteTarget::Nhop(members[0].0)
         } else {

@@ -25,8 +25,11 @@ pub(super) struct Assigned {
 #[derive(Debug)]
 struct Last {
     fixed: Arc<Vec<Entry>>,
-    routes: Routes,
-    assigned: BTreeMap<Key, Entry>,
+    routes: Arc<Routes>,
+    /// Shared with the pass's desired state when the plan has no steer
+    /// or pair entries, and so with the installed state once the switch
+    /// holds exactly that (see `Live::sync`).
+    assigned: Arc<BTreeMap<Key, Entry>>,
 }
 
 impl Assigned {
@@ -36,11 +39,11 @@ impl Assigned {
         &mut self,
         p: &SwitchPlan,
         installed: &BTreeMap<Key, Entry>,
-    ) -> Result<BTreeMap<Key, Entry>, PlanError> {
-        let same = self
-            .last
-            .as_ref()
-            .is_some_and(|l| (Arc::ptr_eq(&l.fixed, &p.fixed) || l.fixed == p.fixed) && l.routes == p.routes);
+    ) -> Result<Arc<BTreeMap<Key, Entry>>, PlanError> {
+        let same = self.last.as_ref().is_some_and(|l| {
+            (Arc::ptr_eq(&l.fixed, &p.fixed) || l.fixed == p.fixed)
+                && (Arc::ptr_eq(&l.routes, &p.routes) || l.routes == p.routes)
+        });
         let last = match self.last.as_mut().filter(|_| same) {
             Some(last) => {
                 // Assigning again gives the same: routes keep their
@@ -48,20 +51,23 @@ impl Assigned {
                 #[cfg(debug_assertions)]
                 debug_assert_eq!(
                     plan::assign_routes(p, installed).as_ref().ok(),
-                    Some(&last.assigned),
+                    Some(last.assigned.as_ref()),
                     "a reused assignment differs from a fresh one"
                 );
                 last
             }
             None => {
                 self.last = None;
-                let assigned = plan::assign_routes(p, installed)?;
+                let assigned = Arc::new(plan::assign_routes(p, installed)?);
                 self.last.insert(Last { fixed: p.fixed.clone(), routes: p.routes.clone(), assigned })
             }
         };
         let mut out = last.assigned.clone();
-        plan::add_steer(&mut out, &p.steer);
-        plan::add_pairs(&mut out, &p.pairs);
+        if !p.steer.is_empty() || !p.pairs.is_empty() {
+            let out = Arc::make_mut(&mut out);
+            plan::add_steer(out, &p.steer);
+            plan::add_pairs(out, &p.pairs);
+        }
         Ok(out)
     }
 

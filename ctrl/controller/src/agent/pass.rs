@@ -48,7 +48,7 @@ impl Live<'_> {
             },
             Goal::Exact(m) => {
                 self.assigned.forget();
-                m.clone()
+                Arc::new(m.clone())
             }
         };
         let mut desired = self.keep_steer(desired);
@@ -119,6 +119,13 @@ impl Live<'_> {
             moved_at: written.moved_at,
         };
         let ok = outcome.error.is_none();
+        if ok && !Arc::ptr_eq(&self.installed, &desired) && *self.installed == *desired {
+            // The switch holds exactly the desired state: keep one map for
+            // both (with the agent's assignment, when the plan has no steer
+            // entries), not a copy built write by write. A fabric's switches
+            // hold thousands of routes and group members each.
+            self.installed = desired;
+        }
         let installed = self.installed.clone();
         let _ = self.events.send(AgentEvent::Synced { switch: self.cfg.switch, outcome, installed }).await;
         if ok {

@@ -7,6 +7,7 @@
 //! when its desired state changes. Pure: time is an argument.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use metaroce_pipeline::{Entry, Key};
@@ -75,9 +76,10 @@ impl Refusals {
     /// Drops the refusals whose desired state changed, then holds back
     /// the rest that are not due for another try: `desired` is set to
     /// what `installed` holds for their keys, so the diff leaves them be.
+    /// `desired` is copied only when an entry is held back from it.
     pub fn hold_back(
         &mut self,
-        desired: &mut BTreeMap<Key, Entry>,
+        desired: &mut Arc<BTreeMap<Key, Entry>>,
         installed: &BTreeMap<Key, Entry>,
         now: Instant,
     ) {
@@ -87,6 +89,7 @@ impl Refusals {
             if h.retry_at <= now {
                 continue;
             }
+            let desired = Arc::make_mut(desired);
             match installed.get(k) {
                 Some(have) => desired.insert(*k, have.clone()),
                 None => desired.remove(k),
@@ -166,19 +169,19 @@ mod tests {
         let first = r.refused(&Change::Insert(steer(2, 3)), tonic::Code::ResourceExhausted, full, t0);
         assert_eq!(first.attempts, 1);
         // Held back until its retry: the diff has nothing to write.
-        let mut d = want.clone();
+        let mut d = Arc::new(want.clone());
         r.hold_back(&mut d, &installed, t0 + 99 * ms);
-        assert_eq!(d, installed);
+        assert_eq!(*d, installed);
         assert_eq!(r.next_retry(), Some(t0 + 100 * ms));
         // A pass that began after it fell due and did not write it (its
         // deletes deferred, say) leaves no wake-up for it behind.
-        let mut d = want.clone();
+        let mut d = Arc::new(want.clone());
         r.hold_back(&mut d, &installed, t0 + 150 * ms);
         assert_eq!(r.next_retry(), None);
         // Due: tried again; refused again, it waits twice as long, then the cap.
-        let mut d = want.clone();
+        let mut d = Arc::new(want.clone());
         r.hold_back(&mut d, &installed, t0 + 100 * ms);
-        assert_eq!(d, want);
+        assert_eq!(*d, want);
         let again =
             r.refused(&Change::Insert(steer(2, 3)), tonic::Code::ResourceExhausted, full, t0 + 100 * ms);
         assert_eq!(again.attempts, 2);
@@ -187,8 +190,8 @@ mod tests {
         r.refused(&Change::Insert(steer(2, 3)), tonic::Code::ResourceExhausted, full, t0 + 700 * ms);
         assert_eq!(r.next_retry(), Some(t0 + 1100 * ms), "capped at 400 ms");
         // Its desired state changes (another port): the refusal is dropped at once.
-        let mut d = want.clone();
-        d.insert(steer(2, 4).key(), steer(2, 4));
+        let mut d = Arc::new(want.clone());
+        Arc::make_mut(&mut d).insert(steer(2, 4).key(), steer(2, 4));
         r.hold_back(&mut d, &installed, t0 + 701 * ms);
         assert_eq!(r.len(), 0);
         assert_eq!(d.get(&steer(2, 4).key()), Some(&steer(2, 4)));
@@ -202,9 +205,9 @@ mod tests {
         let installed = BTreeMap::from([(steer(1, 3).key(), steer(1, 3)), (steer(2, 3).key(), steer(2, 3))]);
         r.refused(&Change::Delete(steer(1, 3)), tonic::Code::FailedPrecondition, "in use", t0);
         r.refused(&Change::Modify(steer(2, 4)), tonic::Code::InvalidArgument, "bad port", t0);
-        let mut d = BTreeMap::from([(steer(2, 4).key(), steer(2, 4))]);
+        let mut d = Arc::new(BTreeMap::from([(steer(2, 4).key(), steer(2, 4))]));
         r.hold_back(&mut d, &installed, t0);
-        assert_eq!(d, installed);
+        assert_eq!(*d, installed);
         assert_eq!(r.summary(1)["by_code"]["FailedPrecondition"], 1);
         r.accepted(&steer(1, 3).key());
         assert_eq!(r.len(), 1);

@@ -106,16 +106,17 @@ impl Live<'_> {
     /// would delete their entries at once, and write them again when it
     /// learns of the flows. An entry the plan has claimed since is the
     /// plan's: when the plan drops it (a flow ended or moved), it goes.
-    pub(super) fn keep_steer(&mut self, mut desired: BTreeMap<Key, Entry>) -> BTreeMap<Key, Entry> {
+    pub(super) fn keep_steer(&mut self, mut desired: Arc<BTreeMap<Key, Entry>>) -> Arc<BTreeMap<Key, Entry>> {
         if self.steer_grace_until.is_none() {
             return desired;
         }
         self.steer_found.retain(|k| !desired.contains_key(k));
+        let desired_mut = Arc::make_mut(&mut desired);
         for k in &self.steer_found {
             let Some(e) = self.installed.get(k) else { continue };
             let (Entry::SteerFlow { nhop_id, .. } | Entry::SteerPair { nhop_id, .. }) = e else { continue };
-            if desired.contains_key(&Key::Nhop(*nhop_id)) {
-                desired.insert(*k, e.clone());
+            if desired_mut.contains_key(&Key::Nhop(*nhop_id)) {
+                desired_mut.insert(*k, e.clone());
             }
         }
         desired

@@ -51,7 +51,7 @@ impl WireGoal {
         let target = match self {
             WireGoal::Plan { fixed, routes, steer, pairs } => Goal::Plan(SwitchPlan {
                 fixed: Arc::new(fixed),
-                routes: routes.into_iter().collect(),
+                routes: Arc::new(routes.into_iter().collect()),
                 steer: Arc::new(
                     steer
                         .into_iter()
@@ -196,7 +196,9 @@ mod tests {
         steer.insert(flow, SteerHop { port: 3, nhop_id: 4, downstream: vec![(2, 1)] });
         let plan = SwitchPlan {
             fixed: Arc::new(vec![]),
-            routes: [((Ipv4Addr::new(10, 0, 2, 0), 24), vec![(3, 100), (4, 50)])].into_iter().collect(),
+            routes: Arc::new(
+                [((Ipv4Addr::new(10, 0, 2, 0), 24), vec![(3, 100), (4, 50)])].into_iter().collect(),
+            ),
             steer: Arc::new(steer),
             pairs: Arc::new(vec![]),
         };

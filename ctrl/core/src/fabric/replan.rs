@@ -68,7 +68,7 @@ impl Core {
                         | pairs_moved
                 }
                 None => {
-                    let routes = plan::routes(&self.routing, overrides, s);
+                    let routes = Arc::new(plan::routes(&self.routing, overrides, s));
                     let p = SwitchPlan { fixed, routes, steer, pairs };
                     let moved = self.plans[s].as_ref() != Some(&p);
                     self.plans[s] = Some(p);
@@ -86,7 +86,9 @@ impl Core {
 /// Re-plans the routes of `s` toward the leaves `leaves` selects, in
 /// `plan` itself; true when the plan changed. A decision re-weights a few
 /// destinations of a switch that holds routes toward every leaf: only the
-/// routes the update may rewrite are compared, and nothing is cloned.
+/// routes the update may rewrite are compared, and the routes are copied
+/// only when one of them may change while the map is shared (with the
+/// agent that holds the plan before).
 pub(super) fn update_in_place(
     routing: &Routing,
     overrides: impl Fn(SwitchId, SwitchId) -> Option<Vec<(u16, u32)>>,
@@ -110,7 +112,11 @@ pub(super) fn update_in_place(
         })
         .collect();
     let len = plan.routes.len();
-    plan::update_routes(routing, overrides, s, leaves, &mut plan.routes);
+    // A switch that went down loses all its routes; otherwise only the
+    // routes toward the selected leaves may change.
+    if !before.is_empty() || (!routing.switch_is_up(s) && !plan.routes.is_empty()) {
+        plan::update_routes(routing, overrides, s, leaves, Arc::make_mut(&mut plan.routes));
+    }
     // Among those, routes that changed, appeared or went; a count that
     // moved otherwise (a switch that went down loses all) is a change too.
     let mut moved = fixed_moved;

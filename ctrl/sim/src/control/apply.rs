@@ -102,7 +102,7 @@ impl Applier {
     fn diff_groups(&mut self, s: SwitchId, plan: &SwitchPlan, out: &mut Writes) {
         let fabric = self.fabric_ports.get(s).map_or(&[][..], Vec::as_slice);
         let mut seen: BTreeMap<SwitchId, Weights> = BTreeMap::new();
-        for (prefix, members) in &plan.routes {
+        for (prefix, members) in plan.routes.iter() {
             let Some(&leaf) = self.leaf_of.get(prefix) else { continue };
             if leaf == s || seen.contains_key(&leaf) {
                 continue;
