@@ -139,6 +139,45 @@ pub(crate) fn on(links: &[OnLink], dl: DirLink) -> Option<u64> {
     links.binary_search_by_key(&dl, |x| x.dl).ok().map(|i| links[i].rate)
 }
 
+/// A set of directed links that may give false positives, never false
+/// negatives: 256 bits, one per hash of a link. A member's search asks
+/// [`on`] for every link it reads, and most are not its group's (the
+/// group runs near its receiver; the search looks at uplinks all over
+/// the fabric): the filter answers those with one bit test instead of a
+/// binary search whose branches the processor cannot predict.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LinkFilter([u64; 4]);
+
+impl LinkFilter {
+    /// The filter of a group's links (`links`: [`Groups::links`]).
+    pub fn of(links: &[OnLink]) -> Self {
+        let mut f = LinkFilter::default();
+        for l in links {
+            let b = Self::bit(l.dl);
+            f.0[b >> 6] |= 1 << (b & 63);
+        }
+        f
+    }
+
+    /// The bit of `dl`: the top 8 bits of a multiplicative hash (links
+    /// near each other in number land far apart).
+    #[inline]
+    fn bit(dl: DirLink) -> usize {
+        (dl.wrapping_mul(0x9E37_79B1) >> 24) as usize
+    }
+
+    /// [`on`], answering None at once for most links not in `links`
+    /// (the filter must be `LinkFilter::of(links)`).
+    #[inline]
+    pub fn on(&self, links: &[OnLink], dl: DirLink) -> Option<u64> {
+        let b = Self::bit(dl);
+        if self.0[b >> 6] & (1 << (b & 63)) == 0 {
+            return None;
+        }
+        on(links, dl)
+    }
+}
+
 /// One live flow as grouping needs it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Member {
