@@ -238,6 +238,30 @@ mod tests {
 
     const G: u64 = 1_000_000_000;
 
+    #[test]
+    fn the_filter_answers_as_the_binary_search_does() {
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
+        for n in [0usize, 1, 3, 17, 64, 300] {
+            let mut links: Vec<OnLink> = (0..n)
+                .map(|_| OnLink { dl: (next() % 5000) as DirLink, members: 1, rate: next() % 1000 + 1 })
+                .collect();
+            links.sort_by_key(|l| l.dl);
+            links.dedup_by_key(|l| l.dl);
+            let f = LinkFilter::of(&links);
+            let mut ruled_out = 0;
+            for dl in 0..5000 {
+                assert_eq!(f.on(&links, dl), on(&links, dl), "{n} links, dl {dl}");
+                let b = LinkFilter::bit(dl);
+                ruled_out += usize::from(f.0[b >> 6] & (1 << (b & 63)) == 0);
+            }
+            // A filter that rules nothing out would be no use: with a
+            // few links in it, most others are ruled out at once.
+            if (1..=17).contains(&n) {
+                assert!(ruled_out > 4000, "{n} links: {ruled_out} of 5000 ruled out");
+            }
+        }
+    }
+
     fn m(src: u32, dst: u32, rate: u64) -> Member {
         Member { src, dst, rate, inter: true }
     }
