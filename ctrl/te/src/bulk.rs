@@ -174,7 +174,7 @@ impl Planner {
             let grouped = group.and_then(|(id, total)| {
                 let found = if top.saturating_add(total) < RAW_LIMIT {
                     let (load, links) = (&self.links.load[..], self.groups.links(id));
-                    let loads = search::GroupedRaw { load, links, total };
+                    let loads = search::GroupedRaw::new(load, links, total);
                     search::best_grouped_raw(&self.net, loads, q, w.spread, breadth)
                 } else {
                     let loads = search::Grouped::new(&self.links.load, &self.groups, (id, total));

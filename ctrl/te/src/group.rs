@@ -139,6 +139,45 @@ pub(crate) fn on(links: &[OnLink], dl: DirLink) -> Option<u64> {
     links.binary_search_by_key(&dl, |x| x.dl).ok().map(|i| links[i].rate)
 }
 
+/// A set of directed links that may give false positives, never false
+/// negatives: 256 bits, one per hash of a link. A member's search asks
+/// [`on`] for every link it reads, and most are not its group's (the
+/// group runs near its receiver; the search looks at uplinks all over
+/// the fabric): the filter answers those with one bit test instead of a
+/// binary search whose branches the processor cannot predict.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LinkFilter([u64; 4]);
+
+impl LinkFilter {
+    /// The filter of a group's links (`links`: [`Groups::links`]).
+    pub fn of(links: &[OnLink]) -> Self {
+        let mut f = LinkFilter::default();
+        for l in links {
+            let b = Self::bit(l.dl);
+            f.0[b >> 6] |= 1 << (b & 63);
+        }
+        f
+    }
+
+    /// The bit of `dl`: the top 8 bits of a multiplicative hash (links
+    /// near each other in number land far apart).
+    #[inline]
+    fn bit(dl: DirLink) -> usize {
+        (dl.wrapping_mul(0x9E37_79B1) >> 24) as usize
+    }
+
+    /// [`on`], answering None at once for most links not in `links`
+    /// (the filter must be `LinkFilter::of(links)`).
+    #[inline]
+    pub fn on(&self, links: &[OnLink], dl: DirLink) -> Option<u64> {
+        let b = Self::bit(dl);
+        if self.0[b >> 6] & (1 << (b & 63)) == 0 {
+            return None;
+        }
+        on(links, dl)
+    }
+}
+
 /// One live flow as grouping needs it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Member {
@@ -198,6 +237,30 @@ mod tests {
     use super::*;
 
     const G: u64 = 1_000_000_000;
+
+    #[test]
+    fn the_filter_answers_as_the_binary_search_does() {
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
+        for n in [0usize, 1, 3, 17, 64, 300] {
+            let mut links: Vec<OnLink> = (0..n)
+                .map(|_| OnLink { dl: (next() % 5000) as DirLink, members: 1, rate: next() % 1000 + 1 })
+                .collect();
+            links.sort_by_key(|l| l.dl);
+            links.dedup_by_key(|l| l.dl);
+            let f = LinkFilter::of(&links);
+            let mut ruled_out = 0;
+            for dl in 0..5000 {
+                assert_eq!(f.on(&links, dl), on(&links, dl), "{n} links, dl {dl}");
+                let b = LinkFilter::bit(dl);
+                ruled_out += usize::from(f.0[b >> 6] & (1 << (b & 63)) == 0);
+            }
+            // A filter that rules nothing out would be no use: with a
+            // few links in it, most others are ruled out at once.
+            if (1..=17).contains(&n) {
+                assert!(ruled_out > 4000, "{n} links: {ruled_out} of 5000 ruled out");
+            }
+        }
+    }
 
     fn m(src: u32, dst: u32, rate: u64) -> Member {
         Member { src, dst, rate, inter: true }

@@ -517,7 +517,7 @@ mod tests {
                         spread,
                         breadth,
                     );
-                    let raw = GroupedRaw { load: &load, links: &links, total };
+                    let raw = GroupedRaw::new(&load, &links, total);
                     let r = best_grouped_raw(&net, raw, q, spread, breadth);
                     assert_eq!(
                         f.map(|(u, route)| (u.to_bits(), route)),

@@ -2,7 +2,7 @@
 //! (raw loads on a fabric of one link speed), and their variants for a
 //! member of a receiver-bound group, [`Grouped`] and [`GroupedRaw`].
 
-use crate::group::{Groups, OnLink};
+use crate::group::{Groups, LinkFilter, OnLink};
 use crate::net::{DirLink, Net};
 
 use super::Route;
@@ -169,9 +169,19 @@ impl Meter for Grouped<'_> {
 /// search decides the same as with [`Grouped`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GroupedRaw<'a> {
-    pub load: &'a [u64],
-    pub links: &'a [OnLink],
-    pub total: u64,
+    load: &'a [u64],
+    links: &'a [OnLink],
+    total: u64,
+    /// `links` as a filter that rules most other links out at once.
+    filter: LinkFilter,
+}
+
+impl<'a> GroupedRaw<'a> {
+    /// The meter of a member of a group of rate `total` running over
+    /// `links` ([`crate::group::Groups::links`]).
+    pub fn new(load: &'a [u64], links: &'a [OnLink], total: u64) -> Self {
+        GroupedRaw { load, links, total, filter: LinkFilter::of(links) }
+    }
 }
 
 impl Meter for GroupedRaw<'_> {
@@ -181,7 +191,7 @@ impl Meter for GroupedRaw<'_> {
     #[inline]
     fn util(&self, _: &Net, dl: DirLink, _: u64) -> (u64, u32) {
         let i = dl as usize;
-        match crate::group::on(self.links, dl) {
+        match self.filter.on(self.links, dl) {
             Some(members) => (self.load[i].saturating_sub(members) + self.total, 0),
             None => (self.load[i] + self.total, 1),
         }
