@@ -80,10 +80,16 @@ impl Sim<'_> {
         match ev {
             Ev::Arrive { port, pkt } => {
                 prefetch_index(self.q.packets(), pkt as usize);
-                prefetch_index(&self.ports.specs, port as usize);
+                if let Some(spec) = self.ports.specs.get(port as usize) {
+                    touch(spec);
+                    // PFC's thresholds, where a switch queues it.
+                    touch(&spec.xoff);
+                }
             }
             Ev::TxDone { port } => {
                 let p = port as usize;
+                // The port's timing, for the packet it starts next.
+                prefetch_index(&self.ports.specs, p);
                 if let Some(nic) = self.nics.get(p) {
                     for c in 0..self.ntc {
                         touch(&nic.ready[c]);
@@ -117,6 +123,7 @@ impl Sim<'_> {
                     // Down to a host: its receive state.
                     prefetch_index(&self.w.rcv, p.flow as usize);
                 } else if let Some(e) = self.known_egress(port, &p) {
+                    prefetch_index(&self.ports.specs, e as usize);
                     prefetch_index(&self.st, e as usize);
                     prefetch_index(&self.tcs, e as usize * self.ntc + usize::from(p.tc));
                     let at = (self.events as usize + SECOND - THIRD) % MEMO;
