@@ -51,6 +51,14 @@ pub trait Forwarder: Send + std::fmt::Debug {
         net: &dyn NetView,
     ) -> usize;
 
+    /// The index `choose` would return now for a packet of 5-tuple hash
+    /// `tuple_hash`, where the forwarder can tell without a change to its
+    /// state; None, the default, where it cannot. A hint only: the engine
+    /// reads ahead with it (`engine/ahead.rs`) and never routes by it.
+    fn peek(&self, _switch: u32, _group: &[FibMember], _total: u32, _tuple_hash: u64) -> Option<usize> {
+        None
+    }
+
     /// True when the last `choose` began a new flowlet (forwarders without
     /// flowlets never do). The engine asks only after a group rewrite, to
     /// see when traffic has moved.
@@ -231,6 +239,11 @@ impl Forwarder for Ecmp {
     ) -> usize {
         let h = switch_hash(self.seed, switch, pkt.tuple_hash);
         weighted(group, (h % u64::from(total.max(1))) as u32)
+    }
+
+    fn peek(&self, switch: u32, group: &[FibMember], total: u32, tuple_hash: u64) -> Option<usize> {
+        let h = switch_hash(self.seed, switch, tuple_hash);
+        Some(weighted(group, (h % u64::from(total.max(1))) as u32))
     }
 }
 

@@ -16,33 +16,43 @@ pub enum Node {
     Host(u32),
 }
 
-/// A directed link end: where packets queue and are serialized.
+/// A directed link end: where packets queue and are serialized. Two cache
+/// lines, the first holding what every packet's hop reads (where the port
+/// leads, its timing, its buffer and class), so that reading ahead
+/// (`ahead.rs`) names it with one hint; the PFC thresholds (read where a
+/// lossless class queues), where the port starts and its label are in
+/// the second.
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 pub struct PortSpec {
-    pub from: Node,
     pub to: Node,
-    pub bw_bps: u64,
-    pub delay_ps: u64,
-    /// Egress buffer (lossy mode drops beyond it).
-    pub buffer: u64,
-    /// PFC thresholds for what arrives over this port at `to`.
-    pub xoff: u64,
-    pub xon: u64,
-    pub headroom: u64,
-    /// Index into [`Ports::classes`].
-    pub class: u8,
-    /// `switch:port` of the sending end, for people.
-    pub label: String,
     /// A full packet's bytes (MTU and headers) and its serialization time,
     /// worked out once: most packets are full, and a division per hop
     /// shows in the engine's profile.
     full: (u64, u64),
+    pub delay_ps: u64,
     /// Added to a data packet's arrival: 0, except on a floor's sped-up
     /// links (`NetConfig::core_speedup`), where it is what a full packet
     /// loses of its serialization time at the real rate, so the hop
     /// still stores and forwards a packet as slowly as the real one.
     pub data_lag_ps: u64,
+    /// Egress buffer (lossy mode drops beyond it).
+    pub buffer: u64,
+    pub bw_bps: u64,
+    /// Index into [`Ports::classes`].
+    pub class: u8,
+    /// PFC thresholds for what arrives over this port at `to`.
+    pub xoff: u64,
+    pub xon: u64,
+    pub headroom: u64,
+    pub from: Node,
+    /// `switch:port` of the sending end, for people.
+    pub label: String,
 }
+
+// The per-hop fields fill the first line; the second holds the rest.
+const _: () = assert!(std::mem::size_of::<PortSpec>() == 128);
+const _: () = assert!(std::mem::offset_of!(PortSpec, class) < 64);
 
 impl PortSpec {
     /// Serialization time of `bytes` on this port, in picoseconds.

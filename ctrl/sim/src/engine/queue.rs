@@ -264,10 +264,26 @@ impl Queue {
     }
 
     /// The packet of the Arrive event just popped (`pkt` is its field);
-    /// valid until the next pop.
+    /// valid until the next pop. Also the packet of an Arrive event that
+    /// [`Queue::ahead`] returned, until the wheel moves to the next slot.
     #[inline]
     pub fn packet(&self, pkt: u32) -> Option<Packet> {
         self.cur_pkts.get(pkt as usize).copied()
+    }
+
+    /// The event `k` places after the next one [`Queue::pop`] returns, if
+    /// it is in the slot being served (what the event loop reads ahead
+    /// for: the order is known, and the slot holds about 60 events on a
+    /// big run).
+    #[inline]
+    pub fn ahead(&self, k: usize) -> Option<Ev> {
+        self.cur.get(self.head + k).map(|e| e.ev())
+    }
+
+    /// The packets the slot being served carries, for reading ahead.
+    #[inline]
+    pub fn packets(&self) -> &[Packet] {
+        &self.cur_pkts
     }
 
     /// An arrival onto the wheel, its packet into its slot's list.
@@ -462,6 +478,27 @@ mod tests {
         assert_eq!(q.pop(), Some((100, Ev::NicWake { host: 2 })));
         assert_eq!(q.pop(), Some((100, Ev::NicWake { host: 3 })));
         assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn ahead_sees_what_pop_will_return_in_the_slot() {
+        let mut q = Queue::default();
+        // One slot (1,024 ps wide): 40, 10, 10, 30; then another slot.
+        for (t, host) in [(40, 1), (10, 2), (10, 3), (30, 4), (5_000, 5)] {
+            q.push(t, Ev::NicWake { host });
+        }
+        q.push_packet(20, 9, Packet { flow: 77, ..Packet::default() });
+        assert_eq!(q.pop(), Some((10, Ev::NicWake { host: 2 })));
+        assert_eq!(q.ahead(0), Some(Ev::NicWake { host: 3 }));
+        let Some(Ev::Arrive { port: 9, pkt }) = q.ahead(1) else { panic!("{:?}", q.ahead(1)) };
+        assert_eq!(q.packets()[pkt as usize].flow, 77);
+        assert_eq!(q.ahead(2), Some(Ev::NicWake { host: 4 }));
+        assert_eq!(q.ahead(3), Some(Ev::NicWake { host: 1 }));
+        // The next slot is not sorted yet: nothing is seen past this one.
+        assert_eq!(q.ahead(4), None);
+        assert_eq!(q.pop(), Some((10, Ev::NicWake { host: 3 })));
+        assert_eq!(q.pop(), Some((20, Ev::Arrive { port: 9, pkt })));
+        assert_eq!(q.packet(pkt).map(|p| p.flow), Some(77));
     }
 
     #[test]
