@@ -11,7 +11,18 @@
 //!   the job API: its placement time (the POST until its 201, which comes
 //!   once the flows are placed and their steer entries published) and its
 //!   time to written (the POST until the last steer Write it caused is
-//!   acknowledged, from the controller's event log).
+//!   acknowledged, from the controller's event log);
+//! - reaction with a hot link: after the job, `sim serve` plays traffic it
+//!   was given at the start (`hot_scenario`): rounds of a permutation
+//!   between the hosts of two leaves in the last two pods, whose flows
+//!   collide on the leaves' uplinks under ECMP, so queues cross their
+//!   threshold and the switches send digests. The figure is the p99 over
+//!   the writes those digests caused (`reaction_ms` of the event log:
+//!   digest in, rewrite acknowledged) and of the controller's own share
+//!   (`controller_ms`: digest in, first Write sent). Simulated time runs
+//!   [`HOT_DILATION`] times slower than the wall clock, and the traffic
+//!   starts [`HOT_AFTER`] (wall) after the fabric is programmed, once the
+//!   idle window and the job are over.
 //!
 //! Each figure is printed with the machine's load average beside it: the
 //! machine may be shared, and CPU figures mean little without it.
@@ -33,6 +44,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const SCHED: &str = "scheduler-token-of-the-scale-bench";
 /// Hosts of the job: 101 × 100 directed pairs = 10,100 flows.
 const JOB_HOSTS: usize = 101;
+/// Wall seconds per simulated second while `sim serve` plays the hot-link traffic.
+const HOT_DILATION: f64 = 1000.0;
+/// When the hot-link traffic starts, in wall time after the fabric is programmed.
+const HOT_AFTER: Duration = Duration::from_secs(45);
+/// Rounds of the hot-link permutation, and the simulated time between them.
+const HOT_ROUNDS: usize = 5;
+const HOT_EVERY_MS: f64 = 2.0;
 
 /// Kills the child when the bench ends, however it ends.
 struct Proc(Child);
@@ -102,11 +120,11 @@ fn main() {
         }
     }
     println!();
-    println!("| k | switches | programmed in | controller idle CPU | serve idle CPU | controller resident | serve resident | 10k-flow job placed | written | load (1 min) |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| k | switches | programmed in | controller idle CPU | serve idle CPU | controller resident | serve resident | 10k-flow job placed | written | hot link: reaction p99 | load (1 min) |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.2} s | {:.3} ms/switch-s | {:.3} ms/switch-s | {:.2} MB/switch ({:.0} MB) | {:.2} MB/switch ({:.0} MB) | {} | {} | {:.2} |",
+            "| {} | {} | {:.2} s | {:.3} ms/switch-s | {:.3} ms/switch-s | {:.2} MB/switch ({:.0} MB) | {:.2} MB/switch ({:.0} MB) | {} | {} | {} | {:.2} |",
             r.k,
             r.switches,
             r.programmed.as_secs_f64(),
@@ -118,6 +136,7 @@ fn main() {
             r.serve_rss_mb,
             r.job_placed.map(|d| format!("{:.2} s", d.as_secs_f64())).unwrap_or_else(|| "-".into()),
             r.job_written.map(|d| format!("{:.2} s", d.as_secs_f64())).unwrap_or_else(|| "-".into()),
+            r.hot.text(),
             r.load,
         );
     }
@@ -133,7 +152,97 @@ struct Row {
     serve_rss_mb: f64,
     job_placed: Option<Duration>,
     job_written: Option<Duration>,
+    hot: Hot,
     load: f64,
+}
+
+/// The writes hot-link digests caused: how many, and the p99 of the
+/// reaction (digest in → rewrite acknowledged) and of the controller's
+/// share (digest in → first Write sent), in ms.
+#[derive(Default)]
+struct Hot {
+    writes: usize,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+    controller_p99_ms: Option<f64>,
+}
+
+impl Hot {
+    fn text(&self) -> String {
+        let (Some(p50), Some(p99)) = (self.p50_ms, self.p99_ms) else {
+            return "- (no digest-caused write seen)".into();
+        };
+        let own =
+            self.controller_p99_ms.map(|c| format!(", controller's share p99 {c:.2} ms")).unwrap_or_default();
+        format!("p50 {p50:.2} ms, p99 {p99:.2} ms{own} ({} writes)", self.writes)
+    }
+}
+
+/// Traffic for `sim serve` on a generated fat-tree of `k`: [`HOT_ROUNDS`]
+/// rounds of a permutation between the hosts of the last leaf of pod
+/// k - 1 and the last leaf of pod k (every host sends 4 MiB to its
+/// partner), [`HOT_EVERY_MS`] simulated ms apart, starting [`HOT_AFTER`]
+/// wall time after the fabric is programmed. Each leaf sends k/2 flows
+/// over its k/2 uplinks: ECMP puts two on one uplink in nearly every
+/// round, and that queue crosses its threshold. The last pods keep the
+/// hosts apart from the job's (it takes hosts from the front).
+fn hot_scenario(k: usize) -> String {
+    let half = k / 2;
+    // Leaves are numbered across the fabric, k/2 per pod, and leaf L's
+    // hosts are hL-1 .. hL-(k/2).
+    let (a, b) = ((k - 1) * half, k * half);
+    let hosts: Vec<String> =
+        [a, b].iter().flat_map(|leaf| (1..=half).map(move |h| format!("h{leaf}-{h}"))).collect();
+    let start_ms = HOT_AFTER.as_secs_f64() * 1e3 / HOT_DILATION;
+    let jobs: String = (0..HOT_ROUNDS)
+        .map(|r| {
+            format!(
+                "  - {{name: hot{r}, pattern: permutation, hosts: [{}], shift: {half}, size: 4MiB, start: {:.3}ms}}\n",
+                hosts.join(", "),
+                start_ms + r as f64 * HOT_EVERY_MS
+            )
+        })
+        .collect();
+    format!(
+        "# Written by the scale bench: hot links for the controller to react to.\n\
+         name: scale-bench-hot\n\
+         topology: fabric.yaml\n\
+         seed: 1\n\
+         modes: [flowlet]\n\
+         network: {{mtu: 4096B, dcqcn: false}}\n\
+         jobs:\n{jobs}"
+    )
+}
+
+/// The writes since `from_ns` that a digest caused, from the event log.
+fn hot_reactions(events: &Path, from_ns: u64) -> Result<Hot, String> {
+    let text = std::fs::read_to_string(events).map_err(|e| format!("{}: {e}", events.display()))?;
+    let mut total = vec![];
+    let mut own = vec![];
+    for v in text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()) {
+        if v["kind"] != "write" || v["ts_unix_ns"].as_u64().is_none_or(|t| t < from_ns) {
+            continue;
+        }
+        let field = |name: &str| v["details"][name].as_f64().or_else(|| v[name].as_f64());
+        if let Some(ms) = field("reaction_ms") {
+            total.push(ms);
+            own.extend(field("controller_ms"));
+        }
+    }
+    total.sort_by(f64::total_cmp);
+    own.sort_by(f64::total_cmp);
+    Ok(Hot {
+        writes: total.len(),
+        p50_ms: rank(&total, 0.50),
+        p99_ms: rank(&total, 0.99),
+        controller_p99_ms: rank(&own, 0.99),
+    })
+}
+
+/// The `q` quantile of sorted `v` (nearest rank), `None` when empty.
+fn rank(v: &[f64], q: f64) -> Option<f64> {
+    let i = ((v.len() as f64 * q).ceil() as usize).max(1) - 1;
+    v.get(i).copied()
 }
 
 fn one_size(bin: &Path, k: usize, o: &Opts, tick: f64) -> Result<Row, String> {
@@ -152,9 +261,28 @@ fn one_size(bin: &Path, k: usize, o: &Opts, tick: f64) -> Result<Row, String> {
         return Err(format!("topo gen: {}", String::from_utf8_lossy(&gen.stderr)));
     }
     progress(k, &format!("{switches} switches on ports {base}..; starting sim serve"));
+    let hot = d.join("hot.yaml");
+    std::fs::write(&hot, hot_scenario(k)).map_err(|e| format!("{}: {e}", hot.display()))?;
     let serve_log = d.join("serve.log");
-    let serve = spawn(bin, &[OsArg::P(&topo), OsArg::S("--quiet")], &["sim", "serve"], &serve_log)?;
-    wait_line(&serve, &serve_log, "serving until Ctrl-C", Duration::from_secs(120 + switches as u64 / 10))?;
+    let dilation = HOT_DILATION.to_string();
+    let serve = spawn(
+        bin,
+        &[
+            OsArg::P(&topo),
+            OsArg::P(&hot),
+            OsArg::S("--quiet"),
+            OsArg::S("--dilation"),
+            OsArg::S(&dilation),
+            OsArg::S("--wait"),
+            OsArg::S("600"),
+            OsArg::S("--out"),
+            OsArg::P(&d.join("serve-report")),
+        ],
+        &["sim", "serve"],
+        &serve_log,
+    )?;
+    // Bound: one line per switch, then it waits for a controller.
+    wait_lines(&serve, &serve_log, "(device ", switches, Duration::from_secs(120 + switches as u64 / 10))?;
     let serve_rss_mb = rss_mb(serve.pid())?;
     progress(k, &format!("serve up: {serve_rss_mb:.0} MB resident; starting the controller"));
     let tokens = d.join("tokens");
@@ -206,6 +334,21 @@ fn one_size(bin: &Path, k: usize, o: &Opts, tick: f64) -> Result<Row, String> {
             (None, None)
         }
     };
+    let after_job_ns = unix_ns();
+    if began.elapsed() > programmed + HOT_AFTER {
+        progress(k, "the idle window and the job outlasted the wait before the hot-link traffic; its reactions may overlap them");
+    }
+    progress(k, "waiting for the hot-link traffic (played by sim serve)");
+    let within = HOT_AFTER + Duration::from_secs(120 + switches as u64 / 10);
+    let hot = match wait_line(&serve, &serve_log, "traffic done", within) {
+        Ok(()) => hot_reactions(&events, after_job_ns),
+        Err(e) => Err(e),
+    };
+    let hot = hot.unwrap_or_else(|e| {
+        progress(k, &format!("hot link: {e}"));
+        Hot::default()
+    });
+    progress(k, &format!("hot link: {} (load {:.2})", hot.text(), load()));
     Ok(Row {
         k,
         switches,
@@ -216,6 +359,7 @@ fn one_size(bin: &Path, k: usize, o: &Opts, tick: f64) -> Result<Row, String> {
         serve_rss_mb,
         job_placed,
         job_written,
+        hot,
         load: load_idle,
     })
 }
@@ -311,6 +455,26 @@ fn spawn(bin: &Path, args: &[OsArg], sub: &[&str], log: &Path) -> Result<Proc, S
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
     Ok(Proc(child))
+}
+
+/// Waits until `log` has `n` lines containing `needle`.
+fn wait_lines(p: &Proc, log: &Path, needle: &str, n: usize, within: Duration) -> Result<(), String> {
+    let t0 = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.lines().filter(|l| l.contains(needle)).count() >= n {
+            return Ok(());
+        }
+        let pid = p.pid();
+        if !Path::new(&format!("/proc/{pid}")).exists() || t0.elapsed() > within {
+            let tail: String = text.lines().rev().take(20).collect::<Vec<_>>().join("\n");
+            return Err(format!(
+                "fewer than {n} lines with {needle:?} in {} within {within:?}; its last lines:\n{tail}",
+                log.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Waits until `log` has a line containing `needle`.
