@@ -92,6 +92,12 @@ pub enum AgentEvent {
         switch: usize,
         primary: bool,
     },
+    /// A pass found the switch holding what a target with a cause asks:
+    /// nothing to write, so the cause is done there ([`crate::reaction`]).
+    Settled {
+        switch: usize,
+        cause: Cause,
+    },
     Digests {
         switch: usize,
         digests: Vec<QueueDigest>,

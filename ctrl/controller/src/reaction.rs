@@ -153,8 +153,16 @@ impl Reactions {
     /// A pass of switch `s` ended: its reaction, when it is the first
     /// successful pass that moved routes for its cause.
     pub fn on_synced(&mut self, s: usize, outcome: &SyncOutcome) -> Option<Reaction> {
-        let (Some(cause), Some(moved)) = (outcome.caused_at, outcome.moved_at) else { return None };
-        if outcome.error.is_some() || self.reacted.get(s).copied().flatten() == Some(cause) {
+        let cause = outcome.caused_at?;
+        if outcome.error.is_some() {
+            return None;
+        }
+        let Some(moved) = outcome.moved_at else {
+            // Taken without moving a route: the cause needs nothing more.
+            self.settled(s, cause);
+            return None;
+        };
+        if self.reacted.get(s).copied().flatten() == Some(cause) {
             return None;
         }
         if let Some(r) = self.reacted.get_mut(s) {
@@ -164,6 +172,20 @@ impl Reactions {
             *u = None;
         }
         Some(Reaction { cause, started: outcome.started_at, sent: outcome.sent_at, moved })
+    }
+}
+
+impl Reactions {
+    /// Switch `s` holds what the target of `cause` asks without moving a
+    /// route (its pass wrote nothing, or only deletes): the cause is done
+    /// there, and a later target of that switch does not inherit it. Without
+    /// this, a decision that asked nothing of a switch handed its cause on
+    /// to the switch's next target, which could come a second later for
+    /// another reason, and that write read as a second-long reaction.
+    pub fn settled(&mut self, s: usize, cause: Cause) {
+        if let Some(u) = self.unacked.get_mut(s).filter(|u| **u == Some(cause)) {
+            *u = None;
+        }
     }
 }
 
@@ -221,5 +243,26 @@ mod tests {
         assert_eq!(r.carry(1, None), None);
         // A pass that moved nothing is not a reaction either.
         assert_eq!(r.on_synced(0, &outcome(Some(cause), ms(11), None)), None);
+    }
+
+    #[test]
+    fn a_target_that_moves_nothing_hands_its_cause_to_no_later_target() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let cause = Cause { received: ms(0), handled: ms(1), published: ms(3) };
+        let mut r = Reactions::new(2);
+        // Switch 0's pass wrote only deletes; switch 1 needed no write at all.
+        r.carry(0, Some(cause));
+        r.carry(1, Some(cause));
+        assert_eq!(r.on_synced(0, &outcome(Some(cause), ms(5), None)), None);
+        r.settled(1, cause);
+        // A second later, new targets for another reason carry no cause.
+        assert_eq!(r.carry(0, None), None);
+        assert_eq!(r.carry(1, None), None);
+        // Settling an older cause leaves a newer one in place.
+        let newer = Cause { received: ms(7), handled: ms(8), published: ms(9) };
+        r.carry(1, Some(newer));
+        r.settled(1, cause);
+        assert_eq!(r.carry(1, None), Some(newer));
     }
 }

@@ -64,6 +64,9 @@ impl Live<'_> {
             self.cleanup_at = None;
         }
         if batches.is_empty() {
+            if let Some(cause) = wanted.caused_at {
+                let _ = self.events.send(AgentEvent::Settled { switch: self.cfg.switch, cause }).await;
+            }
             self.announce(0).await;
             return;
         }

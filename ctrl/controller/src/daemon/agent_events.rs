@@ -86,6 +86,7 @@ impl State {
                 self.publish.metrics_dirty.insert(switch);
                 self.publish.dirty_status = true;
             }
+            AgentEvent::Settled { switch, cause } => self.obs.reactions.settled(switch, cause),
             AgentEvent::Programmed { switch } => {
                 self.fleet.switches[switch].programmed = true;
                 self.announce_loop();
