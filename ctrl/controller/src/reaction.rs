@@ -168,14 +168,10 @@ impl Reactions {
         if let Some(r) = self.reacted.get_mut(s) {
             *r = Some(cause);
         }
-        if let Some(u) = self.unacked.get_mut(s).filter(|u| **u == Some(cause)) {
-            *u = None;
-        }
+        self.settled(s, cause);
         Some(Reaction { cause, started: outcome.started_at, sent: outcome.sent_at, moved })
     }
-}
 
-impl Reactions {
     /// Switch `s` holds what the target of `cause` asks without moving a
     /// route (its pass wrote nothing, or only deletes): the cause is done
     /// there, and a later target of that switch does not inherit it. Without

@@ -148,7 +148,6 @@ pub enum DaemonError {
     SteerTables(#[from] crate::admission::AdmissionError),
 }
 
-/// The session settings of switch `s`.
 /// `GET /api/v1/topology`'s document, serialized once.
 fn topology_doc(t: &Topology) -> obs::Document {
     obs::Document::of(t).unwrap_or_else(|error| {
@@ -157,6 +156,7 @@ fn topology_doc(t: &Topology) -> obs::Document {
     })
 }
 
+/// The session settings of switch `s`.
 pub fn session_config(topo: &Topology, s: usize, election_id: u128) -> SessionConfig {
     let sw = &topo.switches[s];
     let mut c = SessionConfig::new(format!("http://{}", sw.p4rt), sw.device_id);
