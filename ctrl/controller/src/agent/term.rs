@@ -5,7 +5,7 @@
 //! only if the switch lost it). Demoted, it steps back to its standby id
 //! and writes nothing; the switch keeps what it holds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,8 +85,34 @@ pub(super) fn refresh_timer(poll_interval: Duration) -> Interval {
 }
 
 /// The keys of the steer entries `installed` holds.
-pub(super) fn steer_keys(installed: &BTreeMap<Key, Entry>) -> std::collections::BTreeSet<Key> {
+pub(super) fn steer_keys(installed: &BTreeMap<Key, Entry>) -> BTreeSet<Key> {
     installed.keys().filter(|k| matches!(k, Key::SteerFlow(_) | Key::SteerPair(..))).copied().collect()
+}
+
+/// `desired` with the `found` steer entries of `installed` whose next hop
+/// it holds. The desired map is shared with the assignment (and, once
+/// held, the installed state): it is copied only when an entry is kept,
+/// not for every switch a new leader takes while nothing was found.
+fn with_found_steer(
+    mut desired: Arc<BTreeMap<Key, Entry>>,
+    found: &BTreeSet<Key>,
+    installed: &BTreeMap<Key, Entry>,
+) -> Arc<BTreeMap<Key, Entry>> {
+    let kept: Vec<(Key, Entry)> = found
+        .iter()
+        .filter(|k| !desired.contains_key(k))
+        .filter_map(|k| {
+            let e = installed.get(k)?;
+            let (Entry::SteerFlow { nhop_id, .. } | Entry::SteerPair { nhop_id, .. }) = e else {
+                return None;
+            };
+            desired.contains_key(&Key::Nhop(*nhop_id)).then(|| (*k, e.clone()))
+        })
+        .collect();
+    if !kept.is_empty() {
+        Arc::make_mut(&mut desired).extend(kept);
+    }
+    desired
 }
 
 /// Fires when the steer grace ends; never without one.
@@ -106,20 +132,12 @@ impl Live<'_> {
     /// would delete their entries at once, and write them again when it
     /// learns of the flows. An entry the plan has claimed since is the
     /// plan's: when the plan drops it (a flow ended or moved), it goes.
-    pub(super) fn keep_steer(&mut self, mut desired: Arc<BTreeMap<Key, Entry>>) -> Arc<BTreeMap<Key, Entry>> {
+    pub(super) fn keep_steer(&mut self, desired: Arc<BTreeMap<Key, Entry>>) -> Arc<BTreeMap<Key, Entry>> {
         if self.steer_grace_until.is_none() {
             return desired;
         }
         self.steer_found.retain(|k| !desired.contains_key(k));
-        let desired_mut = Arc::make_mut(&mut desired);
-        for k in &self.steer_found {
-            let Some(e) = self.installed.get(k) else { continue };
-            let (Entry::SteerFlow { nhop_id, .. } | Entry::SteerPair { nhop_id, .. }) = e else { continue };
-            if desired_mut.contains_key(&Key::Nhop(*nhop_id)) {
-                desired_mut.insert(*k, e.clone());
-            }
-        }
-        desired
+        with_found_steer(desired, &self.steer_found, &self.installed)
     }
 
     /// Whether this session reads the switch: as its writer, without
@@ -244,5 +262,30 @@ mod tests {
         assert!(!ours(leader, false, Some(8 << 64)));
         // Primary by rank, but a standby writes nothing.
         assert!(!ours(standby, true, Some(5)));
+    }
+
+    #[test]
+    fn found_steer_entries_stay_and_copy_the_desired_map_only_when_kept() {
+        let nhop = Entry::Nhop { id: 4, port: 4, src_mac: [0; 6], dst_mac: [0; 6] };
+        let desired: Arc<BTreeMap<Key, Entry>> = Arc::new([(nhop.key(), nhop)].into());
+        let flow = |qp| metaroce_pipeline::FlowKey {
+            src: [10, 0, 1, 1].into(),
+            dst: [10, 0, 2, 1].into(),
+            sport: 1,
+            qp,
+        };
+        let onto = |qp, nhop_id| Entry::SteerFlow { flow: flow(qp), nhop_id, port: nhop_id };
+        // One entry onto the desired next hop, one onto a next hop that is gone.
+        let installed: BTreeMap<Key, Entry> =
+            [onto(1, 4), onto(2, 9)].into_iter().map(|e| (e.key(), e)).collect();
+        let none = with_found_steer(desired.clone(), &BTreeSet::new(), &installed);
+        assert!(Arc::ptr_eq(&none, &desired), "nothing found: the shared map, not a copy");
+        let gone = BTreeSet::from([onto(2, 9).key()]);
+        assert!(Arc::ptr_eq(&with_found_steer(desired.clone(), &gone, &installed), &desired));
+        let found = steer_keys(&installed);
+        let kept = with_found_steer(desired.clone(), &found, &installed);
+        assert_eq!(kept.get(&onto(1, 4).key()), Some(&onto(1, 4)));
+        assert!(!kept.contains_key(&onto(2, 9).key()), "never onto a next hop the plan dropped");
+        assert_eq!(desired.len(), 1, "the shared map is left as it was");
     }
 }
