@@ -83,7 +83,7 @@ mod tests {
     /// Switch 0 pins the flow to port 3, leading to switch 5, which pins it to port 7.
     fn plans() -> (SwitchPlan, SwitchPlan) {
         let mut routes = BTreeMap::new();
-        routes.insert((Ipv4Addr::new(10, 0, 9, 0), 24), vec![(nhop_id(3), 1), (nhop_id(4), 1)]);
+        routes.insert((Ipv4Addr::new(10, 0, 9, 0), 24), vec![(nhop_id(3), 1), (nhop_id(4), 1)].into());
         let routes = Arc::new(routes);
         let up = SwitchPlan {
             routes: routes.clone(),

@@ -7,7 +7,7 @@
 //! (make-before-break: the route's entry moves to the new group in one
 //! write).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -147,7 +147,34 @@ pub fn switch_plan(
 
 /// Weighted routes of a plan: per prefix `(addr, len)`, members
 /// `(nhop id, weight)` sorted by nhop.
-pub type Routes = BTreeMap<(Ipv4Addr, u8), Vec<(u16, u32)>>;
+pub type Routes = BTreeMap<(Ipv4Addr, u8), Members>;
+
+/// A route's members `(nhop id, weight)`, sorted by nhop. Shared: a
+/// switch's routes toward most leaves name the same members (a leaf's
+/// uplinks, a spine's way up), so [`update_routes`] keeps one copy of
+/// each distinct list; a switch's routes grow with the fabric's leaves,
+/// the distinct lists do not.
+pub type Members = Arc<[(u16, u32)]>;
+
+/// Routes from lists of members (a plan read back from the wire), one
+/// copy of each distinct list (see [`Members`]).
+pub fn routes_from(lists: impl IntoIterator<Item = ((Ipv4Addr, u8), Vec<(u16, u32)>)>) -> Routes {
+    let mut distinct: HashSet<Members> = HashSet::new();
+    lists
+        .into_iter()
+        .map(|(key, members)| {
+            let shared = match distinct.get(members.as_slice()) {
+                Some(m) => m.clone(),
+                None => {
+                    let m: Members = members.into();
+                    distinct.insert(m.clone());
+                    m
+                }
+            };
+            (key, shared)
+        })
+        .collect()
+}
 
 /// Everything switch `s` holds but routes and their groups: settings,
 /// ports, next hops and one member per next hop a route may use.
@@ -233,8 +260,8 @@ pub fn fixed_entries(topo: &Topology, routing: &Routing, settings: &Settings, s:
         fixed.push(Entry::DrainConfig { enabled: d.enabled, pair_interval_us: interval });
     }
     fixed.extend(nhops.into_values());
-    let used = routes(routing, |_, _| None, s).into_values().flatten().map(|m| m.0);
-    let used: BTreeSet<u16> = used.collect();
+    let used: BTreeSet<u16> =
+        routes(routing, |_, _| None, s).values().flat_map(|m| m.iter().map(|&(id, _)| id)).collect();
     fixed.extend(used.iter().map(|&id| Entry::Member { id: u32::from(id), nhop: id }));
     fixed
 }
@@ -313,6 +340,9 @@ pub fn update_routes(
         routes.clear();
         return;
     }
+    // The distinct member lists this call makes, one copy each (see
+    // [`Members`]); a route whose members are unchanged keeps its own.
+    let mut distinct: HashSet<Members> = HashSet::new();
     for r in routing.routes(s) {
         if !leaves(r.leaf) {
             continue;
@@ -343,8 +373,16 @@ pub fn update_routes(
         members.dedup_by_key(|m| m.0);
         if members.is_empty() {
             routes.remove(&key);
-        } else {
-            routes.insert(key, members);
+        } else if routes.get(&key).is_none_or(|m| **m != *members) {
+            let shared = match distinct.get(members.as_slice()) {
+                Some(m) => m.clone(),
+                None => {
+                    let m: Members = members.into();
+                    distinct.insert(m.clone());
+                    m
+                }
+            };
+            routes.insert(key, shared);
         }
     }
 }
@@ -530,6 +568,30 @@ mod tests {
         // Back to the baseline: updating with no overrides restores it.
         update_routes(&r, |_, _| None, s, |_| true, &mut updated);
         assert_eq!(updated, routes(&r, |_, _| None, s));
+    }
+
+    /// A switch's routes toward different leaves over the same members
+    /// hold one list between them, built fresh or read back from the wire;
+    /// a re-weighted route gets a list of its own.
+    #[test]
+    fn routes_with_equal_members_share_one_list() {
+        let t = gen::leaf_spine(&Common::new("t", Bandwidth::gbps(100)), 4, 3, 2, 1).unwrap();
+        let r = Routing::compute(&t);
+        let s = 0;
+        let mut all = routes(&r, |_, _| None, s);
+        let up: Vec<&Members> = all.values().filter(|m| m.len() == 3).collect();
+        assert!(up.len() >= 3, "leaf 0 routes toward three leaves over its three spines: {all:?}");
+        assert!(up.iter().all(|m| Arc::ptr_eq(m, up[0])), "one list for every route up");
+        let back = routes_from(all.iter().map(|(k, m)| (*k, m.to_vec())));
+        assert_eq!(back, all);
+        let up: Vec<&Members> = back.values().filter(|m| m.len() == 3).collect();
+        assert!(up.iter().all(|m| Arc::ptr_eq(m, up[0])), "one list once read back");
+        let ports: Vec<u16> = t.adjacency(s).iter().map(|a| a.port).collect();
+        let weights: Vec<(u16, u32)> = ports.iter().enumerate().map(|(i, &p)| (p, 1 + i as u32)).collect();
+        update_routes(&r, |_, leaf| (leaf == 1).then(|| weights.clone()), s, |leaf| leaf == 1, &mut all);
+        let distinct: HashSet<&[(u16, u32)]> =
+            all.values().filter(|m| m.len() == 3).map(|m| &m[..]).collect();
+        assert_eq!(distinct.len(), 2, "the re-weighted route's members differ from the others'");
     }
 
     /// The same YAML on both targets: thresholds in each one's queue

@@ -39,7 +39,7 @@ impl WireGoal {
         match &w.target {
             Goal::Plan(p) => WireGoal::Plan {
                 fixed: p.fixed.as_ref().clone(),
-                routes: p.routes.iter().map(|(k, v)| (*k, v.clone())).collect(),
+                routes: p.routes.iter().map(|(k, v)| (*k, v.to_vec())).collect(),
                 steer: p.steer.iter().map(|(f, h)| (*f, h.port, h.nhop_id, h.downstream.clone())).collect(),
                 pairs: p.pairs.as_ref().clone(),
             },
@@ -51,7 +51,7 @@ impl WireGoal {
         let target = match self {
             WireGoal::Plan { fixed, routes, steer, pairs } => Goal::Plan(SwitchPlan {
                 fixed: Arc::new(fixed),
-                routes: Arc::new(routes.into_iter().collect()),
+                routes: Arc::new(crate::plan::routes_from(routes)),
                 steer: Arc::new(
                     steer
                         .into_iter()
@@ -197,7 +197,7 @@ mod tests {
         let plan = SwitchPlan {
             fixed: Arc::new(vec![]),
             routes: Arc::new(
-                [((Ipv4Addr::new(10, 0, 2, 0), 24), vec![(3, 100), (4, 50)])].into_iter().collect(),
+                [((Ipv4Addr::new(10, 0, 2, 0), 24), vec![(3, 100), (4, 50)].into())].into_iter().collect(),
             ),
             steer: Arc::new(steer),
             pairs: Arc::new(vec![]),
