@@ -74,9 +74,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 100)]
     pub poll_ms: u64,
     /// Audit interval in milliseconds: every port's registers (and ECN counters) are read this
-    /// often whatever the digests say; after a gap in a switch's digests its ports are polled
-    /// every --poll-ms for this long.
-    #[arg(long, default_value_t = 1000)]
+    /// often whatever the digests say, which bounds how late a hot port whose digest was lost
+    /// (with no later digest to show the gap) is found; after a gap in a switch's digests its
+    /// ports are polled every --poll-ms for this long.
+    #[arg(long, default_value_t = 2000)]
     pub audit_ms: u64,
     /// Most switches opened at once (connect, pipeline push, read back, first write); the others
     /// wait their turn, so that a large fabric's pushes do not all compete for the CPU and

@@ -130,7 +130,9 @@ async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
     let ctl = controller(
         dir.path(),
         topo_s,
-        &["--hold-down-ms", "3000", "--hold-up-ms", "0.5", "--host-scrape-ms", "200"],
+        // The register audit (ECN counters ride in it) every 500 ms, not
+        // the default 2 s, so that the scrape below sees the marks soon.
+        &["--hold-down-ms", "3000", "--hold-up-ms", "0.5", "--host-scrape-ms", "200", "--audit-ms", "500"],
     );
     let (api, events, ctl_log) = (ctl.api, ctl.events.clone(), ctl.log.clone());
     let p = pipeline();
@@ -183,7 +185,13 @@ async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
         .unwrap_or(0);
     assert!(digests >= 1, "the switches raised threshold digests:\n{serve}");
 
-    let metrics = get(api, "/metrics");
+    // The ECN-mark counters are read by the audits: wait for one after the marks.
+    let mut metrics = get(api, "/metrics");
+    let ecn_deadline = Instant::now() + Duration::from_secs(10);
+    while metric(&metrics, "metaroce_ecn_marks_total") < 1.0 && Instant::now() < ecn_deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        metrics = get(api, "/metrics");
+    }
     every_documented_metric_has_samples(&metrics);
     assert!(metric(&metrics, "metaroce_ecn_marks_total") >= 1.0, "the switches' ECN marks\n{metrics}");
     assert!(

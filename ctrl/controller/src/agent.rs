@@ -115,17 +115,14 @@ pub enum AgentEvent {
         reports: Vec<metaroce_pipeline::DrainPairDigest>,
     },
     /// Per port: (max depth since the last read, congested); and why the
-    /// poll read them ([`poll`]).
+    /// poll read them ([`poll`]). An audit's read also carries the
+    /// switch's own count of ECN-marked packets per polled port.
     Registers {
         switch: usize,
         ports: Vec<(u16, u32, bool)>,
+        ecn_marks: Option<Vec<(u16, u64)>>,
         received: Instant,
         reason: poll::PollReason,
-    },
-    /// The switch's own count of ECN-marked packets per polled port.
-    EcnMarks {
-        switch: usize,
-        ports: Vec<(u16, u64)>,
     },
     /// A Telemetry Report frame received as packet-in.
     Report {

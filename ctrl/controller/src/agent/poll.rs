@@ -13,7 +13,7 @@
 //! resets the max-depth cells it found non-zero (only as the writing
 //! primary, never on a dry run); it reports [`AgentEvent::Registers`]. The
 //! ECN-mark counters of every port are read in the audit's Read, at most
-//! once per `audit_interval` ([`AgentEvent::EcnMarks`]). While no port is
+//! once per `audit_interval`, and reported with its registers. While no port is
 //! hot and no digest was lost, the poll sleeps until its next audit (a
 //! digest that heats a port wakes it), so an idle switch costs one Read a
 //! second, not a wake-up every `poll_interval`.
@@ -281,11 +281,9 @@ impl Poll {
             }
         }
         let received = Instant::now();
+        let ecn_marks = with_ecn.then(|| self.ecn_marks(counters));
         let (switch, ports) = (self.switch, found);
-        let _ = self.events.send(AgentEvent::Registers { switch, ports, received, reason }).await;
-        if with_ecn {
-            self.report_ecn_marks(counters).await;
-        }
+        let _ = self.events.send(AgentEvent::Registers { switch, ports, ecn_marks, received, reason }).await;
     }
 
     /// The reads of every polled port's ECN-mark counter (for /metrics).
@@ -297,8 +295,8 @@ impl Poll {
         })
     }
 
-    /// Reports the ECN-mark counters a round read.
-    async fn report_ecn_marks(&self, entities: Vec<metaroce_p4rt::proto::p4::v1::Entity>) {
+    /// The ECN-mark counters a round read, per polled port.
+    fn ecn_marks(&self, entities: Vec<metaroce_p4rt::proto::p4::v1::Entity>) -> Vec<(u16, u64)> {
         use metaroce_p4rt::proto::p4::v1::entity::Entity as E;
         let mut counts = BTreeMap::new();
         for e in entities {
@@ -308,9 +306,7 @@ impl Poll {
                 }
             }
         }
-        let ports =
-            self.ports.iter().map(|&p| (p, counts.get(&i64::from(p)).copied().unwrap_or(0))).collect();
-        let _ = self.events.send(AgentEvent::EcnMarks { switch: self.switch, ports }).await;
+        self.ports.iter().map(|&p| (p, counts.get(&i64::from(p)).copied().unwrap_or(0))).collect()
     }
 }
 

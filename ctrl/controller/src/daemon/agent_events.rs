@@ -65,21 +65,18 @@ impl State {
                 self.fleet.switches[switch].primary = primary;
             }
             AgentEvent::Digests { switch, digests, received } => self.on_digests(switch, digests, received),
-            AgentEvent::Registers { switch, ports, received, reason } => {
+            AgentEvent::Registers { switch, ports, ecn_marks, received, reason } => {
                 self.obs.metrics.register_poll(&self.name(switch), reason.as_str());
-                self.on_registers(switch, &ports, received)
+                self.on_registers(switch, &ports, received);
+                for (port, total) in ecn_marks.unwrap_or_default() {
+                    self.show_ecn_marks(switch, port, total);
+                }
             }
             AgentEvent::LargeFlows { switch, flows, received } => {
                 self.on_large_flows(switch, &flows, received)
             }
             AgentEvent::DrainPairs { switch, reports } => self.on_drain_pairs(switch, &reports),
             AgentEvent::Report { switch, frame } => self.on_report(Some(switch), &frame, true),
-            AgentEvent::EcnMarks { switch, ports } => {
-                let name = self.name(switch);
-                for (port, total) in ports {
-                    self.obs.metrics.set_ecn_marks(&name, port, total);
-                }
-            }
             AgentEvent::Synced { switch, outcome, installed } => self.on_synced(switch, &outcome, installed),
             AgentEvent::Installed { switch, installed } => {
                 self.fleet.switches[switch].installed = installed;
@@ -138,7 +135,7 @@ impl State {
                 continue;
             }
             self.obs.metrics.digest_received(&name);
-            self.obs.metrics.set_queue_depth(&name, d.port, u64::from(d.depth));
+            self.show_queue_depth(switch, d.port, u64::from(d.depth));
             let c = ThresholdCrossing {
                 switch,
                 port: d.port,
@@ -214,9 +211,8 @@ impl State {
 
     /// Per port: (max depth since the last read, congested).
     fn on_registers(&mut self, switch: usize, ports: &[(u16, u32, bool)], received: Instant) {
-        let name = self.name(switch);
         for &(p, depth, _) in ports {
-            self.obs.metrics.set_queue_depth(&name, p, u64::from(depth));
+            self.show_queue_depth(switch, p, u64::from(depth));
         }
         let was_hot: Vec<bool> = ports.iter().map(|p| self.is_hot(PortKey { switch, port: p.0 })).collect();
         let regs = ports
@@ -230,6 +226,23 @@ impl State {
             if !was && self.is_hot(key) {
                 self.obs.reactions.port_hot(key, received, Instant::now());
             }
+        }
+    }
+
+    /// Sets a port's queue-depth gauge, unless it already shows `depth`.
+    fn show_queue_depth(&mut self, switch: usize, port: u16, depth: u64) {
+        let shown = self.obs.shown.entry((switch, port)).or_default();
+        if shown.depth.replace(depth) != Some(depth) {
+            self.obs.metrics.set_queue_depth(&self.name(switch), port, depth);
+        }
+    }
+
+    /// Sets a port's ECN-mark total (the switch's own counter), unless it
+    /// already shows `total`.
+    fn show_ecn_marks(&mut self, switch: usize, port: u16, total: u64) {
+        let shown = self.obs.shown.entry((switch, port)).or_default();
+        if shown.ecn_marks.replace(total) != Some(total) {
+            self.obs.metrics.set_ecn_marks(&self.name(switch), port, total);
         }
     }
 

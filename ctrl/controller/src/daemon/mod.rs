@@ -104,7 +104,7 @@ impl Config {
             record: None,
             collector: None,
             poll_interval: Duration::from_millis(100),
-            audit_interval: Duration::from_secs(1),
+            audit_interval: Duration::from_secs(2),
             host_scrape_interval: Duration::from_secs(5),
             tick: Duration::from_millis(5),
             election_id: 10,
@@ -259,7 +259,7 @@ pub async fn run(
     let n = cfg.topology.switches.len();
     let state = State {
         core,
-        obs: Observed { metrics, events, recorder, reactions: Reactions::new(n) },
+        obs: Observed { metrics, events, recorder, reactions: Reactions::new(n), shown: Default::default() },
         fleet: Fleet {
             switches: vec![SwitchStatus::default(); n],
             desired_tx,
@@ -323,6 +323,17 @@ struct Observed {
     /// `--record`: every input, for `controller replay`.
     recorder: Option<std::io::BufWriter<std::fs::File>>,
     reactions: Reactions,
+    /// Per port: the queue depth and ECN-mark total the metrics show, so
+    /// that a register audit that finds nothing new costs no metrics
+    /// update (each builds its labels and searches the family).
+    shown: std::collections::HashMap<(usize, u16), PortShown>,
+}
+
+/// What one port's metrics show ([`Observed::shown`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct PortShown {
+    depth: Option<u64>,
+    ecn_marks: Option<u64>,
 }
 
 /// The switches as the state task drives them.
