@@ -38,9 +38,9 @@ struct Ctl {
 }
 
 fn controller(dir: &Path, topo: &Path, etcd: &str, name: &str, tokens: &Path) -> Ctl {
-    // No traffic here: a slow register poll keeps three debug-built
-    // instances from crowding a small machine.
-    let extra = ["--tokens", tokens.to_str().unwrap(), "--shard", "--poll-ms", "1000"];
+    // Default polls: every session that reads a switch (its owner, the
+    // planner) audits it, and reads fast only what digests make hot.
+    let extra = ["--tokens", tokens.to_str().unwrap(), "--shard"];
     let (proc, api, events, log) = ha_controller(dir, topo, etcd, name, &extra);
     Ctl { proc, api, events, log }
 }
@@ -165,6 +165,7 @@ async fn three_instances_split_the_switches_and_adopt_a_dead_one_s() {
             .then_some(())
     });
     digest_reaches_the_planner(&r, &a, &owned[1], &logs);
+    the_planner_audits_what_it_does_not_own(&r, &owned[1]);
     job_across_shards(&r, [&a, &b, &c], &logs).await;
     owner_killed(&r, b, [&a, &c], &logs).await;
     owner_paused(&r, &c, &a, &logs).await;
@@ -206,6 +207,24 @@ fn digest_reaches_the_planner(r: &Rig, a: &Ctl, owned_by_b: &BTreeSet<usize>, lo
         request(a.api, "GET", "/metrics", Some(SCHED), "").contains(&counted).then_some(())
     });
     println!("shard: a digest of {name} (owned by b) reached the planner a, forwarded through etcd");
+}
+
+/// The planner reads a switch it does not own as its owner does: an audit
+/// every `--audit-ms` (2 s), fast (every `--poll-ms`, 100 ms) only while
+/// the digests the owner forwards show a port hot or digests lost; not
+/// every port every 100 ms, as a session that gets no digests must.
+fn the_planner_audits_what_it_does_not_own(r: &Rig, owned_by_b: &BTreeSet<usize>) {
+    let s = *owned_by_b.iter().next().unwrap();
+    // The digest just forwarded made a port hot: its fast rounds end with
+    // the first read that finds it cool.
+    std::thread::sleep(Duration::from_millis(1000));
+    let before = r.switches[s].register_reads();
+    std::thread::sleep(Duration::from_secs(4));
+    let reads = r.switches[s].register_reads() - before;
+    println!("shard: switch {s} (owned by b) read {reads} times in 4 s by its owner and the planner");
+    // Two audits each in 4 s, give or take one; polling every port fast,
+    // the planner alone would read it some 40 times.
+    assert!(reads <= 12, "switch {s}: {reads} register reads in 4 s: the planner polls it fast");
 }
 
 /// A job posted to the planner is written by the owners on its paths.

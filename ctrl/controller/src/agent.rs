@@ -225,6 +225,12 @@ pub struct AgentConfig {
     /// no read back of its entries); only its owner and the planner read
     /// it. `None` (no sharding): a standby reads, to take over warm.
     pub plans: Option<watch::Receiver<HaState>>,
+    /// Under sharding, the ports the poll reads fast, which the digests
+    /// the switch's owner forwards to the planner update as well as this
+    /// agent's own: the planner reads a switch it does not own as its
+    /// owner does (an audit, and fast only what is hot or lost), not every
+    /// port at every `poll_interval`. `None`: the agent's own.
+    pub forwarded_focus: Option<Arc<poll::Focus>>,
 }
 
 /// Runs until `shutdown` fires. Never returns an error: failures are
@@ -356,7 +362,7 @@ async fn connected(
         pipeline,
         session: Arc::new(session),
         poller: None,
-        focus: Default::default(),
+        focus: cfg.forwarded_focus.clone().unwrap_or_default(),
         installed,
         events,
         retry_at: None,

@@ -42,6 +42,7 @@ fn agent_config(addr: std::net::SocketAddr, poll_interval: Duration) -> AgentCon
         adopt: false,
         opening: Default::default(),
         plans: None,
+        forwarded_focus: None,
     }
 }
 

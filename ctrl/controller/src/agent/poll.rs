@@ -15,11 +15,13 @@
 //! ECN-mark counters of every port are read in the audit's Read, at most
 //! once per `audit_interval`, and reported with its registers. While no port is
 //! hot and no digest was lost, the poll sleeps until its next audit (a
-//! digest that heats a port wakes it), so an idle switch costs one Read a
-//! second, not a wake-up every `poll_interval`.
+//! digest that heats a port wakes it), so an idle switch costs one Read
+//! per audit, not a wake-up every `poll_interval`.
 //! A session that gets no digests (a standby, a dry run) reads every port
-//! at every `poll_interval` instead. It runs as a task of its own on the
-//! agent's session, and ends when its
+//! at every `poll_interval` instead; under sharding, the planner's session
+//! to a switch it does not own gets them forwarded by the owner
+//! ([`crate::agent::AgentConfig::forwarded_focus`]) and audits. It runs as
+//! a task of its own on the agent's session, and ends when its
 //! [`Poller`] is dropped (with the session) or stopped (for a term change;
 //! the agent starts it again with the new term), so it never outlives its
 //! session.
@@ -164,9 +166,10 @@ impl Poller {
             focus,
         };
         // Digests reach only a writing primary that configured them (not a
-        // standby, not a dry run): any other polls every port fast, as the
-        // fallback for a switch that does not push to it.
-        let pushed = writes && !cfg.dry_run;
+        // standby, not a dry run), and under sharding the planner, to which
+        // the switch's owner forwards them: any other polls every port
+        // fast, as the fallback for a switch that does not push to it.
+        let pushed = (writes || cfg.forwarded_focus.is_some()) && !cfg.dry_run;
         let fast = cfg.poll_interval;
         let audit = if pushed { cfg.audit_interval.max(fast) } else { fast };
         let ecn = cfg.audit_interval.max(fast);

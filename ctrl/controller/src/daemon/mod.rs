@@ -204,6 +204,7 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         adopt: cfg.adopt,
         opening: cfg.opening.clone(),
         plans: None,
+        forwarded_focus: None,
     })
 }
 

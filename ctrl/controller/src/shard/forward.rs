@@ -7,6 +7,7 @@
 //! list, a few milliseconds; at a fabric's full digest rate a direct
 //! stream to the planner would be the next step.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{Client, EventType, WatchOptions};
@@ -14,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use super::wire::Pushed;
+use crate::agent::poll::Focus;
 use crate::agent::AgentEvent;
 use crate::ha::{HaState, Role};
 
@@ -87,14 +89,25 @@ async fn put_all(mut client: Client, prefix: String, mut rx: mpsc::Receiver<(usi
     }
 }
 
+/// Where the planner takes forwarded events: its state task, and the
+/// focus of its poll of each switch ([`crate::agent::AgentConfig::forwarded_focus`]).
+#[derive(Debug)]
+pub struct Receiver {
+    pub to_state: mpsc::Sender<AgentEvent>,
+    /// Per switch of the topology.
+    pub focus: Vec<Arc<Focus>>,
+    /// How long every port of a switch is polled fast after a gap in its
+    /// digests (the audit interval, as for the owner's own digests).
+    pub window: Duration,
+}
+
 /// While this instance plans: the other owners' forwarded events to its
 /// state task.
 pub async fn receive(
     mut client: Client,
     fabric: String,
     mut ha: watch::Receiver<HaState>,
-    to_state: mpsc::Sender<AgentEvent>,
-    switches: usize,
+    to: Receiver,
     mut stop: watch::Receiver<bool>,
 ) {
     let prefix = super::forward_prefix(&fabric);
@@ -105,7 +118,7 @@ pub async fn receive(
         }
         info!("shard: planning: taking the owners' forwarded digests and reports");
         let why = tokio::select! {
-            why = follow(&mut client, &prefix, &to_state, switches) => why,
+            why = follow(&mut client, &prefix, &to) => why,
             _ = ha.wait_for(|s| s.role != Role::Leader) => "no longer the planner".into(),
             _ = stop.wait_for(|s| *s) => return,
         };
@@ -118,12 +131,7 @@ pub async fn receive(
 }
 
 /// Follows the forwarded events from now on; returns why it stopped.
-async fn follow(
-    client: &mut Client,
-    prefix: &str,
-    to_state: &mpsc::Sender<AgentEvent>,
-    switches: usize,
-) -> String {
+async fn follow(client: &mut Client, prefix: &str, to: &Receiver) -> String {
     let mut stream = match client.watch(prefix, Some(WatchOptions::new().with_prefix())).await {
         Ok(s) => s,
         Err(e) => return e.to_string(),
@@ -139,13 +147,19 @@ async fn follow(
         }
         for ev in resp.events() {
             let (EventType::Put, Some(kv)) = (ev.event_type(), ev.kv()) else { continue };
-            let Some(s) = super::switch_of(kv.key(), prefix).filter(|&s| s < switches) else {
+            let Some((s, focus)) =
+                super::switch_of(kv.key(), prefix).and_then(|s| Some((s, to.focus.get(s)?)))
+            else {
                 warn!(key = %String::from_utf8_lossy(kv.key()), "shard: forwarded event for no switch of this topology; dropped");
                 continue;
             };
             match serde_json::from_slice::<Pushed>(kv.value()) {
                 Ok(p) => {
-                    if to_state.send(p.event(s)).await.is_err() {
+                    let ev = p.event(s);
+                    if let AgentEvent::Digests { digests, .. } = &ev {
+                        focus.on_digests(digests, tokio::time::Instant::now(), to.window);
+                    }
+                    if to.to_state.send(ev).await.is_err() {
                         return "the state task stopped".into();
                     }
                 }

@@ -32,12 +32,14 @@
 //!   whose digests differ from a live member's is refused at start, naming
 //!   what differs.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::agent::poll::Focus;
 use crate::agent::{AgentEvent, Desired};
 use crate::daemon::Config;
 use crate::ha::{HaError, HaState};
@@ -140,12 +142,15 @@ pub async fn start(
     // Agents: their desired state comes from etcd, their term from ownership.
     let mut agent_desired = Vec::with_capacity(n);
     let (fwd_tx, fwd_rx) = mpsc::channel::<AgentEvent>(8192);
+    // The owners' forwarded digests steer the planner's polls too.
+    let focus: Vec<Arc<Focus>> = (0..n).map(|_| Arc::default()).collect();
     for (s, term) in term_rx.into_iter().enumerate() {
         let mut a = crate::daemon::agent_config(cfg, s).map_err(|e| ShardError::Agents(Box::new(e)))?;
         a.ha = Some(term);
         // A switch neither owned nor planned here is not read
         // ([`crate::agent::AgentConfig::plans`]).
         a.plans = Some(ha.clone());
+        a.forwarded_focus = Some(focus[s].clone());
         let (tx, rx) = watch::channel::<Desired>(None);
         agent_desired.push(tx);
         let span = crate::agent::span(&a);
@@ -169,6 +174,7 @@ pub async fn start(
     // pushed ones of the switches we own also go to the planner.
     let fw = forward::Forwarder::new(client.clone(), &fabric, ha.clone());
     tasks.push(tokio::spawn(fw.run(fwd_rx, events.clone())));
-    tasks.push(tokio::spawn(forward::receive(client, fabric, ha, events.clone(), n, stop.clone())));
+    let to_planner = forward::Receiver { to_state: events.clone(), focus, window: cfg.audit_interval };
+    tasks.push(tokio::spawn(forward::receive(client, fabric, ha, to_planner, stop.clone())));
     Ok(core_desired)
 }
