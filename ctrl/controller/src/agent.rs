@@ -189,7 +189,8 @@ pub struct AgentConfig {
     pub ports: Vec<u16>,
     /// How often the registers of hot ports (or of every port, while the
     /// switch's digests are lost) are polled, beside the agent's loop
-    /// ([`poll`]); a standby reads the switch's entries back every ten.
+    /// ([`poll`]); a standby reads the switch's entries back every ten
+    /// (under sharding, every ten audits and after each new desired state).
     pub poll_interval: Duration,
     /// How often every port's registers are read as an audit of what the
     /// digests say (and the ECN counters for /metrics); also how long
@@ -414,7 +415,7 @@ impl Live<'_> {
         shutdown: &mut watch::Receiver<bool>,
         mut ha: Option<&mut watch::Receiver<HaState>>,
     ) -> Result<(), AgentError> {
-        let mut refresh = term::refresh_timer(self.cfg.poll_interval);
+        let mut refresh = term::refresh_timer(self.cfg);
         let mut plans = self.cfg.plans.clone();
         loop {
             let retry = self.retry_at;
@@ -432,6 +433,9 @@ impl Live<'_> {
                     }
                     let d = desired.borrow_and_update().clone();
                     self.sync(&d, true).await;
+                    if !self.term.writes && self.observes() {
+                        term::refresh_soon(self.cfg, &mut refresh);
+                    }
                 }
                 _ = refresh.tick(), if !self.term.writes && self.observes() => self.refresh_installed().await,
                 _ = term::plans_changed(plans.as_mut()) => self.on_plans().await,

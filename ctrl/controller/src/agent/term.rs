@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use metaroce_p4rt::session::PipelineOutcome;
 use tokio::sync::watch;
@@ -76,12 +75,30 @@ pub(super) async fn plans_changed(plans: Option<&mut watch::Receiver<HaState>>) 
 }
 
 /// The standby's timer for [`Live::refresh_installed`]: first after
-/// [`REFRESH_EVERY`] poll intervals, then every as many.
-pub(super) fn refresh_timer(poll_interval: Duration) -> Interval {
-    let every = poll_interval.saturating_mul(REFRESH_EVERY);
+/// [`REFRESH_EVERY`] poll intervals, then every as many. Under sharding,
+/// where the planner reads back the switches other instances own (its
+/// status, its admission of jobs), every [`REFRESH_EVERY`] audits instead,
+/// and soon after each new desired state ([`refresh_soon`]): the owner
+/// writes only what the planner asked, so between those a read back finds
+/// what the last one found.
+pub(super) fn refresh_timer(cfg: &AgentConfig) -> Interval {
+    let every = match cfg.forwarded_focus {
+        Some(_) => cfg.audit_interval.max(cfg.poll_interval),
+        None => cfg.poll_interval,
+    }
+    .saturating_mul(REFRESH_EVERY);
     let mut t = tokio::time::interval_at(Instant::now() + every, every);
     t.set_missed_tick_behavior(MissedTickBehavior::Delay);
     t
+}
+
+/// Under sharding, a new desired state for a switch this instance reads but
+/// does not write: read it back once its owner has had the time to write
+/// it (a poll interval), not only at the next slow refresh.
+pub(super) fn refresh_soon(cfg: &AgentConfig, refresh: &mut Interval) {
+    if cfg.forwarded_focus.is_some() {
+        refresh.reset_after(cfg.poll_interval);
+    }
 }
 
 /// The keys of the steer entries `installed` holds.
