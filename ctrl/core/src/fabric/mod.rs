@@ -287,7 +287,15 @@ impl Core {
                 self.view_version += 1;
                 self.heat_stale = true;
             }
-            Input::SwitchUp { switch } if *switch < n => notes.extend(self.on_switch_up(*switch)),
+            // Back before it was declared failed (or up for the first
+            // time): nothing the policy or the placement reads changed, so
+            // no decision is due; a fabric coming up is not one decision of
+            // the whole fabric per switch.
+            Input::SwitchUp { switch } if *switch < n => {
+                let rerouted = self.on_switch_up(*switch);
+                self.dirty |= rerouted.is_some();
+                notes.extend(rerouted);
+            }
             Input::SwitchDown { switch } if *switch < n => {
                 self.down_since.entry(*switch).or_insert(now_ns);
             }
@@ -334,6 +342,7 @@ impl Core {
         if !matches!(
             input,
             Input::Crossing(_)
+                | Input::SwitchUp { .. }
                 | Input::Snapshot(_)
                 | Input::Report(_)
                 | Input::Tick
