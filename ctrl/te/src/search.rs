@@ -60,7 +60,10 @@ impl<'a, M: Meter> Dfs<'a, M> {
         self.best.as_ref().map_or(self.below, |b| b.0)
     }
 
-    fn walk(&mut self, s: u32, depth: usize, prefix: M::U) {
+    /// Goes on from switch `s` at `depth` with `prefix`: the bottleneck
+    /// so far. `known`: `s`'s group toward the destination, where the
+    /// caller has read it already.
+    fn walk(&mut self, s: u32, depth: usize, prefix: M::U, known: Option<&'a [Mem]>) {
         if s == self.dst {
             if prefix < self.limit() {
                 self.cur.len = depth as u8;
@@ -72,7 +75,11 @@ impl<'a, M: Meter> Dfs<'a, M> {
         if depth == MAX_HOPS {
             return;
         }
-        let members = if depth == 0 { self.net.group(self.first) } else { self.net.members(self.d, s) };
+        let members = match known {
+            Some(members) => members,
+            None if depth == 0 => self.net.group(self.first),
+            None => self.net.members(self.d, s),
+        };
         let k = members.len();
         if k > self.beam {
             return self.walk_beam(members, depth, prefix);
@@ -101,7 +108,7 @@ impl<'a, M: Meter> Dfs<'a, M> {
         } else {
             self.cur.mask &= !(1 << depth);
         }
-        self.walk(peer, depth + 1, u);
+        self.walk(peer, depth + 1, u, None);
     }
 
     /// Utilisation along the chain of single-member groups from `s`
@@ -171,8 +178,22 @@ impl<'a, M: Meter> Dfs<'a, M> {
         }
         for &(u, idx) in &keep[..kept] {
             let m = members[idx as usize];
-            if !self.finish(m, depth, M::max(prefix, u)) {
-                self.step(m.dl, m.peer, (depth, true), prefix);
+            match self.finish(m, depth, M::max(prefix, u)) {
+                Finish::Done => {}
+                // The member's own switch forks: its tail was nothing
+                // (`u` is the member's utilisation alone), so this is
+                // what `step` would do, without reading its load and the
+                // switch's group again.
+                Finish::Forks(next) => {
+                    let u = M::max(prefix, u);
+                    if u >= self.limit() {
+                        continue;
+                    }
+                    self.cur.dl[depth] = m.dl;
+                    self.cur.mask |= 1 << depth;
+                    self.walk(m.peer, depth + 1, u, Some(next));
+                }
+                Finish::Walk => self.step(m.dl, m.peer, (depth, true), prefix),
             }
         }
     }
@@ -181,16 +202,21 @@ impl<'a, M: Meter> Dfs<'a, M> {
     /// and its bottleneck is known already (`total`: the prefix, the
     /// member and its chain, all read for the beam): records it if it
     /// beats the best, as walking it would, without reading its loads
-    /// again. False if the chain forks first (walk it then).
-    fn finish(&mut self, m: Mem, depth: usize, total: M::U) -> bool {
+    /// again. Else the chain forks: at the member's own switch (whose
+    /// group it gives), or further on (walk it then).
+    fn finish(&mut self, m: Mem, depth: usize, total: M::U) -> Finish<'a> {
         let mut r = self.cur;
         r.dl[depth] = m.dl;
         r.mask |= 1 << depth;
         let (mut s, mut at) = (m.peer, depth + 1);
         while s != self.dst {
-            let [next] = self.net.members(self.d, s) else { return false };
+            let next = match self.net.members(self.d, s) {
+                [next] => *next,
+                forks if s == m.peer => return Finish::Forks(forks),
+                _ => return Finish::Walk,
+            };
             if at == MAX_HOPS {
-                return false;
+                return Finish::Walk;
             }
             r.dl[at] = next.dl;
             r.mask &= !(1 << at);
@@ -201,8 +227,18 @@ impl<'a, M: Meter> Dfs<'a, M> {
             r.mask &= (1u8 << at) - 1;
             self.best = Some((total, r));
         }
-        true
+        Finish::Done
     }
+}
+
+/// What [`Dfs::finish`] did with a kept member.
+enum Finish<'a> {
+    /// Its chain reached the destination: recorded if it was the best.
+    Done,
+    /// The switch it leads to forks, into these members.
+    Forks(&'a [Mem]),
+    /// Its chain forks further on.
+    Walk,
 }
 
 /// Which `look` of a group's `k` members the beam looks at: one from
@@ -418,7 +454,7 @@ fn run<M: Meter>(
         first,
         below,
     };
-    dfs.walk(src, 0, M::ZERO);
+    dfs.walk(src, 0, M::ZERO, None);
     dfs.best
 }
 
