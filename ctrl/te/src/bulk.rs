@@ -192,11 +192,11 @@ impl Planner {
                 search::best_from(&self.net, self.loads(), q, w.rate, w.spread, breadth).map(|(_, r)| r)
             };
             if let Some(r) = found {
+                if let Some((g, _)) = group {
+                    // The next members of the batch join these links.
+                    self.groups.enter_all(g, r.links(), w.rate);
+                }
                 for &dl in r.links() {
-                    if let Some((g, _)) = group {
-                        // The next members of the batch join these links.
-                        self.groups.enter(g, dl, w.rate);
-                    }
                     let load = &mut self.links.load[dl as usize];
                     *load += w.rate;
                     top = top.max(*load);

@@ -104,13 +104,23 @@ impl Groups {
 
     /// A member of `g` sending `rate` now runs over `dl`.
     pub fn enter(&mut self, g: u32, dl: DirLink, rate: u64) {
+        self.enter_all(g, &[dl], rate);
+    }
+
+    /// [`Groups::enter`] for each of `dls` (one look-up of the group).
+    pub fn enter_all(&mut self, g: u32, dls: &[DirLink], rate: u64) {
+        if dls.is_empty() {
+            return;
+        }
         let list = self.on.entry(g).or_default();
-        match list.binary_search_by_key(&dl, |x| x.dl) {
-            Ok(i) => {
-                list[i].members += 1;
-                list[i].rate += rate;
+        for &dl in dls {
+            match list.binary_search_by_key(&dl, |x| x.dl) {
+                Ok(i) => {
+                    list[i].members += 1;
+                    list[i].rate += rate;
+                }
+                Err(i) => list.insert(i, OnLink { dl, members: 1, rate }),
             }
-            Err(i) => list.insert(i, OnLink { dl, members: 1, rate }),
         }
     }
 
