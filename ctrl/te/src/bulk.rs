@@ -340,15 +340,7 @@ mod tests {
                 .map(|f| {
                     let rate = (next() % 100 + 1) << (next() % 40);
                     let d = if next().is_multiple_of(17) { NONE } else { (next() % dests as u64) as u32 };
-                    Work {
-                        f,
-                        src: 0,
-                        d,
-                        rate,
-                        spread: 0,
-                        at: f,
-                        group: NONE,
-                    }
+                    Work { f, src: 0, d, rate, spread: 0, at: f, group: NONE }
                 })
                 .collect();
             let mut want: Vec<FlowId> = work.iter().map(|w| w.f).collect();

@@ -266,7 +266,8 @@ mod tests {
         // Buffers kept from call to call: what a larger call left in
         // them must not matter.
         let mut b = Bufs::default();
-        let cases = [(0usize, 0), (1, 0), (1000, 0), (1000, 1), (70_000, 0), (5, 2), (3000, 2), (20_000, 3), (9, 3)];
+        let cases =
+            [(0usize, 0), (1, 0), (1000, 0), (1000, 1), (70_000, 0), (5, 2), (3000, 2), (20_000, 3), (9, 3)];
         for (n, kind) in cases {
             let flows: Vec<(u32, u32, u64)> = (0..n)
                 .map(|_| {
