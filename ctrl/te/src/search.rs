@@ -122,12 +122,12 @@ impl<'a, M: Meter> Dfs<'a, M> {
             if s == self.dst || worst >= stop {
                 break;
             }
-            match self.net.members(self.d, s) {
-                [m] => {
+            match self.net.only(self.d, s) {
+                Some(m) => {
                     worst = M::max(worst, self.loads.util(self.net, m.dl, self.rate));
                     s = m.peer;
                 }
-                _ => break,
+                None => break,
             }
         }
         worst
