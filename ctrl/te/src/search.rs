@@ -46,8 +46,10 @@ struct Dfs<'a, M: Meter> {
     best: Option<(M::U, Route)>,
     /// The source leaf's group: read by the caller ahead of the search.
     first: u32,
-    /// Only paths whose bottleneck is below this are wanted.
-    below: M::U,
+    /// What a path must beat: the caller's bar (only paths whose
+    /// bottleneck is below it are wanted), then the best found. Kept
+    /// beside `best`, as the search reads it at every step.
+    bar: M::U,
 }
 
 /// Widest beam kept on the stack.
@@ -57,7 +59,7 @@ impl<'a, M: Meter> Dfs<'a, M> {
     /// What a path must beat: the best found, or the caller's bar.
     #[inline]
     fn limit(&self) -> M::U {
-        self.best.as_ref().map_or(self.below, |b| b.0)
+        self.bar
     }
 
     /// Goes on from switch `s` at `depth` with `prefix`: the bottleneck
@@ -68,7 +70,7 @@ impl<'a, M: Meter> Dfs<'a, M> {
             if prefix < self.limit() {
                 self.cur.len = depth as u8;
                 self.cur.mask &= (1u8 << depth) - 1;
-                self.best = Some((prefix, self.cur));
+                (self.best, self.bar) = (Some((prefix, self.cur)), prefix);
             }
             return;
         }
@@ -225,7 +227,7 @@ impl<'a, M: Meter> Dfs<'a, M> {
         if total < self.limit() {
             r.len = at as u8;
             r.mask &= (1u8 << at) - 1;
-            self.best = Some((total, r));
+            (self.best, self.bar) = (Some((total, r)), total);
         }
         Finish::Done
     }
@@ -452,7 +454,7 @@ fn run<M: Meter>(
         cur: Route::default(),
         best: None,
         first,
-        below,
+        bar: below,
     };
     dfs.walk(src, 0, M::ZERO, None);
     dfs.best
