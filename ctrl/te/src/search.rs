@@ -157,11 +157,13 @@ impl<'a, M: Meter> Dfs<'a, M> {
         // prefix, leads to nothing better; one no cooler than the last
         // kept is not kept. Either way its tail need not be read.
         let bar = self.limit();
+        // What a member must be below: `bar`, and once the beam is full
+        // its last kept member. (`prefix` is below `bar`, or this switch
+        // would not be walked.)
+        let mut cut = bar;
         for idx in sample.iter() {
             let m = members[idx];
             let first = self.loads.util(self.net, m.dl, self.rate);
-            // (`prefix` is below `bar`, or this switch would not be walked.)
-            let cut = M::min(if kept == beam { keep[beam - 1].0 } else { M::INF }, bar);
             if first >= cut {
                 continue;
             }
@@ -177,6 +179,9 @@ impl<'a, M: Meter> Dfs<'a, M> {
             }
             keep[at] = (u, idx as u32);
             kept = (kept + 1).min(beam);
+            if kept == beam {
+                cut = M::min(keep[beam - 1].0, bar);
+            }
         }
         for &(u, idx) in &keep[..kept] {
             let m = members[idx as usize];
