@@ -159,7 +159,7 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
 /// (half the bytes to move), else as pairs. Packed, they are in index
 /// order already, so a stable sort by the offer alone gives (offer,
 /// index): a radix sort ([`radix_by_high`]), some 4 passes over the
-/// keys where a comparison sort took 17 (100,000 flows).
+/// keys where a comparison sort makes some 17 (100,000 flows).
 fn by_offer(flows: &[(u32, u32, u64)], b: &mut Bufs) {
     let bits = u64::BITS - (flows.len() as u64).leading_zeros();
     let top = flows.iter().map(|f| f.2).max().unwrap_or(0);
