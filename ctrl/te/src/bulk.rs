@@ -12,7 +12,7 @@ use std::cmp::Reverse;
 
 use crate::decide::Log;
 use crate::flow::FlowId;
-use crate::net::NONE;
+use crate::net::{DirLink, NONE};
 use crate::planner::{Planner, Status};
 use crate::report::{Reason, Unplaced};
 use crate::search::{self, Breadth, Raw, Route, RAW_LIMIT};
@@ -21,12 +21,13 @@ use crate::search::{self, Breadth, Raw, Route, RAW_LIMIT};
 const RAW_BATCH: usize = 64;
 
 /// One new flow between two leaves, as the searches need it.
+///
+/// 40 bytes: a bulk placement streams 100,000 of them through the
+/// ordering and the searches several times, so the order is worked out
+/// from the fields ([`Work::order`]) rather than kept beside them.
 #[derive(Debug, Clone, Copy)]
 struct Work {
-    /// Largest first by powers of two, then destination by destination
-    /// (the search then reads one row of the route index for many flows
-    /// in a row), then by rate; the flow id breaks ties.
-    order: (Reverse<u32>, u32, Reverse<u64>, FlowId),
+    f: FlowId,
     src: u32,
     d: u32,
     rate: u64,
@@ -37,6 +38,23 @@ struct Work {
     /// order, rather than by each search in placement order, where
     /// every flow's entry is a cache miss of its own.
     group: u32,
+}
+
+impl Work {
+    /// Largest first by powers of two, then destination by destination
+    /// (the search then reads one row of the route index for many flows
+    /// in a row), then by rate; the flow id breaks ties. ([`in_order`]
+    /// sorts by it without building it.)
+    #[cfg(test)]
+    fn order(&self) -> (Reverse<u32>, u32, Reverse<u64>, FlowId) {
+        (Reverse(self.class()), self.d, Reverse(self.rate), self.f)
+    }
+
+    /// The rate's power of two.
+    #[inline]
+    fn class(&self) -> u32 {
+        64 - self.rate.leading_zeros()
+    }
 }
 
 /// The buffers of a bulk placement, kept by the planner between
@@ -51,11 +69,12 @@ pub(crate) struct Bufs {
     fill: Vec<u32>,
     at: Vec<u32>,
     /// The greedy's: first groups read ahead, routes found, flows added
-    /// per link, ids and whether each is logged, by position in flow-id
-    /// order.
+    /// per link and the new flows link by link, ids and whether each is
+    /// logged, by position in flow-id order.
     first: Vec<u32>,
     routes: Vec<Option<Route>>,
     more: Vec<u32>,
+    slot: Vec<FlowId>,
     ids: Vec<FlowId>,
     logged: Vec<bool>,
 }
@@ -105,7 +124,7 @@ impl Planner {
             let rate = self.flows.rate[i];
             let d = self.net.dest_of[dst_leaf as usize];
             work.push(Work {
-                order: (Reverse(64 - rate.leading_zeros()), d, Reverse(rate), f),
+                f,
                 src,
                 d,
                 rate,
@@ -121,7 +140,7 @@ impl Planner {
         // in it is placed greedily.
         let grouped = work.iter().any(|w| w.group != NONE);
         if self.config.exact_jobs && !grouped {
-            let inter: Vec<FlowId> = work.iter().map(|w| w.order.3).collect();
+            let inter: Vec<FlowId> = work.iter().map(|w| w.f).collect();
             if let Some((routes, at_bound)) = self.exact_routes(&inter) {
                 for (&f, r) in inter.iter().zip(routes) {
                     self.touch(log, f, Reason::New, (None, 0.0));
@@ -147,7 +166,7 @@ impl Planner {
         let (beam, width) = (self.config.search_beam, self.config.search_width);
         let breadth = Breadth::Beam { beam, width };
         // Every flow's first group, read ahead: these misses overlap.
-        let Bufs { first, routes, more, ids, logged, .. } = b;
+        let Bufs { first, routes, more, slot, ids, logged, .. } = b;
         first.clear();
         first.extend(work.iter().map(|w| if w.d == NONE { 0 } else { self.net.cell_of(w.d, w.src) }));
         // In placement order; by position in flow-id order.
@@ -191,11 +210,11 @@ impl Planner {
                 search::best_from(&self.net, self.loads(), q, w.rate, w.spread, breadth).map(|(_, r)| r)
             };
             if let Some(r) = found {
+                if let Some((g, _)) = group {
+                    // The next members of the batch join these links.
+                    self.groups.enter_all(g, r.links(), w.rate);
+                }
                 for &dl in r.links() {
-                    if let Some((g, _)) = group {
-                        // The next members of the batch join these links.
-                        self.groups.enter(g, dl, w.rate);
-                    }
                     let load = &mut self.links.load[dl as usize];
                     *load += w.rate;
                     top = top.max(*load);
@@ -204,15 +223,22 @@ impl Planner {
                 routes[w.at as usize] = Some(r);
             }
         }
-        // Each link's flow list grows once, to its new length.
-        for (list, &k) in self.links.on.iter_mut().zip(more.iter()) {
-            list.reserve(k as usize);
-        }
         ids.clear();
         ids.resize(work.len(), 0);
         for w in work {
-            ids[w.at as usize] = w.order.3;
+            ids[w.at as usize] = w.f;
         }
+        // Each link's new flows, in flow-id order, are gathered in one
+        // run of `slot` (a counting sort on the link: `more` becomes
+        // each run's start, then its end), and each list then takes its
+        // run at once: pushed flow by flow, every push was a miss on the
+        // list's header and one on its end, over 82,000 lists.
+        let mut sum = 0;
+        for k in more.iter_mut() {
+            (*k, sum) = (sum, sum + *k);
+        }
+        slot.clear();
+        slot.resize(sum as usize, 0);
         logged.clear();
         logged.resize(work.len(), false);
         for (j, (&f, r)) in ids.iter().zip(routes.iter()).enumerate() {
@@ -221,14 +247,29 @@ impl Planner {
             logged[j] = self.flows.touched_in[i] != self.decision;
             self.flows.touched_in[i] = self.decision;
             self.flows.status[i] = Status::Placed;
-            self.listed_on(f, r);
+            self.flows.route[i] = r;
+            for &dl in r.links() {
+                let at = &mut more[dl as usize];
+                slot[*at as usize] = f;
+                *at += 1;
+            }
+            self.count(f, true);
             self.flows.moved_at[i] = None;
             self.flows.placed_in[i] = self.decision;
+        }
+        // What `listed_on` does for each flow, link by link.
+        let mut begin = 0;
+        for (dl, &end) in more.iter().enumerate() {
+            if end > begin {
+                self.links.on[dl].extend_from_slice(&slot[begin as usize..end as usize]);
+                self.links.hot.mark(dl as DirLink);
+            }
+            begin = end;
         }
         log.new_at = log.first.len();
         log.new.reserve(work.len());
         for w in work {
-            let (j, f) = (w.at as usize, w.order.3);
+            let (j, f) = (w.at as usize, w.f);
             if routes[j].is_none() {
                 self.flows.status[f as usize] = Status::Stuck;
                 self.inbox.stuck.push(f);
@@ -240,7 +281,7 @@ impl Planner {
     }
 }
 
-/// `work` (in flow-id order) sorted by `Work::order`. Most of the order
+/// `work` (in flow-id order) sorted by [`Work::order`]. Most of the order
 /// is two small integers (the rate class and the destination), so a
 /// counting sort by those, then a comparison sort inside each bucket (a
 /// few flows each) instead of one of the whole batch, into `out`
@@ -249,7 +290,7 @@ fn in_order(work: &[Work], dests: usize, b: &mut Bufs, out: &mut Vec<Work>) {
     // Dense ranks of the classes present, largest first.
     let mut present = [false; 65];
     for w in work {
-        present[(w.order.0).0 as usize] = true;
+        present[w.class() as usize] = true;
     }
     let (mut rank, mut classes) = ([0usize; 65], 0);
     for c in (0..65).rev().filter(|&c| present[c]) {
@@ -258,7 +299,7 @@ fn in_order(work: &[Work], dests: usize, b: &mut Bufs, out: &mut Vec<Work>) {
     }
     // A destination index is below `dests`; NONE sorts after them all.
     let cols = dests + 1;
-    let bucket = |w: &Work| rank[(w.order.0).0 as usize] * cols + (w.d as usize).min(dests);
+    let bucket = |w: &Work| rank[w.class() as usize] * cols + (w.d as usize).min(dests);
     let Bufs { start, fill, at, .. } = b;
     start.clear();
     start.resize(classes * cols + 1, 0);
@@ -282,7 +323,7 @@ fn in_order(work: &[Work], dests: usize, b: &mut Bufs, out: &mut Vec<Work>) {
     // In a bucket the class and the destination are equal: the rest of
     // the order decides.
     for r in start.windows(2).filter(|r| r[1] - r[0] > 1) {
-        out[r[0] as usize..r[1] as usize].sort_unstable_by_key(|w| (w.order.2, w.order.3));
+        out[r[0] as usize..r[1] as usize].sort_unstable_by_key(|w| (Reverse(w.rate), w.f));
     }
 }
 
@@ -299,22 +340,14 @@ mod tests {
                 .map(|f| {
                     let rate = (next() % 100 + 1) << (next() % 40);
                     let d = if next().is_multiple_of(17) { NONE } else { (next() % dests as u64) as u32 };
-                    Work {
-                        order: (Reverse(64 - rate.leading_zeros()), d, Reverse(rate), f),
-                        src: 0,
-                        d,
-                        rate,
-                        spread: 0,
-                        at: f,
-                        group: NONE,
-                    }
+                    Work { f, src: 0, d, rate, spread: 0, at: f, group: NONE }
                 })
                 .collect();
-            let mut want: Vec<FlowId> = work.iter().map(|w| w.order.3).collect();
-            want.sort_unstable_by_key(|&f| work[f as usize].order);
+            let mut want: Vec<FlowId> = work.iter().map(|w| w.f).collect();
+            want.sort_unstable_by_key(|&f| work[f as usize].order());
             // Buffers kept from the larger call before must not matter.
             in_order(&work, dests, &mut bufs, &mut out);
-            let got: Vec<FlowId> = out.iter().map(|w| w.order.3).collect();
+            let got: Vec<FlowId> = out.iter().map(|w| w.f).collect();
             assert_eq!(got, want, "n {n}");
         }
     }

@@ -32,6 +32,9 @@ pub(crate) struct Bufs {
     fill: Vec<u32>,
     of: Vec<u32>,
     packed: Vec<u64>,
+    /// The radix sort's second buffer, and its counts.
+    spare: Vec<u64>,
+    counts: Vec<[u32; WIDTH]>,
     pairs: Vec<(u64, u32)>,
     order: Vec<u32>,
     heap: Vec<Reverse<(u64, u32)>>,
@@ -153,8 +156,10 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
 /// Flow indices by offer, then index, into `b.order`: sorted with the
 /// keys beside the indices (a sort through the index reads `flows` at
 /// random), packed into one u64 where the offers leave room for the index
-/// (half the bytes to move, one comparison instead of two), else as
-/// pairs.
+/// (half the bytes to move), else as pairs. Packed, they are in index
+/// order already, so a stable sort by the offer alone gives (offer,
+/// index): a radix sort ([`radix_by_high`]), some 4 passes over the
+/// keys where a comparison sort makes some 17 (100,000 flows).
 fn by_offer(flows: &[(u32, u32, u64)], b: &mut Bufs) {
     let bits = u64::BITS - (flows.len() as u64).leading_zeros();
     let top = flows.iter().map(|f| f.2).max().unwrap_or(0);
@@ -162,7 +167,7 @@ fn by_offer(flows: &[(u32, u32, u64)], b: &mut Bufs) {
     if bits < u64::BITS && top.leading_zeros() >= bits {
         b.packed.clear();
         b.packed.extend(flows.iter().enumerate().map(|(i, f)| f.2 << bits | i as u64));
-        b.packed.sort_unstable();
+        radix_by_high(&mut b.packed, bits, (&mut b.spare, &mut b.counts));
         let mask = (1u64 << bits) - 1;
         b.order.extend(b.packed.iter().map(|&k| (k & mask) as u32));
         return;
@@ -171,6 +176,54 @@ fn by_offer(flows: &[(u32, u32, u64)], b: &mut Bufs) {
     b.pairs.extend(flows.iter().enumerate().map(|(i, f)| (f.2, i as u32)));
     b.pairs.sort_unstable();
     b.order.extend(b.pairs.iter().map(|k| k.1));
+}
+
+/// Digits of the radix sort: 2,048 counts of 4 bytes each stay in L1.
+const DIGIT: u32 = 11;
+const WIDTH: usize = 1 << DIGIT;
+
+/// Sorts `keys` stably by their bits from `low` up (least significant
+/// digit first), with `spare` and `counts` as buffers: keys equal there
+/// keep their order. A digit every key shares is skipped (it would move
+/// nothing).
+fn radix_by_high(keys: &mut Vec<u64>, low: u32, (spare, counts): (&mut Vec<u64>, &mut Vec<[u32; WIDTH]>)) {
+    let top = keys.iter().fold(0, |a, &k| a | k) >> low;
+    let passes = (u64::BITS - top.leading_zeros()).div_ceil(DIGIT);
+    let digit = |k: u64, shift: u32| (k >> shift) as usize & (WIDTH - 1);
+    counts.clear();
+    counts.resize(passes as usize, [0; WIDTH]);
+    for (p, c) in (0..passes).zip(counts.iter_mut()) {
+        let shift = low + DIGIT * p;
+        for &k in keys.iter() {
+            c[digit(k, shift)] += 1;
+        }
+    }
+    spare.clear();
+    spare.resize(keys.len(), 0);
+    let n = keys.len();
+    let (mut from, mut to) = (&mut keys[..], &mut spare[..]);
+    let mut swapped = false;
+    for (p, c) in (0..passes).zip(counts.iter_mut()) {
+        if c.iter().any(|&x| x as usize == n) {
+            continue;
+        }
+        // Counts into starts.
+        let mut sum = 0;
+        for x in c.iter_mut() {
+            (*x, sum) = (sum, sum + *x);
+        }
+        let shift = low + DIGIT * p;
+        for &k in from.iter() {
+            let at = &mut c[digit(k, shift)];
+            to[*at as usize] = k;
+            *at += 1;
+        }
+        (from, to) = (to, from);
+        swapped = !swapped;
+    }
+    if swapped {
+        std::mem::swap(keys, spare);
+    }
 }
 
 #[cfg(test)]
@@ -210,19 +263,29 @@ mod tests {
     #[test]
     fn by_offer_packed_or_not_is_offer_then_index() {
         let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
-        for (n, big) in [(0usize, false), (1, false), (1000, false), (1000, true), (70_000, false)] {
+        // Buffers kept from call to call: what a larger call left in
+        // them must not matter.
+        let mut b = Bufs::default();
+        let cases =
+            [(0usize, 0), (1, 0), (1000, 0), (1000, 1), (70_000, 0), (5, 2), (3000, 2), (20_000, 3), (9, 3)];
+        for (n, kind) in cases {
             let flows: Vec<(u32, u32, u64)> = (0..n)
                 .map(|_| {
                     let x = next();
-                    let offer = if big && x.is_multiple_of(7) { u64::MAX - x % 3 } else { x % 50 * G };
+                    let offer = match kind {
+                        1 if x.is_multiple_of(7) => u64::MAX - x % 3,
+                        // Offers over many digits, and all equal.
+                        2 => x >> (20 + x % 40),
+                        3 => 7 * G,
+                        _ => x % 50 * G,
+                    };
                     (0, 1, offer)
                 })
                 .collect();
             let mut want: Vec<u32> = (0..n as u32).collect();
             want.sort_by_key(|&i| (flows[i as usize].2, i));
-            let mut b = Bufs::default();
             by_offer(&flows, &mut b);
-            assert_eq!(b.order, want, "n {n} big {big}");
+            assert_eq!(b.order, want, "n {n} kind {kind}");
         }
     }
 

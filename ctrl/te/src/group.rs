@@ -104,13 +104,23 @@ impl Groups {
 
     /// A member of `g` sending `rate` now runs over `dl`.
     pub fn enter(&mut self, g: u32, dl: DirLink, rate: u64) {
+        self.enter_all(g, &[dl], rate);
+    }
+
+    /// [`Groups::enter`] for each of `dls` (one look-up of the group).
+    pub fn enter_all(&mut self, g: u32, dls: &[DirLink], rate: u64) {
+        if dls.is_empty() {
+            return;
+        }
         let list = self.on.entry(g).or_default();
-        match list.binary_search_by_key(&dl, |x| x.dl) {
-            Ok(i) => {
-                list[i].members += 1;
-                list[i].rate += rate;
+        for &dl in dls {
+            match list.binary_search_by_key(&dl, |x| x.dl) {
+                Ok(i) => {
+                    list[i].members += 1;
+                    list[i].rate += rate;
+                }
+                Err(i) => list.insert(i, OnLink { dl, members: 1, rate }),
             }
-            Err(i) => list.insert(i, OnLink { dl, members: 1, rate }),
         }
     }
 
@@ -220,16 +230,27 @@ pub(crate) fn find_into(flows: &[Member], nic: &[u64], fits: u64, of: &mut Vec<O
             && full(inn[m.dst as usize], nic[m.dst as usize])
             && !full(out[m.src as usize], nic[m.src as usize])
     };
-    let mut count: ByGroup<(u32, u64)> = ByGroup::default();
-    for m in flows.iter().filter(|m| bound(m)) {
-        let e = count.entry(m.dst).or_insert((0, 0));
-        e.0 += 1;
-        e.1 += m.rate;
-    }
-    count.retain(|_, &mut (n, total)| n >= 2 && total <= fits);
+    // Per receiving host (by index: hosts are few, flows many), its
+    // receiver-bound flows and their rate; each flow's bound is worked
+    // out once, then dropped where its receiver forms no group.
+    let mut count = vec![(0u32, 0u64); nic.len()];
     of.clear();
-    of.extend(flows.iter().map(|m| (bound(m) && count.contains_key(&m.dst)).then_some(m.dst)));
-    count.into_iter().map(|(g, (_, total))| (g, total)).collect()
+    of.extend(flows.iter().map(|m| {
+        let b = bound(m);
+        if b {
+            let e = &mut count[m.dst as usize];
+            e.0 += 1;
+            e.1 += m.rate;
+        }
+        b.then_some(m.dst)
+    }));
+    let forms = |&(n, total): &(u32, u64)| n >= 2 && total <= fits;
+    for g in of.iter_mut() {
+        if g.is_some_and(|h| !forms(&count[h as usize])) {
+            *g = None;
+        }
+    }
+    count.iter().enumerate().filter(|(_, c)| forms(c)).map(|(h, &(_, total))| (h as u32, total)).collect()
 }
 
 #[cfg(test)]

@@ -294,6 +294,14 @@ impl Net {
         &self.members[r.start as usize..(r.start + r.len) as usize]
     }
 
+    /// The member of `s`'s group toward destination `d` if it has just
+    /// one ([`Net::members`] without making the slice, whose bounds
+    /// checks a search following a chain would pay at every fork).
+    #[inline]
+    pub fn only(&self, d: u32, s: u32) -> Option<Mem> {
+        self.groups.get(self.cell_of(d, s) as usize).filter(|r| r.len == 1).map(|r| r.one)
+    }
+
     /// Members of `s`'s group toward destination `d` (empty if none).
     #[inline]
     pub fn members(&self, d: u32, s: u32) -> &[Mem] {

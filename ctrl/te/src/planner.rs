@@ -552,18 +552,19 @@ impl Planner {
 
     /// `route` as a path, with choices as `mask` says.
     pub(crate) fn render_route(&self, route: &Route, mask: u8) -> Path {
-        let hops = route
-            .links()
-            .iter()
-            .enumerate()
-            .map(|(i, &dl)| Hop {
+        // Rendered on the stack and copied once into a vector of the
+        // right size: a report renders 100,000 of them.
+        let blank = Hop { switch: 0, port: 0, link: 0, next: 0, choice: false };
+        let mut hops = [blank; crate::net::MAX_HOPS];
+        for (i, (&dl, hop)) in route.links().iter().zip(hops.iter_mut()).enumerate() {
+            *hop = Hop {
                 switch: self.net.tail(dl) as SwitchId,
                 port: self.net.port(dl),
                 link: Net::link_of(dl),
                 next: self.net.head(dl) as SwitchId,
                 choice: mask & (1 << i) != 0,
-            })
-            .collect();
-        Path { hops }
+            };
+        }
+        Path { hops: hops[..route.links().len()].to_vec() }
     }
 }

@@ -46,8 +46,10 @@ struct Dfs<'a, M: Meter> {
     best: Option<(M::U, Route)>,
     /// The source leaf's group: read by the caller ahead of the search.
     first: u32,
-    /// Only paths whose bottleneck is below this are wanted.
-    below: M::U,
+    /// What a path must beat: the caller's bar (only paths whose
+    /// bottleneck is below it are wanted), then the best found. Kept
+    /// beside `best`, as the search reads it at every step.
+    bar: M::U,
 }
 
 /// Widest beam kept on the stack.
@@ -57,22 +59,29 @@ impl<'a, M: Meter> Dfs<'a, M> {
     /// What a path must beat: the best found, or the caller's bar.
     #[inline]
     fn limit(&self) -> M::U {
-        self.best.as_ref().map_or(self.below, |b| b.0)
+        self.bar
     }
 
-    fn walk(&mut self, s: u32, depth: usize, prefix: M::U) {
+    /// Goes on from switch `s` at `depth` with `prefix`: the bottleneck
+    /// so far. `known`: `s`'s group toward the destination, where the
+    /// caller has read it already.
+    fn walk(&mut self, s: u32, depth: usize, prefix: M::U, known: Option<&'a [Mem]>) {
         if s == self.dst {
             if prefix < self.limit() {
                 self.cur.len = depth as u8;
                 self.cur.mask &= (1u8 << depth) - 1;
-                self.best = Some((prefix, self.cur));
+                (self.best, self.bar) = (Some((prefix, self.cur)), prefix);
             }
             return;
         }
         if depth == MAX_HOPS {
             return;
         }
-        let members = if depth == 0 { self.net.group(self.first) } else { self.net.members(self.d, s) };
+        let members = match known {
+            Some(members) => members,
+            None if depth == 0 => self.net.group(self.first),
+            None => self.net.members(self.d, s),
+        };
         let k = members.len();
         if k > self.beam {
             return self.walk_beam(members, depth, prefix);
@@ -101,7 +110,7 @@ impl<'a, M: Meter> Dfs<'a, M> {
         } else {
             self.cur.mask &= !(1 << depth);
         }
-        self.walk(peer, depth + 1, u);
+        self.walk(peer, depth + 1, u, None);
     }
 
     /// Utilisation along the chain of single-member groups from `s`
@@ -115,12 +124,12 @@ impl<'a, M: Meter> Dfs<'a, M> {
             if s == self.dst || worst >= stop {
                 break;
             }
-            match self.net.members(self.d, s) {
-                [m] => {
+            match self.net.only(self.d, s) {
+                Some(m) => {
                     worst = M::max(worst, self.loads.util(self.net, m.dl, self.rate));
                     s = m.peer;
                 }
-                _ => break,
+                None => break,
             }
         }
         worst
@@ -148,11 +157,13 @@ impl<'a, M: Meter> Dfs<'a, M> {
         // prefix, leads to nothing better; one no cooler than the last
         // kept is not kept. Either way its tail need not be read.
         let bar = self.limit();
+        // What a member must be below: `bar`, and once the beam is full
+        // its last kept member. (`prefix` is below `bar`, or this switch
+        // would not be walked.)
+        let mut cut = bar;
         for idx in sample.iter() {
             let m = members[idx];
             let first = self.loads.util(self.net, m.dl, self.rate);
-            // (`prefix` is below `bar`, or this switch would not be walked.)
-            let cut = M::min(if kept == beam { keep[beam - 1].0 } else { M::INF }, bar);
             if first >= cut {
                 continue;
             }
@@ -168,11 +179,28 @@ impl<'a, M: Meter> Dfs<'a, M> {
             }
             keep[at] = (u, idx as u32);
             kept = (kept + 1).min(beam);
+            if kept == beam {
+                cut = M::min(keep[beam - 1].0, bar);
+            }
         }
         for &(u, idx) in &keep[..kept] {
             let m = members[idx as usize];
-            if !self.finish(m, depth, M::max(prefix, u)) {
-                self.step(m.dl, m.peer, (depth, true), prefix);
+            match self.finish(m, depth, M::max(prefix, u)) {
+                Finish::Done => {}
+                // The member's own switch forks: its tail was nothing
+                // (`u` is the member's utilisation alone), so this is
+                // what `step` would do, without reading its load and the
+                // switch's group again.
+                Finish::Forks(next) => {
+                    let u = M::max(prefix, u);
+                    if u >= self.limit() {
+                        continue;
+                    }
+                    self.cur.dl[depth] = m.dl;
+                    self.cur.mask |= 1 << depth;
+                    self.walk(m.peer, depth + 1, u, Some(next));
+                }
+                Finish::Walk => self.step(m.dl, m.peer, (depth, true), prefix),
             }
         }
     }
@@ -181,16 +209,21 @@ impl<'a, M: Meter> Dfs<'a, M> {
     /// and its bottleneck is known already (`total`: the prefix, the
     /// member and its chain, all read for the beam): records it if it
     /// beats the best, as walking it would, without reading its loads
-    /// again. False if the chain forks first (walk it then).
-    fn finish(&mut self, m: Mem, depth: usize, total: M::U) -> bool {
+    /// again. Else the chain forks: at the member's own switch (whose
+    /// group it gives), or further on (walk it then).
+    fn finish(&mut self, m: Mem, depth: usize, total: M::U) -> Finish<'a> {
         let mut r = self.cur;
         r.dl[depth] = m.dl;
         r.mask |= 1 << depth;
         let (mut s, mut at) = (m.peer, depth + 1);
         while s != self.dst {
-            let [next] = self.net.members(self.d, s) else { return false };
+            let next = match self.net.members(self.d, s) {
+                [next] => *next,
+                forks if s == m.peer => return Finish::Forks(forks),
+                _ => return Finish::Walk,
+            };
             if at == MAX_HOPS {
-                return false;
+                return Finish::Walk;
             }
             r.dl[at] = next.dl;
             r.mask &= !(1 << at);
@@ -199,10 +232,20 @@ impl<'a, M: Meter> Dfs<'a, M> {
         if total < self.limit() {
             r.len = at as u8;
             r.mask &= (1u8 << at) - 1;
-            self.best = Some((total, r));
+            (self.best, self.bar) = (Some((total, r)), total);
         }
-        true
+        Finish::Done
     }
+}
+
+/// What [`Dfs::finish`] did with a kept member.
+enum Finish<'a> {
+    /// Its chain reached the destination: recorded if it was the best.
+    Done,
+    /// The switch it leads to forks, into these members.
+    Forks(&'a [Mem]),
+    /// Its chain forks further on.
+    Walk,
 }
 
 /// Which `look` of a group's `k` members the beam looks at: one from
@@ -251,10 +294,11 @@ impl Sample {
     #[inline]
     fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         let (k, look) = (self.k, self.look);
-        let (q, r) = (k / look, k % look);
+        // `run` is `k / look`: the remainder without dividing again.
+        let (q, r) = (self.run as usize, k - self.run as usize * look);
         // `run` is at most k, far below 2^32; `(x >> 40)` has 24 bits.
         let run = self.run.max(1);
-        let magic = (u64::MAX / run).wrapping_add(1);
+        let magic = if run > 1 { (u64::MAX / run).wrapping_add(1) } else { 0 };
         let wrap = move |x: usize| if x >= k { x - k } else { x };
         let (mut base, mut carry) = (self.start, 0);
         (0..look).map(move |j| {
@@ -265,9 +309,16 @@ impl Sample {
                 0
             };
             let idx = wrap(base + off);
-            carry += r;
-            let over = usize::from(carry >= look);
-            carry -= over * look;
+            // (Where `look` divides `k`, as on the bench's Clos, there is
+            // no remainder to carry.)
+            let over = if r == 0 {
+                0
+            } else {
+                carry += r;
+                let over = usize::from(carry >= look);
+                carry -= over * look;
+                over
+            };
             base = wrap(base + q + over);
             idx
         })
@@ -416,9 +467,9 @@ fn run<M: Meter>(
         cur: Route::default(),
         best: None,
         first,
-        below,
+        bar: below,
     };
-    dfs.walk(src, 0, M::ZERO);
+    dfs.walk(src, 0, M::ZERO, None);
     dfs.best
 }
 
