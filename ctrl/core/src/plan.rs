@@ -343,6 +343,7 @@ pub fn update_routes(
     // The distinct member lists this call makes, one copy each (see
     // [`Members`]); a route whose members are unchanged keeps its own.
     let mut distinct: HashSet<Members> = HashSet::new();
+    let mut last: Option<Members> = None;
     for r in routing.routes(s) {
         if !leaves(r.leaf) {
             continue;
@@ -374,14 +375,18 @@ pub fn update_routes(
         if members.is_empty() {
             routes.remove(&key);
         } else if routes.get(&key).is_none_or(|m| **m != *members) {
-            let shared = match distinct.get(members.as_slice()) {
-                Some(m) => m.clone(),
-                None => {
-                    let m: Members = members.into();
-                    distinct.insert(m.clone());
-                    m
-                }
-            };
+            // Routes in a row mostly name the list the last one did: no hash.
+            let shared =
+                match last.as_ref().filter(|m| ***m == *members).or_else(|| distinct.get(members.as_slice()))
+                {
+                    Some(m) => m.clone(),
+                    None => {
+                        let m: Members = members.into();
+                        distinct.insert(m.clone());
+                        m
+                    }
+                };
+            last = Some(shared.clone());
             routes.insert(key, shared);
         }
     }
