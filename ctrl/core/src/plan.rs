@@ -159,21 +159,34 @@ pub type Members = Arc<[(u16, u32)]>;
 /// Routes from lists of members (a plan read back from the wire), one
 /// copy of each distinct list (see [`Members`]).
 pub fn routes_from(lists: impl IntoIterator<Item = ((Ipv4Addr, u8), Vec<(u16, u32)>)>) -> Routes {
-    let mut distinct: HashSet<Members> = HashSet::new();
-    lists
-        .into_iter()
-        .map(|(key, members)| {
-            let shared = match distinct.get(members.as_slice()) {
-                Some(m) => m.clone(),
-                None => {
-                    let m: Members = members.into();
-                    distinct.insert(m.clone());
-                    m
-                }
-            };
-            (key, shared)
-        })
-        .collect()
+    let mut shared = SharedMembers::default();
+    lists.into_iter().map(|(key, members)| (key, shared.get(members))).collect()
+}
+
+/// The distinct member lists made so far, one copy each (see [`Members`]).
+#[derive(Default)]
+struct SharedMembers {
+    distinct: HashSet<Members>,
+    /// The list handed out last: routes in a row mostly name it, so they
+    /// need no hash.
+    last: Option<Members>,
+}
+
+impl SharedMembers {
+    fn get(&mut self, members: Vec<(u16, u32)>) -> Members {
+        let found =
+            self.last.as_ref().filter(|m| ***m == *members).or_else(|| self.distinct.get(members.as_slice()));
+        let shared = match found {
+            Some(m) => m.clone(),
+            None => {
+                let m: Members = members.into();
+                self.distinct.insert(m.clone());
+                m
+            }
+        };
+        self.last = Some(shared.clone());
+        shared
+    }
 }
 
 /// Everything switch `s` holds but routes and their groups: settings,
@@ -340,10 +353,9 @@ pub fn update_routes(
         routes.clear();
         return;
     }
-    // The distinct member lists this call makes, one copy each (see
-    // [`Members`]); a route whose members are unchanged keeps its own.
-    let mut distinct: HashSet<Members> = HashSet::new();
-    let mut last: Option<Members> = None;
+    // A route whose members are unchanged keeps its own list; the others
+    // share the lists this call makes.
+    let mut shared = SharedMembers::default();
     for r in routing.routes(s) {
         if !leaves(r.leaf) {
             continue;
@@ -375,19 +387,7 @@ pub fn update_routes(
         if members.is_empty() {
             routes.remove(&key);
         } else if routes.get(&key).is_none_or(|m| **m != *members) {
-            // Routes in a row mostly name the list the last one did: no hash.
-            let shared =
-                match last.as_ref().filter(|m| ***m == *members).or_else(|| distinct.get(members.as_slice()))
-                {
-                    Some(m) => m.clone(),
-                    None => {
-                        let m: Members = members.into();
-                        distinct.insert(m.clone());
-                        m
-                    }
-                };
-            last = Some(shared.clone());
-            routes.insert(key, shared);
+            routes.insert(key, shared.get(members));
         }
     }
 }
