@@ -17,7 +17,7 @@ use common::rig::{start_on, start_with, Running, SCHED, VIEW};
 use common::{http, installed, pipeline, wait_for};
 use metaroce_controller::agent::identity;
 use metaroce_controller::mode::Mode;
-use metaroce_p4rt::session::{pipeline_cookie, Bmv2Json};
+use metaroce_p4rt::session::Bmv2Json;
 use metaroce_p4rt::{P4Info, Session, SessionConfig};
 use metaroce_pipeline::{Entry, Key};
 use serde_json::Value;
@@ -126,7 +126,7 @@ async fn fabric_with_a_small_leaf2(
         .unwrap();
     t.size = 8;
     let small = P4Info::new(raw).unwrap();
-    let cookie = identity::cookie(pipeline_cookie(p.info(), p.device_config()), "jobs-2x2", "leaf2");
+    let cookie = identity::cookie(p.program_cookie(), "jobs-2x2", "leaf2");
     let s = Session::connect(SessionConfig::new(format!("http://{}", f.1[1]), 2)).await.unwrap();
     s.wait_primary().await.unwrap();
     s.set_pipeline(&small, &Bmv2Json(p.device_config().to_vec()), Some(cookie)).await.unwrap();

@@ -18,7 +18,7 @@ use common::{http, http_text, installed, pipeline, wait_for};
 use metaroce_controller::agent::identity;
 use metaroce_controller::mode::Mode;
 use metaroce_p4rt::server::Switch;
-use metaroce_p4rt::session::{pipeline_cookie, Bmv2Json};
+use metaroce_p4rt::session::Bmv2Json;
 use metaroce_p4rt::{Session, SessionConfig};
 use serde_json::Value;
 
@@ -27,8 +27,7 @@ const FABRIC: &str = "jobs-2x2";
 const SPINE1: usize = 2;
 
 fn program() -> u64 {
-    let p = pipeline();
-    pipeline_cookie(p.info(), p.device_config())
+    pipeline().program_cookie()
 }
 
 /// The four switches, spine1 running our program as `fabric`'s `switch`.

@@ -10,6 +10,7 @@
 
 pub mod builtin;
 mod codec;
+mod compact;
 mod contract;
 pub mod entry;
 pub mod names;
@@ -25,6 +26,7 @@ use metaroce_p4rt::entity::{self as ent, DigestConfig};
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::{P4Info, P4InfoError};
 
+pub use compact::{check_json, compact_json, JsonError};
 pub use entry::{route_weights, Entry, FlowKey, Key, Mac, Phase, RouteTarget};
 pub use parity::parity;
 pub use steer::{check_steer, check_steer_in, route_members, SteerError};
@@ -40,6 +42,12 @@ pub enum PipelineError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error("the BMv2 device config {path} is not JSON (is it p4c's output for v1model? rebuild it with `make p4`)")]
+    Bmv2Json {
+        path: PathBuf,
+        #[source]
+        source: compact::JsonError,
     },
     #[error("refusing the Tofino device config {path}")]
     TofinoConfig {
@@ -203,9 +211,9 @@ pub struct Pipeline {
     target: Target,
     /// Shared by every clone and every push of the program.
     device_config: metaroce_p4rt::session::Bytes,
-    /// [`metaroce_p4rt::session::pipeline_cookie`] of the program, hashed
-    /// once (megabytes) and shared by every clone.
-    program_cookie: Arc<std::sync::OnceLock<u64>>,
+    /// [`metaroce_p4rt::session::pipeline_cookie`] of the P4Info and the
+    /// device config as given (for BMv2, before [`compact_json`]).
+    program_cookie: u64,
     ids: codec::Ids,
     /// Large-flow digest items dropped as malformed, over every clone.
     malformed_large_flows: Arc<AtomicU64>,
@@ -214,7 +222,9 @@ pub struct Pipeline {
 impl Pipeline {
     /// Checks `info` against the contract of its target (from the P4Info's
     /// architecture); `device_config` is the target's `p4_device_config`
-    /// (BMv2 JSON, or a Tofino `P4DeviceConfig`), pushed as is.
+    /// (BMv2 JSON, or a Tofino `P4DeviceConfig`). A Tofino config is
+    /// pushed as is; BMv2 JSON without the whitespace between its tokens
+    /// ([`compact_json`]: the same document in a sixth of the bytes).
     pub fn new(info: P4Info, device_config: Vec<u8>) -> Result<Self, PipelineError> {
         let target =
             Target::of(&info).map_err(|p| PipelineError::Mismatch { problems: vec![p.to_string()] })?;
@@ -224,11 +234,20 @@ impl Pipeline {
         }
         let ids = codec::Ids::resolve(&info)
             .map_err(|source| PipelineError::Build { what: "ids".into(), source })?;
+        // The cookie names the program as given, not as pushed: a switch
+        // that an earlier build programmed with the indented JSON still
+        // runs this program. A cookie that changed would push it again,
+        // which wipes every table.
+        let program_cookie = metaroce_p4rt::session::pipeline_cookie(&info, &device_config);
+        let device_config = match target {
+            Target::Bmv2 => compact_json(&device_config),
+            Target::Tofino => device_config,
+        };
         Ok(Pipeline {
             info,
             target,
             device_config: device_config.into(),
-            program_cookie: Arc::default(),
+            program_cookie,
             ids,
             malformed_large_flows: Arc::default(),
         })
@@ -257,9 +276,19 @@ impl Pipeline {
         } else {
             let bytes = std::fs::read(device_config)
                 .map_err(|source| PipelineError::DeviceConfig { path: device_config.to_owned(), source })?;
-            if target == Target::Tofino {
-                metaroce_p4rt::tofino::TofinoConfig::decode(&bytes, names::TNA_PROGRAM)
-                    .map_err(tofino_err)?;
+            match target {
+                Target::Tofino => {
+                    metaroce_p4rt::tofino::TofinoConfig::decode(&bytes, names::TNA_PROGRAM)
+                        .map_err(tofino_err)?;
+                }
+                // Checked here, where the file can be named: the push
+                // would otherwise be refused by every switch.
+                Target::Bmv2 => {
+                    compact::check_json(&bytes).map_err(|source| PipelineError::Bmv2Json {
+                        path: device_config.to_owned(),
+                        source,
+                    })?;
+                }
             }
             bytes
         };
@@ -291,11 +320,9 @@ impl Pipeline {
     }
 
     /// The program's cookie ([`metaroce_p4rt::session::pipeline_cookie`]
-    /// of the P4Info and the device config), hashed at the first call.
+    /// of the P4Info and the device config as loaded, before compaction).
     pub fn program_cookie(&self) -> u64 {
-        *self
-            .program_cookie
-            .get_or_init(|| metaroce_p4rt::session::pipeline_cookie(&self.info, &self.device_config))
+        self.program_cookie
     }
 
     /// The P4Runtime update that makes `entry` so. Defaults of keyless

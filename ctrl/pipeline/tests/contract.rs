@@ -97,6 +97,32 @@ fn committed_p4info_matches_the_contract() {
 }
 
 #[test]
+fn a_bmv2_device_config_that_is_not_json_is_refused_naming_the_file() {
+    let dir = std::env::temp_dir().join(format!("metaroce-bad-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("main.json");
+    // Cut short, as a truncated copy would be.
+    let text = std::fs::read(build_dir().join("main.json")).unwrap();
+    std::fs::write(&bad, &text[..text.len() / 2]).unwrap();
+    let err = Pipeline::load(&build_dir().join("main.p4info.txtpb"), &bad).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(matches!(err, metaroce_pipeline::PipelineError::Bmv2Json { .. }), "{err:?}");
+    assert!(err.to_string().contains("main.json"), "{err}");
+    let cause = std::error::Error::source(&err).map(|e| e.to_string()).unwrap_or_default();
+    assert!(cause.contains("line"), "the cause says where: {cause}");
+}
+
+#[test]
+fn the_bmv2_program_is_pushed_compact_and_named_by_the_file_as_given() {
+    let p = pipeline();
+    let file = std::fs::read(build_dir().join("main.json")).unwrap();
+    assert_eq!(p.device_config(), metaroce_pipeline::compact_json(&file).as_slice());
+    // The cookie of the file's bytes: a switch programmed with the
+    // indented JSON by an earlier build still runs this program.
+    assert_eq!(p.program_cookie(), metaroce_p4rt::session::pipeline_cookie(p.info(), &file));
+}
+
+#[test]
 fn every_entry_round_trips() {
     let p = pipeline();
     for e in samples() {
