@@ -306,8 +306,12 @@ struct Live<'a> {
     /// Deletes are pending until then.
     cleanup_at: Option<Instant>,
     backoff: Duration,
-    /// What became of the pipeline when the session opened.
+    /// What became of the pipeline when the session opened (or was
+    /// last elected on).
     program: &'static str,
+    /// The pipeline was pushed and no poll has started since: the first
+    /// audit waits an audit interval ([`Live::start_polling`]).
+    fresh_registers: bool,
     /// The switch reached the desired state since the session (or its
     /// stream) came up: the operator has been told so.
     programmed: bool,
@@ -369,7 +373,8 @@ async fn connected(
         retry_at: None,
         cleanup_at: None,
         backoff: cfg.retry_initial,
-        program,
+        program: program.said,
+        fresh_registers: program.pushed,
         programmed: false,
         term,
         // A controller that starts (or restarts) has not yet heard of the
@@ -489,7 +494,20 @@ impl Live<'_> {
         }
         let (pipeline, session, events) = (self.pipeline.clone(), self.session.clone(), self.events.clone());
         let focus = self.focus.clone();
-        self.poller = Some(poll::Poller::start(self.cfg, pipeline, session, events, focus, self.term.writes));
+        // A pipeline just pushed holds zeroed registers: an audit now
+        // would read nothing, and on a fabric being programmed every
+        // switch's would land while the rest are still being written.
+        let first_audit = std::mem::take(&mut self.fresh_registers);
+        let first_audit = if first_audit { poll::FirstAudit::AfterInterval } else { poll::FirstAudit::Now };
+        self.poller = Some(poll::Poller::start(
+            self.cfg,
+            pipeline,
+            session,
+            events,
+            focus,
+            self.term.writes,
+            first_audit,
+        ));
     }
 
     /// The one line per switch an operator sees at the default log level:

@@ -205,3 +205,30 @@ async fn a_term_change_reaches_the_poll() {
     agent.stop().await;
     let _ = stop_switch.send(true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_just_pushed_is_audited_an_interval_later_one_already_running_at_once() {
+    let (sw, addr, stop_switch) = switch(Duration::ZERO).await;
+    let cfg = || {
+        let mut c = agent_config(addr, Duration::from_millis(5));
+        c.audit_interval = Duration::from_secs(30);
+        c
+    };
+    // A fresh switch: the agent pushes the pipeline, whose registers
+    // start at zero. Its poll waits for the audit (or a digest).
+    let agent = start(cfg()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sw.register_reads(), 0, "a just-pushed switch was audited at once");
+    agent.stop().await;
+    // The switch already runs the program: its registers may hold
+    // congestion, so a new agent's poll reads them at once.
+    let mut agent = start(cfg()).await;
+    let first = agent.next("the first audit", |e| match e {
+        AgentEvent::Registers { reason, .. } => Some(reason),
+        _ => None,
+    });
+    assert_eq!(first.await, agent::poll::PollReason::Audit);
+    assert!(sw.register_reads() > 0);
+    agent.stop().await;
+    let _ = stop_switch.send(true);
+}

@@ -35,7 +35,17 @@ pub(super) enum AgentError {
 /// The opened session, its events, what became of the pipeline, and the
 /// agent's turn among the switches being opened ([`super::opening`]).
 pub(super) type Opened =
-    (Session, mpsc::UnboundedReceiver<SessionEvent>, &'static str, Option<OwnedSemaphorePermit>);
+    (Session, mpsc::UnboundedReceiver<SessionEvent>, Program, Option<OwnedSemaphorePermit>);
+
+/// What became of the pipeline when the session opened.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Program {
+    /// In words, for the log.
+    pub said: &'static str,
+    /// This session pushed it: the switch's registers start at zero, so
+    /// its first audit can wait an audit interval ([`super::poll`]).
+    pub pushed: bool,
+}
 
 pub(super) async fn open(cfg: &AgentConfig, pipeline: &Pipeline, term: Term) -> Result<Opened, AgentError> {
     let mut sc = cfg.session.clone();
@@ -52,7 +62,7 @@ pub(super) async fn open(cfg: &AgentConfig, pipeline: &Pipeline, term: Term) -> 
     if !term.writes {
         // A standby: a backup that reads, until it is elected.
         session.use_p4info(pipeline.info())?;
-        return Ok((session, rx, "not pushed (standby)", turn));
+        return Ok((session, rx, Program { said: "not pushed (standby)", pushed: false }, turn));
     }
     session.wait_primary().await?;
     let program = if !cfg.dry_run {
@@ -64,12 +74,12 @@ pub(super) async fn open(cfg: &AgentConfig, pipeline: &Pipeline, term: Term) -> 
             session.configure_digest(entry?).await?;
         }
         match outcome {
-            PipelineOutcome::Pushed => "pushed",
-            PipelineOutcome::AlreadyInstalled => "already running",
+            PipelineOutcome::Pushed => Program { said: "pushed", pushed: true },
+            PipelineOutcome::AlreadyInstalled => Program { said: "already running", pushed: false },
         }
     } else {
         session.use_p4info(pipeline.info())?;
-        "not pushed (dry run)"
+        Program { said: "not pushed (dry run)", pushed: false }
     };
     Ok((session, rx, program, turn))
 }

@@ -16,7 +16,11 @@
 //! once per `audit_interval`, and reported with its registers. While no port is
 //! hot and no digest was lost, the poll sleeps until its next audit (a
 //! digest that heats a port wakes it), so an idle switch costs one Read
-//! per audit, not a wake-up every `poll_interval`.
+//! per audit, not a wake-up every `poll_interval`. The first audit reads
+//! the switch at once, unless this session has just pushed the pipeline
+//! ([`FirstAudit`]): its registers then start at zero, and an audit waits
+//! an interval (on a fabric being programmed, every switch's first audit
+//! would otherwise land while the rest are still being written).
 //! A session that gets no digests (a standby, a dry run) reads every port
 //! at every `poll_interval` instead; under sharding, the planner's session
 //! to a switch it does not own gets them forwarded by the owner
@@ -39,6 +43,18 @@ use tokio::time::Instant;
 use tracing::{debug, Instrument};
 
 use super::{AgentConfig, AgentEvent};
+
+/// When a poll's first audit reads the switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstAudit {
+    /// At once: the switch may hold congestion state (a controller that
+    /// restarted, a takeover, a standby).
+    Now,
+    /// One audit interval from now: the session has just pushed the
+    /// pipeline, whose registers start at zero, so an audit now reads
+    /// nothing. Digests still wake fast rounds meanwhile.
+    AfterInterval,
+}
 
 /// Why a round of the poll read the registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +171,7 @@ impl Poller {
         events: mpsc::Sender<AgentEvent>,
         focus: Arc<Focus>,
         writes: bool,
+        first_audit: FirstAudit,
     ) -> Self {
         let poll = Poll {
             switch: cfg.switch,
@@ -173,7 +190,11 @@ impl Poller {
         let fast = cfg.poll_interval;
         let audit = if pushed { cfg.audit_interval.max(fast) } else { fast };
         let ecn = cfg.audit_interval.max(fast);
-        Poller { task: tokio::spawn(poll.run(fast, audit, ecn).in_current_span()) }
+        let first = match first_audit {
+            FirstAudit::Now => Duration::ZERO,
+            FirstAudit::AfterInterval => audit,
+        };
+        Poller { task: tokio::spawn(poll.run(fast, audit, ecn, first).in_current_span()) }
     }
 
     /// Stops the poll; when this returns, the poll no longer holds the
@@ -202,14 +223,16 @@ struct Poll {
 }
 
 impl Poll {
-    async fn run(self, fast: Duration, audit: Duration, ecn: Duration) {
+    async fn run(self, fast: Duration, audit: Duration, ecn: Duration, first: Duration) {
         if self.ports.is_empty() {
             return;
         }
         let mut tick = tokio::time::interval(fast);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The first round is an audit: what the switch holds now.
-        let (mut audit_at, mut ecn_at) = (Instant::now(), Instant::now());
+        // The first audit reads what the switch holds, `first` from now;
+        // until then a digest still wakes fast rounds of its hot ports.
+        let start = Instant::now() + first;
+        let (mut audit_at, mut ecn_at) = (start, start);
         loop {
             tick.tick().await;
             let now = Instant::now();

@@ -245,6 +245,7 @@ impl Live<'_> {
                 PipelineOutcome::Pushed => "pushed (the switch had lost it)",
                 PipelineOutcome::AlreadyInstalled => "already running",
             };
+            self.fresh_registers = outcome == PipelineOutcome::Pushed;
         }
         self.assigned.forget();
         self.refusals.clear();
