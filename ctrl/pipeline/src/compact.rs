@@ -15,24 +15,41 @@
 /// inside strings, escapes included, are copied as they are.
 pub fn compact_json(text: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len() / 4);
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = Strings::default();
     for &b in text {
-        if in_string {
-            out.push(b);
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-            in_string = b == b'"';
+        if strings.inside(b) || !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
             out.push(b);
         }
     }
     out
+}
+
+/// Tells, byte by byte, whether a JSON text is inside a string (its
+/// quotes included, escapes followed).
+#[derive(Debug, Default)]
+struct Strings {
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Strings {
+    /// Whether `b`, the next byte, belongs to a string (either quote
+    /// included).
+    fn inside(&mut self, b: u8) -> bool {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+            }
+            true
+        } else {
+            self.in_string = b == b'"';
+            self.in_string
+        }
+    }
 }
 
 /// How deep a device config's JSON may nest. p4c's BMv2 JSON for
@@ -81,20 +98,12 @@ pub fn check_json(text: &[u8]) -> Result<(), JsonError> {
 /// The deepest nesting of `[` and `{` outside strings.
 fn max_depth(text: &[u8]) -> usize {
     let (mut depth, mut max) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
+    let mut strings = Strings::default();
     for &b in text {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
+        if strings.inside(b) {
             continue;
         }
         match b {
-            b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
                 max = max.max(depth);
