@@ -41,9 +41,6 @@ pub use pfc::TcState;
 #[derive(Debug, Clone, Default)]
 #[repr(align(64))]
 pub struct PortState {
-    /// Packets serialized onto the link and not yet arrived (each travels
-    /// in its Arrive event).
-    pub on_wire: u32,
     /// Bytes queued, all classes.
     pub qbytes: u64,
     /// The port is serializing until then.
@@ -60,9 +57,6 @@ pub struct PortState {
     pub rr: u8,
     /// The link is down: nothing is sent, what is queued for it is lost.
     pub down: bool,
-    /// Arrive events still pending for packets lost on the wire when the
-    /// link went down; they find nothing.
-    pub stale_arrivals: u32,
     /// The report's counts for this port (bytes sent, deepest queue, the
     /// queue series' open bucket): in this line, which every hop touches,
     /// rather than in arrays of their own.
@@ -453,14 +447,7 @@ impl<'a> Sim<'a> {
                 }
             }
             Ev::Arrive { port, pkt } => {
-                let st = &mut self.st[port as usize];
-                // Links deliver in order: the first arrivals after a link
-                // failure are of the packets it lost.
-                if st.stale_arrivals > 0 {
-                    st.stale_arrivals -= 1;
-                    return;
-                }
-                st.on_wire = st.on_wire.saturating_sub(1);
+                // None: the packet was lost when its link went down.
                 let Some(pkt) = self.q.packet(pkt) else { return };
                 self.arrive(port, pkt);
             }
@@ -556,7 +543,6 @@ impl<'a> Sim<'a> {
             self.q.push(self.now + ser, Ev::TxDone { port });
         }
         st.tally.tx_bytes += u64::from(p.bytes);
-        st.on_wire += 1;
         self.q.push_packet(self.now + ser + delay, port, p);
         if let Some((_, on)) = &self.pcap {
             if on[port as usize] {
