@@ -80,11 +80,7 @@ impl Sim<'_> {
         match ev {
             Ev::Arrive { port, pkt } => {
                 prefetch_index(self.q.packets(), pkt as usize);
-                if let Some(spec) = self.ports.specs.get(port as usize) {
-                    touch(spec);
-                    // PFC's thresholds, where a switch queues it.
-                    touch(&spec.xoff);
-                }
+                prefetch_index(&self.ports.specs, port as usize);
             }
             Ev::TxDone { port } => {
                 let p = port as usize;
@@ -139,7 +135,7 @@ impl Sim<'_> {
                 }
                 if self.tc_lossless[usize::from(p.tc) & 7] {
                     // PFC's accounting of what arrived over the port.
-                    prefetch_index(&self.tcs, i * self.ntc + usize::from(p.tc));
+                    prefetch_index(&self.ingress, i * self.ntc + usize::from(p.tc));
                 }
                 if let Some(e) = self.known_egress(port, &p) {
                     prefetch_index(&self.ports.specs, e as usize);
@@ -243,12 +239,7 @@ impl Sim<'_> {
         for c in 0..self.ntc {
             if st.backlog & (1 << c) != 0 && self.tc_lossless[c & 7] {
                 if let Some(p) = self.tcs.get(port as usize * self.ntc + c).and_then(|t| t.queue.front()) {
-                    let i = p.in_port as usize;
-                    prefetch_index(&self.tcs, i * self.ntc + c);
-                    if let Some(spec) = self.ports.specs.get(i) {
-                        // Its XON threshold, in the record's second line.
-                        touch(&spec.xon);
-                    }
+                    prefetch_index(&self.ingress, p.in_port as usize * self.ntc + c);
                 }
             }
         }

@@ -186,6 +186,9 @@ pub struct Sim<'a> {
     ntc: usize,
     /// Per (port, class): `[port * ntc + class]`.
     tcs: Vec<TcState>,
+    /// Per (port, class), as `tcs`: PFC's accounting of what arrived over
+    /// the port.
+    ingress: Vec<pfc::Ingress>,
     /// Per class: lossless (PFC) or lossy.
     tc_lossless: [bool; 8],
     /// Per class: senders keep messages until acknowledged and resend.
@@ -292,6 +295,11 @@ impl<'a> Sim<'a> {
             st: vec![PortState::default(); n],
             ntc,
             tcs: vec![TcState::default(); n * ntc],
+            ingress: ports
+                .specs
+                .iter()
+                .flat_map(|s| std::iter::repeat_n(pfc::Ingress::new(s), ntc))
+                .collect(),
             tc_lossless,
             tc_reliable,
             held: std::collections::HashMap::new(),
