@@ -80,7 +80,7 @@ impl Sim<'_> {
         match ev {
             Ev::Arrive { port, pkt } => {
                 prefetch_index(self.q.packets(), pkt as usize);
-                prefetch_index(&self.ports.specs, port as usize);
+                prefetch_index(&self.ports.to, port as usize);
             }
             Ev::TxDone { port } => {
                 let p = port as usize;
@@ -99,7 +99,7 @@ impl Sim<'_> {
             }
             Ev::Ctl { port, flow, .. } => {
                 prefetch_index(&self.w.flows, flow as usize);
-                prefetch_index(&self.ports.specs, port as usize);
+                prefetch_index(&self.ports.to, port as usize);
                 prefetch_index(&self.st, port as usize);
             }
             Ev::Cnp { qp } => {
@@ -271,7 +271,7 @@ impl Sim<'_> {
         if self.pipeline {
             return None;
         }
-        let Node::Switch(s) = self.ports.specs.get(port as usize)?.to else { return None };
+        let Node::Switch(s) = *self.ports.to.get(port as usize)? else { return None };
         let &(dst_leaf, dest) = self.host_dest.get(p.dst_host as usize)?;
         if dst_leaf == s {
             return Some(self.ports.to_host(p.dst_host as usize));

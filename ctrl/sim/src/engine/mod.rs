@@ -500,7 +500,7 @@ impl<'a> Sim<'a> {
     }
 
     fn arrive(&mut self, port: PortId, pkt: Packet) {
-        match self.ports.specs[port as usize].to {
+        match self.ports.to(port) {
             Node::Switch(s) => self.switch_arrive(s, port, pkt),
             Node::Host(h) => self.host_receive(h as usize, pkt),
         }
