@@ -80,11 +80,7 @@ impl Sim<'_> {
         match ev {
             Ev::Arrive { port, pkt } => {
                 prefetch_index(self.q.packets(), pkt as usize);
-                if let Some(spec) = self.ports.specs.get(port as usize) {
-                    touch(spec);
-                    // PFC's thresholds, where a switch queues it.
-                    touch(&spec.xoff);
-                }
+                prefetch_index(&self.ports.to, port as usize);
             }
             Ev::TxDone { port } => {
                 let p = port as usize;
@@ -94,6 +90,8 @@ impl Sim<'_> {
                     for c in 0..self.ntc {
                         touch(&nic.ready[c]);
                     }
+                    // Its rate-limited queue pairs, checked first.
+                    touch(&nic.waiting);
                 } else {
                     prefetch_index(&self.st, p);
                     prefetch_index(&self.tcs, p * self.ntc);
@@ -101,13 +99,24 @@ impl Sim<'_> {
             }
             Ev::Ctl { port, flow, .. } => {
                 prefetch_index(&self.w.flows, flow as usize);
-                prefetch_index(&self.ports.specs, port as usize);
+                prefetch_index(&self.ports.to, port as usize);
                 prefetch_index(&self.st, port as usize);
             }
             Ev::Cnp { qp } => {
                 prefetch_index(&self.w.qps, qp as usize);
                 prefetch_index(&self.w.hot, qp as usize);
             }
+            Ev::NicWake { host } => {
+                if let Some(nic) = self.nics.get(host as usize) {
+                    for c in 0..self.ntc {
+                        touch(&nic.ready[c]);
+                    }
+                    touch(&nic.waiting);
+                }
+            }
+            // A retransmission timer reads its message and queue pair (a
+            // million of them on a 1,024-host All-to-All, each cold).
+            Ev::Rto { flow, .. } => prefetch_index(&self.w.flows, flow as usize),
             _ => {}
         }
     }
@@ -122,7 +131,13 @@ impl Sim<'_> {
                 if (self.ports.hosts..2 * self.ports.hosts).contains(&i) {
                     // Down to a host: its receive state.
                     prefetch_index(&self.w.rcv, p.flow as usize);
-                } else if let Some(e) = self.known_egress(port, &p) {
+                    return;
+                }
+                if self.tc_lossless[usize::from(p.tc) & 7] {
+                    // PFC's accounting of what arrived over the port.
+                    prefetch_index(&self.ingress, i * self.ntc + usize::from(p.tc));
+                }
+                if let Some(e) = self.known_egress(port, &p) {
                     prefetch_index(&self.ports.specs, e as usize);
                     prefetch_index(&self.st, e as usize);
                     prefetch_index(&self.tcs, e as usize * self.ntc + usize::from(p.tc));
@@ -137,6 +152,8 @@ impl Sim<'_> {
                         let (ready, _) = nic.ready[c].as_slices();
                         prefetch_index(ready, 0);
                     }
+                    // The earliest of them (the heap's top).
+                    prefetch_index(nic.waiting.as_slice(), 0);
                 } else {
                     self.ahead_head(port);
                 }
@@ -144,6 +161,20 @@ impl Sim<'_> {
             Ev::Ctl { flow, .. } => {
                 if let Some(f) = self.w.flows.get(flow as usize) {
                     prefetch_index(&self.w.qps, f.qp as usize);
+                    prefetch_index(&self.w.hot, f.qp as usize);
+                }
+            }
+            Ev::NicWake { host } => {
+                if let Some(nic) = self.nics.get(host as usize) {
+                    for c in 0..self.ntc {
+                        let (ready, _) = nic.ready[c].as_slices();
+                        prefetch_index(ready, 0);
+                    }
+                    prefetch_index(nic.waiting.as_slice(), 0);
+                }
+            }
+            Ev::Rto { flow, .. } => {
+                if let Some(f) = self.w.flows.get(flow as usize) {
                     prefetch_index(&self.w.hot, f.qp as usize);
                 }
             }
@@ -173,15 +204,44 @@ impl Sim<'_> {
                 }
             }
             Ev::TxDone { port } => {
-                if let Some(nic) = self.nics.get(port as usize) {
-                    for c in 0..self.ntc {
-                        if let Some(&qp) = nic.ready[c].front() {
-                            prefetch_index(&self.w.hot, qp as usize);
-                        }
-                    }
+                if (port as usize) < self.nics.len() {
+                    self.ahead_nic_next(port as usize);
+                } else {
+                    self.ahead_ingress(port);
                 }
             }
+            Ev::NicWake { host } => self.ahead_nic_next(host as usize),
             _ => {}
+        }
+    }
+
+    /// The queue pairs NIC `h` sends from next (the first of each class
+    /// ready; the earliest rate-limited one).
+    #[inline]
+    fn ahead_nic_next(&self, h: usize) {
+        let Some(nic) = self.nics.get(h) else { return };
+        for c in 0..self.ntc {
+            if let Some(&qp) = nic.ready[c].front() {
+                prefetch_index(&self.w.hot, qp as usize);
+            }
+        }
+        if let Some(&std::cmp::Reverse((_, qp, _))) = nic.waiting.peek() {
+            prefetch_index(&self.w.hot, qp as usize);
+        }
+    }
+
+    /// Where a switch port's next packets came in (the slots they leave
+    /// from were hinted a stage before): PFC's accounting of their
+    /// ingress ports, which the dequeue releases.
+    #[inline]
+    fn ahead_ingress(&self, port: PortId) {
+        let Some(st) = self.st.get(port as usize) else { return };
+        for c in 0..self.ntc {
+            if st.backlog & (1 << c) != 0 && self.tc_lossless[c & 7] {
+                if let Some(p) = self.tcs.get(port as usize * self.ntc + c).and_then(|t| t.queue.front()) {
+                    prefetch_index(&self.ingress, p.in_port as usize * self.ntc + c);
+                }
+            }
         }
     }
 
@@ -211,7 +271,7 @@ impl Sim<'_> {
         if self.pipeline {
             return None;
         }
-        let Node::Switch(s) = self.ports.specs.get(port as usize)?.to else { return None };
+        let Node::Switch(s) = *self.ports.to.get(port as usize)? else { return None };
         let &(dst_leaf, dest) = self.host_dest.get(p.dst_host as usize)?;
         if dst_leaf == s {
             return Some(self.ports.to_host(p.dst_host as usize));

@@ -133,12 +133,13 @@ impl<'a> Sim<'a> {
         }
         self.st[p].qbytes = 0;
         self.st[p].backlog = 0;
-        let lost = std::mem::take(&mut self.st[p].on_wire);
+        // What is on the wire: the pending arrivals over the port, which
+        // find no packet now (an arrival need not touch its port's state).
+        let lost = self.q.lose_arrivals(port);
         for _ in 0..lost {
             self.stats.lost_on_failure += 1;
             self.gone();
         }
-        self.st[p].stale_arrivals += lost;
         self.unpause_all(port);
     }
 }

@@ -62,7 +62,7 @@ impl Sim<'_> {
             return;
         }
         let (psn, nak) = (word & !NAK, word & NAK != 0);
-        let s = match self.ports.specs[port as usize].to {
+        let s = match self.ports.to(port) {
             Node::Host(_) => {
                 if nak {
                     self.nack(flow, psn);

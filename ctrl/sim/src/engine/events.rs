@@ -58,7 +58,8 @@ pub enum Ev {
     /// The port finished serializing a packet.
     TxDone { port: PortId },
     /// A packet sent over `port` reaches the far end. The event carries
-    /// it: `pkt` is its index in the queue's list ([`Queue::packet`]).
+    /// it: `pkt` is its index in the queue's list ([`Queue::packet`]), or
+    /// `queue::LOST` for a packet lost when the link went down.
     Arrive { port: PortId, pkt: u32 },
     /// A host NIC may have a rate-limited queue pair ready to send.
     NicWake { host: u32 },

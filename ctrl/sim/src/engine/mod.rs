@@ -30,7 +30,7 @@ use crate::engine::events::{Ev, FlowId, PortId, Queue};
 use crate::engine::flows::{TooManyFlows, Workload};
 use crate::engine::net::{Node, Ports};
 use crate::report::pcap::Pcap;
-use crate::report::stats::Stats;
+use crate::report::stats::{PortTally, Stats, Tallies};
 use crate::rng::Rng;
 use crate::scenario::config::{Limits, NetConfig, Scenario};
 pub use pfc::TcState;
@@ -41,9 +41,6 @@ pub use pfc::TcState;
 #[derive(Debug, Clone, Default)]
 #[repr(align(64))]
 pub struct PortState {
-    /// Packets serialized onto the link and not yet arrived (each travels
-    /// in its Arrive event).
-    pub on_wire: u32,
     /// Bytes queued, all classes.
     pub qbytes: u64,
     /// The port is serializing until then.
@@ -60,9 +57,23 @@ pub struct PortState {
     pub rr: u8,
     /// The link is down: nothing is sent, what is queued for it is lost.
     pub down: bool,
-    /// Arrive events still pending for packets lost on the wire when the
-    /// link went down; they find nothing.
-    pub stale_arrivals: u32,
+    /// The report's counts for this port (bytes sent, deepest queue, the
+    /// queue series' open bucket): in this line, which every hop touches,
+    /// rather than in arrays of their own.
+    pub tally: PortTally,
+}
+
+// One cache line: reading ahead names it with one hint.
+const _: () = assert!(std::mem::size_of::<PortState>() == 64);
+
+impl Tallies for [PortState] {
+    fn tally(&mut self, port: usize) -> &mut PortTally {
+        &mut self[port].tally
+    }
+
+    fn ports(&self) -> usize {
+        self.len()
+    }
 }
 
 struct View<'a>(&'a [PortState], &'a steer::Steering);
@@ -175,6 +186,9 @@ pub struct Sim<'a> {
     ntc: usize,
     /// Per (port, class): `[port * ntc + class]`.
     tcs: Vec<TcState>,
+    /// Per (port, class), as `tcs`: PFC's accounting of what arrived over
+    /// the port.
+    ingress: Vec<pfc::Ingress>,
     /// Per class: lossless (PFC) or lossy.
     tc_lossless: [bool; 8],
     /// Per class: senders keep messages until acknowledged and resend.
@@ -281,6 +295,11 @@ impl<'a> Sim<'a> {
             st: vec![PortState::default(); n],
             ntc,
             tcs: vec![TcState::default(); n * ntc],
+            ingress: ports
+                .specs
+                .iter()
+                .flat_map(|s| std::iter::repeat_n(pfc::Ingress::new(s), ntc))
+                .collect(),
             tc_lossless,
             tc_reliable,
             held: std::collections::HashMap::new(),
@@ -404,7 +423,7 @@ impl<'a> Sim<'a> {
                 self.stats.paused_ps[k] += end_ps.saturating_sub(self.stats.paused_since[k]);
             }
         }
-        self.stats.series.flush();
+        self.stats.finish_ports(&mut self.st[..]);
         tracing::debug!(events = self.events, end_ps, stopped = ?stop, "run finished");
         Outcome {
             stop,
@@ -436,14 +455,7 @@ impl<'a> Sim<'a> {
                 }
             }
             Ev::Arrive { port, pkt } => {
-                let st = &mut self.st[port as usize];
-                // Links deliver in order: the first arrivals after a link
-                // failure are of the packets it lost.
-                if st.stale_arrivals > 0 {
-                    st.stale_arrivals -= 1;
-                    return;
-                }
-                st.on_wire = st.on_wire.saturating_sub(1);
+                // None: the packet was lost when its link went down.
                 let Some(pkt) = self.q.packet(pkt) else { return };
                 self.arrive(port, pkt);
             }
@@ -488,7 +500,7 @@ impl<'a> Sim<'a> {
     }
 
     fn arrive(&mut self, port: PortId, pkt: Packet) {
-        match self.ports.specs[port as usize].to {
+        match self.ports.to(port) {
             Node::Switch(s) => self.switch_arrive(s, port, pkt),
             Node::Host(h) => self.host_receive(h as usize, pkt),
         }
@@ -538,8 +550,7 @@ impl<'a> Sim<'a> {
             st.txdone_pending = true;
             self.q.push(self.now + ser, Ev::TxDone { port });
         }
-        self.stats.tx_bytes[port as usize] += u64::from(p.bytes);
-        st.on_wire += 1;
+        st.tally.tx_bytes += u64::from(p.bytes);
         self.q.push_packet(self.now + ser + delay, port, p);
         if let Some((_, on)) = &self.pcap {
             if on[port as usize] {

@@ -17,11 +17,12 @@ pub enum Node {
 }
 
 /// A directed link end: where packets queue and are serialized. Two cache
-/// lines, the first holding what every packet's hop reads (where the port
-/// leads, its timing, its buffer and class), so that reading ahead
-/// (`ahead.rs`) names it with one hint; the PFC thresholds (read where a
-/// lossless class queues), where the port starts and its label are in
-/// the second.
+/// lines, the first holding what every packet's hop reads at the port it
+/// leaves by (its timing, its buffer and class), so that reading ahead
+/// (`ahead.rs`) names it with one hint; the PFC thresholds, where the port
+/// starts and its label are in the second. What the hot paths read of
+/// the rest is copied apart: where the port leads ([`Ports::to`], what an
+/// arrival reads) and the thresholds (`pfc::Ingress`).
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 pub struct PortSpec {
@@ -94,6 +95,10 @@ pub struct Ports {
     pub link_ports: Vec<(PortId, PortId)>,
     /// Per port, the port number at its receiving switch (0 toward hosts).
     arrival: Vec<u16>,
+    /// Per port, where it leads (`PortSpec::to`), apart: on a big run an
+    /// arrival reads nothing else of the port's 128-byte record, and a
+    /// small array stays in cache where the record's line did not.
+    pub(crate) to: Vec<Node>,
 }
 
 impl Ports {
@@ -105,6 +110,12 @@ impl Ports {
     /// Port from host `h`'s leaf down to it.
     pub fn to_host(&self, h: usize) -> PortId {
         (self.hosts + h) as PortId
+    }
+
+    /// Where port `p` leads.
+    #[inline]
+    pub fn to(&self, p: PortId) -> Node {
+        self.to[p as usize]
     }
 
     /// The port number at the receiving switch of a packet arriving over
@@ -196,6 +207,7 @@ impl Ports {
                 specs.push(s);
             }
         }
+        let specs_to = specs.iter().map(|s| s.to).collect();
         let mut ports = Ports {
             specs,
             classes,
@@ -208,6 +220,7 @@ impl Ports {
             number: Vec::new(),
             link_ports: Vec::new(),
             arrival: Vec::new(),
+            to: specs_to,
             by_end,
         };
         ports.number = vec![0; ports.specs.len()];

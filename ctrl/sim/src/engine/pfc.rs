@@ -24,10 +24,9 @@ use crate::report::stats::Tree;
 /// Bytes of a PAUSE frame on the wire.
 const PAUSE_FRAME_BYTES: u64 = 64;
 
-/// One traffic class of one port: its egress queue, the DWRR deficit, and
-/// PFC accounting of what arrived over the port in this class. One cache
-/// line each, so that reading ahead (`ahead.rs`) names all of it with one
-/// hint.
+/// One traffic class of one port: its egress queue and the DWRR deficit.
+/// One cache line each, so that reading ahead (`ahead.rs`) names all of it
+/// with one hint.
 #[derive(Debug, Clone, Default)]
 #[repr(align(64))]
 pub struct TcState {
@@ -35,10 +34,37 @@ pub struct TcState {
     pub qbytes: u64,
     /// DWRR credit, bytes.
     pub deficit: u32,
+}
+
+/// PFC's accounting, at the far switch, of what arrived over one port in
+/// one class, with the port's thresholds: one line that a packet's
+/// arrival and its departure from the far switch touch, where the bytes
+/// (in the port's [`TcState`] before) and the thresholds (in the second
+/// line of its [`crate::engine::net::PortSpec`]) were two.
+#[derive(Debug, Clone, Default)]
+#[repr(align(64))]
+pub struct Ingress {
     /// Bytes of this class that arrived over this port and still sit in
     /// the far switch.
-    pub ingress: u64,
+    pub bytes: u64,
     pub pause_sent: bool,
+    /// The port's XOFF and XON thresholds, and XOFF plus the headroom
+    /// (beyond it a real switch would drop).
+    xoff: u64,
+    xon: u64,
+    limit: u64,
+}
+
+impl Ingress {
+    pub fn new(spec: &crate::engine::net::PortSpec) -> Self {
+        Ingress {
+            bytes: 0,
+            pause_sent: false,
+            xoff: spec.xoff,
+            xon: spec.xon,
+            limit: spec.xoff.saturating_add(spec.headroom),
+        }
+    }
 }
 
 impl Sim<'_> {
@@ -70,33 +96,36 @@ impl Sim<'_> {
     /// that priority upstream past XOFF.
     pub(super) fn ingress_add(&mut self, in_port: PortId, tc: u8, bytes: u64) {
         let i = in_port as usize;
-        let spec = &self.ports.specs[i];
-        let t = &mut self.tcs[i * self.ntc + usize::from(tc)];
-        t.ingress += bytes;
-        if t.ingress > spec.xoff.saturating_add(spec.headroom) {
+        let t = &mut self.ingress[i * self.ntc + usize::from(tc)];
+        t.bytes += bytes;
+        if t.bytes > t.limit {
             // Headroom too small for what was in flight: a real switch would
             // drop here. Counted, so lossless runs can prove it never happens.
             self.stats.headroom_overflows += 1;
         }
-        if t.ingress >= spec.xoff && !t.pause_sent {
+        if t.bytes >= t.xoff && !t.pause_sent {
             t.pause_sent = true;
-            self.stats.pause_frames += 1;
-            let at = self.now + spec.delay_ps + spec.ser_ps(PAUSE_FRAME_BYTES);
-            self.q.push(at, Ev::Pause { port: in_port, tc, on: true });
+            self.send_pause(in_port, tc, true);
         }
     }
 
     pub(super) fn ingress_release(&mut self, in_port: PortId, tc: u8, bytes: u64) {
         let i = in_port as usize;
-        let spec = &self.ports.specs[i];
-        let t = &mut self.tcs[i * self.ntc + usize::from(tc)];
-        t.ingress = t.ingress.saturating_sub(bytes);
-        if t.pause_sent && t.ingress <= spec.xon {
+        let t = &mut self.ingress[i * self.ntc + usize::from(tc)];
+        t.bytes = t.bytes.saturating_sub(bytes);
+        if t.pause_sent && t.bytes <= t.xon {
             t.pause_sent = false;
-            self.stats.pause_frames += 1;
-            let at = self.now + spec.delay_ps + spec.ser_ps(PAUSE_FRAME_BYTES);
-            self.q.push(at, Ev::Pause { port: in_port, tc, on: false });
+            self.send_pause(in_port, tc, false);
         }
+    }
+
+    /// A PAUSE (`on`) or RESUME frame for class `tc` goes back up `in_port`.
+    #[cold]
+    fn send_pause(&mut self, in_port: PortId, tc: u8, on: bool) {
+        self.stats.pause_frames += 1;
+        let spec = &self.ports.specs[in_port as usize];
+        let at = self.now + spec.delay_ps + spec.ser_ps(PAUSE_FRAME_BYTES);
+        self.q.push(at, Ev::Pause { port: in_port, tc, on });
     }
 
     /// A PAUSE or RESUME frame for class `tc` reaches the sender of `port`.

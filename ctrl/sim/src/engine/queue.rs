@@ -45,6 +45,9 @@ pub const DEFAULT_SHIFT: u32 = 10;
 /// Widest slot: 2^20 ps (an [`Entry`] holds the offset in 20 bits).
 pub const MAX_SHIFT: u32 = 20;
 const LO_BITS: u32 = 20;
+/// The `pkt` of an Arrive event whose packet was lost on a link that went
+/// down ([`Queue::lose_arrivals`]): [`Queue::packet`] has none for it.
+pub const LOST: u32 = u32::MAX;
 const LO_MASK: u32 = (1 << LO_BITS) - 1;
 
 /// An event on the wheel: bits 0-19 of `head` are its time's offset
@@ -82,6 +85,11 @@ impl Entry {
     #[inline]
     fn lo(self) -> u32 {
         self.head & LO_MASK
+    }
+
+    /// An Arrive event over `port` that has not lost its packet.
+    fn arrival_over(self, port: PortId) -> bool {
+        (self.head >> LO_BITS) & 0xF == 1 && self.a == port && self.b != LOST
     }
 
     #[inline]
@@ -271,6 +279,38 @@ impl Queue {
         self.cur_pkts.get(pkt as usize).copied()
     }
 
+    /// The Arrive events over `port` pending now lose their packets (the
+    /// link died under them): they stay in their places, so every other
+    /// event keeps its order, but carry [`LOST`] and no packet. Returns
+    /// how many. A scan of every pending event, for a link failure, so
+    /// that no arrival has to check its link's state.
+    pub fn lose_arrivals(&mut self, port: PortId) -> u32 {
+        let mut lost = 0;
+        let mut lose = |e: &mut Entry| {
+            if e.arrival_over(port) {
+                e.b = LOST;
+                lost += 1;
+            }
+        };
+        let head = self.head;
+        self.cur.iter_mut().skip(head).for_each(&mut lose);
+        self.wheel.iter_mut().flatten().for_each(&mut lose);
+        let mut far = std::mem::take(&mut self.far).into_vec();
+        for f in far.iter_mut().map(|Reverse(f)| f).chain(self.far_run.iter_mut()) {
+            if let Ev::Arrive { port: p, pkt } = f.ev {
+                if p == port && pkt != LOST {
+                    self.far_free.push(pkt);
+                    f.ev = Ev::Arrive { port, pkt: LOST };
+                    lost += 1;
+                }
+            }
+        }
+        // (time, push number) orders them totally: rebuilt, the heap pops
+        // in the same order.
+        self.far = BinaryHeap::from(far);
+        lost
+    }
+
     /// The event `k` places after the next one [`Queue::pop`] returns, if
     /// it is in the slot being served (what the event loop reads ahead
     /// for: the order is known, and the slot holds about 60 events on a
@@ -387,6 +427,7 @@ impl Queue {
                 break;
             }
             match f.ev {
+                Ev::Arrive { pkt: LOST, .. } => self.push_wheel(f.time, f.ev),
                 Ev::Arrive { port, pkt } => {
                     let p = self.far_pkts.get(pkt as usize).copied().unwrap_or_default();
                     self.far_free.push(pkt);
@@ -499,6 +540,37 @@ mod tests {
         assert_eq!(q.pop(), Some((10, Ev::NicWake { host: 3 })));
         assert_eq!(q.pop(), Some((20, Ev::Arrive { port: 9, pkt })));
         assert_eq!(q.packet(pkt).map(|p| p.flow), Some(77));
+    }
+
+    #[test]
+    fn lost_arrivals_keep_their_places_without_packets() {
+        let mut q = Queue::default();
+        // In the slot being served, on the wheel, and beyond its horizon.
+        let times = [10, 30, 5_000, 5_000, 1 << 40, (1 << 40) + 1];
+        for (i, &t) in times.iter().enumerate() {
+            q.push_packet(t, 3 + (i as u32 % 2), Packet { flow: i as u32, ..Packet::default() });
+        }
+        assert_eq!(q.pop().map(|(t, _)| t), Some(10));
+        assert_eq!(q.lose_arrivals(3), 2, "the one popped is gone already");
+        assert_eq!(q.lose_arrivals(3), 0, "lost once");
+        let mut seen = Vec::new();
+        while let Some((t, ev)) = q.pop() {
+            let Ev::Arrive { port, pkt } = ev else { panic!("{ev:?}") };
+            seen.push((t, port, q.packet(pkt).map(|p| p.flow)));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (30, 4, Some(1)),
+                (5_000, 3, None),
+                (5_000, 4, Some(3)),
+                (1 << 40, 3, None),
+                ((1 << 40) + 1, 4, Some(5))
+            ]
+        );
+        // The far packet's place is free again.
+        q.push_packet(1 << 41, 3, Packet { flow: 9, ..Packet::default() });
+        assert_eq!(q.far_pkts.len(), 2);
     }
 
     #[test]

@@ -139,7 +139,8 @@ impl Sim<'_> {
         let port_depth = st.qbytes;
         st.qbytes += bytes;
         st.backlog |= 1 << c;
-        self.stats.enqueued(e, usize::from(spec.class), self.now, port_depth, port_depth + bytes);
+        let class = usize::from(spec.class);
+        self.stats.enqueued(&mut self.st[..], e, class, self.now, port_depth, port_depth + bytes);
         p.in_port = in_port;
         let t = &mut self.tcs[ti];
         t.queue.push_back(p);

@@ -79,14 +79,42 @@ impl LogHist {
 /// Most points per port series; the interval doubles when it would overflow.
 pub const SERIES_POINTS: usize = 512;
 
+/// What the engine counts per port for the report on every hop: bytes
+/// sent, the deepest queue, and the time series' open bucket. Kept in the
+/// engine's per-port record (`engine::PortState`), a cache line every hop
+/// touches anyway, and not in arrays of their own: on a big run each of
+/// those was one more line, missing in cache, per packet and hop.
+/// [`Stats::finish_ports`] copies them out at the end of the run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PortTally {
+    pub tx_bytes: u64,
+    pub max_queue: u64,
+    /// The series' bucket being filled and its maximum so far, written
+    /// through to [`Series::data`] only when the bucket changes.
+    open: (u32, u32),
+}
+
+/// The per-port tallies, wherever the engine keeps them.
+pub trait Tallies {
+    fn tally(&mut self, port: usize) -> &mut PortTally;
+    fn ports(&self) -> usize;
+}
+
+impl Tallies for [PortTally] {
+    fn tally(&mut self, port: usize) -> &mut PortTally {
+        &mut self[port]
+    }
+
+    fn ports(&self) -> usize {
+        self.len()
+    }
+}
+
 /// Largest queue depth per port per time bucket.
 #[derive(Debug, Clone)]
 pub struct Series {
     pub interval_ps: u64,
     pub data: Vec<Vec<u32>>,
-    /// Per port, the bucket being filled and its maximum so far: a small,
-    /// hot array, written through to `data` only when the bucket changes.
-    open: Vec<(u32, u32)>,
     /// The bucket of the last time recorded and where it ends: time only
     /// moves forward, so most records skip the division.
     bucket: u32,
@@ -96,21 +124,17 @@ pub struct Series {
 impl Series {
     fn new(ports: usize, interval_ps: u64) -> Self {
         let interval_ps = interval_ps.max(1);
-        Series {
-            interval_ps,
-            data: vec![Vec::new(); ports],
-            open: vec![(0, 0); ports],
-            bucket: 0,
-            bucket_end: interval_ps,
-        }
+        Series { interval_ps, data: vec![Vec::new(); ports], bucket: 0, bucket_end: interval_ps }
     }
 
+    /// Records depth `bytes` of `port` at `now`; its open bucket is in
+    /// `tallies`.
     #[inline]
-    fn record(&mut self, port: usize, now: u64, bytes: u64) {
+    fn record<T: Tallies + ?Sized>(&mut self, tallies: &mut T, port: usize, now: u64, bytes: u64) {
         if now >= self.bucket_end || now < self.bucket_end - self.interval_ps {
             let mut b = (now / self.interval_ps) as usize;
             while b >= SERIES_POINTS {
-                self.halve();
+                self.halve(tallies);
                 b = (now / self.interval_ps) as usize;
             }
             self.bucket = b as u32;
@@ -118,13 +142,13 @@ impl Series {
         }
         let b = self.bucket as usize;
         let v = u32::try_from(bytes).unwrap_or(u32::MAX);
-        let open = &mut self.open[port];
+        let open = &mut tallies.tally(port).open;
         if open.0 as usize != b {
             let done = *open;
             *open = (b as u32, 0);
             self.write(port, done);
         }
-        let open = &mut self.open[port];
+        let open = &mut tallies.tally(port).open;
         open.1 = open.1.max(v);
     }
 
@@ -141,15 +165,15 @@ impl Series {
     }
 
     /// Writes every open bucket through; call before reading `data`.
-    pub fn flush(&mut self) {
-        for port in 0..self.open.len() {
-            let done = std::mem::take(&mut self.open[port]);
+    pub fn flush<T: Tallies + ?Sized>(&mut self, tallies: &mut T) {
+        for port in 0..tallies.ports().min(self.data.len()) {
+            let done = std::mem::take(&mut tallies.tally(port).open);
             self.write(port, done);
         }
     }
 
-    fn halve(&mut self) {
-        self.flush();
+    fn halve<T: Tallies + ?Sized>(&mut self, tallies: &mut T) {
+        self.flush(tallies);
         self.interval_ps *= 2;
         for s in &mut self.data {
             let merged: Vec<u32> = s.chunks(2).map(|c| c.iter().copied().max().unwrap_or(0)).collect();
@@ -220,6 +244,7 @@ impl Reorder {
 /// Counters and samples of one run.
 #[derive(Debug, Clone)]
 pub struct Stats {
+    /// Per port, filled at the end of the run ([`Stats::finish_ports`]).
     pub tx_bytes: Vec<u64>,
     pub max_queue: Vec<u64>,
     /// The run's priorities, one traffic class each, ascending.
@@ -377,14 +402,34 @@ impl Stats {
         self.span_pauses.get(self.spans_within(from, to)).map_or(0, |p| p.iter().sum())
     }
 
-    /// A packet joins a queue that holds `depth` bytes before it.
+    /// A packet joins a queue of `port` that holds `depth` bytes before it.
     #[inline]
-    pub fn enqueued(&mut self, port: usize, class: usize, now: u64, depth: u64, after: u64) {
+    pub fn enqueued<T: Tallies + ?Sized>(
+        &mut self,
+        tallies: &mut T,
+        port: usize,
+        class: usize,
+        now: u64,
+        depth: u64,
+        after: u64,
+    ) {
         self.queue_hist[class].add(depth);
-        if after > self.max_queue[port] {
-            self.max_queue[port] = after;
+        let t = tallies.tally(port);
+        if after > t.max_queue {
+            t.max_queue = after;
         }
-        self.series.record(port, now, after);
+        self.series.record(tallies, port, now, after);
+    }
+
+    /// The end of the run: the per-port tallies into `tx_bytes`,
+    /// `max_queue` and the series.
+    pub fn finish_ports<T: Tallies + ?Sized>(&mut self, tallies: &mut T) {
+        self.series.flush(tallies);
+        for port in 0..tallies.ports().min(self.tx_bytes.len()) {
+            let t = *tallies.tally(port);
+            self.tx_bytes[port] = t.tx_bytes;
+            self.max_queue[port] = t.max_queue;
+        }
     }
 }
 
@@ -447,10 +492,11 @@ mod tests {
     #[test]
     fn series_downsample_keeps_the_maximum() {
         let mut s = Series::new(1, 10);
-        s.record(0, 5, 7);
-        s.record(0, 15, 3);
-        s.record(0, 10 * SERIES_POINTS as u64 + 1, 1);
-        s.flush();
+        let t = &mut [PortTally::default()][..];
+        s.record(t, 0, 5, 7);
+        s.record(t, 0, 15, 3);
+        s.record(t, 0, 10 * SERIES_POINTS as u64 + 1, 1);
+        s.flush(t);
         assert_eq!(s.interval_ps, 20);
         assert_eq!(s.data[0].len(), SERIES_POINTS / 2 + 1);
         assert_eq!(s.data[0][0], 7);
