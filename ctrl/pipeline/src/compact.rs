@@ -75,18 +75,24 @@ pub enum JsonError {
 /// Checks that `text` is one JSON document, however deep it nests (up to
 /// [`MAX_DEPTH`]); the error says where it is not.
 pub fn check_json(text: &[u8]) -> Result<(), JsonError> {
+    parse_deep::<serde::de::IgnoredAny>(text).map(|_| ())
+}
+
+/// `text` as one `T`, nested up to [`MAX_DEPTH`] deep. The parser
+/// recurses once per level: it runs on a stack of its own, sized for
+/// MAX_DEPTH, whichever thread loads the program.
+fn parse_deep<T: serde::de::DeserializeOwned + Send>(text: &[u8]) -> Result<T, JsonError> {
     let depth = max_depth(text);
     if depth > MAX_DEPTH {
         return Err(JsonError::TooDeep { depth });
     }
-    let parse = || -> Result<(), serde_json::Error> {
+    let parse = || -> Result<T, serde_json::Error> {
         let mut de = serde_json::Deserializer::from_slice(text);
         de.disable_recursion_limit();
-        serde::de::Deserialize::deserialize(&mut de).map(|_: serde::de::IgnoredAny| ())?;
-        de.end()
+        let value = T::deserialize(&mut de)?;
+        de.end()?;
+        Ok(value)
     };
-    // The parser recurses once per level: on its own stack, sized for
-    // MAX_DEPTH, whichever thread loads the program.
     std::thread::scope(|s| {
         let checker = std::thread::Builder::new().name("json-check".into()).stack_size(CHECK_STACK);
         let joined = checker.spawn_scoped(s, parse)?.join();
@@ -119,25 +125,8 @@ fn max_depth(text: &[u8]) -> usize {
 mod tests {
     use super::*;
 
-    /// `text` as a value, however deep (p4c's JSON nests past 128).
-    fn parse(text: &[u8]) -> serde_json::Value {
-        std::thread::scope(|s| {
-            let t = std::thread::Builder::new().stack_size(CHECK_STACK);
-            t.spawn_scoped(s, || {
-                let mut de = serde_json::Deserializer::from_slice(text);
-                de.disable_recursion_limit();
-                let v: serde_json::Value = serde::de::Deserialize::deserialize(&mut de).unwrap();
-                de.end().unwrap();
-                v
-            })
-            .unwrap()
-            .join()
-            .unwrap()
-        })
-    }
-
     fn same_document(a: &[u8], b: &[u8]) {
-        assert_eq!(parse(a), parse(b));
+        assert_eq!(parse_deep::<serde_json::Value>(a).unwrap(), parse_deep::<serde_json::Value>(b).unwrap());
     }
 
     #[test]

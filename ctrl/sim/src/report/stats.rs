@@ -100,6 +100,9 @@ pub trait Tallies {
     fn ports(&self) -> usize;
 }
 
+/// Bare tallies, for this module's tests (the engine keeps its own in
+/// its per-port records).
+#[cfg(test)]
 impl Tallies for [PortTally] {
     fn tally(&mut self, port: usize) -> &mut PortTally {
         &mut self[port]
