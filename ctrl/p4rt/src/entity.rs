@@ -49,15 +49,19 @@ impl P4Info {
     /// given, each must fit its bitwidth.
     pub fn action_call(&self, action: &str, params: &[(&str, Bits)]) -> Result<p4::Action, P4InfoError> {
         let a = self.action(action)?;
-        let object = name_of(a);
-        let mut out =
-            p4::Action { action_id: a.preamble.as_ref().map(|p| p.id).unwrap_or_default(), params: vec![] };
+        // The action's full name is only for errors: built when one is
+        // returned, not for each of a fabric's million entries.
+        let mut out = p4::Action {
+            action_id: a.preamble.as_ref().map(|p| p.id).unwrap_or_default(),
+            params: Vec::with_capacity(params.len()),
+        };
         for (name, value) in params {
             let p = p4info::action_param(a, name)?;
-            let v = codec::encode(value.clone(), p.bitwidth).map_err(|e| value_err(&object, &p.name, e))?;
+            let v =
+                codec::encode(value.clone(), p.bitwidth).map_err(|e| value_err(&name_of(a), &p.name, e))?;
             if out.params.iter().any(|q| q.param_id == p.id) {
                 return Err(P4InfoError::Usage {
-                    object,
+                    object: name_of(a),
                     message: format!("parameter {} given twice", p.name),
                 });
             }
@@ -65,7 +69,7 @@ impl P4Info {
         }
         if let Some(missing) = a.params.iter().find(|p| !out.params.iter().any(|q| q.param_id == p.id)) {
             return Err(P4InfoError::Usage {
-                object,
+                object: name_of(a),
                 message: format!("parameter {} is missing", missing.name),
             });
         }
@@ -299,16 +303,16 @@ impl TableEntryBuilder<'_> {
     /// entry is canonical (the spec forbids bits past the prefix).
     pub fn lpm(self, field: &str, value: impl Into<Bits>, prefix_len: i32) -> Result<Self, P4InfoError> {
         let f = self.field(field, MatchType::Lpm)?;
-        let object = self.object();
-        let mask = codec::prefix_mask(prefix_len, f.bitwidth).map_err(|e| value_err(&object, &f.name, e))?;
+        let mask =
+            codec::prefix_mask(prefix_len, f.bitwidth).map_err(|e| value_err(&self.object(), &f.name, e))?;
         let v = codec::padded(&self.enc(f, value.into())?, f.bitwidth)
-            .map_err(|e| value_err(&object, &f.name, e))?;
+            .map_err(|e| value_err(&self.object(), &f.name, e))?;
         let id = f.id;
         if prefix_len == 0 {
             return Ok(self); // a zero-length prefix is a wildcard: omitted
         }
         let value = codec::canonical(&codec::and(&v, &mask), f.bitwidth)
-            .map_err(|e| value_err(&object, &f.name, e))?;
+            .map_err(|e| value_err(&self.object(), &f.name, e))?;
         Ok(self.push(id, FieldMatchType::Lpm(p4::field_match::Lpm { value, prefix_len })))
     }
 

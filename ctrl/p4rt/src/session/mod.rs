@@ -553,13 +553,21 @@ impl Session {
     /// positions in `updates`.
     pub async fn write_batched(&self, updates: Vec<p4::Update>, batch: usize) -> Result<(), SessionError> {
         let total = updates.len();
+        let batch = batch.max(1);
         let mut failures = vec![];
         let mut last = None;
-        for (n, chunk) in updates.chunks(batch.max(1)).enumerate() {
-            match self.write(chunk.to_vec()).await {
+        // Each Write takes its batch by value: the updates move into the
+        // requests, none is copied (a fabric's programming writes millions).
+        let mut rest = updates.into_iter();
+        for n in 0.. {
+            let chunk: Vec<p4::Update> = rest.by_ref().take(batch).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            match self.write(chunk).await {
                 Ok(()) => {}
                 Err(SessionError::Write { failure, .. }) => {
-                    let base = n * batch.max(1);
+                    let base = n * batch;
                     failures.extend(failure.failures.iter().cloned().map(|mut f| {
                         f.index += base;
                         f
