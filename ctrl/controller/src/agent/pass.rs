@@ -6,11 +6,12 @@
 //! connection, not primary) or shows the agent's view is stale ends the
 //! pass: the switch is read again and the pass retried with backoff.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::{SessionError, WriteFailure};
+use metaroce_pipeline::{Entry, Key};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -28,6 +29,9 @@ struct Written {
     refused: Vec<Refused>,
     sent_at: Option<Instant>,
     moved_at: Option<Instant>,
+    /// The batches the switch took whole, not yet applied to the
+    /// installed state (see [`Live::settle`]).
+    whole: Vec<usize>,
 }
 
 impl Live<'_> {
@@ -57,7 +61,9 @@ impl Live<'_> {
         // Deletes wait while traffic-moving writes go (see `cleanup_delay`),
         // unless they are all there is to do.
         let moves = batches.iter().take_while(|b| b.iter().any(|c| !matches!(c, Change::Delete(_)))).count();
+        let mut whole_diff = true;
         if defer_deletes && moves > 0 && moves < batches.len() && !self.cfg.cleanup_delay.is_zero() {
+            whole_diff = false;
             batches.truncate(moves);
             self.cleanup_at.get_or_insert(started_at + self.cfg.cleanup_delay);
         } else if moves < batches.len() {
@@ -72,7 +78,7 @@ impl Live<'_> {
         }
         let (inserts, modifies, deletes) = reconcile::counts(&batches);
         let started = Instant::now();
-        let written = if self.cfg.dry_run {
+        let mut written = if self.cfg.dry_run {
             for c in batches.iter().flatten() {
                 info!(change = ?c, "dry run: would write");
             }
@@ -80,6 +86,7 @@ impl Live<'_> {
         } else {
             self.write_all(&batches).await
         };
+        self.settle(&desired, &batches, std::mem::take(&mut written.whole), whole_diff);
         let write_time = started.elapsed();
         match &written.error {
             None => {
@@ -137,10 +144,41 @@ impl Live<'_> {
         }
     }
 
+    /// Applies the batches the switch took whole to the installed state.
+    /// When that is every batch of the whole difference, the switch now
+    /// holds exactly `desired` (but for defaults of keyless tables, which
+    /// are never deleted, so one `desired` leaves out stays): the agent
+    /// then keeps `desired` itself as its view, instead of applying a
+    /// fabric's worth of entries one by one and comparing the two maps.
+    fn settle(
+        &mut self,
+        desired: &Arc<BTreeMap<Key, Entry>>,
+        batches: &[Vec<Change>],
+        whole: Vec<usize>,
+        whole_diff: bool,
+    ) {
+        if !self.refusals.is_empty() {
+            for c in whole.iter().filter_map(|&i| batches.get(i)).flatten() {
+                self.refusals.accepted(&c.entry().key());
+            }
+        }
+        let stray_default = || self.installed.keys().any(|k| k.is_default() && !desired.contains_key(k));
+        if whole_diff && whole.len() == batches.len() && !stray_default() {
+            self.installed = desired.clone();
+            return;
+        }
+        let installed = Arc::make_mut(&mut self.installed);
+        for &i in &whole {
+            if let Some(batch) = batches.get(i) {
+                reconcile::apply(installed, batch);
+            }
+        }
+    }
+
     /// Writes the batches in order; see the module doc for what ends it.
     async fn write_all(&mut self, batches: &[Vec<Change>]) -> Written {
         let mut w = Written::default();
-        for batch in batches {
+        for (i, batch) in batches.iter().enumerate() {
             w.sent_at.get_or_insert_with(Instant::now);
             let failed = match self.write(batch).await {
                 Ok(()) => None,
@@ -150,7 +188,13 @@ impl Live<'_> {
                     break;
                 }
             };
-            let stale = self.took(batch, failed.as_ref(), &mut w);
+            let stale = match failed {
+                None => {
+                    w.whole.push(i);
+                    0
+                }
+                Some(failure) => self.took(batch, &failure, &mut w),
+            };
             if batch.iter().any(|c| !matches!(c, Change::Delete(_))) {
                 w.moved_at = Some(Instant::now());
             }
@@ -164,16 +208,10 @@ impl Live<'_> {
         w
     }
 
-    /// Applies what the switch took of `batch`, records what it refused;
-    /// returns how many failed because the agent's view is stale.
-    fn took(&mut self, batch: &[Change], failure: Option<&WriteFailure>, w: &mut Written) -> usize {
-        let Some(failure) = failure else {
-            reconcile::apply(Arc::make_mut(&mut self.installed), batch);
-            for c in batch {
-                self.refusals.accepted(&c.entry().key());
-            }
-            return 0;
-        };
+    /// Applies what the switch took of a batch it refused in part, records
+    /// what it refused; returns how many failed because the agent's view
+    /// is stale.
+    fn took(&mut self, batch: &[Change], failure: &WriteFailure, w: &mut Written) -> usize {
         let failed: BTreeSet<usize> = failure.failed_indexes().into_iter().collect();
         let now = Instant::now();
         let mut stale = 0;

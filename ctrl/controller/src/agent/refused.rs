@@ -73,6 +73,10 @@ impl Refusals {
         self.held.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
     /// Drops the refusals whose desired state changed, then holds back
     /// the rest that are not due for another try: `desired` is set to
     /// what `installed` holds for their keys, so the diff leaves them be.
