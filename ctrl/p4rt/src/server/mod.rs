@@ -32,6 +32,12 @@ use state::State;
 
 pub use service::Service;
 
+/// The served state's maps: keyed by ids and match fields the switch's
+/// own controller writes, hashed with foldhash (seeded per process)
+/// rather than SipHash, which was a twentieth of serving a fabric's
+/// programming.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// How a [`Switch`] behaves.
 #[derive(Debug, Clone)]
 pub struct SwitchOptions {

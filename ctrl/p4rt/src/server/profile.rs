@@ -1,7 +1,7 @@
 //! Action validation, action profiles (members and weighted groups) and
 //! weighted member selection for the in-process switch.
 
-use std::collections::HashMap;
+use super::FastMap;
 
 use tonic::Status;
 
@@ -12,11 +12,11 @@ use crate::proto::p4::v1 as p4;
 
 #[derive(Debug, Default)]
 pub(crate) struct Profile {
-    pub members: HashMap<u32, p4::Action>,
-    pub groups: HashMap<u32, p4::ActionProfileGroup>,
+    pub members: FastMap<u32, p4::Action>,
+    pub groups: FastMap<u32, p4::ActionProfileGroup>,
     /// How many groups and table entries use each member / group.
-    pub member_refs: HashMap<u32, usize>,
-    pub group_refs: HashMap<u32, usize>,
+    pub member_refs: FastMap<u32, usize>,
+    pub group_refs: FastMap<u32, usize>,
 }
 
 /// Checks an action against the P4Info and returns it canonical.
@@ -122,7 +122,7 @@ impl Profile {
     }
 }
 
-pub(crate) fn bump(map: &mut HashMap<u32, usize>, id: u32, delta: isize) {
+pub(crate) fn bump(map: &mut FastMap<u32, usize>, id: u32, delta: isize) {
     let e = map.entry(id).or_default();
     *e = e.saturating_add_signed(delta);
     if *e == 0 {

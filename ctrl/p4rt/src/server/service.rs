@@ -196,7 +196,8 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         }
         let p = core.pipeline.as_mut().ok_or_else(|| Status::failed_precondition("no pipeline installed"))?;
         let now = tokio::time::Instant::now();
-        let results: Vec<Result<(), Status>> = r.updates.iter().map(|u| p.state.apply(u, now)).collect();
+        p.state.reserve_inserts(&r.updates);
+        let results: Vec<Result<(), Status>> = r.updates.into_iter().map(|u| p.state.apply(u, now)).collect();
         core.writes += results.iter().filter(|r| r.is_ok()).count() as u64;
         match batch_status(&results) {
             None => Ok(Response::new(p4::WriteResponse {})),

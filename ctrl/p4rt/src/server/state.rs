@@ -2,6 +2,8 @@
 //! change it. Every refusal carries the status code the spec names.
 
 use std::collections::HashMap;
+
+use super::FastMap;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -24,8 +26,8 @@ use p4::update::Type as Up;
 #[derive(Debug)]
 pub(crate) struct State {
     pub info: Arc<P4Info>,
-    pub tables: HashMap<u32, Table>,
-    pub profiles: HashMap<u32, Profile>,
+    pub tables: FastMap<u32, Table>,
+    pub profiles: FastMap<u32, Profile>,
     pub counters: HashMap<u32, Vec<p4::CounterData>>,
     pub registers: HashMap<u32, Register>,
     pub clone_sessions: HashMap<u32, p4::CloneSessionEntry>,
@@ -70,30 +72,64 @@ impl State {
         }
     }
 
-    pub fn apply(&mut self, u: &p4::Update, now: Instant) -> Result<(), Status> {
+    /// Makes room at once for the table entries a Write inserts: a
+    /// controller programming a switch writes a table's thousand entries
+    /// in one batch, which would otherwise grow (rehash) its map ten
+    /// times over.
+    pub fn reserve_inserts(&mut self, updates: &[p4::Update]) {
+        let mut last: Option<(u32, usize)> = None;
+        let flush = |t: Option<(u32, usize)>, tables: &mut FastMap<u32, Table>| {
+            if let Some((id, n)) = t {
+                if let Some(table) = tables.get_mut(&id) {
+                    // No room for entries a full table will refuse.
+                    let room =
+                        usize::try_from(table.info.size).unwrap_or(0).saturating_sub(table.entries.len());
+                    table.entries.reserve(n.min(room));
+                }
+            }
+        };
+        for u in updates {
+            if u.r#type != Up::Insert as i32 {
+                continue;
+            }
+            let Some(E::TableEntry(e)) = u.entity.as_ref().and_then(|e| e.entity.as_ref()) else { continue };
+            match &mut last {
+                Some((id, n)) if *id == e.table_id => *n += 1,
+                _ => {
+                    flush(last.take(), &mut self.tables);
+                    last = Some((e.table_id, 1));
+                }
+            }
+        }
+        flush(last, &mut self.tables);
+    }
+
+    pub fn apply(&mut self, u: p4::Update, now: Instant) -> Result<(), Status> {
         let t = Up::try_from(u.r#type).ok().filter(|t| *t != Up::Unspecified);
         let t = t.ok_or_else(|| Status::invalid_argument("update type unspecified"))?;
-        match u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
+        match u.entity.and_then(|e| e.entity) {
             Some(E::TableEntry(e)) => self.table_entry(t, e, now),
-            Some(E::ActionProfileMember(m)) => self.member(t, m),
-            Some(E::ActionProfileGroup(g)) => self.group(t, g),
-            Some(E::CounterEntry(c)) => self.counter(t, c),
-            Some(E::DirectCounterEntry(c)) => self.direct_counter(t, c),
-            Some(E::RegisterEntry(r)) => self.register(t, r),
-            Some(E::PacketReplicationEngineEntry(p)) => self.pre(t, p),
-            Some(E::DigestEntry(d)) => self.digest(t, d),
+            Some(E::ActionProfileMember(m)) => self.member(t, &m),
+            Some(E::ActionProfileGroup(g)) => self.group(t, &g),
+            Some(E::CounterEntry(c)) => self.counter(t, &c),
+            Some(E::DirectCounterEntry(c)) => self.direct_counter(t, &c),
+            Some(E::RegisterEntry(r)) => self.register(t, &r),
+            Some(E::PacketReplicationEngineEntry(p)) => self.pre(t, &p),
+            Some(E::DigestEntry(d)) => self.digest(t, &d),
             Some(_) => Err(Status::unimplemented("entity type not supported by this switch")),
             None => Err(Status::invalid_argument("update without an entity")),
         }
     }
 
-    fn table_entry(&mut self, t: Up, e: &p4::TableEntry, now: Instant) -> Result<(), Status> {
+    /// A table entry update, taken by value: the entry moves into the
+    /// table, not copied.
+    fn table_entry(&mut self, t: Up, mut e: p4::TableEntry, now: Instant) -> Result<(), Status> {
         let table = self
             .tables
             .get(&e.table_id)
             .ok_or_else(|| Status::not_found(format!("no table id {:#x}", e.table_id)))?;
         if e.is_default_action {
-            return self.default_entry(t, e);
+            return self.default_entry(t, &e);
         }
         if table.info.is_const_table {
             return Err(Status::permission_denied(format!("table {} is const", table.name())));
@@ -130,17 +166,16 @@ impl State {
             )));
         }
         let action = self.check_table_action(e.table_id, e.action.as_ref())?;
-        let mut entry = e.clone();
-        entry.r#match = key.0.clone();
-        entry.action = Some(action);
-        entry.counter_data = None;
-        let table = self.tables.get_mut(&e.table_id).ok_or_else(|| Status::internal("table vanished"))?;
-        let counter = e.counter_data.unwrap_or_default();
+        let table_id = e.table_id;
+        self.entry_refs(table_id, Some(&e), 1);
+        let counter = e.counter_data.take().unwrap_or_default();
+        e.r#match = key.0.clone();
+        e.action = Some(action);
+        let table = self.tables.get_mut(&table_id).ok_or_else(|| Status::internal("table vanished"))?;
         let old = table
             .entries
-            .insert(key, Box::new(Installed { entry, counter, last_hit: now, idle_notified: false }));
-        self.entry_refs(e.table_id, old.map(|i| i.entry).as_ref(), -1);
-        self.entry_refs(e.table_id, Some(e), 1);
+            .insert(key, Box::new(Installed { entry: e, counter, last_hit: now, idle_notified: false }));
+        self.entry_refs(table_id, old.map(|i| i.entry).as_ref(), -1);
         Ok(())
     }
 
@@ -252,12 +287,13 @@ impl State {
     }
 
     fn member(&mut self, t: Up, m: &p4::ActionProfileMember) -> Result<(), Status> {
-        let decl = self
-            .info
+        // The declaration is read through a clone of the shared P4Info,
+        // not copied for every member and group written.
+        let info = Arc::clone(&self.info);
+        let decl = info
             .action_profiles
             .by_id(m.action_profile_id)
-            .map_err(|_| Status::not_found(format!("no action profile id {:#x}", m.action_profile_id)))?
-            .clone();
+            .map_err(|_| Status::not_found(format!("no action profile id {:#x}", m.action_profile_id)))?;
         let action = match (t, m.action.as_ref()) {
             (Up::Delete, _) => None,
             (_, None) => {
@@ -300,12 +336,13 @@ impl State {
     }
 
     fn group(&mut self, t: Up, g: &p4::ActionProfileGroup) -> Result<(), Status> {
-        let decl = self
-            .info
+        // The declaration is read through a clone of the shared P4Info,
+        // not copied for every member and group written.
+        let info = Arc::clone(&self.info);
+        let decl = info
             .action_profiles
             .by_id(g.action_profile_id)
-            .map_err(|_| Status::not_found(format!("no action profile id {:#x}", g.action_profile_id)))?
-            .clone();
+            .map_err(|_| Status::not_found(format!("no action profile id {:#x}", g.action_profile_id)))?;
         let p = self.profiles.entry(g.action_profile_id).or_default();
         let exists = p.groups.contains_key(&g.group_id);
         match (t, exists) {
@@ -333,7 +370,7 @@ impl State {
             }
             stored.max_size = old.max_size;
         }
-        p.check_group(&decl, &stored)?;
+        p.check_group(decl, &stored)?;
         if t == Up::Insert && decl.size > 0 && i64::try_from(p.groups.len()).unwrap_or(i64::MAX) >= decl.size
         {
             return Err(Status::resource_exhausted("action profile has no room for another group"));

@@ -33,7 +33,7 @@ pub(crate) struct Table {
     /// then rehashes 40-byte buckets, not ~300-byte entries (at 1,280
     /// switches the rehashes, mostly the kernel zeroing the new tables'
     /// pages, were a fifth of `sim serve`'s CPU while it was programmed).
-    pub entries: HashMap<Key, Box<Installed>>,
+    pub entries: super::FastMap<Key, Box<Installed>>,
     pub default_action: Option<p4::Action>,
     pub default_counter: p4::CounterData,
     /// Ternary, range or optional fields make priorities mandatory.
@@ -69,7 +69,7 @@ impl Table {
         let exact_only = kinds.iter().all(|k| *k == Some(MatchType::Exact));
         Table {
             info,
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             default_action: None,
             default_counter: p4::CounterData::default(),
             needs_priority,
