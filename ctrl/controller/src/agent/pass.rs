@@ -167,6 +167,11 @@ impl Live<'_> {
             self.installed = desired.clone();
             return;
         }
+        if whole.is_empty() {
+            // Nothing taken (a dry run, a first batch that failed): the
+            // view is shared with the state task; copy it for nothing.
+            return;
+        }
         let installed = Arc::make_mut(&mut self.installed);
         for &i in &whole {
             if let Some(batch) = batches.get(i) {

@@ -2,8 +2,6 @@
 //! change it. Every refusal carries the status code the spec names.
 
 use std::collections::HashMap;
-
-use super::FastMap;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -13,6 +11,7 @@ use super::digest::Digests;
 use super::profile::{self, bump, check_action, check_scope, Profile};
 use super::program::Register;
 use super::table::{Installed, Table};
+use super::FastMap;
 use crate::codec;
 use crate::entity::register_bitwidth;
 use crate::p4info::P4Info;
