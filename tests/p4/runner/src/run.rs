@@ -178,7 +178,12 @@ pub(crate) async fn install(s: &Session, info: &P4Info, case: &Case) -> Result<(
         let c = DigestConfig {
             max_timeout_ns: d.max_timeout_ns,
             max_list_size: d.max_list_size,
-            ack_timeout_ns: 1_000_000,
+            // The session acks every list as it arrives, so this only
+            // bounds how long the switch holds a list for a late ack. At
+            // 1 ms a loaded machine (a CI run beside builds) acked after
+            // the twin had dropped the list, and the late ack was refused
+            // as a stream error.
+            ack_timeout_ns: 1_000_000_000,
         };
         s.configure_digest(info.digest_entry(&d.name, c)?)
             .await
