@@ -211,6 +211,11 @@ impl Entry {
 }
 
 impl Key {
+    /// The keys of the keyless tables' defaults (what [`Key::is_default`]
+    /// answers true for).
+    pub const DEFAULTS: [Key; 5] =
+        [Key::Config, Key::EgressConfig, Key::ReportConfig, Key::LargeFlowConfig, Key::DrainConfig];
+
     pub fn is_default(&self) -> bool {
         matches!(
             self,
@@ -244,4 +249,31 @@ pub fn route_weights(
     }
     out.sort_unstable();
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_keys_are_those_of_the_keyless_defaults() {
+        let defaults = [
+            Entry::Config { switch_id: 1, flowlet_timeout_us: 100 },
+            Entry::EgressConfig { digest_interval_us: 1, report_period_us: 1, latency_shift: 0 },
+            Entry::ReportConfig {
+                src_mac: [0; 6],
+                dst_mac: [0; 6],
+                src_ip: Ipv4Addr::UNSPECIFIED,
+                dst_ip: Ipv4Addr::UNSPECIFIED,
+                dst_port: 0,
+            },
+            Entry::LargeFlowConfig { window_us: 1, threshold_bytes: 1 },
+            Entry::DrainConfig { enabled: true, pair_interval_us: 1 },
+        ];
+        let keys: Vec<Key> = defaults.iter().map(Entry::key).collect();
+        assert!(defaults.iter().all(Entry::is_default));
+        assert_eq!(keys, Key::DEFAULTS.to_vec());
+        assert!(Key::DEFAULTS.iter().all(Key::is_default));
+        assert!(!Key::Nhop(1).is_default() && !Key::Route(0, 0).is_default());
+    }
 }

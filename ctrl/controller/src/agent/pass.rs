@@ -162,7 +162,8 @@ impl Live<'_> {
                 self.refusals.accepted(&c.entry().key());
             }
         }
-        let stray_default = || self.installed.keys().any(|k| k.is_default() && !desired.contains_key(k));
+        let stray_default =
+            || Key::DEFAULTS.iter().any(|k| self.installed.contains_key(k) && !desired.contains_key(k));
         if whole_diff && whole.len() == batches.len() && !stray_default() {
             self.installed = desired.clone();
             return;

@@ -21,6 +21,21 @@ use p4::entity::Entity as E;
 use p4::table_action::Type as Act;
 use p4::update::Type as Up;
 
+/// The action profile member or group a table entry's action names.
+#[derive(Debug, Clone, Copy)]
+enum ProfileRef {
+    Member(u32),
+    Group(u32),
+}
+
+fn profile_ref(e: Option<&p4::TableEntry>) -> Option<ProfileRef> {
+    match e.and_then(|e| e.action.as_ref()).and_then(|a| a.r#type.as_ref()) {
+        Some(Act::ActionProfileMemberId(m)) => Some(ProfileRef::Member(*m)),
+        Some(Act::ActionProfileGroupId(g)) => Some(ProfileRef::Group(*g)),
+        _ => None,
+    }
+}
+
 /// Everything a pipeline holds; replaced when a new pipeline is committed.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -76,31 +91,25 @@ impl State {
     /// in one batch, which would otherwise grow (rehash) its map ten
     /// times over.
     pub fn reserve_inserts(&mut self, updates: &[p4::Update]) {
-        let mut last: Option<(u32, usize)> = None;
-        let flush = |t: Option<(u32, usize)>, tables: &mut FastMap<u32, Table>| {
-            if let Some((id, n)) = t {
-                if let Some(table) = tables.get_mut(&id) {
-                    // No room for entries a full table will refuse.
-                    let room =
-                        usize::try_from(table.info.size).unwrap_or(0).saturating_sub(table.entries.len());
-                    table.entries.reserve(n.min(room));
-                }
-            }
-        };
+        // Per table (a Write names few), counted before any is applied.
+        let mut per_table: Vec<(u32, usize)> = Vec::new();
         for u in updates {
             if u.r#type != Up::Insert as i32 {
                 continue;
             }
             let Some(E::TableEntry(e)) = u.entity.as_ref().and_then(|e| e.entity.as_ref()) else { continue };
-            match &mut last {
-                Some((id, n)) if *id == e.table_id => *n += 1,
-                _ => {
-                    flush(last.take(), &mut self.tables);
-                    last = Some((e.table_id, 1));
-                }
+            match per_table.iter_mut().find(|(id, _)| *id == e.table_id) {
+                Some((_, n)) => *n += 1,
+                None => per_table.push((e.table_id, 1)),
             }
         }
-        flush(last, &mut self.tables);
+        for (id, n) in per_table {
+            if let Some(table) = self.tables.get_mut(&id) {
+                // No room for entries a full table will refuse.
+                let room = usize::try_from(table.info.size).unwrap_or(0).saturating_sub(table.entries.len());
+                table.entries.reserve(n.min(room));
+            }
+        }
     }
 
     pub fn apply(&mut self, u: p4::Update, now: Instant) -> Result<(), Status> {
@@ -166,7 +175,7 @@ impl State {
         }
         let action = self.check_table_action(e.table_id, e.action.as_ref())?;
         let table_id = e.table_id;
-        self.entry_refs(table_id, Some(&e), 1);
+        let uses = profile_ref(Some(&e));
         let counter = e.counter_data.take().unwrap_or_default();
         e.r#match = key.0.clone();
         e.action = Some(action);
@@ -175,6 +184,7 @@ impl State {
             .entries
             .insert(key, Box::new(Installed { entry: e, counter, last_hit: now, idle_notified: false }));
         self.entry_refs(table_id, old.map(|i| i.entry).as_ref(), -1);
+        self.bump_ref(table_id, uses, 1);
         Ok(())
     }
 
@@ -274,14 +284,18 @@ impl State {
     }
 
     fn entry_refs(&mut self, table_id: u32, e: Option<&p4::TableEntry>, delta: isize) {
+        self.bump_ref(table_id, profile_ref(e), delta);
+    }
+
+    fn bump_ref(&mut self, table_id: u32, uses: Option<ProfileRef>, delta: isize) {
         let Some(implementation) = self.tables.get(&table_id).map(|t| t.info.implementation_id) else {
             return;
         };
         let Some(p) = self.profiles.get_mut(&implementation) else { return };
-        match e.and_then(|e| e.action.as_ref()).and_then(|a| a.r#type.as_ref()) {
-            Some(Act::ActionProfileMemberId(m)) => bump(&mut p.member_refs, *m, delta),
-            Some(Act::ActionProfileGroupId(g)) => bump(&mut p.group_refs, *g, delta),
-            _ => {}
+        match uses {
+            Some(ProfileRef::Member(m)) => bump(&mut p.member_refs, m, delta),
+            Some(ProfileRef::Group(g)) => bump(&mut p.group_refs, g, delta),
+            None => {}
         }
     }
 
