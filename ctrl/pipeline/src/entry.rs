@@ -217,10 +217,7 @@ impl Key {
         [Key::Config, Key::EgressConfig, Key::ReportConfig, Key::LargeFlowConfig, Key::DrainConfig];
 
     pub fn is_default(&self) -> bool {
-        matches!(
-            self,
-            Key::Config | Key::EgressConfig | Key::ReportConfig | Key::LargeFlowConfig | Key::DrainConfig
-        )
+        Key::DEFAULTS.contains(self)
     }
 }
 

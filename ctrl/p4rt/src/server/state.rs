@@ -175,10 +175,10 @@ impl State {
         }
         let action = self.check_table_action(e.table_id, e.action.as_ref())?;
         let table_id = e.table_id;
-        let uses = profile_ref(Some(&e));
         let counter = e.counter_data.take().unwrap_or_default();
         e.r#match = key.0.clone();
         e.action = Some(action);
+        let uses = profile_ref(Some(&e));
         let table = self.tables.get_mut(&table_id).ok_or_else(|| Status::internal("table vanished"))?;
         let old = table
             .entries
