@@ -2,6 +2,7 @@
 //! pipeline push with cookie, batched writes, streamed reads, and the
 //! StreamChannel (run by [`stream`]) that survives drops.
 
+mod ends;
 mod push;
 mod register_batch;
 mod registers;
@@ -20,6 +21,7 @@ use crate::p4info::P4Info;
 use crate::proto::p4::v1 as p4;
 use crate::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
 use crate::status::WriteFailure;
+use ends::Transport;
 
 pub use register_batch::{RegisterCell, RegisterValues};
 pub use stream::Event;
@@ -245,9 +247,9 @@ impl ReadStream {
 #[derive(Debug)]
 pub struct Session {
     cfg: SessionConfig,
-    client: P4RuntimeClient<Channel>,
+    client: P4RuntimeClient<Transport>,
     /// The client's channel, for the push ([`push`]).
-    channel: Channel,
+    channel: Transport,
     cmd: mpsc::UnboundedSender<Cmd>,
     role: watch::Receiver<RoleState>,
     task: tokio::task::JoinHandle<()>,
@@ -337,6 +339,7 @@ impl Session {
     /// [`crate::server::Switch::in_memory_channel`]; `cfg.addr` is then
     /// only a label.
     pub async fn connect_with(cfg: SessionConfig, channel: Channel) -> Result<Self, SessionError> {
+        let channel = ends::transport(channel);
         let client = P4RuntimeClient::new(channel.clone())
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);

@@ -114,7 +114,7 @@ const PATH: &str = "/p4.v1.P4Runtime/SetForwardingPipelineConfig";
 /// Sends `req` over `channel` (the session's first push and the stream's
 /// restore after a switch restart alike).
 pub(crate) async fn send(
-    channel: tonic::transport::Channel,
+    channel: super::Transport,
     req: tonic::Request<Push>,
 ) -> Result<tonic::Response<p4::SetForwardingPipelineConfigResponse>, tonic::Status> {
     let mut grpc = tonic::client::Grpc::new(channel);

@@ -5,9 +5,9 @@
 
 use std::collections::HashSet;
 
+use super::Transport as Channel;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
 
 use super::{election, Cmd, RoleState, SessionConfig};
 use crate::proto::p4::v1 as p4;
