@@ -5,11 +5,10 @@
 
 use std::collections::HashSet;
 
-use super::Transport as Channel;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{election, Cmd, RoleState, SessionConfig};
+use super::{election, Cmd, RoleState, SessionConfig, Transport};
 use crate::proto::p4::v1 as p4;
 use crate::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
 
@@ -46,9 +45,9 @@ pub enum Event {
 
 struct Task {
     cfg: SessionConfig,
-    client: P4RuntimeClient<Channel>,
+    client: P4RuntimeClient<Transport>,
     /// The client's channel, for the pipeline push ([`super::push::send`]).
-    channel: Channel,
+    channel: Transport,
     role: watch::Sender<RoleState>,
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
     known_digests: HashSet<u32>,
@@ -58,8 +57,8 @@ struct Task {
 
 pub(super) async fn run(
     cfg: SessionConfig,
-    client: P4RuntimeClient<Channel>,
-    channel: Channel,
+    client: P4RuntimeClient<Transport>,
+    channel: Transport,
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
     role: watch::Sender<RoleState>,
 ) {
