@@ -29,7 +29,8 @@
 //!
 //! Sizes: `SCALE_K` (comma-separated k, default `8,16,32`: 80, 320 and
 //! 1,280 switches) or `-- --k 8,16`; the idle window `SCALE_IDLE_S` or
-//! `-- --idle-s N` (default 10); `SCALE_BIN` runs another build of the
+//! `-- --idle-s N` (default 10); `SCALE_KEEP=1` keeps each size's directory
+//! (topology, logs, the controller's event log) and prints where; `SCALE_BIN` runs another build of the
 //! command (an older commit's, to compare). Run with `cargo bench -p metaroce-cli
 //! --bench scale`; it prints figures and asserts nothing about time.
 
@@ -247,7 +248,16 @@ fn rank(v: &[f64], q: f64) -> Option<f64> {
 
 fn one_size(bin: &Path, k: usize, o: &Opts, tick: f64) -> Result<Row, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
-    let d = dir.path();
+    // Removed at the end unless SCALE_KEEP asks to look at it afterwards.
+    let (_remove, d) = if std::env::var_os("SCALE_KEEP").is_some_and(|v| !v.is_empty() && v != "0") {
+        let d = dir.keep();
+        progress(k, &format!("SCALE_KEEP: keeping {}", d.display()));
+        (None, d)
+    } else {
+        let d = dir.path().to_path_buf();
+        (Some(dir), d)
+    };
+    let d = d.as_path();
     let switches = 5 * k * k / 4;
     let base = free_port_range(switches + 1)?;
     let topo = d.join("fabric.yaml");
