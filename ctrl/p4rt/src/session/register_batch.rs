@@ -27,6 +27,28 @@ pub struct RegisterCell<'a> {
 /// its `(index, value)` pairs.
 pub type RegisterValues = Vec<Vec<(i64, u128)>>;
 
+/// An asked cell: its register's id, bit width and name (borrowed from the
+/// P4Info), and its index (`None`: every cell).
+#[derive(Debug, Clone, Copy)]
+struct Asked<'i> {
+    id: u32,
+    width: i32,
+    name: &'i str,
+    index: Option<i64>,
+}
+
+/// [`resolve`] without copying the name.
+fn resolve_ref<'i>(info: &'i P4Info, register: &str) -> Result<Asked<'i>, P4InfoError> {
+    let r = info.register(register)?;
+    let preamble = r.preamble.as_ref();
+    let name = preamble.map(|p| p.name.as_str()).unwrap_or_default();
+    let width = register_bitwidth(r).ok_or_else(|| P4InfoError::Usage {
+        object: name.to_owned(),
+        message: "only bit<W> registers are supported".into(),
+    })?;
+    Ok(Asked { id: preamble.map(|p| p.id).unwrap_or_default(), width, name, index: None })
+}
+
 /// A register's id, bit width and name, checked against the P4Info.
 pub(super) fn resolve(info: &P4Info, register: &str) -> Result<(u32, i32, String), P4InfoError> {
     let r = info.register(register)?;
@@ -60,21 +82,21 @@ impl Session {
         cells: &[RegisterCell<'_>],
         extra: Vec<p4::Entity>,
     ) -> Result<(RegisterValues, Vec<p4::Entity>), SessionError> {
-        let mut asked = Vec::with_capacity(cells.len());
+        let mut asked: Vec<Asked<'_>> = Vec::with_capacity(cells.len());
         let mut entities = Vec::with_capacity(cells.len() + extra.len());
         // A round asks many cells of few registers: each is resolved once.
-        let mut resolved: Vec<(&str, (u32, i32, String))> = Vec::new();
+        let mut resolved: Vec<(&str, Asked<'_>)> = Vec::new();
         for c in cells {
             let r = match resolved.iter().find(|(n, _)| *n == c.register) {
-                Some((_, r)) => r.clone(),
+                Some((_, r)) => *r,
                 None => {
-                    let r = resolve(info, c.register)?;
-                    resolved.push((c.register, r.clone()));
+                    let r = resolve_ref(info, c.register)?;
+                    resolved.push((c.register, r));
                     r
                 }
             };
-            entities.push(register_read(r.0, c.index));
-            asked.push((r.0, r.1, r.2, c.index));
+            entities.push(register_read(r.id, c.index));
+            asked.push(Asked { index: c.index, ..r });
         }
         let n_extra = extra.len();
         entities.extend(extra.iter().cloned());
@@ -96,7 +118,7 @@ impl Session {
 
     async fn read_registers_thrift(
         &self,
-        asked: &[(u32, i32, String, Option<i64>)],
+        asked: &[Asked<'_>],
         unimplemented: SessionError,
     ) -> Result<RegisterValues, SessionError> {
         let Some(mut t) = self.thrift().await? else { return Err(unimplemented) };
@@ -105,7 +127,7 @@ impl Session {
         tracing::debug!(device_id, cells = asked.len(), "register batch read over Thrift");
         // How many cells the batch asks of each register.
         let mut per_register: BTreeMap<&str, usize> = BTreeMap::new();
-        for (_, _, name, index) in asked {
+        for Asked { name, index, .. } in asked {
             let n = per_register.entry(name).or_default();
             *n = n.saturating_add(if index.is_some() { 1 } else { usize::MAX / 2 });
         }
@@ -116,20 +138,20 @@ impl Session {
             }
         }
         let mut out = Vec::with_capacity(asked.len());
-        for (_, _, name, index) in asked {
+        for &Asked { name, index, .. } in asked {
             // BMv2 registers hold at most 64 bits; Thrift carries them as i64.
             let v = |x: i64| x as u64 as u128;
-            let cells = match (whole.get(name.as_str()), index) {
+            let cells = match (whole.get(name), index) {
                 (Some(all), None) => all.iter().enumerate().map(|(i, x)| (i as i64, v(*x))).collect(),
-                (Some(all), Some(i)) => usize::try_from(*i)
+                (Some(all), Some(i)) => usize::try_from(i)
                     .ok()
                     .and_then(|u| all.get(u))
-                    .map(|x| vec![(*i, v(*x))])
+                    .map(|x| vec![(i, v(*x))])
                     .unwrap_or_default(),
                 (None, Some(i)) => {
                     let x =
-                        t.register_read(name, i32::try_from(*i).unwrap_or(i32::MAX)).await.map_err(thrift)?;
-                    vec![(*i, v(x))]
+                        t.register_read(name, i32::try_from(i).unwrap_or(i32::MAX)).await.map_err(thrift)?;
+                    vec![(i, v(x))]
                 }
                 (None, None) => {
                     let all = t.register_read_all(name).await.map_err(thrift)?;
@@ -194,21 +216,98 @@ fn register_read(register_id: u32, index: Option<i64>) -> p4::Entity {
 }
 
 /// Sorts a Read's answer into the cells asked: each register entry goes to
-/// every asked cell it matches (its register, and its index or all).
-fn sort_answers(asked: &[(u32, i32, String, Option<i64>)], got: Vec<p4::Entity>) -> RegisterValues {
-    let mut out: RegisterValues = vec![Vec::new(); asked.len()];
+/// every asked cell it matches (its register, and its index or all). The
+/// cells are looked up by (register, index), not scanned per entry: a
+/// round asks two cells per port and gets as many entries back.
+fn sort_answers(asked: &[Asked<'_>], got: Vec<p4::Entity>) -> RegisterValues {
+    let mut out: RegisterValues =
+        asked.iter().map(|a| Vec::with_capacity(usize::from(a.index.is_some()))).collect();
+    let mut exact: Vec<(u32, i64, usize)> =
+        asked.iter().enumerate().filter_map(|(slot, a)| Some((a.id, a.index?, slot))).collect();
+    exact.sort_unstable();
+    let whole: Vec<usize> = (0..asked.len()).filter(|&slot| asked[slot].index.is_none()).collect();
     for e in got {
         let Some(p4::entity::Entity::RegisterEntry(r)) = e.entity else { continue };
         let Some(index) = r.index.map(|i| i.index) else { continue };
         let Some(p4::p4_data::Data::Bitstring(b)) = r.data.and_then(|d| d.data) else { continue };
-        for (slot, (id, w, _, want)) in out.iter_mut().zip(asked) {
-            if *id != r.register_id || want.is_some_and(|i| i != index) {
-                continue;
-            }
-            if let Ok(v) = codec::decode_u128(&b, *w) {
-                slot.push((index, v));
+        let key = (r.register_id, index);
+        let from = exact.partition_point(|&(id, i, _)| (id, i) < key);
+        let matching =
+            exact[from..].iter().take_while(|&&(id, i, _)| (id, i) == key).map(|&(_, _, slot)| slot);
+        let wildcards = whole.iter().copied().filter(|&slot| asked[slot].id == r.register_id);
+        for slot in matching.chain(wildcards) {
+            if let Ok(v) = codec::decode_u128(&b, asked[slot].width) {
+                out[slot].push((index, v));
             }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(id: u32, index: Option<i64>) -> Asked<'static> {
+        Asked { id, width: 32, name: "r", index }
+    }
+
+    fn entry(id: u32, index: i64, value: u32) -> p4::Entity {
+        p4::Entity {
+            entity: Some(p4::entity::Entity::RegisterEntry(p4::RegisterEntry {
+                register_id: id,
+                index: Some(p4::Index { index }),
+                data: Some(p4::P4Data {
+                    data: Some(p4::p4_data::Data::Bitstring(codec::encode(u128::from(value), 32).unwrap())),
+                }),
+            })),
+        }
+    }
+
+    /// The scan it replaced: every entry against every asked cell.
+    fn by_scan(asked: &[Asked<'_>], got: &[p4::Entity]) -> RegisterValues {
+        let mut out: RegisterValues = vec![Vec::new(); asked.len()];
+        for e in got {
+            let Some(p4::entity::Entity::RegisterEntry(r)) = &e.entity else { continue };
+            let Some(index) = r.index.map(|i| i.index) else { continue };
+            let Some(p4::p4_data::Data::Bitstring(b)) = r.data.as_ref().and_then(|d| d.data.as_ref()) else {
+                continue;
+            };
+            for (slot, a) in out.iter_mut().zip(asked) {
+                if a.id == r.register_id && a.index.is_none_or(|i| i == index) {
+                    slot.push((index, codec::decode_u128(b, a.width).unwrap()));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn answers_go_to_every_cell_they_match_in_the_order_they_came() {
+        // Cells out of order, one asked twice, one register asked whole,
+        // one cell nobody answers.
+        let asked = [cell(7, Some(3)), cell(5, Some(1)), cell(7, Some(3)), cell(5, None), cell(9, Some(0))];
+        let got = vec![
+            entry(5, 2, 20),
+            entry(7, 3, 73),
+            p4::Entity { entity: Some(p4::entity::Entity::CounterEntry(p4::CounterEntry::default())) },
+            entry(5, 1, 10),
+            entry(8, 3, 99), // a register nobody asked for
+            entry(7, 4, 74), // an index nobody asked for
+        ];
+        let out = sort_answers(&asked, got.clone());
+        assert_eq!(out, vec![vec![(3, 73)], vec![(1, 10)], vec![(3, 73)], vec![(2, 20), (1, 10)], vec![]]);
+        assert_eq!(out, by_scan(&asked, &got));
+    }
+
+    #[test]
+    fn a_poll_round_sorts_as_the_scan_did() {
+        // Two registers, two cells a port, answers in reverse.
+        let asked: Vec<Asked<'_>> = (0..48).flat_map(|p| [cell(11, Some(p)), cell(12, Some(p))]).collect();
+        let got: Vec<p4::Entity> =
+            (0..48).rev().flat_map(|p| [entry(12, p, p as u32 * 2), entry(11, p, p as u32)]).collect();
+        let out = sort_answers(&asked, got.clone());
+        assert_eq!(out, by_scan(&asked, &got));
+        assert_eq!((out[0].as_slice(), out[95].as_slice()), (&[(0, 0)][..], &[(47, 94)][..]));
+    }
 }
