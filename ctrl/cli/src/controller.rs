@@ -79,6 +79,11 @@ pub struct RunArgs {
     /// ports are polled every --poll-ms for this long.
     #[arg(long, default_value_t = 2000)]
     pub audit_ms: u64,
+    /// How often, in milliseconds, the ports' ECN-mark counters are read for /metrics: they ride
+    /// in the first audit this long after the last read (so at most once per --audit-ms). They
+    /// are totals, so a slower read loses no mark, it only shows them later.
+    #[arg(long, default_value_t = 10000)]
+    pub ecn_ms: u64,
     /// Most switches opened at once (connect, pipeline push, read back, first write); the others
     /// wait their turn, so that a large fabric's pushes do not all compete for the CPU and
     /// memory at once [default: 4 per CPU, 4 to 64]
@@ -300,6 +305,7 @@ async fn run_daemon(a: RunArgs) -> anyhow::Result<Exit> {
     cfg.collector = a.collector;
     cfg.poll_interval = Duration::from_millis(a.poll_ms.max(1));
     cfg.audit_interval = Duration::from_millis(a.audit_ms.max(a.poll_ms).max(1));
+    cfg.ecn_interval = Duration::from_millis(a.ecn_ms.max(1));
     cfg.host_scrape_interval = Duration::from_millis(a.host_scrape_ms.max(100));
     if let Some(n) = a.open_in_flight {
         cfg.opening = metaroce_controller::agent::Opening::new(n);

@@ -130,9 +130,20 @@ async fn controller_reroutes_a_hot_spot_on_the_served_fabric() {
     let ctl = controller(
         dir.path(),
         topo_s,
-        // The register audit (ECN counters ride in it) every 500 ms, not
-        // the default 2 s, so that the scrape below sees the marks soon.
-        &["--hold-down-ms", "3000", "--hold-up-ms", "0.5", "--host-scrape-ms", "200", "--audit-ms", "500"],
+        // The register audit every 500 ms with the ECN counters in each,
+        // not every 2 s and 10 s, so that the scrape below sees the marks soon.
+        &[
+            "--hold-down-ms",
+            "3000",
+            "--hold-up-ms",
+            "0.5",
+            "--host-scrape-ms",
+            "200",
+            "--audit-ms",
+            "500",
+            "--ecn-ms",
+            "500",
+        ],
     );
     let (api, events, ctl_log) = (ctl.api, ctl.events.clone(), ctl.log.clone());
     let p = pipeline();

@@ -193,9 +193,13 @@ pub struct AgentConfig {
     /// (under sharding, every ten audits and after each new desired state).
     pub poll_interval: Duration,
     /// How often every port's registers are read as an audit of what the
-    /// digests say (and the ECN counters for /metrics); also how long
-    /// every port is polled fast after a gap in the digests.
+    /// digests say; also how long every port is polled fast after a gap
+    /// in the digests.
     pub audit_interval: Duration,
+    /// How often the ports' ECN-mark counters (for /metrics) ride in an
+    /// audit's Read: at the first audit, then at the first audit this long
+    /// after the last (so never more often than audits).
+    pub ecn_interval: Duration,
     pub digest: DigestConfig,
     /// Write nothing (dry run): compute and log the changes only.
     pub dry_run: bool,

@@ -31,6 +31,7 @@ fn agent_config(addr: std::net::SocketAddr, poll_interval: Duration) -> AgentCon
         ports: vec![1, 2],
         poll_interval,
         audit_interval: poll_interval,
+        ecn_interval: poll_interval,
         digest: DigestConfig::default(),
         dry_run: false,
         retry_initial: Duration::from_millis(100),

@@ -12,8 +12,10 @@
 //! depth and congested cells of its ports) and one batched Write that
 //! resets the max-depth cells it found non-zero (only as the writing
 //! primary, never on a dry run); it reports [`AgentEvent::Registers`]. The
-//! ECN-mark counters of every port are read in the audit's Read, at most
-//! once per `audit_interval`, and reported with its registers. While no port is
+//! ECN-mark counters of every port are read in an audit's Read, at the first
+//! audit and then at the first audit `ecn_interval` after the last (for
+//! /metrics; they are totals, so a slower read loses no mark), and reported
+//! with its registers. While no port is
 //! hot and no digest was lost, the poll sleeps until its next audit (a
 //! digest that heats a port wakes it), so an idle switch costs one Read
 //! per audit, not a wake-up every `poll_interval`. The first audit reads
@@ -189,7 +191,7 @@ impl Poller {
         let pushed = (writes || cfg.forwarded_focus.is_some()) && !cfg.dry_run;
         let fast = cfg.poll_interval;
         let audit = if pushed { cfg.audit_interval.max(fast) } else { fast };
-        let ecn = cfg.audit_interval.max(fast);
+        let ecn = cfg.ecn_interval.max(cfg.audit_interval).max(fast);
         let first = match first_audit {
             FirstAudit::Now => Duration::ZERO,
             FirstAudit::AfterInterval => audit,

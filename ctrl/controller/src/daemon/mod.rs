@@ -65,6 +65,9 @@ pub struct Config {
     /// The slow audit of every port's registers (push first: the digests
     /// carry congestion; [`crate::agent::AgentConfig::audit_interval`]).
     pub audit_interval: Duration,
+    /// How often the ECN-mark counters are read with an audit
+    /// ([`crate::agent::AgentConfig::ecn_interval`]).
+    pub ecn_interval: Duration,
     /// How often host exporters (`hosts[].exporter` in the topology) are scraped.
     pub host_scrape_interval: Duration,
     pub tick: Duration,
@@ -105,6 +108,7 @@ impl Config {
             collector: None,
             poll_interval: Duration::from_millis(100),
             audit_interval: Duration::from_secs(2),
+            ecn_interval: Duration::from_secs(10),
             host_scrape_interval: Duration::from_secs(5),
             tick: Duration::from_millis(5),
             election_id: 10,
@@ -193,6 +197,7 @@ pub fn agent_config(cfg: &Config, s: usize) -> Result<AgentConfig, DaemonError> 
         ports,
         poll_interval: cfg.poll_interval,
         audit_interval: cfg.audit_interval,
+        ecn_interval: cfg.ecn_interval,
         digest: cfg.digest,
         dry_run: cfg.dry_run,
         retry_initial: Duration::from_millis(100),
