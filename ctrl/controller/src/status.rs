@@ -12,6 +12,7 @@ use crate::mode::Mode;
 use crate::obs::Metrics;
 use crate::plan::Overrides;
 use metaroce_telemetry::view::ViewSummary;
+use metaroce_topo::Topology;
 
 /// What the state task knows of one switch's session.
 #[derive(Debug, Clone, Default)]
@@ -49,33 +50,111 @@ impl SwitchStatus {
     }
 }
 
-pub fn status(core: &Core, switches: &[SwitchStatus], decisions: u64) -> Value {
-    let topo = core.topology();
+/// Everything the status shows that can change while the controller runs
+/// (the rest is the topology's). The status is published every second but
+/// rebuilt only when its key differs from the last one's: on an idle
+/// fabric it never does, and building it (a JSON object per switch) was a
+/// tenth of the idle controller's instructions. The status is built from
+/// the key alone, so nothing it shows can change without the key changing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusKey {
+    mode: Mode,
+    pinned: bool,
+    decisions: u64,
+    overrides: usize,
+    failed_links: Vec<usize>,
+    failed_switches: Vec<usize>,
+    switches: Vec<SwitchKey>,
+    ha: Value,
+}
+
+/// What the status shows of one switch.
+#[derive(Debug, Clone, PartialEq)]
+struct SwitchKey {
+    connected: bool,
+    primary: bool,
+    programmed: bool,
+    installed_entries: usize,
+    syncs: u64,
+    last_error: Option<String>,
+    failed_attempts: u32,
+    refused_entries: usize,
+    refused: Option<Value>,
+    foreign: bool,
+}
+
+impl StatusKey {
+    pub fn of(core: &Core, switches: &[SwitchStatus], decisions: u64, ha: Value) -> Self {
+        StatusKey {
+            mode: core.mode(),
+            pinned: core.pinned(),
+            decisions,
+            overrides: core.policy_state().override_count(),
+            failed_links: core.failed_links().iter().copied().collect(),
+            failed_switches: core.failed_switches().iter().copied().collect(),
+            switches: switches
+                .iter()
+                .map(|st| SwitchKey {
+                    connected: st.connected,
+                    primary: st.primary,
+                    programmed: st.programmed,
+                    installed_entries: st.installed.len(),
+                    syncs: st.syncs,
+                    last_error: st.last_error.clone(),
+                    failed_attempts: st.failed_attempts,
+                    refused_entries: st.refused_entries,
+                    refused: st.refused.clone(),
+                    foreign: st.foreign,
+                })
+                .collect(),
+            ha,
+        }
+    }
+}
+
+/// `GET /api/v1/status`: the fabric, its mode, every switch's session and
+/// what failed.
+pub fn status(topo: &Topology, key: &StatusKey) -> Value {
     let sw: Vec<Value> = topo
         .switches
         .iter()
-        .zip(switches)
+        .zip(&key.switches)
         .map(|(s, st)| {
             json!({
                 "name": s.name, "role": s.role.as_str(), "p4rt": s.p4rt,
                 "connected": st.connected, "primary": st.primary, "programmed": st.programmed,
-                "installed_entries": st.installed.len(), "syncs": st.syncs, "last_error": st.last_error,
+                "installed_entries": st.installed_entries, "syncs": st.syncs, "last_error": st.last_error,
                 "failed_attempts": st.failed_attempts, "refused_entries": st.refused_entries, "refused": st.refused,
                 "foreign": st.foreign,
             })
         })
         .collect();
-    let links: Vec<Value> = core
-        .failed_links()
+    let links: Vec<Value> = key
+        .failed_links
         .iter()
-        .map(|&l| json!({"a": topo.endpoint_name(topo.links[l].a), "b": topo.endpoint_name(topo.links[l].b)}))
+        .filter_map(|&l| topo.links.get(l))
+        .map(|l| json!({"a": topo.endpoint_name(l.a), "b": topo.endpoint_name(l.b)}))
         .collect();
-    let failed: Vec<&str> = core.failed_switches().iter().map(|&s| topo.switches[s].name.as_str()).collect();
-    json!({
-        "fabric": topo.name, "mode": core.mode().as_str(), "pinned_to_snapshot": core.pinned(),
-        "switches": sw, "failed_links": links, "failed_switches": failed,
-        "decisions": decisions, "overrides": core.policy_state().override_count(),
-    })
+    let failed: Vec<Value> = key
+        .failed_switches
+        .iter()
+        .filter_map(|&s| topo.switches.get(s))
+        .map(|s| Value::from(s.name.as_str()))
+        .collect();
+    let mut out = json!({
+        "fabric": topo.name, "mode": key.mode.as_str(), "pinned_to_snapshot": key.pinned,
+        "decisions": key.decisions, "overrides": key.overrides,
+    });
+    // The arrays are moved in: `json!` serializes what it is given, so a
+    // `Vec<Value>` in it became a copy of every element (and the originals
+    // were dropped), which doubled the cost of building the status.
+    if let Value::Object(m) = &mut out {
+        m.insert("switches".into(), Value::Array(sw));
+        m.insert("failed_links".into(), Value::Array(links));
+        m.insert("failed_switches".into(), Value::Array(failed));
+        m.insert("ha".into(), key.ha.clone());
+    }
+    out
 }
 
 /// Installed groups of every switch (members by port) and its route count.
@@ -206,6 +285,7 @@ pub fn update_group_metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::Input;
 
     fn state(groups: &[(u32, &[(u32, u32)])], members: &[(u32, u16)]) -> BTreeMap<Key, Entry> {
         let mut m: BTreeMap<Key, Entry> = BTreeMap::new();
@@ -239,5 +319,58 @@ mod tests {
             update_group_metrics(&diff, "leaf1", Some(before), after);
             assert_eq!(full.encode(), diff.encode());
         }
+    }
+
+    fn core() -> Core {
+        let text = include_str!("../../../topologies/mininet-2x2.yaml");
+        let topo = metaroce_topo::load_str(text, "mininet-2x2").unwrap();
+        Core::new(topo, Default::default(), Mode::Act).unwrap()
+    }
+
+    /// Every field the status shows is in its key: a change of any of
+    /// them is a new key, and the status built from it shows the change.
+    #[test]
+    fn the_status_changes_only_with_its_key() {
+        let mut core = core();
+        let n = core.topology().switches.len();
+        let mut switches = vec![SwitchStatus::default(); n];
+        let key = |core: &Core, sw: &[SwitchStatus]| StatusKey::of(core, sw, 3, json!({"role": "alone"}));
+        let first = key(&core, &switches);
+        assert_eq!(first, key(&core, &switches), "the same inputs, the same key");
+        type Change = fn(&mut SwitchStatus);
+        let changes: Vec<(&str, Change)> = vec![
+            ("connected", |s| s.connected = true),
+            ("primary", |s| s.primary = true),
+            ("programmed", |s| s.programmed = true),
+            ("installed_entries", |s| s.installed = Arc::new(state(&[(1, &[(1, 1)])], &[]))),
+            ("syncs", |s| s.syncs += 1),
+            ("last_error", |s| s.last_error = Some("connect: refused".into())),
+            ("failed_attempts", |s| s.failed_attempts += 1),
+            ("refused_entries", |s| s.refused_entries += 1),
+            ("refused", |s| s.refused = Some(json!({"first": []}))),
+            ("foreign", |s| s.foreign = true),
+        ];
+        for (field, change) in changes {
+            let mut changed = switches.clone();
+            change(&mut changed[1]);
+            let k = key(&core, &changed);
+            assert_ne!(k, first, "{field}");
+            let (was, now) = (status(core.topology(), &first), status(core.topology(), &k));
+            assert_ne!(was["switches"][1][field], now["switches"][1][field], "{field}");
+            assert_eq!(was["switches"][0], now["switches"][0], "{field}: only switch 1 changed");
+        }
+        assert_ne!(StatusKey::of(&core, &switches, 4, json!({"role": "alone"})), first, "decisions");
+        assert_ne!(StatusKey::of(&core, &switches, 3, json!({"role": "leader"})), first, "ha");
+        core.observe(0, &Input::LinkDown { link: 0 });
+        let k = key(&core, &switches);
+        assert_ne!(k, first, "a failed link");
+        assert_eq!(status(core.topology(), &k)["failed_links"].as_array().map(Vec::len), Some(1));
+        switches[0].connected = true;
+        let st = status(core.topology(), &key(&core, &switches));
+        assert_eq!(
+            (st["switches"][0]["connected"].as_bool(), st["decisions"].as_u64()),
+            (Some(true), Some(3))
+        );
+        assert_eq!((st["mode"].as_str(), st["ha"]["role"].as_str()), (Some("act"), Some("alone")));
     }
 }

@@ -286,6 +286,7 @@ pub async fn run(
             names: Arc::new(cfg.topology.switches.iter().map(|s| s.name.clone()).collect()),
             recommended: None,
             summary: None,
+            status: None,
         },
         ha,
         job_ops,
@@ -380,6 +381,9 @@ struct Publication {
     /// state task (a job or a large flow waiting behind it) for nothing.
     recommended: Option<(u64, Arc<crate::plan::Overrides>)>,
     summary: Option<(u64, Arc<metaroce_telemetry::view::ViewSummary>)>,
+    /// The status last published and what it was built from
+    /// ([`crate::status::StatusKey`]): rebuilt only when that changes.
+    status: Option<(crate::status::StatusKey, Arc<serde_json::Value>)>,
 }
 
 /// One scrape of every host exporter: host name → counters or error.

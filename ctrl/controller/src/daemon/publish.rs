@@ -202,8 +202,12 @@ impl State {
         // Cheap copies here. The fabric-wide documents are built when the
         // API is first asked for them, off the state task; group metrics
         // (the scrape must see them) on a blocking thread, one at a time.
-        let mut status = status::status(&self.core, &self.fleet.switches, self.decisions);
-        status["ha"] = self.ha.status();
+        let key = status::StatusKey::of(&self.core, &self.fleet.switches, self.decisions, self.ha.status());
+        let status = match self.publish.status.take() {
+            Some((was, status)) if was == key => status,
+            _ => Arc::new(status::status(self.core.topology(), &key)),
+        };
+        self.publish.status = Some((key, status.clone()));
         let names = self.publish.names.clone();
         let installed: Arc<Vec<Arc<BTreeMap<Key, Entry>>>> =
             Arc::new(self.fleet.switches.iter().map(|s| s.installed.clone()).collect());

@@ -263,7 +263,7 @@ async fn resource<T: Serialize + 'static>(
 }
 
 async fn status(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {
-    resource(&s, &h, "status", |snap| &snap.status).await
+    resource(&s, &h, "status", |snap| &*snap.status).await
 }
 
 async fn topology(State(s): State<ApiState>, h: HeaderMap) -> Result<Response, ApiError> {

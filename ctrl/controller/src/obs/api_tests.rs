@@ -36,7 +36,7 @@ fn fixture(with_tokens: bool, answer: Result<(), CommandError>) -> Fixture {
         Arc::new(Tokens::parse(Path::new("tokens"), &text).unwrap())
     });
     let snapshot = Snapshot {
-        status: json!({ "mode": "observe" }),
+        status: std::sync::Arc::new(json!({ "mode": "observe" })),
         topology: crate::obs::Document::of(&json!({ "switches": ["leaf1"] })).expect("a literal serializes"),
         congestion: LazyJson::ready(json!({ "leaf1": { "3": 40 } })),
         groups: LazyJson::later(|| json!([{ "switch": "leaf1", "group": 1 }])),

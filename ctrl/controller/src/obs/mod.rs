@@ -46,7 +46,8 @@ use crate::mode::Mode;
 /// served as is by its `GET /api/v1/<field>` endpoint.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    pub status: Value,
+    /// `GET /api/v1/status`: shared by the publications that did not change it.
+    pub status: Arc<Value>,
     pub topology: Document,
     pub congestion: LazyJson,
     pub groups: LazyJson,

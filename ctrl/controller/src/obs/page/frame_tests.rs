@@ -43,12 +43,12 @@ fn page_frame_marks_hot_derated_failed_tree_and_steered_links() {
     let (down, s2_port, _) = link(&t, "spine2", "leaf2");
     let leaf1 = t.switch_id("leaf1").unwrap();
     let snap = Snapshot {
-        status: json!({
+        status: std::sync::Arc::new(json!({
             "mode": "act", "pinned_to_snapshot": false, "decisions": 3,
             "switches": [{"name": "leaf1", "connected": true, "primary": true, "programmed": true, "last_error": null},
                          {"name": "spine1", "connected": false, "primary": false, "programmed": false, "last_error": "refused"}],
             "failed_links": [{"a": format!("spine2:{s2_port}"), "b": "leaf2:9"}],
-        }),
+        })),
         congestion: LazyJson::ready(json!({
             "ports": [{"port": {"switch": leaf1, "port": l1_port}, "heat": {"congested": true, "depth": 42, "max_depth": 50}}],
             "hot_ports": [],
@@ -128,7 +128,9 @@ fn page_frame_of_an_empty_snapshot_is_quiet() {
 fn page_frame_ignores_ports_and_links_it_does_not_know() {
     let fab = Fabric::new(two_by_two());
     let snap = Snapshot {
-        status: json!({"failed_links": [{"a": "nope:1"}, {"a": "leaf1"}, {"a": "leaf1:99999"}]}),
+        status: std::sync::Arc::new(
+            json!({"failed_links": [{"a": "nope:1"}, {"a": "leaf1"}, {"a": "leaf1:99999"}]}),
+        ),
         congestion: LazyJson::ready(
             json!({"ports": [{"port": {"switch": 99, "port": 1}, "heat": {"depth": 5}}],
                                             "trees": [{"root": {"switch": -1}}]}),
