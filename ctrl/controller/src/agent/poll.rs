@@ -36,8 +36,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use metaroce_p4rt::session::RegisterCell;
-use metaroce_p4rt::Session;
+use metaroce_p4rt::session::{RegisterCell, RegisterRead};
+use metaroce_p4rt::{Session, SessionError};
 use metaroce_pipeline::{Pipeline, PortRegister, QueueDigest};
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
@@ -183,6 +183,7 @@ impl Poller {
             session,
             events,
             focus,
+            audit_reads: Default::default(),
         };
         // Digests reach only a writing primary that configured them (not a
         // standby, not a dry run), and under sharding the planner, to which
@@ -222,6 +223,9 @@ struct Poll {
     session: Arc<Session>,
     events: mpsc::Sender<AgentEvent>,
     focus: Arc<Focus>,
+    /// The audit's Read (every polled port), without and with the ECN
+    /// counters, prepared at its first use: every audit asks the same.
+    audit_reads: [Mutex<Option<Arc<RegisterRead>>>; 2],
 }
 
 impl Poll {
@@ -268,22 +272,20 @@ impl Poll {
     /// Write, reports.
     async fn round(&self, reason: PollReason, ports: &[u16], with_ecn: bool) {
         let info = self.pipeline.info();
-        let (max_name, hot_name) = (
-            self.pipeline.register_name(PortRegister::MaxDepth),
-            self.pipeline.register_name(PortRegister::Congested),
-        );
-        let mut cells = Vec::with_capacity(ports.len() * 2);
-        for &p in ports {
-            cells.push(RegisterCell { register: max_name, index: Some(i64::from(p)) });
-            cells.push(RegisterCell { register: hot_name, index: Some(i64::from(p)) });
-        }
-        let ecn = if with_ecn { self.ecn_reads() } else { Vec::new() };
-        let with_ecn = !ecn.is_empty();
-        let read = match self.session.read_registers_with(info, &cells, ecn).await {
+        let max_name = self.pipeline.register_name(PortRegister::MaxDepth);
+        let prepared = match self.read_for(ports, with_ecn) {
+            Ok(r) => r,
+            Err(e) => return debug!(error = %e, reason = reason.as_str(), "register poll not asked"),
+        };
+        let with_ecn = prepared.others() > 0;
+        let read = match self.session.read_prepared(&prepared).await {
             // A switch that refuses the counters still has its registers read.
             Err(e) if with_ecn => {
                 debug!(error = %e, "register and ECN counter read failed; reading the registers alone");
-                self.session.read_registers(info, &cells).await.map(|v| (v, Vec::new()))
+                match self.read_for(ports, false) {
+                    Ok(alone) => self.session.read_prepared(&alone).await,
+                    Err(e) => Err(e),
+                }
             }
             other => other,
         };
@@ -314,6 +316,36 @@ impl Poll {
         let _ = self.events.send(AgentEvent::Registers { switch, ports, ecn_marks, received, reason }).await;
     }
 
+    /// The Read of `ports`' registers (and, `with_ecn`, every polled port's
+    /// ECN-mark counter), resolved and encoded: an audit's (every polled
+    /// port) once for the poll's life, a fast round's each time.
+    fn read_for(&self, ports: &[u16], with_ecn: bool) -> Result<Arc<RegisterRead>, SessionError> {
+        let audit = ports == self.ports.as_slice();
+        let slot = &self.audit_reads[usize::from(with_ecn)];
+        if audit {
+            if let Some(r) = slot.lock().ok().and_then(|held| held.clone()) {
+                return Ok(r);
+            }
+        }
+        let (max_name, hot_name) = (
+            self.pipeline.register_name(PortRegister::MaxDepth),
+            self.pipeline.register_name(PortRegister::Congested),
+        );
+        let mut cells = Vec::with_capacity(ports.len() * 2);
+        for &p in ports {
+            cells.push(RegisterCell { register: max_name, index: Some(i64::from(p)) });
+            cells.push(RegisterCell { register: hot_name, index: Some(i64::from(p)) });
+        }
+        let ecn = if with_ecn { self.ecn_reads() } else { Vec::new() };
+        let read = Arc::new(self.session.register_read(self.pipeline.info(), &cells, ecn)?);
+        if audit {
+            if let Ok(mut held) = slot.lock() {
+                *held = Some(read.clone());
+            }
+        }
+        Ok(read)
+    }
+
     /// The reads of every polled port's ECN-mark counter (for /metrics).
     fn ecn_reads(&self) -> Vec<metaroce_p4rt::proto::p4::v1::Entity> {
         let cells: Vec<i64> = self.ports.iter().map(|&p| i64::from(p)).collect();
@@ -324,14 +356,11 @@ impl Poll {
     }
 
     /// The ECN-mark counters a round read, per polled port.
-    fn ecn_marks(&self, entities: Vec<metaroce_p4rt::proto::p4::v1::Entity>) -> Vec<(u16, u64)> {
-        use metaroce_p4rt::proto::p4::v1::entity::Entity as E;
+    fn ecn_marks(&self, counters: Vec<metaroce_p4rt::proto::p4::v1::CounterEntry>) -> Vec<(u16, u64)> {
         let mut counts = BTreeMap::new();
-        for e in entities {
-            if let Some(E::CounterEntry(c)) = e.entity {
-                if let (Some(i), Some(d)) = (c.index, c.data) {
-                    counts.insert(i.index, u64::try_from(d.packet_count).unwrap_or(0));
-                }
+        for c in counters {
+            if let (Some(i), Some(d)) = (c.index, c.data) {
+                counts.insert(i.index, u64::try_from(d.packet_count).unwrap_or(0));
             }
         }
         self.ports.iter().map(|&p| (p, counts.get(&i64::from(p)).copied().unwrap_or(0))).collect()

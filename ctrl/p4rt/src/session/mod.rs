@@ -2,6 +2,7 @@
 //! pipeline push with cookie, batched writes, streamed reads, and the
 //! StreamChannel (run by [`stream`]) that survives drops.
 
+mod cells;
 mod ends;
 mod push;
 mod register_batch;
@@ -23,7 +24,7 @@ use crate::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
 use crate::status::WriteFailure;
 use ends::Transport;
 
-pub use register_batch::{RegisterCell, RegisterValues};
+pub use register_batch::{RegisterCell, RegisterRead, RegisterValues};
 pub use stream::Event;
 
 /// The configs sessions pushed (cookies aside), each once.

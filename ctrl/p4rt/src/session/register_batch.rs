@@ -5,8 +5,10 @@
 //! the batch asks for more than a few of its cells.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::{Session, SessionError};
+use super::cells::{Cell, CellEntity, CellsRequest};
+use super::{cells, Session, SessionError};
 use crate::codec;
 use crate::entity::register_bitwidth;
 use crate::p4info::{P4Info, P4InfoError};
@@ -27,18 +29,18 @@ pub struct RegisterCell<'a> {
 /// its `(index, value)` pairs.
 pub type RegisterValues = Vec<Vec<(i64, u128)>>;
 
-/// An asked cell: its register's id, bit width and name (borrowed from the
-/// P4Info), and its index (`None`: every cell).
-#[derive(Debug, Clone, Copy)]
-struct Asked<'i> {
+/// An asked cell: its register's id, bit width and full name, and its
+/// index (`None`: every cell).
+#[derive(Debug, Clone)]
+struct Asked {
     id: u32,
     width: i32,
-    name: &'i str,
+    name: Arc<str>,
     index: Option<i64>,
 }
 
-/// [`resolve`] without copying the name.
-fn resolve_ref<'i>(info: &'i P4Info, register: &str) -> Result<Asked<'i>, P4InfoError> {
+/// [`resolve`], with the name shared by every cell asked of the register.
+fn resolve_shared(info: &P4Info, register: &str) -> Result<Asked, P4InfoError> {
     let r = info.register(register)?;
     let preamble = r.preamble.as_ref();
     let name = preamble.map(|p| p.name.as_str()).unwrap_or_default();
@@ -46,7 +48,31 @@ fn resolve_ref<'i>(info: &'i P4Info, register: &str) -> Result<Asked<'i>, P4Info
         object: name.to_owned(),
         message: "only bit<W> registers are supported".into(),
     })?;
-    Ok(Asked { id: preamble.map(|p| p.id).unwrap_or_default(), width, name, index: None })
+    Ok(Asked { id: preamble.map(|p| p.id).unwrap_or_default(), width, name: name.into(), index: None })
+}
+
+/// A batch of register cells, and other entities read with them (such as
+/// counter cells), resolved and encoded once: a poll asks the same cells
+/// every audit ([`Session::register_read`], [`Session::read_prepared`]).
+#[derive(Debug, Clone)]
+pub struct RegisterRead {
+    asked: Vec<Asked>,
+    request: CellsRequest,
+    /// The other entities, for a target that serves registers only over
+    /// Thrift (they are then read on their own).
+    extra: Vec<p4::Entity>,
+}
+
+impl RegisterRead {
+    /// How many register cells it asks.
+    pub fn cells(&self) -> usize {
+        self.asked.len()
+    }
+
+    /// How many other entities it reads with them.
+    pub fn others(&self) -> usize {
+        self.extra.len()
+    }
 }
 
 /// A register's id, bit width and name, checked against the P4Info.
@@ -71,9 +97,9 @@ impl Session {
         Ok(self.read_registers_with(info, cells, Vec::new()).await?.0)
     }
 
-    /// Like [`Session::read_registers`], and the `extra` entities (such as
-    /// counter cells) in the same Read: one request per round instead of
-    /// one per kind. Returns the register values and the entities read for
+    /// Like [`Session::read_registers`], and the `extra` entities (counter
+    /// cells) in the same Read: one request per round instead of one per
+    /// kind. Returns the register values and the counter entries read for
     /// `extra`. Where registers are not served over P4Runtime, the extras
     /// are read on their own.
     pub async fn read_registers_with(
@@ -81,44 +107,100 @@ impl Session {
         info: &P4Info,
         cells: &[RegisterCell<'_>],
         extra: Vec<p4::Entity>,
-    ) -> Result<(RegisterValues, Vec<p4::Entity>), SessionError> {
-        let mut asked: Vec<Asked<'_>> = Vec::with_capacity(cells.len());
+    ) -> Result<(RegisterValues, Vec<p4::CounterEntry>), SessionError> {
+        self.read_prepared(&self.register_read(info, cells, extra)?).await
+    }
+
+    /// Resolves `cells` against the P4Info and encodes their Read (with
+    /// `extra`) for [`Session::read_prepared`], once for as many rounds as
+    /// ask the same cells.
+    pub fn register_read(
+        &self,
+        info: &P4Info,
+        cells: &[RegisterCell<'_>],
+        extra: Vec<p4::Entity>,
+    ) -> Result<RegisterRead, SessionError> {
+        let mut asked: Vec<Asked> = Vec::with_capacity(cells.len());
         let mut entities = Vec::with_capacity(cells.len() + extra.len());
         // A round asks many cells of few registers: each is resolved once.
-        let mut resolved: Vec<(&str, Asked<'_>)> = Vec::new();
+        let mut resolved: Vec<(&str, Asked)> = Vec::new();
         for c in cells {
             let r = match resolved.iter().find(|(n, _)| *n == c.register) {
-                Some((_, r)) => *r,
+                Some((_, r)) => r.clone(),
                 None => {
-                    let r = resolve_ref(info, c.register)?;
-                    resolved.push((c.register, r));
+                    let r = resolve_shared(info, c.register)?;
+                    resolved.push((c.register, r.clone()));
                     r
                 }
             };
             entities.push(register_read(r.id, c.index));
             asked.push(Asked { index: c.index, ..r });
         }
-        let n_extra = extra.len();
         entities.extend(extra.iter().cloned());
-        match self.read(entities).await {
+        let request = CellsRequest::new(&p4::ReadRequest {
+            device_id: self.device_id(),
+            role: self.cfg.role.clone(),
+            entities,
+        });
+        Ok(RegisterRead { asked, request, extra })
+    }
+
+    /// Reads a prepared batch: the register values of every asked cell, in
+    /// order, and the counter entries its other entities read.
+    pub async fn read_prepared(
+        &self,
+        read: &RegisterRead,
+    ) -> Result<(RegisterValues, Vec<p4::CounterEntry>), SessionError> {
+        match self.read_cells(read.request.clone()).await {
             Ok(got) => {
-                let (registers, others): (Vec<_>, Vec<_>) = got
-                    .into_iter()
-                    .partition(|e| matches!(e.entity, Some(p4::entity::Entity::RegisterEntry(_))));
-                Ok((sort_answers(&asked, registers), others))
+                let mut registers = Vec::with_capacity(read.asked.len());
+                let mut counters = Vec::new();
+                for e in got {
+                    match e.cell {
+                        Some(Cell::Register(r)) => registers.push(r),
+                        Some(Cell::Counter(c)) => counters.push(c),
+                        None => {}
+                    }
+                }
+                Ok((sort_answers(&read.asked, registers), counters))
             }
             Err(e) if Self::unimplemented(&e) => {
-                let values = self.read_registers_thrift(&asked, e).await?;
-                let others = if n_extra == 0 { Vec::new() } else { self.read(extra).await? };
-                Ok((values, others))
+                let values = self.read_registers_thrift(&read.asked, e).await?;
+                let others =
+                    if read.extra.is_empty() { Vec::new() } else { self.read(read.extra.clone()).await? };
+                let counters = others
+                    .into_iter()
+                    .filter_map(|e| match CellEntity::from(e).cell {
+                        Some(Cell::Counter(c)) => Some(c),
+                        _ => None,
+                    })
+                    .collect();
+                Ok((values, counters))
             }
             Err(e) => Err(e),
         }
     }
 
+    /// One Read of a prepared request, every answer message collected;
+    /// waiting for each has the RPC deadline, as [`Session::read`] does.
+    async fn read_cells(&self, request: CellsRequest) -> Result<Vec<CellEntity>, SessionError> {
+        let device_id = self.device_id();
+        let timeout = self.cfg.rpc_timeout;
+        let mut stream = self.call("Read", cells::send(self.channel.clone(), self.request(request))).await?;
+        let mut out = Vec::new();
+        loop {
+            match tokio::time::timeout(timeout, stream.message()).await {
+                Err(_) => return Err(SessionError::Deadline { device_id, rpc: "Read", after: timeout }),
+                Ok(Err(status)) => return Err(SessionError::Rpc { device_id, rpc: "Read", status }),
+                Ok(Ok(None)) => return Ok(out),
+                Ok(Ok(Some(r))) => out.extend(r.entities),
+            }
+        }
+    }
+
     async fn read_registers_thrift(
         &self,
-        asked: &[Asked<'_>],
+        asked: &[Asked],
         unimplemented: SessionError,
     ) -> Result<RegisterValues, SessionError> {
         let Some(mut t) = self.thrift().await? else { return Err(unimplemented) };
@@ -128,7 +210,7 @@ impl Session {
         // How many cells the batch asks of each register.
         let mut per_register: BTreeMap<&str, usize> = BTreeMap::new();
         for Asked { name, index, .. } in asked {
-            let n = per_register.entry(name).or_default();
+            let n = per_register.entry(name.as_ref()).or_default();
             *n = n.saturating_add(if index.is_some() { 1 } else { usize::MAX / 2 });
         }
         let mut whole: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
@@ -138,7 +220,8 @@ impl Session {
             }
         }
         let mut out = Vec::with_capacity(asked.len());
-        for &Asked { name, index, .. } in asked {
+        for Asked { name, index, .. } in asked {
+            let (name, index) = (name.as_ref(), *index);
             // BMv2 registers hold at most 64 bits; Thrift carries them as i64.
             let v = |x: i64| x as u64 as u128;
             let cells = match (whole.get(name), index) {
@@ -219,15 +302,14 @@ fn register_read(register_id: u32, index: Option<i64>) -> p4::Entity {
 /// every asked cell it matches (its register, and its index or all). The
 /// cells are looked up by (register, index), not scanned per entry: a
 /// round asks two cells per port and gets as many entries back.
-fn sort_answers(asked: &[Asked<'_>], got: Vec<p4::Entity>) -> RegisterValues {
+fn sort_answers(asked: &[Asked], got: Vec<p4::RegisterEntry>) -> RegisterValues {
     let mut out: RegisterValues =
         asked.iter().map(|a| Vec::with_capacity(usize::from(a.index.is_some()))).collect();
     let mut exact: Vec<(u32, i64, usize)> =
         asked.iter().enumerate().filter_map(|(slot, a)| Some((a.id, a.index?, slot))).collect();
     exact.sort_unstable();
     let whole: Vec<usize> = (0..asked.len()).filter(|&slot| asked[slot].index.is_none()).collect();
-    for e in got {
-        let Some(p4::entity::Entity::RegisterEntry(r)) = e.entity else { continue };
+    for r in got {
         let Some(index) = r.index.map(|i| i.index) else { continue };
         let Some(p4::p4_data::Data::Bitstring(b)) = r.data.and_then(|d| d.data) else { continue };
         let key = (r.register_id, index);
@@ -248,8 +330,18 @@ fn sort_answers(asked: &[Asked<'_>], got: Vec<p4::Entity>) -> RegisterValues {
 mod tests {
     use super::*;
 
-    fn cell(id: u32, index: Option<i64>) -> Asked<'static> {
-        Asked { id, width: 32, name: "r", index }
+    fn cell(id: u32, index: Option<i64>) -> Asked {
+        Asked { id, width: 32, name: "r".into(), index }
+    }
+
+    /// The register entries of an answer, as `read_prepared` splits them off.
+    fn registers(got: &[p4::Entity]) -> Vec<p4::RegisterEntry> {
+        got.iter()
+            .filter_map(|e| match CellEntity::from(e.clone()).cell {
+                Some(Cell::Register(r)) => Some(r),
+                _ => None,
+            })
+            .collect()
     }
 
     fn entry(id: u32, index: i64, value: u32) -> p4::Entity {
@@ -265,7 +357,7 @@ mod tests {
     }
 
     /// The scan it replaced: every entry against every asked cell.
-    fn by_scan(asked: &[Asked<'_>], got: &[p4::Entity]) -> RegisterValues {
+    fn by_scan(asked: &[Asked], got: &[p4::Entity]) -> RegisterValues {
         let mut out: RegisterValues = vec![Vec::new(); asked.len()];
         for e in got {
             let Some(p4::entity::Entity::RegisterEntry(r)) = &e.entity else { continue };
@@ -295,7 +387,7 @@ mod tests {
             entry(8, 3, 99), // a register nobody asked for
             entry(7, 4, 74), // an index nobody asked for
         ];
-        let out = sort_answers(&asked, got.clone());
+        let out = sort_answers(&asked, registers(&got));
         assert_eq!(out, vec![vec![(3, 73)], vec![(1, 10)], vec![(3, 73)], vec![(2, 20), (1, 10)], vec![]]);
         assert_eq!(out, by_scan(&asked, &got));
     }
@@ -303,10 +395,10 @@ mod tests {
     #[test]
     fn a_poll_round_sorts_as_the_scan_did() {
         // Two registers, two cells a port, answers in reverse.
-        let asked: Vec<Asked<'_>> = (0..48).flat_map(|p| [cell(11, Some(p)), cell(12, Some(p))]).collect();
+        let asked: Vec<Asked> = (0..48).flat_map(|p| [cell(11, Some(p)), cell(12, Some(p))]).collect();
         let got: Vec<p4::Entity> =
             (0..48).rev().flat_map(|p| [entry(12, p, p as u32 * 2), entry(11, p, p as u32)]).collect();
-        let out = sort_answers(&asked, got.clone());
+        let out = sort_answers(&asked, registers(&got));
         assert_eq!(out, by_scan(&asked, &got));
         assert_eq!((out[0].as_slice(), out[95].as_slice()), (&[(0, 0)][..], &[(47, 94)][..]));
     }
