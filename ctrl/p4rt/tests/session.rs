@@ -9,7 +9,7 @@ use std::time::Duration;
 use metaroce_p4rt::entity::{self, clone_session, insert, modify, multicast_group, DigestConfig};
 use metaroce_p4rt::proto::p4::v1 as p4;
 use metaroce_p4rt::server::SwitchOptions;
-use metaroce_p4rt::session::{Bmv2Json, PipelineOutcome};
+use metaroce_p4rt::session::{Bmv2Json, PipelineOutcome, RegisterCell};
 use metaroce_p4rt::{Event, Session, SessionError};
 use tonic::Code;
 
@@ -301,6 +301,25 @@ async fn counters_registers_and_replication() {
     assert!(s.write_register(i, "queue_depth", Some(2), 1 << 64).await.is_err(), "over 64 bits");
     let e = s.read_register(i, "queue_depth", Some(64)).await.unwrap_err();
     assert_eq!(e.code(), Some(Code::OutOfRange));
+    // A prepared batch (register cells and a counter cell) reads the same
+    // every time, over P4Runtime alone; a whole register is its own batch
+    // (an answer goes to every asked cell it matches).
+    let cells = [
+        RegisterCell { register: "queue_depth", index: Some(5) },
+        RegisterCell { register: "queue_depth", index: Some(6) },
+    ];
+    let read = s.register_read(i, &cells, vec![i.counter_entry("port_rx", Some(3)).unwrap().into()]).unwrap();
+    let whole = s.register_read(i, &[RegisterCell { register: "queue_depth", index: None }], vec![]).unwrap();
+    for _ in 0..2 {
+        let (values, counters) = s.read_prepared(&read).await.unwrap();
+        assert_eq!(values, vec![vec![(5, 1234)], vec![(6, 0)]]);
+        assert_eq!(
+            counters.iter().map(|c| c.data.map(|d| d.byte_count)).collect::<Vec<_>>(),
+            vec![Some(100)]
+        );
+        let (values, counters) = s.read_prepared(&whole).await.unwrap();
+        assert_eq!((values[0].len(), values[0][5], counters.len()), (64, (5, 1234), 0));
+    }
 
     s.write(vec![
         p4::Update {
@@ -353,6 +372,23 @@ async fn registers_fall_back_to_thrift_and_queues_are_set() {
     assert_eq!(s.read_register(i, "queue_depth", Some(2)).await.unwrap(), vec![(2, 77)]);
     assert_eq!(r.switch.register_cell(i.registers.id_of("queue_depth").unwrap(), 2), Some(vec![77]));
     assert_eq!(s.read_register(i, "queue_depth", None).await.unwrap().len(), 64);
+    // A batch with counter cells, prepared once and read twice: the
+    // registers over Thrift, the counters on their own over P4Runtime.
+    let c = i.counters.id_of("port_rx").unwrap();
+    assert!(r.switch.count(c, 3, 100));
+    let cells = [
+        RegisterCell { register: "queue_depth", index: Some(2) },
+        RegisterCell { register: "queue_depth", index: Some(5) },
+    ];
+    let read = s.register_read(i, &cells, vec![i.counter_entry("port_rx", Some(3)).unwrap().into()]).unwrap();
+    assert_eq!((read.cells(), read.others()), (2, 1));
+    for _ in 0..2 {
+        let (values, counters) = s.read_prepared(&read).await.unwrap();
+        assert_eq!(values, vec![vec![(2, 77)], vec![(5, 0)]]);
+        assert_eq!(counters.len(), 1);
+        assert_eq!((counters[0].counter_id, counters[0].index.map(|x| x.index)), (c, Some(3)));
+        assert_eq!(counters[0].data.map(|d| d.byte_count), Some(100));
+    }
 
     let mut t = metaroce_p4rt::thrift::ThriftClient::connect(metaroce_p4rt::thrift::ThriftConfig::new(taddr))
         .await

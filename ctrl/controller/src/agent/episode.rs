@@ -68,7 +68,7 @@ impl Failure {
             SessionError::Write { .. } => Failure::Write,
             SessionError::Closed { .. } => Failure::Stream,
             SessionError::NoP4Info { .. } | SessionError::P4Info(_) => Failure::Pipeline,
-            SessionError::Thrift { .. } => Failure::Read,
+            SessionError::Thrift { .. } | SessionError::Prepared { .. } => Failure::Read,
         }
     }
 }

@@ -19,6 +19,7 @@ use bytes::{BufMut, Bytes};
 use prost::Message;
 use tonic::codec::{Codec, EncodeBuf, Encoder};
 
+use super::SessionError;
 use crate::proto::p4::v1 as p4;
 
 /// A `ReadRequest`, encoded.
@@ -28,6 +29,14 @@ pub struct CellsRequest(Bytes);
 impl CellsRequest {
     pub fn new(req: &p4::ReadRequest) -> Self {
         CellsRequest(Bytes::from(req.encode_to_vec()))
+    }
+
+    /// The entities it asks, decoded again (for a target that answers
+    /// only some of them over P4Runtime).
+    pub fn entities(&self, device_id: u64) -> Result<Vec<p4::Entity>, SessionError> {
+        p4::ReadRequest::decode(self.0.clone())
+            .map(|r| r.entities)
+            .map_err(|e| SessionError::Prepared { device_id, message: e.to_string() })
     }
 }
 

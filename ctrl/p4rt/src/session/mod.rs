@@ -87,6 +87,9 @@ pub enum SessionError {
     Closed { device_id: u64 },
     #[error("device {device_id}: the installed pipeline has no P4Info")]
     NoP4Info { device_id: u64 },
+    /// A request this session encoded does not decode again (a bug).
+    #[error("device {device_id}: a prepared Read does not decode: {message}")]
+    Prepared { device_id: u64, message: String },
     #[error(transparent)]
     P4Info(#[from] crate::p4info::P4InfoError),
     #[error("device {device_id}: register fallback over Thrift failed")]

@@ -58,9 +58,10 @@ fn resolve_shared(info: &P4Info, register: &str) -> Result<Asked, P4InfoError> {
 pub struct RegisterRead {
     asked: Vec<Asked>,
     request: CellsRequest,
-    /// The other entities, for a target that serves registers only over
-    /// Thrift (they are then read on their own).
-    extra: Vec<p4::Entity>,
+    /// How many other entities the request asks after the register cells
+    /// (a target that serves registers only over Thrift has them read on
+    /// their own, from the request).
+    others: usize,
 }
 
 impl RegisterRead {
@@ -71,7 +72,7 @@ impl RegisterRead {
 
     /// How many other entities it reads with them.
     pub fn others(&self) -> usize {
-        self.extra.len()
+        self.others
     }
 }
 
@@ -136,13 +137,14 @@ impl Session {
             entities.push(register_read(r.id, c.index));
             asked.push(Asked { index: c.index, ..r });
         }
-        entities.extend(extra.iter().cloned());
+        let others = extra.len();
+        entities.extend(extra);
         let request = CellsRequest::new(&p4::ReadRequest {
             device_id: self.device_id(),
             role: self.cfg.role.clone(),
             entities,
         });
-        Ok(RegisterRead { asked, request, extra })
+        Ok(RegisterRead { asked, request, others })
     }
 
     /// Reads a prepared batch: the register values of every asked cell, in
@@ -166,8 +168,13 @@ impl Session {
             }
             Err(e) if Self::unimplemented(&e) => {
                 let values = self.read_registers_thrift(&read.asked, e).await?;
-                let others =
-                    if read.extra.is_empty() { Vec::new() } else { self.read(read.extra.clone()).await? };
+                let others = match read.others {
+                    0 => Vec::new(),
+                    n => {
+                        let entities = read.request.entities(self.device_id())?;
+                        self.read(entities[entities.len().saturating_sub(n)..].to_vec()).await?
+                    }
+                };
                 let counters = others
                     .into_iter()
                     .filter_map(|e| match CellEntity::from(e).cell {
