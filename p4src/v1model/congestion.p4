@@ -53,7 +53,14 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
     HIDDEN_STEP(read_max_depth, port_max_depth.read(meta.scratch_a, standard_metadata.egress_port);)
     HIDDEN_STEP(new_max_depth, meta.scratch_a = QUEUE_DEPTH;)
     // SCRATCH_B: the next digest sequence number; scratch_8: the new state.
-    HIDDEN_STEP(digest_values, SCRATCH_B(meta) = meta.scratch_a + 1; meta.scratch_8 = meta.scratch_8 ^ 1;)
+    // The sequence number is read, counted and written back in one action:
+    // BMv2 holds an action's registers locked while it runs, so two egress
+    // threads (ports on different threads) never take the same number.
+    HIDDEN_STEP(digest_values,
+        digest_seq.read(meta.scratch_a, 0);
+        SCRATCH_B(meta) = meta.scratch_a + 1;
+        digest_seq.write(0, SCRATCH_B(meta));
+        meta.scratch_8 = meta.scratch_8 ^ 1;)
 
     // Switch-wide egress settings: the default action of a keyless table,
     // which the controller rewrites. It is MetaroceEgress.egress_config in
@@ -113,9 +120,7 @@ control QueueSensing(inout headers_t hdr, inout metadata_t meta, inout standard_
                 bit<48> now = standard_metadata.egress_global_timestamp;
                 port_last_digest.read(meta.scratch_time, standard_metadata.egress_port);
                 if (meta.scratch_time == 0 || now - meta.scratch_time >= CFG_DIGEST_INTERVAL(meta)) {
-                    digest_seq.read(meta.scratch_a, 0);
                     digest_values.apply();
-                    digest_seq.write(0, SCRATCH_B(meta));
                     port_congested.write(standard_metadata.egress_port, meta.scratch_8);
                     port_last_digest.write(standard_metadata.egress_port, now);
                     meta.digest_copy = 1w1 ++ CFG_SWITCH_ID(meta) ++ (bit<16>)standard_metadata.egress_port ++ QUEUE_DEPTH

@@ -25,7 +25,14 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
     register<bit<32>, bit<32>>(1) report_seq;
     counter<bit<32>>(1, CounterType.packets) reports_sent;
 
-    HIDDEN_STEP(next_seq, SCRATCH_B(meta) = meta.scratch_a + 1;)
+    // Read, counted and written back in one action: BMv2 holds an action's
+    // registers locked while it runs, so two copies of one report built by
+    // different egress threads (a collector port and the CPU port) never
+    // take the same number.
+    HIDDEN_STEP(next_seq,
+        report_seq.read(meta.scratch_a, 0);
+        SCRATCH_B(meta) = meta.scratch_a + 1;
+        report_seq.write(0, SCRATCH_B(meta));)
 
     action restore_int() {
         bit<16> bytes = 4 + ((bit<16>)REP_INT(meta, 111, 104) << 2);
@@ -94,9 +101,7 @@ control ReportBuilder(inout headers_t hdr, inout metadata_t meta, inout standard
         hdr.report.udp_len = UDP_LEN;
         hdr.report.udp_checksum = 0;
 
-        report_seq.read(meta.scratch_a, 0);
         next_seq.apply();
-        report_seq.write(0, SCRATCH_B(meta));
         hdr.report.version = REPORT_VERSION;
         hdr.report.hw_id = 0;
         hdr.report.seq_no = meta.scratch_a[21:0];
