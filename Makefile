@@ -27,7 +27,7 @@ export PROTOC
 PREFIX ?= /usr/local
 
 .PHONY: p4rt-deps build-deps help build release install test test-rust test-p4 test-p4-vectors test-alerts lint fmt bench p4 demo fuzz clean test-make
-.PHONY: deps-mininet test-e2e mininet-demo bench-ha bench-shard bench-scale p4-tna test-p4-parity test-htsim crosscheck
+.PHONY: deps-mininet test-e2e mininet-demo bench-ha bench-shard bench-scale bench-idle p4-tna test-p4-parity test-htsim crosscheck
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -94,6 +94,12 @@ SCALE_K ?= 8,16,32
 bench-scale: build-deps ## sim serve of fat-trees (SCALE_K=8,16,32) + controller run: programming time, idle CPU and memory per switch, a 10,000-flow job
 	SCALE_K=$(SCALE_K) $(CARGO) bench -p metaroce-cli --bench scale
 
+# The idle controller's instructions: fat-tree k and seconds counted.
+IDLE_K ?= 8
+IDLE_S ?= 20
+bench-idle: release ## The idle controller in instructions per switch-second under callgrind (steadier than CPU time on a shared VM; IDLE_K=8, IDLE_S=20; needs valgrind)
+	tests/idle-instructions.sh target/release/metaroce $(IDLE_K) $(IDLE_S)
+
 bench-ha: build-deps ## Controller takeover time over 10 leader kills, p50 / max (needs etcd: Debian etcd-server)
 	$(CARGO) test --workspace --test serve_ha -- --ignored --nocapture takeover_time
 
@@ -127,6 +133,7 @@ bench: build-deps ## Benchmarks; prints the figures
 	@$(MAKE) --no-print-directory bench-scale
 	@$(MAKE) --no-print-directory bench-ha
 	@$(MAKE) --no-print-directory bench-shard
+	@$(MAKE) --no-print-directory bench-idle
 	@tests/p4/throughput/run.sh
 
 p4: ## Compile p4src/ into p4src/build/ (needs p4c)
