@@ -15,7 +15,6 @@ use std::time::Duration;
 
 pub use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::StreamExt;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::p4info::P4Info;
@@ -237,13 +236,22 @@ pub struct ReadStream {
 impl ReadStream {
     /// The entities of the next response; `None` at the end.
     pub async fn next(&mut self) -> Option<Result<Vec<p4::Entity>, SessionError>> {
-        let device_id = self.device_id;
-        match tokio::time::timeout(self.timeout, self.inner.next()).await {
-            Err(_) => Some(Err(SessionError::Deadline { device_id, rpc: "Read", after: self.timeout })),
-            Ok(None) => None,
-            Ok(Some(Err(status))) => Some(Err(SessionError::Rpc { device_id, rpc: "Read", status })),
-            Ok(Some(Ok(r))) => Some(Ok(r.entities)),
-        }
+        next_read_message(&mut self.inner, self.device_id, self.timeout).await.map(|r| r.map(|r| r.entities))
+    }
+}
+
+/// The next message of a Read's answer, waited for up to `timeout`;
+/// `None` at the end.
+pub(crate) async fn next_read_message<T>(
+    stream: &mut tonic::Streaming<T>,
+    device_id: u64,
+    timeout: Duration,
+) -> Option<Result<T, SessionError>> {
+    match tokio::time::timeout(timeout, stream.message()).await {
+        Err(_) => Some(Err(SessionError::Deadline { device_id, rpc: "Read", after: timeout })),
+        Ok(Ok(None)) => None,
+        Ok(Err(status)) => Some(Err(SessionError::Rpc { device_id, rpc: "Read", status })),
+        Ok(Ok(Some(r))) => Some(Ok(r)),
     }
 }
 

@@ -39,7 +39,8 @@ struct Asked {
     index: Option<i64>,
 }
 
-/// [`resolve`], with the name shared by every cell asked of the register.
+/// A register's id, bit width and name, checked against the P4Info, the
+/// name shared by every cell asked of it.
 fn resolve_shared(info: &P4Info, register: &str) -> Result<Asked, P4InfoError> {
     let r = info.register(register)?;
     let preamble = r.preamble.as_ref();
@@ -76,15 +77,10 @@ impl RegisterRead {
     }
 }
 
-/// A register's id, bit width and name, checked against the P4Info.
+/// [`resolve_shared`], the name as a `String`.
 pub(super) fn resolve(info: &P4Info, register: &str) -> Result<(u32, i32, String), P4InfoError> {
-    let r = info.register(register)?;
-    let name = crate::p4info::name_of(r);
-    let w = register_bitwidth(r).ok_or_else(|| P4InfoError::Usage {
-        object: name.clone(),
-        message: "only bit<W> registers are supported".into(),
-    })?;
-    Ok((r.preamble.as_ref().map(|p| p.id).unwrap_or_default(), w, name))
+    let Asked { id, width, name, .. } = resolve_shared(info, register)?;
+    Ok((id, width, name.to_string()))
 }
 
 impl Session {
@@ -195,14 +191,10 @@ impl Session {
         let timeout = self.cfg.rpc_timeout;
         let mut stream = self.call("Read", cells::send(self.channel.clone(), self.request(request))).await?;
         let mut out = Vec::new();
-        loop {
-            match tokio::time::timeout(timeout, stream.message()).await {
-                Err(_) => return Err(SessionError::Deadline { device_id, rpc: "Read", after: timeout }),
-                Ok(Err(status)) => return Err(SessionError::Rpc { device_id, rpc: "Read", status }),
-                Ok(Ok(None)) => return Ok(out),
-                Ok(Ok(Some(r))) => out.extend(r.entities),
-            }
+        while let Some(r) = super::next_read_message(&mut stream, device_id, timeout).await {
+            out.extend(r?.entities);
         }
+        Ok(out)
     }
 
     async fn read_registers_thrift(
