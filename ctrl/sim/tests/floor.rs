@@ -70,3 +70,48 @@ fn a_job_that_shares_no_link_runs_at_its_floor() {
         );
     }
 }
+
+#[test]
+fn a_chunked_all_to_all_never_beats_its_floor_with_congestion_control_on() {
+    // Twelve ranks of a k=4 fat-tree, All-to-All in 64 KiB chunks, DCQCN
+    // on (case 2 of the Clos family, seed 1, two iterations). Alone
+    // without congestion control, its receivers' PAUSEs held up every
+    // queue pair of their senders, and the job ran in the fabric, with
+    // DCQCN, at 0.93x of that "floor". The floor is the better of the
+    // runs with and without congestion control, so the fabric's run does
+    // not beat it.
+    let topo = metaroce_topo::gen::fat_tree(
+        &metaroce_topo::gen::Common::new("k4", metaroce_topo::units::Bandwidth::gbps(100)),
+        4,
+    )
+    .unwrap();
+    let sc = scenario(
+        &topo,
+        "seed: 1
+nic: {ordering: go-back-n}
+network: {mtu: 4096B, lossless: true, pfc: {xoff: 24pkt, xon: 12pkt, headroom: auto}, ecn: {kmin: 32pkt, kmax: 128pkt, pmax: 20%}, dcqcn: true}
+jobs:
+  - {name: a2a, pattern: all-to-all, hosts: [h5-1, h4-1, h6-2, h2-1, h6-1, h7-1, h3-1, h7-2, h3-2, h4-2, h8-1, h2-2], size: 988KiB, iterations: 2, compute: 687us, chunk: 64KiB, placement: shuffled}
+",
+    );
+    let floors = job_floors(&topo, &sc);
+    let f = floors[0].clone().expect("an All-to-All has a floor");
+    let mut without = sc.clone();
+    without.net.dcqcn = None;
+    let bare = job_floors(&topo, &without)[0].clone().expect("and one without congestion control");
+    for (a, b) in f.iterations_us.iter().zip(&bare.iterations_us) {
+        assert!(a <= b, "the floor is never above the run without congestion control: {f:?} vs {bare:?}");
+    }
+    assert!(
+        f.iterations_us.iter().zip(&bare.iterations_us).any(|(a, b)| a < b),
+        "here the run with DCQCN is the lower one: {f:?} vs {bare:?}"
+    );
+    for mode in [RoutingMode::Ecmp, RoutingMode::Flowlet, RoutingMode::Metaroce] {
+        let mut r = run(&topo, &sc, mode);
+        attach(&mut r, &floors);
+        for it in &r.summary.jobs[0].iterations {
+            let (c, fl) = (it.completion_us.unwrap(), it.floor_us.unwrap());
+            assert!(c >= 0.99 * fl, "{mode:?}: the fabric beat the job alone: {c} vs {fl} ({f:?})");
+        }
+    }
+}
