@@ -54,8 +54,10 @@ CASES = {
     # uniform as ours; `-strat fair_spray`, our spray rule; `-nak_once`,
     # one NAK per expected PSN as an RC responder (and ours) sends, with
     # `-rto_us`, our transport timer (a responder that NAKs once needs the
-    # requester's timer when that NAK's resend is overtaken too). The same
-    # decisions in both, so what is left is the engines.
+    # requester's timer when that NAK's resend is overtaken too); and (its
+    # patch 04) `-nic_no_backlog`, a sender that queues data only behind an
+    # idle host link, as our NIC does. The same decisions in both, so what
+    # is left is the engines.
     "ecmp-same": ("ecmp", "go-back-n", "ecmp-mix", False, True, 0.15),
     "spray-ooo-same": ("spray", "out-of-order", "fair-spray", True, True, 0.10),
     "spray-gbn-same": ("spray", "go-back-n", "fair-spray", False, True, 0.10),
@@ -134,7 +136,7 @@ def one_case(ctx: dict, case: str, seed: int, copy: Path, run_dir: Path) -> dict
     hargs = htsim.Args(
         nodes=len(tree.hosts), matrix=matrix, mtu=ctx["sc"].mtu, linkspeed_bps=tree.bandwidth_bps,
         hop_latency_us=tree.delay_us, pfc=ctx["pfc"], seed=seed, mode=hmode, out_of_order=ooo, nak_once=nak_once,
-        rto_us=ctx["sc"].rto_us if nak_once else 0.0,
+        rto_us=ctx["sc"].rto_us if nak_once else 0.0, no_backlog=nak_once,
         end_us=htsim.end_time_us(ideal),
     )
     h = htsim.run(ctx["binary"], hargs, len(pairs), run_dir / f"htsim-{case}.log")

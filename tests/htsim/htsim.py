@@ -74,6 +74,10 @@ class Args:
     end_us: int
     nak_once: bool = False  # one NAK per expected PSN (patch 03)
     rto_us: float = 0.0  # the requester's transport timer (patch 03); 0: none, htsim's own
+    # A sender that adds a data packet only to an idle host queue (patch
+    # 04), as our NIC sends only when its host link is free; htsim's paces
+    # data at line rate whatever the queue holds.
+    no_backlog: bool = False
 
     def argv(self, binary: Path) -> list[str]:
         strat = {
@@ -94,6 +98,8 @@ class Args:
             argv.append("-nak_once")
         if self.rto_us:
             argv += ["-rto_us", f"{self.rto_us:g}"]
+        if self.no_backlog:
+            argv.append("-nic_no_backlog")
         return argv
 
 
@@ -119,6 +125,9 @@ def run(binary: Path, args: Args, flows: int, log: Path) -> Result:
         return res
     if (args.nak_once and "NAK once per expected" not in proc.stdout) or (args.rto_us and "transport timer" not in proc.stdout):
         res.error = "this htsim has no -nak_once or -rto_us (apply patch 03, ctrl/sim/README.md)"
+        return res
+    if args.no_backlog and "only into an idle host queue" not in proc.stdout:
+        res.error = "this htsim has no -nic_no_backlog (apply patch 04, ctrl/sim/README.md)"
         return res
     banner = {"ecmp-mix": ("routing: ecmp, mixed hash", "ecmp_mix"), "fair-spray": ("routing: fair spray", "fair_spray")}
     if args.mode in banner and banner[args.mode][0] not in proc.stdout:
