@@ -71,12 +71,8 @@ fn floor_of(fast: &Topology, routing: &Routing, sc: &Scenario, j: usize) -> Opti
     // Capacity, not latency: every hop still stores and forwards a data
     // packet as slowly as at the real rate (`NetConfig::core_speedup`).
     fsc.net.core_speedup = CORE_SPEEDUP;
-    // With and without congestion control, the better of the two, per
-    // iteration: without it an incast alone ran at twice its time beside
-    // other traffic (DCQCN's cuts on its own bursts are no floor); with
-    // it, an All-to-All of chunks alone ran faster than without (its
-    // receivers' PFC pauses held up every queue pair of the senders), and
-    // the run it judged beat its floor by 7%.
+    // With and without congestion control, the better of the two per
+    // iteration (why: the module documentation).
     let without = {
         let mut s = fsc.clone();
         s.net.dcqcn = None;
