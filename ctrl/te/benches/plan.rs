@@ -18,6 +18,9 @@
 //!   1,024 hosts of a k=16 fat-tree (16 pods of 8 leaves and 8 spines, 64
 //!   cores), announced and placed in one decision by the recursive
 //!   colouring.
+//! - (summary only) two jobs announced together on that fat-tree, 4 MiB
+//!   elephants beside a 1 MiB All-to-All, placed with and without
+//!   rearranging the batch (`rearrange.rs`).
 //!
 //! Targets: full placement <= 100 ms, re-placement after one hot link or
 //! failure <= 1 ms, the exact permutation on the k=16 fat-tree <= 5 ms. Criterion prints the timings; a summary line per
@@ -266,6 +269,7 @@ fn summary() {
         d.unplaced.len()
     );
     fat_tree_summary();
+    two_jobs_summary();
     if std::env::args().any(|a| a == "--clos-only") {
         return;
     }
@@ -379,6 +383,54 @@ fn fat_tree_summary() {
         plan.lower_bound,
         if same { "" } else { " (copies decided differently!)" }
     );
+}
+
+/// Two jobs announced together on the k=16 fat-tree: a permutation of
+/// 4 MiB elephants over half its hosts and a 40-rank All-to-All of 1 MiB
+/// flows beside them (2,072 flows of two rates, which the colouring
+/// does not take), placed with and without rearranging (`rearrange.rs`):
+/// what the rearrangement costs a decision and what it gains.
+fn two_jobs_summary() {
+    let t = match gen::fat_tree(&Common::new("fat-tree-k16", Bandwidth::gbps(400)), 16) {
+        Ok(t) => t,
+        Err(e) => return eprintln!("bench: fat-tree k=16: {e}"),
+    };
+    let r = Routing::compute(&t);
+    let n = t.hosts.len();
+    // Hosts in a fixed scattered order: elephants on the first half,
+    // the All-to-All's ranks on the next 40.
+    let hosts: Vec<usize> = (0..n).map(|i| (i * 7919) % n).collect();
+    let (e, a) = (n / 2, n / 2 + 40);
+    let perm: Vec<usize> = (0..e).map(|i| (i * 5 + 3) % e).collect();
+    let pair = |(x, y): (usize, usize)| FlowKey::pair(t.hosts[x].ip, t.hosts[y].ip);
+    let elephants: Vec<FlowKey> =
+        Pattern::Permutation { perm }.pairs(&hosts[..e]).into_iter().map(pair).collect();
+    let all: Vec<FlowKey> = Pattern::AllToAll.pairs(&hosts[e..a]).into_iter().map(pair).collect();
+    for rearrange in [false, true] {
+        let mut p = Planner::new(&t, &r, TeConfig { rearrange_jobs: rearrange, ..TeConfig::default() })
+            .unwrap_or_else(|e| panic!("planner: {e}"));
+        for &k in &elephants {
+            p.upsert(k, Demand::announced(4 << 20, None)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        for &k in &all {
+            p.upsert(k, Demand::announced(1 << 20, None)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let (runs, last) = on_copies(&p);
+        let Some((_, plan)) = last else { return };
+        let mut cpu: Vec<f64> = runs.iter().map(|r| r.1).collect();
+        cpu.sort_by(f64::total_cmp);
+        println!(
+            "summary: two jobs announced together on a k=16 fat-tree ({} elephants, a 40-rank All-to-All: {} \
+             flows), rearranging {}: placement median of {FULL_RUNS} {:.1} ms CPU, max utilisation {:.4}, lower \
+             bound {:.4}",
+            elephants.len(),
+            elephants.len() + all.len(),
+            if rearrange { "on" } else { "off" },
+            cpu[cpu.len() / 2],
+            plan.max_utilisation,
+            plan.lower_bound
+        );
+    }
 }
 
 /// With `PLAN_HASH` set, prints a hash of `what`'s debug form, so that

@@ -123,8 +123,17 @@ impl Planner {
         // bound then, nothing is left for the search to do.
         let rebatched = placed == 0 && unplaced.is_empty() && self.rebatch(now_ns, &mut log);
         let chains = placed > 0 && placed <= CHAIN_BATCH && !exact;
-        let (search_steps, budget_hit) =
+        let (mut search_steps, mut budget_hit) =
             if rebatched { (0, false) } else { self.search(now_ns, &mut log, chains) };
+        // Where single and two-flow moves stop above the bound, the new
+        // flows may still get below it moving together (`rearrange.rs`).
+        if chains && !rebatched && self.config.rearrange_jobs && self.rearrange(&log.new) {
+            // The moves it made are of new flows; a last search pass sees
+            // whether any placed flow can now go cooler still.
+            let (steps, hit) = self.search(now_ns, &mut log, false);
+            search_steps += steps;
+            budget_hit |= hit;
+        }
         let ended = moves.len();
         self.report(log, &mut moves);
         merge_replaced(&mut moves, ended);

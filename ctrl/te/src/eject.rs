@@ -30,7 +30,7 @@ const MAX_ROUTES: usize = 1024;
 
 impl Planner {
     /// Every route of `f` under today's routing, at most [`MAX_ROUTES`].
-    fn routes_of(&self, f: FlowId) -> Vec<Route> {
+    pub(crate) fn routes_of(&self, f: FlowId) -> Vec<Route> {
         let (src, d) = (self.src_leaf(f), self.dest(f));
         let mut out = Vec::new();
         if d == NONE {

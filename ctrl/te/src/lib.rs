@@ -82,6 +82,7 @@ pub mod job;
 mod net;
 pub mod phase;
 mod planner;
+mod rearrange;
 mod rebatch;
 mod report;
 mod scratch;

@@ -99,14 +99,15 @@ fn shapes() -> impl Strategy<Value = Shape> {
 }
 
 fn configs() -> impl Strategy<Value = TeConfig> {
-    (0u32..200, 1usize..6, 0u64..60, 1usize..4, 2usize..6, any::<bool>()).prop_map(
-        |(gain, moves, hold, beam, width, exact)| TeConfig {
+    (0u32..200, 1usize..6, 0u64..60, 1usize..4, 2usize..6, any::<bool>(), any::<bool>()).prop_map(
+        |(gain, moves, hold, beam, width, exact, rearrange)| TeConfig {
             min_gain_permille: gain,
             max_moves: moves,
             hold_down_ns: hold * MS,
             search_beam: beam,
             search_width: width.max(beam),
             exact_jobs: exact,
+            rearrange_jobs: rearrange,
             ..Default::default()
         },
     )
@@ -143,7 +144,15 @@ impl World {
                     Some(p) => FlowKey::flow(a, b, 49152 + p, u32::from(p)),
                     None => FlowKey::pair(a, b),
                 };
-                if self.planner.upsert(key, Demand::rate(gbps * G)).is_ok() && !self.keys.contains(&key) {
+                // Pairs as a job announces them (bytes a period, the same
+                // rate), flows as the switches report them: so decisions
+                // place both, and rearrange the announced ones.
+                let demand = if port.is_none() {
+                    Demand::announced(gbps * G / 8 / 1000, Some(1_000_000))
+                } else {
+                    Demand::rate(gbps * G)
+                };
+                if self.planner.upsert(key, demand).is_ok() && !self.keys.contains(&key) {
                     self.keys.push(key);
                 }
             }

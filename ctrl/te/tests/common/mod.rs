@@ -24,6 +24,10 @@ pub fn leaf_spine(leaves: usize, spines: usize, hosts: usize, parallel: usize) -
     gen::leaf_spine(&Common::new("t", Bandwidth::gbps(100)), leaves, spines, hosts, parallel).unwrap()
 }
 
+pub fn fat_tree(k: usize) -> Topology {
+    gen::fat_tree(&Common::new("t", Bandwidth::gbps(100)), k).unwrap()
+}
+
 pub fn clos3(pods: usize, leaves: usize, spines: usize, supers: usize, hosts: usize) -> Topology {
     gen::clos3(&Common::new("t", Bandwidth::gbps(100)), pods, leaves, spines, supers, hosts).unwrap()
 }
