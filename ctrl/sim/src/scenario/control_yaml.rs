@@ -15,7 +15,7 @@
 //!   policy: {hold_up: 200us, hold_down: 5ms, step_interval: 200us, derate_step: 50%,
 //!            min_factor: 12.5%, warm_discount: 50%, max_changed_groups: 256}
 //!   te: {min_gain: 5%, max_moves: 64, hold_down: 2ms,   # flow placement (metaroce-te)
-//!        confine_incasts: true}
+//!        confine_incasts: true, rearrange_jobs: true}
 //!   large_flow: {window: 100us, threshold: 512KiB}     # default: the flowlet timeout, and
 //!                                                      # 1/64 of the slowest NIC over it
 //! events:
@@ -44,7 +44,7 @@ const CONTROL: &[&str] = &[
     "large_flow",
     "repick",
 ];
-const TE: &[&str] = &["min_gain", "max_moves", "hold_down", "confine_incasts"];
+const TE: &[&str] = &["min_gain", "max_moves", "hold_down", "confine_incasts", "rearrange_jobs"];
 const LARGE_FLOW: &[&str] = &["window", "threshold"];
 const POLICY: &[&str] = &[
     "hold_up",
@@ -192,6 +192,7 @@ fn te(d: &mut Diags, v: &Node, t: &mut metaroce_te::TeConfig) {
             }
             "max_moves" => t.max_moves = d.u64(n, &path, 1, 1 << 20).map_or(t.max_moves, |v| v as usize),
             "confine_incasts" => t.confine_incasts = d.bool(n, &path).unwrap_or(t.confine_incasts),
+            "rearrange_jobs" => t.rearrange_jobs = d.bool(n, &path).unwrap_or(t.rearrange_jobs),
             _ => t.hold_down_ns = d.duration_ps(n, &path).map_or(t.hold_down_ns, |ps| ps / 1_000),
         }
     }
