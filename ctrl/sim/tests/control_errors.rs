@@ -34,6 +34,8 @@ fn control_settings_are_checked_where_they_are() {
     assert!(r.contains("max_share_growth_permille"), "1.0 lets nothing move: {r}");
     let r = problems("control: {te: {confine_incasts: sometimes}}");
     assert!(r.contains("control.te.confine_incasts") && r.contains("expected true or false"), "{r}");
+    let r = problems("control: {te: {rearrange_jobs: 1}}");
+    assert!(r.contains("control.te.rearrange_jobs") && r.contains("expected true or false"), "{r}");
 }
 
 #[test]
