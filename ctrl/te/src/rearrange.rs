@@ -177,9 +177,7 @@ impl Problem {
         }
         None
     }
-}
 
-impl Problem {
     /// With every link within its limit: each flow in turn takes, among
     /// its routes that keep every link within it, the one whose most
     /// utilised link is least (its present one on a tie), for a few
