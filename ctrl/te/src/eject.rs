@@ -60,12 +60,13 @@ impl Planner {
         }
     }
 
-    /// May `f` take part in a two-flow move: placed for the first time in
+    /// May `f` take part in a two-flow move (or a rearrangement,
+    /// `rearrange.rs`): placed for the first time in
     /// this decision (logged as new, so it keeps no margin, hold-down or
     /// budget: a rebalance must lower the moved flow's own bottleneck by
     /// the margin, and the blocking flow's need not go down at all), and
     /// not an incast's member.
-    fn free_to_move(&self, f: FlowId) -> bool {
+    pub(crate) fn free_to_move(&self, f: FlowId) -> bool {
         let i = f as usize;
         !self.groups.has(f) && self.flows.placed_in[i] == self.decision && self.flows.moved_at[i].is_none()
     }

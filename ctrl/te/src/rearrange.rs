@@ -246,11 +246,9 @@ impl Planner {
             .filter(|&f| {
                 let i = f as usize;
                 self.flows.status[i] == Status::Placed
-                    && self.flows.placed_in[i] == self.decision
                     && self.flows.route[i].len > 0
                     && self.flows.demand[i].bytes_per_iter.is_some()
-                    && !self.groups.has(f)
-                    && self.flows.moved_at[i].is_none()
+                    && self.free_to_move(f)
             })
             .collect();
         if movable.len() < 2 || movable.len() > MAX_FLOWS {
@@ -334,20 +332,20 @@ impl Planner {
         // Apply, then keep it only if the search's objective fell and the
         // highest utilisation did not rise; otherwise every flow goes back.
         let moved: Vec<usize> = (0..movable.len()).filter(|&k| choice[k] != 0).collect();
-        let put = |pl: &mut Planner, pick: usize| {
+        let put = |pl: &mut Planner, new: bool| {
             for &k in &moved {
                 let f = movable[k];
                 pl.unload(f);
-                pl.load_on(f, globals[k][if pick == 0 { 0 } else { choice[k] }]);
+                pl.load_on(f, globals[k][if new { choice[k] } else { 0 }]);
             }
         };
-        put(self, 1);
+        put(self, true);
         let after_movable = self.top_movable().map_or(0.0, |t| t.0);
         let after_all = self.hottest().map_or(0.0, |h| h.utilisation);
         if after_movable < before_movable - EPS && after_all <= before_all + EPS {
             return true;
         }
-        put(self, 0);
+        put(self, false);
         false
     }
 
