@@ -101,6 +101,12 @@ impl Cuts {
         self.out_cap.len()
     }
 
+    /// The directed links out of cut `c` (`into` false) or into it.
+    pub fn links(&self, c: usize, into: bool) -> &[DirLink] {
+        let side = if into { &self.in_links } else { &self.out_links };
+        side.get(c).map_or(&[], |l| &l[..])
+    }
+
     /// Recomputes cut `c`'s live figures (`ok`: the link is in service).
     pub fn recount(&mut self, c: u32, ok: &dyn Fn(DirLink) -> bool, cap: &[u64]) {
         let c = c as usize;

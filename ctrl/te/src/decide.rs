@@ -138,13 +138,14 @@ impl Planner {
         self.report(log, &mut moves);
         merge_replaced(&mut moves, ended);
         let hottest = self.hottest();
+        let max_utilisation = hottest.map_or(0.0, |h| h.utilisation);
         Plan {
             now_ns,
             moves,
             unplaced,
-            max_utilisation: hottest.map_or(0.0, |h| h.utilisation),
+            max_utilisation,
             hottest,
-            lower_bound: self.lower_bound(),
+            lower_bound: self.bound_below(max_utilisation),
             flows: self.flow_count(),
             budget_hit,
             search_steps,

@@ -38,9 +38,8 @@ impl Planner {
         if !pending {
             return false;
         }
-        let bound = self.lower_bound();
         let Some(hot) = self.hottest() else { return false };
-        if hot.utilisation <= bound + 1e-9 {
+        if hot.utilisation <= self.bound_below(hot.utilisation) + 1e-9 {
             return false;
         }
         let batch: Vec<FlowId> = (0..self.flows.key.len() as FlowId)

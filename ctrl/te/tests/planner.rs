@@ -379,3 +379,23 @@ fn a_restarted_planner_adopts_the_installed_placement() {
     let stranger = FlowKey::flow(t.hosts[0].ip, t.hosts[5].ip, 1, 1);
     assert!(again.adopt(&stranger, &[], 0).is_err());
 }
+
+#[test]
+fn the_bound_counts_whole_flows_by_their_sizes() {
+    // Leaf 1 sends two 100G elephants and one 10G flow to leaf 2 over two
+    // 100G uplinks. Split, they would fit at 105%; whole, one uplink takes
+    // two of the three, at least an elephant and the small flow: 110%,
+    // which is also the best placement.
+    let t = leaf_spine(2, 2, 3, 1);
+    let r = Routing::compute(&t);
+    let mut p = planner(&t, &r, TeConfig::default());
+    let (a, b) = (&t.hosts[..3], &t.hosts[3..]);
+    for (i, rate) in [100 * G, 100 * G, 10 * G].into_iter().enumerate() {
+        p.upsert(FlowKey::pair(a[i].ip, b[i].ip), Demand::rate(rate)).unwrap();
+    }
+    let plan = p.plan(0);
+    assert!(plan.unplaced.is_empty());
+    check_paths(&t, &r, &p);
+    assert!((plan.lower_bound - 1.1).abs() < 1e-9, "bound {}", plan.lower_bound);
+    assert!((plan.max_utilisation - 1.1).abs() < 1e-9, "planned {}", plan.max_utilisation);
+}
