@@ -97,6 +97,14 @@ fn iterations_ordering_and_announce_are_checked_where_they_are_written() {
     let r = problems("nic: {ordering: in-order}\njobs: [{pattern: all-to-all, hosts: all, size: 1MiB}]");
     assert!(r.contains("bad.yaml:1:") && r.contains("nic.ordering"), "{r}");
     assert!(r.contains("unknown NIC ordering \"in-order\"") && r.contains("go-back-n"), "{r}");
+    let r = problems(
+        "network:\n  dcqcn: {clamp: after_timer}\njobs: [{pattern: all-to-all, hosts: all, size: 1MiB}]",
+    );
+    assert!(r.contains("bad.yaml:2:") && r.contains("network.dcqcn.clamp"), "{r}");
+    assert!(
+        r.contains("unknown DCQCN clamp \"after_timer\"") && r.contains("did you mean \"after-timer\""),
+        "{r}"
+    );
     let r = problems("jobs:\n  - {pattern: all-to-all, hosts: all, size: 1MiB, iterations: 0}\n");
     assert!(r.contains("bad.yaml:2:") && r.contains("jobs[0].iterations") && r.contains("at least 1"), "{r}");
     let r =

@@ -5,7 +5,7 @@
 //! periods elapsed since the last look are applied in one go, so a queue
 //! pair costs no events while it is idle.
 
-use crate::scenario::config::Dcqcn;
+use crate::scenario::config::{Clamp, Dcqcn};
 
 /// Most timer periods applied at once; beyond that the rate is back at
 /// line rate anyway.
@@ -60,7 +60,9 @@ impl RateState {
     /// A CNP arrived: cut the rate by alpha/2 and raise alpha.
     pub fn on_cnp(&mut self, p: &Dcqcn, now: u64) {
         self.advance(p, now);
-        self.rt = self.rc;
+        if p.clamp == Clamp::Always || self.timer_stage > 0 {
+            self.rt = self.rc;
+        }
         self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(self.line * p.min_rate);
         self.alpha = (1.0 - p.g) * self.alpha + p.g;
         self.timer_stage = 0;
@@ -139,5 +141,34 @@ mod tests {
         r.advance(&p, 1_000 * p.timer_ps);
         assert_eq!(r.rate(), 100e9, "eventually back at line rate");
         assert!(!r.limited());
+    }
+
+    /// Two cuts within one timer period: the paper's rule lowers the
+    /// target at each, ConnectX's default keeps the first cut's, and
+    /// clamps again once the timer has raised the rate.
+    #[test]
+    fn cuts_in_a_row_lower_the_target_only_when_clamping_always() {
+        let line = 100_000_000_000u64;
+        let run = |clamp: Clamp| {
+            let p = Dcqcn { clamp, ..Dcqcn::default() };
+            let mut r = RateState::new(line);
+            r.on_cnp(&p, 0);
+            r.on_cnp(&p, p.timer_ps / 2);
+            let after_two = r.rt;
+            // Fast recovery ends at the target.
+            r.advance(&p, p.timer_ps / 2 + 5 * p.timer_ps);
+            (p, r, after_two)
+        };
+        let (_, always, rt) = run(Clamp::Always);
+        assert!((rt - 50e9).abs() < 1e6, "the second cut set the target to 50G: {rt}");
+        assert!(always.rate() < 51e9, "recovers toward 50G: {}", always.rate());
+        let (p, mut after, rt) = run(Clamp::AfterTimer);
+        assert_eq!(rt, 100e9, "the target stays at the rate before the first cut");
+        assert!(after.rate() > 95e9, "recovers toward line rate: {}", after.rate());
+        // The timer has raised the rate since: the next cut clamps.
+        let now = p.timer_ps / 2 + 5 * p.timer_ps;
+        let before = after.rate();
+        after.on_cnp(&p, now);
+        assert_eq!(after.rt, before, "a cut after a timer increase sets the target to the rate it cut");
     }
 }

@@ -241,6 +241,47 @@ pub struct Dcqcn {
     pub min_rate: f64,
     /// The receiver sends at most one CNP per queue pair per interval.
     pub cnp_interval_ps: u64,
+    /// When a cut also lowers the target rate (the rate fast recovery
+    /// returns to).
+    pub clamp: Clamp,
+}
+
+/// When a rate cut sets the target rate to the rate it cuts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clamp {
+    /// At every cut, as the DCQCN paper's algorithm does: cuts in a row
+    /// lower the target each time.
+    #[default]
+    Always,
+    /// Only at a cut after the rate-increase timer has raised the rate
+    /// since the cut before (ConnectX's `clamp_tgt_rate` 0 with
+    /// `clamp_tgt_rate_ati` 1, its defaults; HPCC's ns-3 model with
+    /// `ClampTargetRate` false): cuts in a row keep the target of the
+    /// first, so fast recovery returns to the rate before the congestion.
+    AfterTimer,
+}
+
+impl Clamp {
+    pub const NAMES: [&'static str; 2] = ["always", "after-timer"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Clamp::Always => "always",
+            Clamp::AfterTimer => "after-timer",
+        }
+    }
+}
+
+impl FromStr for Clamp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "always" => Ok(Clamp::Always),
+            "after-timer" => Ok(Clamp::AfterTimer),
+            _ => Err(format!("unknown DCQCN clamp \"{s}\"; use always or after-timer")),
+        }
+    }
 }
 
 impl Default for Dcqcn {
@@ -254,6 +295,7 @@ impl Default for Dcqcn {
             fast_recovery: 5,
             min_rate: 0.001,
             cnp_interval_ps: 50_000_000,
+            clamp: Clamp::default(),
         }
     }
 }

@@ -28,7 +28,8 @@ use metaroce_topo::Topology;
 
 use crate::error::{Diagnostic, SimError};
 use crate::scenario::config::{
-    Dcqcn, Ecn, Limits, NetConfig, Ordering, Pfc, RoutingMode, Scenario, DEFAULT_PRIORITY, ROCE_HEADER_BYTES,
+    Clamp, Dcqcn, Ecn, Limits, NetConfig, Ordering, Pfc, RoutingMode, Scenario, DEFAULT_PRIORITY,
+    ROCE_HEADER_BYTES,
 };
 use crate::scenario::decode::Diags;
 
@@ -433,8 +434,8 @@ fn dcqcn(d: &mut Diags, v: &Node) -> Option<Dcqcn> {
         return d.bool(v, "network.dcqcn").unwrap_or(true).then(Dcqcn::default);
     }
     let mut p = Dcqcn::default();
-    for (key, n) in d.map(v, "network.dcqcn", &["g", "timer", "byte_counter", "rai", "rhai", "cnp_interval"])
-    {
+    let keys = ["g", "timer", "byte_counter", "rai", "rhai", "cnp_interval", "clamp"];
+    for (key, n) in d.map(v, "network.dcqcn", &keys) {
         let path = format!("network.dcqcn.{key}");
         match key {
             "g" => p.g = d.fraction(n, &path, 1e-6, 1.0).unwrap_or(p.g),
@@ -442,6 +443,23 @@ fn dcqcn(d: &mut Diags, v: &Node) -> Option<Dcqcn> {
             "byte_counter" => p.byte_counter = d.bytes(n, &path).filter(|b| *b > 0).unwrap_or(p.byte_counter),
             "rai" => p.rai = d.fraction(n, &path, 0.0, 1.0).unwrap_or(p.rai),
             "rhai" => p.rhai = d.fraction(n, &path, 0.0, 1.0).unwrap_or(p.rhai),
+            "clamp" => {
+                let Some(s) = d.str(n, &path) else { continue };
+                match s.parse::<Clamp>() {
+                    Ok(c) => p.clamp = c,
+                    Err(_) => {
+                        let hint = metaroce_topo::spec::did_you_mean(s, Clamp::NAMES.iter().copied())
+                            .map(|k| format!("did you mean \"{k}\"? "))
+                            .unwrap_or_default();
+                        let msg = format!(
+                            "unknown DCQCN clamp \"{s}\"; {hint}use always (every cut lowers the target rate, \
+                             as in the DCQCN paper) or after-timer (only a cut after a timer increase, as \
+                             ConnectX NICs do by default)"
+                        );
+                        d.err(&path, n.pos, msg);
+                    }
+                }
+            }
             _ => p.cnp_interval_ps = d.duration_ps(n, &path).unwrap_or(p.cnp_interval_ps),
         }
     }
