@@ -245,5 +245,15 @@ fn planner_and_bound_against_the_optimum() {
         if name.starts_with("elephants") || name.starts_with("unequal, up to 10") {
             assert_eq!(s.optimal, s.solved, "{name}: the planner missed the optimum");
         }
+        // The bound reads the flows' sizes across a cut (`bound.rs`): it
+        // meets the optimum in 37 of these 40 (25 by sums and counts alone).
+        if name.starts_with("unequal, up to 10") {
+            assert!(
+                s.tight * 10 >= s.solved * 9,
+                "{name}: the bound met the optimum in only {} of {}",
+                s.tight,
+                s.solved
+            );
+        }
     }
 }
