@@ -12,7 +12,7 @@
 //! - the same cuts counted in whole flows: `n` flows over `k` live links
 //!   put at least ⌈n/k⌉ of them on one link, each at least the least
 //!   rate among them, on a link at most the fastest of the cut;
-//! - and by their sizes ([`whole_flows`]): of a cut's `jk + 1` largest
+//! - and by their sizes (`Planner::whole_flows`): of a cut's `jk + 1` largest
 //!   flows, some link carries `j + 1`, so at least the `j + 1` smallest
 //!   of them (for `j` up to [`DEPTH`]). Four elephants leaving a pod by
 //!   four uplinks beside one more flow put an elephant and that flow on
