@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::report::ModeRun;
-use crate::scenario::config::Scenario;
+use crate::scenario::config::{Clamp, Scenario};
 
 fn row(out: &mut String, name: &str, runs: &[ModeRun], cell: impl Fn(&ModeRun) -> String) {
     let _ = write!(out, "| {name} |");
@@ -125,7 +125,11 @@ pub(crate) fn render(sc: &Scenario, runs: &[ModeRun]) -> String {
         sc.net.mtu,
         pfc_text(&sc.net),
         if sc.net.ecn.is_some() { "on" } else { "off" },
-        if sc.net.dcqcn.is_some() { "on" } else { "off" },
+        match &sc.net.dcqcn {
+            None => "off".to_owned(),
+            Some(d) if d.clamp == Clamp::Always => "on".to_owned(),
+            Some(d) => format!("on (target clamped {})", d.clamp.as_str()),
+        },
         ordering_text(sc.net.ordering),
     );
     for r in runs {
