@@ -144,7 +144,7 @@ mod tests {
     }
 
     /// Two cuts within one timer period: the paper's rule lowers the
-    /// target at each, ConnectX's default keeps the first cut's, and
+    /// target at each, the after-timer rule keeps the first cut's, and
     /// clamps again once the timer has raised the rate.
     #[test]
     fn cuts_in_a_row_lower_the_target_only_when_clamping_always() {

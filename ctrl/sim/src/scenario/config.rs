@@ -255,10 +255,11 @@ pub enum Clamp {
     #[default]
     Always,
     /// Only at a cut after the rate-increase timer has raised the rate
-    /// since the cut before (ConnectX's `clamp_tgt_rate` 0 with
-    /// `clamp_tgt_rate_ati` 1, its defaults; HPCC's ns-3 model with
-    /// `ClampTargetRate` false): cuts in a row keep the target of the
-    /// first, so fast recovery returns to the rate before the congestion.
+    /// since the cut before: the default of HPCC's public ns-3 model of
+    /// ConnectX's rate limiter (`ClampTargetRate` false; ConnectX names
+    /// the choice `clamp_tgt_rate` and `clamp_tgt_rate_ati`). Cuts in a
+    /// row keep the target of the first, so fast recovery returns to the
+    /// rate before the congestion.
     AfterTimer,
 }
 

@@ -454,7 +454,7 @@ fn dcqcn(d: &mut Diags, v: &Node) -> Option<Dcqcn> {
                         let msg = format!(
                             "unknown DCQCN clamp \"{s}\"; {hint}use always (every cut lowers the target rate, \
                              as in the DCQCN paper) or after-timer (only a cut after a timer increase, as \
-                             ConnectX NICs do by default)"
+                             HPCC's ns-3 model of ConnectX does)"
                         );
                         d.err(&path, n.pos, msg);
                     }
