@@ -264,7 +264,7 @@ pub enum Clamp {
 }
 
 impl Clamp {
-    pub const NAMES: [&'static str; 2] = ["always", "after-timer"];
+    pub const ALL: [Clamp; 2] = [Clamp::Always, Clamp::AfterTimer];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -272,16 +272,10 @@ impl Clamp {
             Clamp::AfterTimer => "after-timer",
         }
     }
-}
 
-impl FromStr for Clamp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "always" => Ok(Clamp::Always),
-            "after-timer" => Ok(Clamp::AfterTimer),
-            _ => Err(format!("unknown DCQCN clamp \"{s}\"; use always or after-timer")),
-        }
+    /// The rule named `s` as a scenario writes it.
+    pub fn from_name(s: &str) -> Option<Clamp> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
     }
 }
 

@@ -445,12 +445,13 @@ fn dcqcn(d: &mut Diags, v: &Node) -> Option<Dcqcn> {
             "rhai" => p.rhai = d.fraction(n, &path, 0.0, 1.0).unwrap_or(p.rhai),
             "clamp" => {
                 let Some(s) = d.str(n, &path) else { continue };
-                match s.parse::<Clamp>() {
-                    Ok(c) => p.clamp = c,
-                    Err(_) => {
-                        let hint = metaroce_topo::spec::did_you_mean(s, Clamp::NAMES.iter().copied())
-                            .map(|k| format!("did you mean \"{k}\"? "))
-                            .unwrap_or_default();
+                match Clamp::from_name(s) {
+                    Some(c) => p.clamp = c,
+                    None => {
+                        let hint =
+                            metaroce_topo::spec::did_you_mean(s, Clamp::ALL.iter().map(|c| c.as_str()))
+                                .map(|k| format!("did you mean \"{k}\"? "))
+                                .unwrap_or_default();
                         let msg = format!(
                             "unknown DCQCN clamp \"{s}\"; {hint}use always (every cut lowers the target rate, \
                              as in the DCQCN paper) or after-timer (only a cut after a timer increase, as \
