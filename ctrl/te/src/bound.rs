@@ -49,7 +49,11 @@ impl Planner {
     /// `max`: where the cuts' sums and counts reach `max` already, the
     /// flows' sizes cannot raise it further and are not read.
     pub(crate) fn bound_below(&self, max: f64) -> f64 {
-        let counted = self.counted_bound();
+        self.raise_by_sizes(self.counted_bound(), max)
+    }
+
+    /// [`Self::bound_below`] from the counted bound already worked out.
+    pub(crate) fn raise_by_sizes(&self, counted: f64, max: f64) -> f64 {
         if max <= counted + 1e-9 {
             return counted;
         }

@@ -239,10 +239,11 @@ impl Planner {
         let Some((before_movable, _)) = self.top_movable() else { return false };
         // Over capacity by the cuts' sums and counts (see FULL); the
         // flows' sizes may raise the bound to where this batch already is.
-        if self.counted_bound() > FULL {
+        let counted = self.counted_bound();
+        if counted > FULL {
             return false;
         }
-        let bound = self.bound_below(before_movable);
+        let bound = self.raise_by_sizes(counted, before_movable);
         if before_movable <= bound + EPS {
             return false;
         }
