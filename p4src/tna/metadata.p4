@@ -200,7 +200,8 @@ struct ingress_metadata_t {
     // Large-flow digest values.
     bit<32> lf_start;
     bit<32> lf_elapsed;
-    bit<32> lf_bytes;      // an ended window's bytes when they reach the threshold, else 0
+    bit<32> lf_short;      // IPv4 total length - threshold (signed)
+    bit<32> lf_bytes;      // an ended window's bytes; a running one's after this packet when they reach the threshold, else 0
     bit<8> lf_sig_differs; // 1: the slot's window is another flow's
     bit<8> lf_collision;
     // Telemetry Report decision at the sink.

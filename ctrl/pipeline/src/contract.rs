@@ -122,6 +122,7 @@ pub(crate) const REGISTERS: &[(&str, i32, i32)] = &[
     (n::WINDOW_START, n::FLOW_SLOTS as i32, TIME),
     (n::WINDOW_BYTES, n::FLOW_SLOTS as i32, 32),
     (n::WINDOW_COLLISION, n::FLOW_SLOTS as i32, 8),
+    (n::WINDOW_EARLY, n::FLOW_SLOTS as i32, 8),
 ];
 
 pub(crate) const COUNTERS: &[&str] =

@@ -52,6 +52,8 @@ pub const WINDOW_SIG: &str = "MetaroceIngress.large_flows.window_sig";
 pub const WINDOW_START: &str = "MetaroceIngress.large_flows.window_start";
 pub const WINDOW_BYTES: &str = "MetaroceIngress.large_flows.window_bytes";
 pub const WINDOW_COLLISION: &str = "MetaroceIngress.large_flows.window_collision";
+/// 1: the slot's window reported at the crossing, or needs not (`p4src/README.md`, "Large flows").
+pub const WINDOW_EARLY: &str = "MetaroceIngress.large_flows.window_early";
 /// The drain rule's slots (`p4src/README.md`): the owner's signature ++ a
 /// NAK outstanding (32 bits), and fwd_next ++ acked (48 bits).
 pub const DRAIN_SLOT_OWNER: &str = "MetaroceIngress.routing.drain.slot_owner";

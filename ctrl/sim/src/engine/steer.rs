@@ -18,7 +18,8 @@
 //!   and a lost report loses no state (the next window reports again).
 //!   Packets of another flow in an open window count into it and flag it,
 //!   and the report carries the flag, so a reader can tell a collision
-//!   from a rate. One rule with the pipeline twin's (`twin/window.rs`),
+//!   from a rate. A new large flow is also reported at its threshold
+//!   crossing, once. One rule with the pipeline twin's (`twin/window.rs`),
 //!   which keeps the same state in the P4 registers.
 
 use std::collections::HashMap;
@@ -169,7 +170,7 @@ impl Steering {
 
     /// A packet of `bytes` from host `src` entered the fabric at `switch`
     /// and leaves it by port number `port`: a report, if it closed a large
-    /// window of its slot.
+    /// window of its slot or brought a new flow to the threshold.
     pub(crate) fn observe(
         &mut self,
         now_ps: u64,
@@ -194,6 +195,7 @@ impl Steering {
             d.threshold_bytes,
         ) {
             Count::Counted => return None,
+            Count::Crossed(crossed) => crossed,
             Count::Opened(closed) => closed?,
         };
         Some(LargeFlow {
@@ -254,7 +256,7 @@ mod tests {
     }
 
     #[test]
-    fn the_detector_reports_once_per_large_window() {
+    fn the_detector_reports_a_new_flow_at_its_crossing_then_once_per_large_window() {
         let mut s = Steering::default();
         s.set_detector(Some(Detector { window_ps: 1_000_000, threshold_bytes: 10_000 }), 2);
         let mut reports = Vec::new();
@@ -262,11 +264,17 @@ mod tests {
         for i in 0..50u64 {
             reports.extend(s.observe(i * 100_000, 1, pf(3, 4, 49152), 5, 4096));
         }
-        assert_eq!(reports.len(), 4, "windows 1-4 closed by a later packet: {reports:?}");
+        assert_eq!(
+            reports.len(),
+            5,
+            "the crossing in window 1, then windows 1-4 closed by a later packet: {reports:?}"
+        );
         let r = reports[0];
         assert_eq!((r.switch, r.src, r.dst, r.sport, r.port, r.collision), (1, 3, 4, 49152, 5, false));
-        assert_eq!(r.bytes, 10 * 4096);
-        assert_eq!(r.window_ps, 1_000_000);
+        assert_eq!((r.bytes, r.window_ps), (3 * 4096, 200_000), "the third packet crosses 10,000 bytes");
+        let r = reports[1];
+        assert_eq!((r.bytes, r.window_ps), (10 * 4096, 1_000_000));
+        assert!(reports[2..].iter().all(|r| r.bytes == 10 * 4096), "a known flow reports at the close only");
         // A small flow never reports.
         let small: Vec<_> =
             (0..50u64).filter_map(|i| s.observe(i * 100_000, 0, pf(5, 6, 1), 2, 100)).collect();

@@ -73,6 +73,7 @@ pub(super) struct Ids {
     pub window_start: RegisterId,
     pub window_bytes: RegisterId,
     pub window_collision: RegisterId,
+    pub window_early: RegisterId,
     pub steered: u32,
     pub egress_config: TableId,
     pub configure_egress: ActionId,
@@ -261,6 +262,7 @@ impl Ids {
             window_start: register(info, n::WINDOW_START)?,
             window_bytes: register(info, n::WINDOW_BYTES)?,
             window_collision: register(info, n::WINDOW_COLLISION)?,
+            window_early: register(info, n::WINDOW_EARLY)?,
             steered: counter(info, n::STEERED)?,
             egress_config: table(info, n::EGRESS_CONFIG, &[])?,
             configure_egress: action(

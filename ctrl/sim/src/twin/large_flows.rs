@@ -3,7 +3,9 @@
 //! packet after a window's end reports it in one `large_flow_digest_t`
 //! when it counted at least the threshold (with a collision flag when
 //! another signature used the slot meanwhile, or closed it), then opens
-//! the next. Run for UDP from an edge port that is routed to a group.
+//! the next; a new flow's packet that brings an armed window to the
+//! threshold reports it at once (`twin/window.rs`). Run for UDP from an
+//! edge port that is routed to a group.
 
 use super::headers::Headers;
 use super::window::{self, Count, Window};
@@ -36,16 +38,16 @@ impl Twin {
             start,
             bytes: u64::from(self.reg(ids.window_bytes, slot)? as u32),
             collided: self.reg(ids.window_collision, slot)? != 0,
+            early_done: self.reg(ids.window_early, slot)? != 0,
         };
         let elapsed = now.wrapping_sub(start) & TIME_MASK;
-        let closed = match window::count(&mut w, sig, len, now, elapsed, window, u64::from(threshold)) {
-            Count::Counted => {
-                self.set_reg(ids.window_collision, slot, u128::from(w.collided))?;
-                return self.set_reg(ids.window_bytes, slot, u128::from(w.bytes as u32));
-            }
-            Count::Opened(closed) => closed,
-        };
-        if let Some(c) = closed {
+        let (report, opened) =
+            match window::count(&mut w, sig, len, now, elapsed, window, u64::from(threshold)) {
+                Count::Counted => (None, false),
+                Count::Crossed(c) => (Some(c), false),
+                Count::Opened(closed) => (closed, true),
+            };
+        if let Some(c) = report {
             let (bytes, elapsed, collision) = (c.bytes as u32, c.elapsed, c.collision);
             let (sport, qp) = (h.l4_ports().0, h.bth.map(|b| b.dest_qp).unwrap_or(0));
             let flow = (u128::from(ip.src) << 72)
@@ -74,9 +76,12 @@ impl Twin {
             );
         }
         let ids = &self.ids;
-        self.set_reg(ids.window_sig, slot, u128::from(w.sig))?;
-        self.set_reg(ids.window_start, slot, u128::from(w.start))?;
+        if opened {
+            self.set_reg(ids.window_sig, slot, u128::from(w.sig))?;
+            self.set_reg(ids.window_start, slot, u128::from(w.start))?;
+        }
         self.set_reg(ids.window_bytes, slot, u128::from(w.bytes as u32))?;
-        self.set_reg(ids.window_collision, slot, u128::from(w.collided))
+        self.set_reg(ids.window_collision, slot, u128::from(w.collided))?;
+        self.set_reg(ids.window_early, slot, u128::from(w.early_done))
     }
 }

@@ -112,21 +112,28 @@ async fn a_large_flow_digest_decodes_into_the_typed_struct() {
     let mut r = setup(&[Entry::LargeFlowConfig { window_us: 10_000, threshold_bytes: 300 }]).await;
     let sub = r.pipeline.large_flow_digest_entry(DigestConfig { max_list_size: 1, ..Default::default() });
     r.session.configure_digest(sub.unwrap()).await.unwrap();
-    // 72 IPv4 bytes a packet: 5 in the window (360 bytes), then one after it.
+    // 72 IPv4 bytes a packet: 5 in the window (360 bytes; the 5th crosses
+    // 300, an early digest), then one after it (the close's digest).
     for i in 0..5 {
         assert_eq!(send(&mut r, 49152, 1_000_000 + i * 1000), 2);
     }
     assert_eq!(send(&mut r, 49152, 1_012_000), 2);
-    let list = loop {
+    let mut digests = Vec::new();
+    while digests.len() < 2 {
         let ev = tokio::time::timeout(Duration::from_secs(5), r.events.recv()).await.unwrap();
         if let Some(Event::Digest(list)) = ev {
-            break list;
+            assert!(r.pipeline.is_large_flow_digest(&list) && !r.pipeline.is_queue_digest(&list));
+            let got = r.pipeline.decode_large_flows(&list);
+            assert!(got.malformed.is_empty(), "{:?}", got.malformed);
+            digests.extend(got.flows);
         }
-    };
-    assert!(r.pipeline.is_large_flow_digest(&list) && !r.pipeline.is_queue_digest(&list));
-    let got = r.pipeline.decode_large_flows(&list);
-    assert!(got.malformed.is_empty(), "{:?}", got.malformed);
-    let [d] = got.flows[..] else { panic!("{:?}", got.flows) };
+    }
+    let [early, d] = digests[..] else { panic!("{digests:?}") };
+    assert_eq!((early.switch_id, early.flow, early.egress_port), (7, A, 2));
+    assert_eq!(
+        (early.bytes, early.window_us, early.collision, early.timestamp),
+        (360, 4_000, false, 1_004_000)
+    );
     assert_eq!((d.switch_id, d.flow, d.egress_port), (7, A, 2));
     assert_eq!((d.bytes, d.window_us, d.collision, d.timestamp), (360, 12_000, false, 1_012_000));
     let slot =
