@@ -11,7 +11,7 @@
 use std::cmp::Reverse;
 
 use crate::decide::Log;
-use crate::flow::FlowId;
+use crate::flow::{FlowId, FlowKey};
 use crate::net::{DirLink, NONE};
 use crate::planner::{Planner, Status};
 use crate::report::{Reason, Unplaced};
@@ -20,11 +20,14 @@ use crate::search::{self, Breadth, Raw, Route, RAW_LIMIT};
 /// Fewest new flows for which the searches compare raw loads.
 const RAW_BATCH: usize = 64;
 
-/// One new flow between two leaves, as the searches need it.
+/// One new flow between two leaves, as the searches and the report need
+/// it.
 ///
-/// 40 bytes: a bulk placement streams 100,000 of them through the
+/// 48 bytes: a bulk placement streams 100,000 of them through the
 /// ordering and the searches several times, so the order is worked out
-/// from the fields ([`Work::order`]) rather than kept beside them.
+/// from the fields ([`Work::order`]) rather than kept beside them, and
+/// the spread from the key. The key rides along for the report, which
+/// would otherwise read it from the flow table at random.
 #[derive(Debug, Clone, Copy)]
 struct Work {
     f: FlowId,
@@ -34,7 +37,7 @@ struct Work {
     /// receiver-bound group the group's (a member is placed as its group,
     /// see `group.rs`). A member's own rate is read from the flow table.
     rate: u64,
-    spread: u64,
+    key: FlowKey,
     /// Position in flow-id order.
     at: u32,
     /// The flow's receiver-bound group, or NONE: read here, in flow-id
@@ -67,18 +70,18 @@ pub(crate) struct Bufs {
     /// The new flows in flow-id order, then in placement order.
     work: Vec<Work>,
     sorted: Vec<Work>,
-    /// The counting sort's bucket starts, fill points and gathered order.
+    /// The counting sort's bucket starts and fill points.
     start: Vec<u32>,
     fill: Vec<u32>,
-    at: Vec<u32>,
-    /// The greedy's: first groups read ahead, routes found, flows added
-    /// per link and the new flows link by link, ids and whether each is
-    /// logged, by position in flow-id order.
+    /// The greedy's: first groups read ahead and routes found, in
+    /// placement order; routes, flows added per link and the new flows
+    /// link by link, and whether each is logged, by position in flow-id
+    /// order.
     first: Vec<u32>,
+    found: Vec<Option<Route>>,
     routes: Vec<Option<Route>>,
     more: Vec<u32>,
     slot: Vec<FlowId>,
-    ids: Vec<FlowId>,
     logged: Vec<bool>,
 }
 
@@ -139,7 +142,7 @@ impl Planner {
                 // rate beside a bystander (120% against a bound of 100%
                 // on a k=4 fat-tree, and the bystander at 1.92x).
                 rate: group.map_or(rate, |g| g.1.max(rate)),
-                spread: self.flows.key[i].spread(),
+                key: self.flows.key[i],
                 at: work.len() as u32,
                 group: group.map_or(NONE, |g| g.0),
             });
@@ -177,12 +180,11 @@ impl Planner {
         let (beam, width) = (self.config.search_beam, self.config.search_width);
         let breadth = Breadth::Beam { beam, width };
         // Every flow's first group, read ahead: these misses overlap.
-        let Bufs { first, routes, more, slot, ids, logged, .. } = b;
+        // `by_id`: the batch in flow-id order (`place_batch` keeps it).
+        let Bufs { work: by_id, first, found, routes, more, slot, logged, .. } = b;
         first.clear();
         first.extend(work.iter().map(|w| if w.d == NONE { 0 } else { self.net.cell_of(w.d, w.src) }));
-        // In placement order; by position in flow-id order.
-        routes.clear();
-        routes.resize(work.len(), None);
+        found.clear();
         more.clear();
         more.resize(self.net.dirlinks(), 0);
         // On a fabric of one link speed the searches compare raw loads,
@@ -194,9 +196,10 @@ impl Planner {
         let mut top = if raw { self.links.load.iter().copied().max().unwrap_or(0) } else { RAW_LIMIT };
         for (w, &g) in work.iter().zip(first.iter()) {
             if w.d == NONE {
+                found.push(None);
                 continue;
             }
-            let q = (w.src, w.d, g);
+            let (q, spread) = ((w.src, w.d, g), w.key.spread());
             // A member's own rate (`w.rate` is its group's: the order's).
             let rate = if w.group == NONE { w.rate } else { self.flows.rate[w.f as usize] };
             // A member takes its grouped path where that carries the
@@ -207,22 +210,22 @@ impl Planner {
                 let found = if top.saturating_add(total) < RAW_LIMIT {
                     let (load, links) = (&self.links.load[..], self.groups.links(id));
                     let loads = search::GroupedRaw::new(load, links, total);
-                    search::best_grouped_raw(&self.net, loads, q, w.spread, breadth)
+                    search::best_grouped_raw(&self.net, loads, q, spread, breadth)
                 } else {
                     let loads = search::Grouped::new(&self.links.load, &self.groups, (id, total));
-                    search::best_grouped(&self.net, loads, (w.src, w.d), w.spread, breadth)
+                    search::best_grouped(&self.net, loads, (w.src, w.d), spread, breadth)
                 };
                 search::confines(found.as_ref()).then_some(found).flatten()
             });
-            let found = if let Some((_, r)) = grouped {
+            let found_route = if let Some((_, r)) = grouped {
                 Some(r)
             } else if top.saturating_add(rate) < RAW_LIMIT {
                 let loads = Raw { load: &self.links.load };
-                search::best_raw(&self.net, loads, q, (rate, w.spread), (beam, width)).map(|(_, r)| r)
+                search::best_raw(&self.net, loads, q, (rate, spread), (beam, width)).map(|(_, r)| r)
             } else {
-                search::best_from(&self.net, self.loads(), q, rate, w.spread, breadth).map(|(_, r)| r)
+                search::best_from(&self.net, self.loads(), q, rate, spread, breadth).map(|(_, r)| r)
             };
-            if let Some(r) = found {
+            if let Some(r) = found_route {
                 if let Some((g, _)) = group {
                     // The next members of the batch join these links.
                     self.groups.enter_all(g, r.links(), rate);
@@ -233,42 +236,73 @@ impl Planner {
                     top = top.max(*load);
                     more[dl as usize] += 1;
                 }
-                routes[w.at as usize] = Some(r);
             }
+            // Kept in placement order: written by position in flow-id
+            // order (at random) only after the searches, whose reads it
+            // would otherwise push out of the cache.
+            found.push(found_route);
         }
-        ids.clear();
-        ids.resize(work.len(), 0);
-        for w in work {
-            ids[w.at as usize] = w.f;
+        // Every position is written below: what the buffer held from the
+        // last decision need not be cleared first.
+        routes.resize(work.len(), None);
+        for (w, r) in work.iter().zip(found.iter()) {
+            routes[w.at as usize] = *r;
         }
-        // Each link's new flows, in flow-id order, are gathered in one
-        // run of `slot` (a counting sort on the link: `more` becomes
-        // each run's start, then its end), and each list then takes its
-        // run at once: pushed flow by flow, every push was a miss on the
-        // list's header and one on its end, over 82,000 lists.
+        // Each link's new flows are gathered in one run of `slot` (a
+        // counting sort on the link: `more` becomes each run's start,
+        // then its end), and each list then takes its run at once:
+        // pushed flow by flow, every push was a miss on the list's header
+        // and one on its end, over 41,000 lists.
         let mut sum = 0;
         for k in more.iter_mut() {
             (*k, sum) = (sum, sum + *k);
         }
-        slot.clear();
-        slot.resize(sum as usize, 0);
         logged.clear();
         logged.resize(work.len(), false);
-        for (j, (&f, r)) in ids.iter().zip(routes.iter()).enumerate() {
+        for (j, (w, r)) in by_id.iter().zip(routes.iter()).enumerate() {
             let Some(r) = *r else { continue };
-            let i = f as usize;
+            let i = w.f as usize;
             logged[j] = self.flows.touched_in[i] != self.decision;
             self.flows.touched_in[i] = self.decision;
             self.flows.status[i] = Status::Placed;
             self.flows.route[i] = r;
+            // What the report would write, here in flow-id order (it
+            // writes it again for a flow that moves before it).
+            self.flows.mask[i] = r.mask;
+            // What `count(f, true)` does for a placed flow between
+            // leaves, with the leaves at hand.
+            let (out, into) = self.net.cuts.of_flow(w.src, self.net.dests[w.d as usize] as u32);
+            self.tally.flow(out, into, self.flows.rate[i], true);
+            self.flows.moved_at[i] = None;
+            self.flows.placed_in[i] = self.decision;
+        }
+        // The runs are filled in placement order, destination by
+        // destination, so the links near each destination (half of a
+        // path's) take their flows while their runs are in the cache.
+        // Nothing reads a link's flows in their order (each reader sorts
+        // them by a key that ends in the flow id, or sums over them), so
+        // this order decides nothing. Every slot is written.
+        slot.resize(sum as usize, 0);
+        log.new_at = log.first.len();
+        log.new.reserve(work.len());
+        log.placed.reserve(work.len());
+        for (w, r) in work.iter().zip(found.iter()) {
+            let (j, f) = (w.at as usize, w.f);
+            let Some(r) = r else {
+                self.flows.status[f as usize] = Status::Stuck;
+                self.inbox.stuck.push(f);
+                unplaced.push(self.unplaced(f, false));
+                continue;
+            };
             for &dl in r.links() {
                 let at = &mut more[dl as usize];
                 slot[*at as usize] = f;
                 *at += 1;
             }
-            self.count(f, true);
-            self.flows.moved_at[i] = None;
-            self.flows.placed_in[i] = self.decision;
+            if logged[j] {
+                log.new.push(f);
+                log.placed.push((w.key, *r));
+            }
         }
         // What `listed_on` does for each flow, link by link.
         let mut begin = 0;
@@ -279,26 +313,14 @@ impl Planner {
             }
             begin = end;
         }
-        log.new_at = log.first.len();
-        log.new.reserve(work.len());
-        for w in work {
-            let (j, f) = (w.at as usize, w.f);
-            if routes[j].is_none() {
-                self.flows.status[f as usize] = Status::Stuck;
-                self.inbox.stuck.push(f);
-                unplaced.push(self.unplaced(f, false));
-            } else if logged[j] {
-                log.new.push(f);
-            }
-        }
     }
 }
 
 /// `work` (in flow-id order) sorted by [`Work::order`]. Most of the order
 /// is two small integers (the rate class and the destination), so a
 /// counting sort by those, then a comparison sort inside each bucket (a
-/// few flows each) instead of one of the whole batch, into `out`
-/// (cleared first), with `b.start`, `b.fill` and `b.at` for the sort.
+/// few flows each) instead of one of the whole batch, into `out` (each
+/// entry written), with `b.start` and `b.fill` for the sort.
 fn in_order(work: &[Work], dests: usize, b: &mut Bufs, out: &mut Vec<Work>) {
     // Dense ranks of the classes present, largest first.
     let mut present = [false; 65];
@@ -313,7 +335,7 @@ fn in_order(work: &[Work], dests: usize, b: &mut Bufs, out: &mut Vec<Work>) {
     // A destination index is below `dests`; NONE sorts after them all.
     let cols = dests + 1;
     let bucket = |w: &Work| rank[w.class() as usize] * cols + (w.d as usize).min(dests);
-    let Bufs { start, fill, at, .. } = b;
+    let Bufs { start, fill, .. } = b;
     start.clear();
     start.resize(classes * cols + 1, 0);
     for w in work {
@@ -324,19 +346,25 @@ fn in_order(work: &[Work], dests: usize, b: &mut Bufs, out: &mut Vec<Work>) {
     }
     fill.clear();
     fill.extend_from_slice(start);
-    at.clear();
-    at.resize(work.len(), 0);
-    for (j, w) in work.iter().enumerate() {
+    // Each item straight to its place (writes at random, which need not
+    // wait; gathering by a list of positions read the items at random).
+    // Every position is written: what `out` held need not be cleared.
+    match work.first() {
+        Some(&any) => out.resize(work.len(), any),
+        None => out.clear(),
+    }
+    for w in work {
         let k = bucket(w);
-        at[fill[k] as usize] = j as u32;
+        out[fill[k] as usize] = *w;
         fill[k] += 1;
     }
-    out.clear();
-    out.extend(at.iter().map(|&j| work[j as usize]));
     // In a bucket the class and the destination are equal: the rest of
     // the order decides.
     for r in start.windows(2).filter(|r| r[1] - r[0] > 1) {
-        out[r[0] as usize..r[1] as usize].sort_unstable_by_key(|w| (Reverse(w.rate), w.f));
+        // The bucket's flows came in flow-id order (the scatter keeps it):
+        // a stable sort by rate alone gives (rate, largest first, then
+        // id), in the insertion sort it runs on a few items.
+        out[r[0] as usize..r[1] as usize].sort_by_key(|w| Reverse(w.rate));
     }
 }
 
@@ -353,7 +381,7 @@ mod tests {
                 .map(|f| {
                     let rate = (next() % 100 + 1) << (next() % 40);
                     let d = if next().is_multiple_of(17) { NONE } else { (next() % dests as u64) as u32 };
-                    Work { f, src: 0, d, rate, spread: 0, at: f, group: NONE }
+                    Work { f, src: 0, d, rate, key: FlowKey::pair(0.into(), 0.into()), at: f, group: NONE }
                 })
                 .collect();
             let mut want: Vec<FlowId> = work.iter().map(|w| w.f).collect();

@@ -31,6 +31,9 @@ pub(crate) struct Log {
     /// `first[..new_at]`: a bulk decision logs 100,000 of them, and as
     /// ids they take 4 bytes each instead of 40.
     pub(crate) new: Vec<FlowId>,
+    /// Beside each of `new`, its key and the route it was placed on (in
+    /// placement order, as the placement had them at hand).
+    pub(crate) placed: Vec<(FlowKey, Route)>,
     pub(crate) new_at: usize,
 }
 
@@ -108,8 +111,16 @@ impl Planner {
             self.refresh_rates();
         }
         // The new flows' ids go into a buffer kept from the last decision.
-        let mut log = Log { new: std::mem::take(&mut self.scratch.new), ..Log::default() };
+        let mut log = Log {
+            new: std::mem::take(&mut self.scratch.new),
+            placed: std::mem::take(&mut self.scratch.placed),
+            ..Log::default()
+        };
         log.new.clear();
+        log.placed.clear();
+        // Which flows this decision puts on a route (`listed_on`).
+        self.scratch.moved.clear();
+        self.scratch.moved.resize(self.flows.key.len().div_ceil(64), 0);
         let mut unplaced = Vec::new();
         self.repair(now_ns, &mut log, &mut unplaced);
         let logged = log.len();
@@ -213,7 +224,10 @@ impl Planner {
                 }
             }
         }
-        groups.total = total;
+        groups.total = vec![0; if total.is_empty() { 0 } else { self.net.host_nic.len() }];
+        for (g, t) in total {
+            groups.total[g as usize] = t;
+        }
         self.groups = groups;
         self.tally.clear_flows();
         for &f in &live {
@@ -465,19 +479,35 @@ impl Planner {
     fn report(&mut self, log: Log, moves: &mut Vec<Move>) {
         moves.reserve(log.len());
         // In the order logged: `first[..new_at]`, the new flows, the rest.
-        let Log { mut first, new, new_at } = log;
+        let Log { mut first, new, placed, new_at } = log;
         let rest = first.split_off(new_at.min(first.len()));
         // Each flow's key and route first, all reads: after a bulk
         // placement the log is in placement order, not flow order, and
-        // these cache misses overlap when nothing waits on them.
-        let ids = first.iter().map(|e| e.0).chain(new.iter().copied()).chain(rest.iter().map(|e| e.0));
+        // these cache misses overlap when nothing waits on them. The new
+        // flows' come as the placement kept them, in the log's order,
+        // unless a move since put the flow on a route again; their
+        // choices were written with their routes (the flag: write them).
         let mut now = std::mem::take(&mut self.scratch.now);
         now.clear();
-        now.extend(ids.map(|f| (self.flows.key[f as usize], self.flows.route[f as usize])));
+        let read = |f: FlowId| (self.flows.key[f as usize], self.flows.route[f as usize], true);
+        now.extend(first.iter().map(|e| read(e.0)));
+        let moved = &self.scratch.moved;
+        let again = |f: FlowId| moved.get(f as usize >> 6).is_some_and(|w| w >> (f & 63) & 1 != 0);
+        let as_placed = |(&f, &(key, route)): (&FlowId, &(FlowKey, Route))| {
+            if again(f) {
+                read(f)
+            } else {
+                (key, route, false)
+            }
+        };
+        now.extend(new.iter().zip(&placed).map(as_placed));
+        now.extend(rest.iter().map(|e| read(e.0)));
         let entries = first.into_iter().chain(new.iter().map(|&f| (f, Reason::New, None, 0.0))).chain(rest);
-        for ((f, reason, from, before), &(flow, route)) in entries.zip(&now) {
+        for ((f, reason, from, before), &(flow, route, mask)) in entries.zip(&now) {
             let to = self.render_route(&route, route.mask);
-            self.flows.mask[f as usize] = route.mask;
+            if mask {
+                self.flows.mask[f as usize] = route.mask;
+            }
             if from.as_ref() == Some(&to) {
                 continue;
             }
@@ -490,6 +520,7 @@ impl Planner {
                 to: Some(to),
             });
         }
+        self.scratch.placed = placed;
         self.scratch.now = now;
         self.scratch.new = new;
     }

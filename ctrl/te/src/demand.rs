@@ -18,7 +18,7 @@ type Resources = (Vec<u64>, Vec<u32>, Vec<u32>, Vec<u32>);
 fn resources(flows: &[(u32, u32, u64)], nic: &[u64]) -> Resources {
     let mut b = Bufs::default();
     fill_resources(flows, nic, &mut b);
-    (b.left, b.count, b.start, b.of)
+    (b.left, b.count, b.start, b.of.iter().map(|e| e.0).collect())
 }
 
 /// The buffers of [`max_min`], kept by the caller between calls so that
@@ -30,20 +30,23 @@ pub(crate) struct Bufs {
     count: Vec<u32>,
     start: Vec<u32>,
     fill: Vec<u32>,
-    of: Vec<u32>,
+    /// Per resource's flow: the flow and its other resource.
+    of: Vec<(u32, u32)>,
+    /// Per flow, one bit: its rate is set.
+    frozen: Vec<u64>,
     packed: Vec<u64>,
     /// The radix sort's second buffer, and its counts.
     spare: Vec<u64>,
     counts: Vec<[u32; WIDTH]>,
     pairs: Vec<(u64, u32)>,
     order: Vec<u32>,
-    heap: Vec<Reverse<(u64, u32)>>,
+    heap: Vec<Reverse<u128>>,
 }
 
 /// Fills `b`'s resources for `flows` over `nic`: each NIC direction
 /// (`2h` sending, `2h + 1` receiving) with its capacity (`left`), how
 /// many flows use it (`count`), and those flows as a CSR
-/// (`of[start[r]..start[r + 1]]`).
+/// (`of[start[r]..start[r + 1]]`), each with its other resource.
 fn fill_resources(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs) {
     let nr = 2 * nic.len();
     b.left.clear();
@@ -61,12 +64,14 @@ fn fill_resources(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs) {
     }
     b.fill.clear();
     b.fill.extend_from_slice(&b.start);
-    b.of.clear();
-    b.of.resize(2 * flows.len(), 0);
+    // Every entry is written below (a buffer kept from the last call
+    // need not be cleared).
+    b.of.resize(2 * flows.len(), (0, 0));
     for (i, &(s, d, _)) in flows.iter().enumerate() {
-        for r in [2 * s as usize, 2 * d as usize + 1] {
-            b.of[b.fill[r] as usize] = i as u32;
-            b.fill[r] += 1;
+        let (rs, rd) = (2 * s, 2 * d + 1);
+        for (r, other) in [(rs, rd), (rd, rs)] {
+            b.of[b.fill[r as usize] as usize] = (i as u32, other);
+            b.fill[r as usize] += 1;
         }
     }
 }
@@ -89,10 +94,16 @@ pub(crate) fn max_min(flows: &[(u32, u32, u64)], nic: &[u64]) -> Vec<u64> {
 pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs, rate: &mut Vec<u64>) {
     fill_resources(flows, nic, b);
     by_offer(flows, b);
-    let Bufs { left, count, start, of, order, heap: keep, .. } = b;
+    let Bufs { left, count, start, of, order, heap: keep, frozen, .. } = b;
     let nr = left.len();
-    rate.clear();
+    // Every flow is frozen, so written, before the loop ends.
     rate.resize(flows.len(), u64::MAX);
+    // Which flows are frozen, a bit each: the loops below ask it of
+    // flows at random, and 100,000 bits stay in L1 where the rates
+    // would not.
+    frozen.clear();
+    frozen.resize(flows.len().div_ceil(64), 0);
+    let is_frozen = |frozen: &[u64], i: usize| frozen[i >> 6] >> (i & 63) & 1 != 0;
     // Resources by fair share, lazily: a freeze only ever raises the
     // shares of the resources it uses (it takes at most the smallest
     // share), so a key in the heap is never above its resource's share.
@@ -102,12 +113,12 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
     let mut keys = std::mem::take(keep);
     keys.clear();
     keys.extend(
-        (0..nr).filter(|&r| count[r] > 0).map(|r| Reverse((left[r] / u64::from(count[r]), r as u32))),
+        (0..nr).filter(|&r| count[r] > 0).map(|r| Reverse(key(left[r] / u64::from(count[r]), r as u32))),
     );
     let mut heap = BinaryHeap::from(keys);
     let mut next = 0;
     loop {
-        while next < order.len() && rate[order[next] as usize] != u64::MAX {
+        while next < order.len() && is_frozen(frozen, order[next] as usize) {
             next += 1;
         }
         if next == order.len() {
@@ -116,7 +127,8 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
         let f = order[next] as usize;
         let tightest = loop {
             let Some(mut top) = heap.peek_mut() else { break None };
-            let Reverse((key, r)) = *top;
+            let Reverse(packed) = *top;
+            let (key, r) = ((packed >> 32) as u64, packed as u32);
             let c = count[r as usize];
             if c == 0 {
                 PeekMut::pop(top);
@@ -126,12 +138,13 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
             if share == key {
                 break Some((share, r as usize));
             }
-            *top = Reverse((share, r));
+            *top = Reverse(self::key(share, r));
         };
-        let mut freeze = |i: usize, x: u64, rate: &mut [u64]| {
+        // Sets flow `i`'s rate to `x`, taken from its resources `a` and `b`.
+        let mut freeze = |i: usize, x: u64, (a, b): (usize, usize), frozen: &mut [u64]| {
             rate[i] = x;
-            let (s, d, _) = flows[i];
-            for r in [2 * s as usize, 2 * d as usize + 1] {
+            frozen[i >> 6] |= 1 << (i & 63);
+            for r in [a, b] {
                 left[r] = left[r].saturating_sub(x);
                 count[r] -= 1;
             }
@@ -140,17 +153,27 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
             // The tightest resource's share is below this flow's offer:
             // every unfrozen flow of it gets the share.
             Some((share, r)) if flows[f].2 > share => {
-                for k in start[r]..start[r + 1] {
-                    let i = of[k as usize] as usize;
-                    if rate[i] == u64::MAX {
-                        freeze(i, share, rate);
+                for &(i, other) in &of[start[r] as usize..start[r + 1] as usize] {
+                    if !is_frozen(frozen, i as usize) {
+                        freeze(i as usize, share, (r, other as usize), frozen);
                     }
                 }
             }
-            _ => freeze(f, flows[f].2, rate),
+            _ => {
+                let (s, d, x) = flows[f];
+                freeze(f, x, (2 * s as usize, 2 * d as usize + 1), frozen);
+            }
         }
     }
     *keep = heap.into_vec();
+}
+
+/// A resource's heap key, (share, resource) in one integer: it orders as
+/// the pair does (the resource below 2^32), in one comparison where the
+/// pair took two and a branch, at every level of every sift.
+#[inline]
+fn key(share: u64, r: u32) -> u128 {
+    u128::from(share) << 32 | u128::from(r)
 }
 
 /// Flow indices by offer, then index, into `b.order`: sorted with the
@@ -198,7 +221,8 @@ fn radix_by_high(keys: &mut Vec<u64>, low: u32, (spare, counts): (&mut Vec<u64>,
             c[digit(k, shift)] += 1;
         }
     }
-    spare.clear();
+    // Each pass writes every key (a buffer kept from the last call need
+    // not be cleared).
     spare.resize(keys.len(), 0);
     let n = keys.len();
     let (mut from, mut to) = (&mut keys[..], &mut spare[..]);

@@ -48,12 +48,14 @@ pub(crate) struct Groups {
     pub member: Vec<u32>,
     /// How many flows are members.
     pub members: usize,
-    /// Per group: the sum of its members' rates (bits per second).
-    pub total: ByGroup<u64>,
+    /// Per group (indexed by its receiving host): the sum of its
+    /// members' rates (bits per second), 0 for none. Vectors, not maps:
+    /// a bulk placement looks a group up several times a member.
+    pub total: Vec<u64>,
     /// Per group, by directed link: how many members run over the link,
     /// and the sum of their rates. A member's search reads its group's
     /// list alone (a few dozen links at most), by binary search.
-    pub on: ByGroup<Vec<OnLink>>,
+    pub on: Vec<Vec<OnLink>>,
 }
 
 /// Members of one group on one directed link.
@@ -82,7 +84,7 @@ impl Groups {
     /// The rate of group `g` (0 for no group).
     #[inline]
     pub fn total_of(&self, g: u32) -> u64 {
-        self.total.get(&g).copied().unwrap_or(0)
+        self.total.get(g as usize).copied().unwrap_or(0)
     }
 
     /// True when `f` is in a group.
@@ -112,7 +114,11 @@ impl Groups {
         if dls.is_empty() {
             return;
         }
-        let list = self.on.entry(g).or_default();
+        let g = g as usize;
+        if self.on.len() <= g {
+            self.on.resize_with(g + 1, Vec::new);
+        }
+        let list = &mut self.on[g];
         for &dl in dls {
             match list.binary_search_by_key(&dl, |x| x.dl) {
                 Ok(i) => {
@@ -126,7 +132,7 @@ impl Groups {
 
     /// A member of `g` sending `rate` left `dl`.
     pub fn leave(&mut self, g: u32, dl: DirLink, rate: u64) {
-        let Some(list) = self.on.get_mut(&g) else { return };
+        let Some(list) = self.on.get_mut(g as usize) else { return };
         let Ok(i) = list.binary_search_by_key(&dl, |x| x.dl) else { return };
         if list[i].members > 1 {
             list[i].members -= 1;
@@ -139,7 +145,7 @@ impl Groups {
     /// Where the members of `g` run.
     #[inline]
     pub fn links(&self, g: u32) -> &[OnLink] {
-        self.on.get(&g).map_or(&[], Vec::as_slice)
+        self.on.get(g as usize).map_or(&[], Vec::as_slice)
     }
 }
 

@@ -299,7 +299,14 @@ impl Net {
     /// checks a search following a chain would pay at every fork).
     #[inline]
     pub fn only(&self, d: u32, s: u32) -> Option<Mem> {
-        self.groups.get(self.cell_of(d, s) as usize).filter(|r| r.len == 1).map(|r| r.one)
+        self.only_in(self.cell_of(d, s))
+    }
+
+    /// The member of group `g` if it has just one ([`Net::only`] of a
+    /// cell already read).
+    #[inline]
+    pub fn only_in(&self, g: u32) -> Option<Mem> {
+        self.groups.get(g as usize).filter(|r| r.len == 1).map(|r| r.one)
     }
 
     /// Members of `s`'s group toward destination `d` (empty if none).

@@ -526,6 +526,11 @@ impl Planner {
     /// for a group member, whose group bookkeeping has it).
     pub(crate) fn listed_on(&mut self, f: FlowId, route: Route) {
         self.flows.route[f as usize] = route;
+        // The report reads this flow's route again (`Log::placed` may
+        // have an older one).
+        if let Some(w) = self.scratch.moved.get_mut(f as usize >> 6) {
+            *w |= 1 << (f & 63);
+        }
         for &dl in route.links() {
             self.links.on[dl as usize].push(f);
             self.links.hot.mark(dl);

@@ -31,9 +31,13 @@ pub(crate) struct Scratch {
     pub group_of: Vec<Option<u32>>,
     /// New flows (`bulk.rs`).
     pub bulk: crate::bulk::Bufs,
-    /// The log's new flows, and the report's reads of keys and routes.
+    /// The log's new flows with their keys and routes as placed, the
+    /// report's reads of keys and routes, and per flow (a bit each)
+    /// whether the decision put it on a route (`Planner::listed_on`).
     pub new: Vec<FlowId>,
-    pub now: Vec<(FlowKey, Route)>,
+    pub placed: Vec<(FlowKey, Route)>,
+    pub now: Vec<(FlowKey, Route, bool)>,
+    pub moved: Vec<u64>,
 }
 
 impl Clone for Scratch {

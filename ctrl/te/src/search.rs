@@ -50,10 +50,24 @@ struct Dfs<'a, M: Meter> {
     /// bottleneck is below it are wanted), then the best found. Kept
     /// beside `best`, as the search reads it at every step.
     bar: M::U,
+    /// The chain below the last switch [`Dfs::below`] read.
+    memo: Memo<M::U>,
+}
+
+/// What [`Dfs::below`] keeps of the last chain it read: the switch it
+/// starts at (NONE: none yet), the chain's bottleneck, and the switch's
+/// member where its group has one (the first link of the chain).
+#[derive(Clone, Copy)]
+struct Memo<U> {
+    at: u32,
+    worst: U,
+    one: Option<Mem>,
 }
 
 /// Widest beam kept on the stack.
 const MAX_BEAM: usize = 16;
+/// The array of a beam of at most this many (the default's 2).
+const SHORT_BEAM: usize = 4;
 
 impl<'a, M: Meter> Dfs<'a, M> {
     /// What a path must beat: the best found, or the caller's bar.
@@ -84,7 +98,13 @@ impl<'a, M: Meter> Dfs<'a, M> {
         };
         let k = members.len();
         if k > self.beam {
-            return self.walk_beam(members, depth, prefix);
+            // The beam's array as long as it needs (it is filled for
+            // every beam walked: 16 entries were 32 stores).
+            return if self.beam <= SHORT_BEAM {
+                self.walk_beam::<SHORT_BEAM>(members, depth, prefix)
+            } else {
+                self.walk_beam::<MAX_BEAM>(members, depth, prefix)
+            };
         }
         let start = if k > 1 { (self.spread.rotate_left(7 * depth as u32) % k as u64) as usize } else { 0 };
         for i in 0..k {
@@ -117,21 +137,55 @@ impl<'a, M: Meter> Dfs<'a, M> {
     /// toward the destination (0 where the chain forks): what every path
     /// through `s` must cross anyway. Stops early, with what it has,
     /// once that is `stop` or more.
-    fn tail(&self, mut s: u32, stop: M::U) -> M::U {
-        let mut worst = M::ZERO;
-        for _ in 0..MAX_HOPS {
-            // The destination has no group toward itself.
-            if s == self.dst || worst >= stop {
+    ///
+    /// Past its first link the chain is read through [`Dfs::below`],
+    /// which keeps the last switch's: the members of one group often
+    /// lead to one switch next (on the bench's Clos every super-spine a
+    /// spine samples reaches the destination through the same spine),
+    /// and a search reads no load twice for it. A chain read whole where
+    /// it could have stopped early is `stop` or more all the same (each
+    /// link only raises it), so the caller drops it either way.
+    #[inline(always)]
+    fn tail(&mut self, s: u32, stop: M::U) -> (M::U, u32) {
+        // The destination has no group toward itself.
+        if s == self.dst {
+            return (M::ZERO, 0);
+        }
+        let g = self.net.cell_of(self.d, s);
+        let Some(m) = self.net.only_in(g) else { return (M::ZERO, g) };
+        let first = self.loads.util(self.net, m.dl, self.rate);
+        if first >= stop {
+            return (first, g);
+        }
+        let rest = if m.peer == self.memo.at { self.memo.worst } else { self.below(m.peer) };
+        (M::max(first, rest), g)
+    }
+
+    /// The whole chain of single-member groups from `t` toward the
+    /// destination, as [`Dfs::tail`] reads it (at most `MAX_HOPS - 1`
+    /// links: `t` is a hop into a chain), kept for the last `t` asked:
+    /// the loads do not change during a search. (The caller looks in
+    /// the memo first.)
+    #[inline(never)]
+    fn below(&mut self, t: u32) -> M::U {
+        let (mut worst, mut s) = (M::ZERO, t);
+        let mut one = None;
+        for i in 0..MAX_HOPS - 1 {
+            if s == self.dst {
                 break;
             }
             match self.net.only(self.d, s) {
                 Some(m) => {
+                    if i == 0 {
+                        one = Some(m);
+                    }
                     worst = M::max(worst, self.loads.util(self.net, m.dl, self.rate));
                     s = m.peer;
                 }
                 None => break,
             }
         }
+        self.memo = Memo { at: t, worst, one };
         worst
     }
 
@@ -147,11 +201,14 @@ impl<'a, M: Meter> Dfs<'a, M> {
     /// only their own quarter of the members, and the greedy placement
     /// then piles up on some of them (on the bench's Clos it ended at
     /// 0.769 before 2,519 local-search steps brought it down to 0.721).
-    fn walk_beam(&mut self, members: &'a [Mem], depth: usize, prefix: M::U) {
+    fn walk_beam<const N: usize>(&mut self, members: &'a [Mem], depth: usize, prefix: M::U) {
         let k = members.len();
-        let beam = self.beam.min(MAX_BEAM);
+        let beam = self.beam.min(N);
         let sample = Sample::new(k, self.width, self.spread, depth);
-        let mut keep: [(M::U, u32); MAX_BEAM] = [(M::INF, 0); MAX_BEAM];
+        // Kept members: their utilisation with their chain, their index
+        // and their switch's group (read for the chain: `finish` goes on
+        // from it).
+        let mut keep: [(M::U, u32, u32); N] = [(M::INF, 0, 0); N];
         let mut kept = 0;
         // A member no cooler than the best path found, counting the
         // prefix, leads to nothing better; one no cooler than the last
@@ -167,7 +224,8 @@ impl<'a, M: Meter> Dfs<'a, M> {
             if first >= cut {
                 continue;
             }
-            let u = M::max(first, self.tail(m.peer, cut));
+            let (tail, g) = self.tail(m.peer, cut);
+            let u = M::max(first, tail);
             if u >= cut {
                 continue;
             }
@@ -177,25 +235,31 @@ impl<'a, M: Meter> Dfs<'a, M> {
                 keep[at] = keep[at - 1];
                 at -= 1;
             }
-            keep[at] = (u, idx as u32);
+            keep[at] = (u, idx as u32, g);
             kept = (kept + 1).min(beam);
             if kept == beam {
                 cut = M::min(keep[beam - 1].0, bar);
             }
         }
-        for &(u, idx) in &keep[..kept] {
+        for &(u, idx, g) in &keep[..kept] {
+            // Every path through the member crosses its link and its
+            // chain (read whole, or it would not have been kept): none
+            // through it can beat the best found once `u` does not, and
+            // finishing or walking it would record nothing. (The members
+            // come coolest first, so after the first has set the best the
+            // rest mostly stop here.)
+            let u = M::max(prefix, u);
+            if u >= self.limit() {
+                continue;
+            }
             let m = members[idx as usize];
-            match self.finish(m, depth, M::max(prefix, u)) {
+            match self.finish(m, g, depth, u) {
                 Finish::Done => {}
                 // The member's own switch forks: its tail was nothing
                 // (`u` is the member's utilisation alone), so this is
                 // what `step` would do, without reading its load and the
                 // switch's group again.
                 Finish::Forks(next) => {
-                    let u = M::max(prefix, u);
-                    if u >= self.limit() {
-                        continue;
-                    }
                     self.cur.dl[depth] = m.dl;
                     self.cur.mask |= 1 << depth;
                     self.walk(m.peer, depth + 1, u, Some(next));
@@ -211,16 +275,26 @@ impl<'a, M: Meter> Dfs<'a, M> {
     /// beats the best, as walking it would, without reading its loads
     /// again. Else the chain forks: at the member's own switch (whose
     /// group it gives), or further on (walk it then).
-    fn finish(&mut self, m: Mem, depth: usize, total: M::U) -> Finish<'a> {
+    /// `g`: the group of `m`'s switch toward the destination (as read
+    /// for its chain).
+    fn finish(&mut self, m: Mem, g: u32, depth: usize, total: M::U) -> Finish<'a> {
         let mut r = self.cur;
         r.dl[depth] = m.dl;
         r.mask |= 1 << depth;
         let (mut s, mut at) = (m.peer, depth + 1);
         while s != self.dst {
-            let next = match self.net.members(self.d, s) {
-                [next] => *next,
-                forks if s == m.peer => return Finish::Forks(forks),
-                _ => return Finish::Walk,
+            // The switch `below` read last: its member, without the look-up.
+            let known = if s == self.memo.at && s != m.peer { self.memo.one } else { None };
+            let next = match known {
+                Some(next) => next,
+                None => {
+                    let group = if s == m.peer { self.net.group(g) } else { self.net.members(self.d, s) };
+                    match group {
+                        [next] => *next,
+                        forks if s == m.peer => return Finish::Forks(forks),
+                        _ => return Finish::Walk,
+                    }
+                }
             };
             if at == MAX_HOPS {
                 return Finish::Walk;
@@ -265,11 +339,18 @@ struct Sample {
 impl Sample {
     fn new(k: usize, width: usize, spread: u64, depth: usize) -> Self {
         let look = width.min(k).max(1);
+        // A beam's divisions wait on each other and the first member's
+        // index waits on them; where the divisor is a power of two (the
+        // group of every Clos of the benches, and a width of 8) a mask or
+        // a shift gives the same quotient and remainder.
+        let (x, k1) = (spread.rotate_left(7 * depth as u32), k.max(1) as u64);
+        let start = if k1.is_power_of_two() { x & (k1 - 1) } else { x % k1 };
+        let run = if look.is_power_of_two() { k >> look.trailing_zeros() } else { k / look };
         Sample {
             k,
             look,
-            start: (spread.rotate_left(7 * depth as u32) % k.max(1) as u64) as usize,
-            run: (k / look) as u64,
+            start: start as usize,
+            run: run as u64,
             jitter: spread.rotate_left(29 + 7 * depth as u32),
         }
     }
@@ -298,7 +379,12 @@ impl Sample {
         let (q, r) = (self.run as usize, k - self.run as usize * look);
         // `run` is at most k, far below 2^32; `(x >> 40)` has 24 bits.
         let run = self.run.max(1);
-        let magic = if run > 1 { (u64::MAX / run).wrapping_add(1) } else { 0 };
+        // (For `run` a power of two 2^s, `u64::MAX / run + 1` is 2^(64 - s).)
+        let magic = match run {
+            0 | 1 => 0,
+            _ if run.is_power_of_two() => 1 << (64 - run.trailing_zeros()),
+            _ => (u64::MAX / run).wrapping_add(1),
+        };
         let wrap = move |x: usize| if x >= k { x - k } else { x };
         let (mut base, mut carry) = (self.start, 0);
         (0..look).map(move |j| {
@@ -429,10 +515,10 @@ pub(crate) fn best_grouped_raw(
     breadth: Breadth,
 ) -> Option<(f64, Route)> {
     let (beam, width) = breadth.beam_width();
-    let found = run(net, loads, (src, d, first), (0, spread), (beam, width), (u64::MAX, 0));
+    let found = run(net, loads, (src, d, first), (0, spread), (beam, width), u64::MAX);
     // With one capacity, `fl(a) / fl(c)` of the largest load is the
     // utilisation `Grouped` takes the maximum of.
-    found.map(|((a, _), r)| (a as f64 / net.capf.first().copied().unwrap_or(1.0), r))
+    found.map(|(a, r)| ((a >> meter::ADDED_BITS) as f64 / net.capf.first().copied().unwrap_or(1.0), r))
 }
 
 /// Whether a group member takes the path [`best_grouped`] found: only if
@@ -468,6 +554,7 @@ fn run<M: Meter>(
         best: None,
         first,
         bar: below,
+        memo: Memo { at: crate::net::NONE, worst: M::ZERO, one: None },
     };
     dfs.walk(src, 0, M::ZERO, None);
     dfs.best

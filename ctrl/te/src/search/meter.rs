@@ -167,6 +167,13 @@ impl Meter for Grouped<'_> {
 /// [`RAW_LIMIT`]: loads order as their utilisations do, ties included
 /// (see [`Raw`]), and the count of links added is the same, so the
 /// search decides the same as with [`Grouped`].
+///
+/// The pair (load, links added) is one integer, the load shifted past
+/// [`ADDED_BITS`] bits that count the links: below 2^52 the load leaves
+/// room, and a path has at most `MAX_HOPS` (4) links, so the count never
+/// carries into the load. The integers then order as the pairs do, and
+/// `max` (the larger load, the counts summed) and `min` give what the
+/// pair's did, in one comparison where the pair took two and a branch.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GroupedRaw<'a> {
     load: &'a [u64],
@@ -175,6 +182,11 @@ pub(crate) struct GroupedRaw<'a> {
     /// `links` as a filter that rules most other links out at once.
     filter: LinkFilter,
 }
+
+/// Low bits of a [`GroupedRaw`] value that count the links a path adds
+/// to its group's.
+pub(crate) const ADDED_BITS: u32 = 3;
+const ADDED: u64 = (1 << ADDED_BITS) - 1;
 
 impl<'a> GroupedRaw<'a> {
     /// The meter of a member of a group of rate `total` running over
@@ -185,23 +197,23 @@ impl<'a> GroupedRaw<'a> {
 }
 
 impl Meter for GroupedRaw<'_> {
-    type U = (u64, u32);
-    const ZERO: (u64, u32) = (0, 0);
-    const INF: (u64, u32) = (u64::MAX, u32::MAX);
+    type U = u64;
+    const ZERO: u64 = 0;
+    const INF: u64 = u64::MAX;
     #[inline]
-    fn util(&self, _: &Net, dl: DirLink, _: u64) -> (u64, u32) {
+    fn util(&self, _: &Net, dl: DirLink, _: u64) -> u64 {
         let i = dl as usize;
         match self.filter.on(self.links, dl) {
-            Some(members) => (self.load[i].saturating_sub(members) + self.total, 0),
-            None => (self.load[i] + self.total, 1),
+            Some(members) => (self.load[i].saturating_sub(members) + self.total) << ADDED_BITS,
+            None => (self.load[i] + self.total) << ADDED_BITS | 1,
         }
     }
     #[inline]
-    fn max(a: (u64, u32), b: (u64, u32)) -> (u64, u32) {
-        (a.0.max(b.0), a.1.saturating_add(b.1))
+    fn max(a: u64, b: u64) -> u64 {
+        a.max(b) & !ADDED | ((a & ADDED) + (b & ADDED))
     }
     #[inline]
-    fn min(a: (u64, u32), b: (u64, u32)) -> (u64, u32) {
+    fn min(a: u64, b: u64) -> u64 {
         a.min(b)
     }
 }
