@@ -82,6 +82,12 @@ pub struct Planned {
     pub at_bound: usize,
     /// The cases of the others, each once.
     pub above: Vec<usize>,
+    /// Cases whose lower bound is above 100% on some run, each with its
+    /// largest bound (a fraction): the fabric cannot carry the flows at
+    /// their rates there. A job's ideal and floor count its own bytes on
+    /// a cut, not another job's beside it, so where jobs share such a cut
+    /// this is the figure that bounds them together.
+    pub over_full: Vec<(usize, f64)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -201,30 +207,11 @@ pub fn aggregate(
             worst: modes.iter().cloned().zip(case_worst[i].iter().copied()).collect(),
         })
         .collect();
-    let mut planned: Vec<Planned> = Vec::new();
-    for (ci, s) in runs {
-        let p = s.control.as_ref().and_then(|c| c.placement.as_ref());
-        let Some((u, b)) = p.and_then(|p| Some((p.planned_max_utilisation?, p.planned_lower_bound?))) else {
-            continue;
-        };
-        let at = match planned.iter().position(|x| x.mode == s.mode) {
-            Some(i) => i,
-            None => {
-                planned.push(Planned { mode: s.mode.clone(), runs: 0, at_bound: 0, above: Vec::new() });
-                planned.len() - 1
-            }
-        };
-        let row = &mut planned[at];
-        row.runs += 1;
-        if u <= b + 1e-6 {
-            row.at_bound += 1;
-        } else if let Some(c) = cases.get(*ci).filter(|c| !row.above.contains(&c.number)) {
-            row.above.push(c.number);
-        }
-    }
-    for p in &mut planned {
-        p.above.sort_unstable();
-    }
+    let planned = tally_planned(runs.iter().filter_map(|(ci, s)| {
+        let p = s.control.as_ref().and_then(|c| c.placement.as_ref())?;
+        let case = cases.get(*ci)?.number;
+        Some((case, s.mode.as_str(), p.planned_max_utilisation?, p.planned_lower_bound?))
+    }));
     let nic_ordering = runs.first().map(|(_, s)| s.nic_ordering.clone()).unwrap_or_default();
     Suite {
         family: family.name.clone(),
@@ -331,6 +318,46 @@ fn x(v: f64) -> String {
     }
 }
 
+/// How often each mode's planner ended at its lower bound, from (case
+/// number, mode, planned highest utilisation, lower bound) per run that
+/// placed flows, in run order.
+fn tally_planned<'a>(runs: impl Iterator<Item = (usize, &'a str, f64, f64)>) -> Vec<Planned> {
+    let mut planned: Vec<Planned> = Vec::new();
+    for (case, mode, u, b) in runs {
+        let at = match planned.iter().position(|x| x.mode == mode) {
+            Some(i) => i,
+            None => {
+                planned.push(Planned {
+                    mode: mode.to_string(),
+                    runs: 0,
+                    at_bound: 0,
+                    above: Vec::new(),
+                    over_full: Vec::new(),
+                });
+                planned.len() - 1
+            }
+        };
+        let row = &mut planned[at];
+        row.runs += 1;
+        if u <= b + 1e-6 {
+            row.at_bound += 1;
+        } else if !row.above.contains(&case) {
+            row.above.push(case);
+        }
+        if b > 1.0 + 1e-6 {
+            match row.over_full.iter_mut().find(|(c, _)| *c == case) {
+                Some((_, most)) => *most = most.max(b),
+                None => row.over_full.push((case, b)),
+            }
+        }
+    }
+    for p in &mut planned {
+        p.above.sort_unstable();
+        p.over_full.sort_unstable_by_key(|&(c, _)| c);
+    }
+    planned
+}
+
 /// The suite as markdown: the judged values by group and mode, then every case.
 pub fn markdown(s: &Suite) -> String {
     let mut out = String::new();
@@ -375,6 +402,16 @@ pub fn markdown(s: &Suite) -> String {
             "\n{}'s planner ended at its lower bound (planned highest utilisation = bound) in {} of {} runs{above}.",
             p.mode, p.at_bound, p.runs
         );
+        if !p.over_full.is_empty() {
+            let list: Vec<String> =
+                p.over_full.iter().map(|(c, b)| format!("{c} ({:.0}%)", b * 100.0)).collect();
+            let _ = writeln!(
+                out,
+                "Its lower bound is above 100% in case{} {}: there the fabric cannot carry the flows at their rates, and where jobs share the cut that sets it, each job's ideal and floor count its own bytes on that cut but not the other's.",
+                if list.len() == 1 { "" } else { "s" },
+                list.join(", ")
+            );
+        }
     }
     reference_table(&mut out, s);
     let _ = writeln!(out, "\n## Cases\n");
@@ -467,4 +504,58 @@ pub fn box_plot(s: &Suite) -> String {
         &s.modes,
         &boxes,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planner_runs_are_tallied_by_mode_with_the_cases_above_and_over_full() {
+        let runs = [
+            (1, "metaroce", 1.0, 1.0),
+            (2, "metaroce", 1.2, 1.0),
+            (2, "metaroce", 1.3, 1.0),
+            (4, "metaroce", 2.0, 2.0),
+            (4, "metaroce", 2.1, 2.05),
+            (3, "other", 0.5, 0.5),
+        ];
+        let p = tally_planned(runs.into_iter());
+        assert_eq!(p.len(), 2);
+        let m = &p[0];
+        assert_eq!((m.mode.as_str(), m.runs, m.at_bound), ("metaroce", 5, 2));
+        assert_eq!(m.above, vec![2, 4], "each case once, sorted");
+        assert_eq!(
+            m.over_full,
+            vec![(4, 2.05)],
+            "the case's largest bound; a bound of 100% is not over full"
+        );
+        assert_eq!((p[1].runs, p[1].at_bound), (1, 1));
+        assert!(p[1].over_full.is_empty() && p[1].above.is_empty());
+    }
+
+    #[test]
+    fn the_markdown_names_the_cases_whose_bound_is_over_full() {
+        let suite = |over_full: Vec<(usize, f64)>| Suite {
+            family: "f".into(),
+            description: String::new(),
+            seeds: vec![1],
+            modes: vec!["metaroce".into()],
+            nic_ordering: "go-back-n".into(),
+            cases: Vec::new(),
+            rows: Vec::new(),
+            planned: vec![Planned {
+                mode: "metaroce".into(),
+                runs: 3,
+                at_bound: 2,
+                above: vec![18],
+                over_full,
+            }],
+            vs_reference: Vec::new(),
+        };
+        let md = markdown(&suite(vec![(4, 2.0), (18, 2.214)]));
+        assert!(md.contains("in 2 of 3 runs; above it in case 18."), "{md}");
+        assert!(md.contains("above 100% in cases 4 (200%), 18 (221%): "), "{md}");
+        assert!(!markdown(&suite(Vec::new())).contains("above 100%"));
+    }
 }
