@@ -119,8 +119,7 @@ impl Planner {
         log.new.clear();
         log.placed.clear();
         // Which flows this decision puts on a route (`listed_on`).
-        self.scratch.moved.clear();
-        self.scratch.moved.resize(self.flows.key.len().div_ceil(64), 0);
+        self.scratch.moved.reset(self.flows.key.len());
         let mut unplaced = Vec::new();
         self.repair(now_ns, &mut log, &mut unplaced);
         let logged = log.len();
@@ -492,9 +491,8 @@ impl Planner {
         let read = |f: FlowId| (self.flows.key[f as usize], self.flows.route[f as usize], true);
         now.extend(first.iter().map(|e| read(e.0)));
         let moved = &self.scratch.moved;
-        let again = |f: FlowId| moved.get(f as usize >> 6).is_some_and(|w| w >> (f & 63) & 1 != 0);
         let as_placed = |(&f, &(key, route)): (&FlowId, &(FlowKey, Route))| {
-            if again(f) {
+            if moved.get(f as usize) {
                 read(f)
             } else {
                 (key, route, false)

@@ -8,6 +8,8 @@
 use std::cmp::Reverse;
 use std::collections::binary_heap::{BinaryHeap, PeekMut};
 
+use crate::bits::Bits;
+
 /// Each NIC direction as a resource (`2h` sending, `2h + 1` receiving):
 /// its capacity, how many flows use it, and those flows as a CSR
 /// (`of[start[r]..start[r + 1]]`).
@@ -33,7 +35,7 @@ pub(crate) struct Bufs {
     /// Per resource's flow: the flow and its other resource.
     of: Vec<(u32, u32)>,
     /// Per flow, one bit: its rate is set.
-    frozen: Vec<u64>,
+    frozen: Bits,
     packed: Vec<u64>,
     /// The radix sort's second buffer, and its counts.
     spare: Vec<u64>,
@@ -101,9 +103,7 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
     // Which flows are frozen, a bit each: the loops below ask it of
     // flows at random, and 100,000 bits stay in L1 where the rates
     // would not.
-    frozen.clear();
-    frozen.resize(flows.len().div_ceil(64), 0);
-    let is_frozen = |frozen: &[u64], i: usize| frozen[i >> 6] >> (i & 63) & 1 != 0;
+    frozen.reset(flows.len());
     // Resources by fair share, lazily: a freeze only ever raises the
     // shares of the resources it uses (it takes at most the smallest
     // share), so a key in the heap is never above its resource's share.
@@ -118,7 +118,7 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
     let mut heap = BinaryHeap::from(keys);
     let mut next = 0;
     loop {
-        while next < order.len() && is_frozen(frozen, order[next] as usize) {
+        while next < order.len() && frozen.get(order[next] as usize) {
             next += 1;
         }
         if next == order.len() {
@@ -141,9 +141,9 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
             *top = Reverse(self::key(share, r));
         };
         // Sets flow `i`'s rate to `x`, taken from its resources `a` and `b`.
-        let mut freeze = |i: usize, x: u64, (a, b): (usize, usize), frozen: &mut [u64]| {
+        let mut freeze = |i: usize, x: u64, (a, b): (usize, usize), frozen: &mut Bits| {
             rate[i] = x;
-            frozen[i >> 6] |= 1 << (i & 63);
+            frozen.set(i);
             for r in [a, b] {
                 left[r] = left[r].saturating_sub(x);
                 count[r] -= 1;
@@ -154,7 +154,7 @@ pub(crate) fn max_min_into(flows: &[(u32, u32, u64)], nic: &[u64], b: &mut Bufs,
             // every unfrozen flow of it gets the share.
             Some((share, r)) if flows[f].2 > share => {
                 for &(i, other) in &of[start[r] as usize..start[r + 1] as usize] {
-                    if !is_frozen(frozen, i as usize) {
+                    if !frozen.get(i as usize) {
                         freeze(i as usize, share, (r, other as usize), frozen);
                     }
                 }

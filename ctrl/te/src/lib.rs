@@ -65,6 +65,7 @@
 //! See `README.md` for the model, the algorithm, the guarantees and the
 //! tunables.
 
+mod bits;
 mod bound;
 mod bulk;
 mod cells;

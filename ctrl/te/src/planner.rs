@@ -528,9 +528,7 @@ impl Planner {
         self.flows.route[f as usize] = route;
         // The report reads this flow's route again (`Log::placed` may
         // have an older one).
-        if let Some(w) = self.scratch.moved.get_mut(f as usize >> 6) {
-            *w |= 1 << (f & 63);
-        }
+        self.scratch.moved.set(f as usize);
         for &dl in route.links() {
             self.links.on[dl as usize].push(f);
             self.links.hot.mark(dl);

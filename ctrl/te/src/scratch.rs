@@ -37,7 +37,7 @@ pub(crate) struct Scratch {
     pub new: Vec<FlowId>,
     pub placed: Vec<(FlowKey, Route)>,
     pub now: Vec<(FlowKey, Route, bool)>,
-    pub moved: Vec<u64>,
+    pub moved: crate::bits::Bits,
 }
 
 impl Clone for Scratch {
